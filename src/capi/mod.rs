@@ -1,0 +1,260 @@
+//! The C ABI: the only `extern "C"` code in the crate.
+//!
+//! Every exported function runs its body inside [`boundary`], which turns `Err` into a status plus a
+//! thread-local message and turns a panic into `SGPU_STATUS_INTERNAL_ERROR`, so nothing unwinds into C.
+//! Handles and objects are registered in [`Registry`]s, so a NULL, destroyed or foreign pointer is
+//! detected before it is dereferenced.
+#![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+pub mod common;
+pub mod msrep;
+pub mod sddmm;
+pub mod smat;
+pub mod spamm;
+
+use crate::error::{Error, Result, Status};
+use crate::handle::HandleCore;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::ffi::{CString, c_void};
+use std::os::raw::{c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+/// `sgpuStatus_t` as passed through the ABI.
+pub type sgpuStatus_t = c_int;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(function: &str, err: &Error) {
+    let text = format!("{function}: {}", err.message).replace('\0', " ");
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(text).unwrap_or_default());
+}
+
+pub(crate) fn last_error_ptr() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Runs an exported function's body: `Ok` → SUCCESS; `Err` → its status and message; panic →
+/// INTERNAL_ERROR with the panic text. Outputs must only be written once all checks have passed.
+pub(crate) fn boundary(function: &str, body: impl FnOnce() -> Result<()>) -> sgpuStatus_t {
+    let result = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::internal(format!("internal error (panic): {what}")))
+        }
+    };
+    match result {
+        Ok(()) => Status::Success as c_int,
+        Err(e) => {
+            set_last_error(function, &e);
+            e.status as c_int
+        }
+    }
+}
+
+/// Prefixes an error's message with the argument it concerns.
+pub(crate) fn arg_err(name: &str) -> impl Fn(Error) -> Error + '_ {
+    move |e| Error::new(e.status, format!("argument {name}: {}", e.message))
+}
+
+/// Converts an enum argument, naming it on failure.
+pub(crate) fn enum_arg<E: TryFrom<c_int, Error = Error>>(value: c_int, name: &str) -> Result<E> {
+    E::try_from(value).map_err(arg_err(name))
+}
+
+/// A non-negative size argument as `usize`.
+pub(crate) fn size_arg(value: i64, name: &str) -> Result<usize> {
+    usize::try_from(value).map_err(|_| Error::invalid_size(format!("argument {name} = {value} is negative")))
+}
+
+fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
+    if ptr.is_null() {
+        return Err(Error::invalid_pointer(format!("argument {name} is NULL")));
+    }
+    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(Error::invalid_pointer(format!(
+            "argument {name} = {ptr:p} is not aligned to {} bytes",
+            std::mem::align_of::<T>()
+        )));
+    }
+    Ok(())
+}
+
+/// A caller array of `len` elements. NULL is accepted only when `len` is 0 (as BLAS does).
+pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, name: &str) -> Result<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    check_ptr(ptr, name)?;
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A caller output array of `len` elements. NULL is accepted only when `len` is 0.
+pub(crate) unsafe fn slice_mut_arg<'a, T>(ptr: *mut T, len: usize, name: &str) -> Result<&'a mut [T]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    check_ptr(ptr as *const T, name)?;
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+}
+
+/// A scalar passed by pointer (α, β).
+pub(crate) unsafe fn scalar_arg<T: Copy>(ptr: *const T, name: &str) -> Result<T> {
+    check_ptr(ptr, name)?;
+    Ok(unsafe { *ptr })
+}
+
+/// An output pointer; the value is written by the caller of this helper after all checks.
+pub(crate) unsafe fn out_arg<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T> {
+    check_ptr(ptr as *const T, name)?;
+    Ok(unsafe { &mut *ptr })
+}
+
+/// The set of live objects of one kind, by address. Lookups never dereference a pointer that is not
+/// registered, so a destroyed or foreign handle is reported instead of crashing.
+pub(crate) struct Registry {
+    kind: &'static str,
+    live: Mutex<BTreeSet<usize>>,
+}
+
+impl Registry {
+    pub(crate) const fn new(kind: &'static str) -> Self {
+        Registry { kind, live: Mutex::new(BTreeSet::new()) }
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, BTreeSet<usize>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leaks `object` to C and records its address.
+    pub(crate) fn register<T>(&self, object: T) -> *mut T {
+        let ptr = Box::into_raw(Box::new(object));
+        self.live().insert(ptr as usize);
+        ptr
+    }
+
+    /// The object behind a pointer this registry handed out and has not released.
+    pub(crate) unsafe fn get<'a, T>(&self, ptr: *mut T, name: &str) -> Result<&'a mut T> {
+        if ptr.is_null() {
+            return Err(Error::invalid_handle(format!("argument {name} is NULL")));
+        }
+        if !self.live().contains(&(ptr as usize)) {
+            return Err(Error::invalid_handle(format!(
+                "argument {name} = {ptr:p} is not a live {} (destroyed, or created by another family)",
+                self.kind
+            )));
+        }
+        Ok(unsafe { &mut *ptr })
+    }
+
+    /// Unregisters and drops. NULL is accepted (as `free`); an unknown pointer is an error.
+    pub(crate) unsafe fn destroy<T>(&self, ptr: *mut T, name: &str) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        if !self.live().remove(&(ptr as usize)) {
+            return Err(Error::invalid_handle(format!(
+                "argument {name} = {ptr:p} is not a live {} (destroyed twice, or created by another family)",
+                self.kind
+            )));
+        }
+        drop(unsafe { Box::from_raw(ptr) });
+        Ok(())
+    }
+}
+
+/// A family handle: something with the shared state of [`HandleCore`], created from the environment.
+pub(crate) trait FamilyHandle: Sized + 'static {
+    fn registry() -> &'static Registry;
+    fn create() -> Result<Self>;
+    fn core(&mut self) -> &mut HandleCore;
+}
+
+// The handle functions every family exports are written out per family (cbindgen sees only literal
+// `extern "C"` items); their bodies are these shared helpers.
+
+pub(crate) unsafe fn handle_create<H: FamilyHandle>(function: &str, out: *mut *mut H) -> sgpuStatus_t {
+    boundary(function, || {
+        let out = unsafe { out_arg(out, "handle") }?;
+        *out = H::registry().register(H::create()?);
+        Ok(())
+    })
+}
+
+pub(crate) unsafe fn handle_destroy<H: FamilyHandle>(function: &str, h: *mut H) -> sgpuStatus_t {
+    boundary(function, || unsafe { H::registry().destroy(h, "handle") })
+}
+
+pub(crate) unsafe fn handle_set_stream<H: FamilyHandle>(
+    function: &str,
+    h: *mut H,
+    stream: *mut c_void,
+) -> sgpuStatus_t {
+    boundary(function, || {
+        unsafe { H::registry().get(h, "handle") }?.core().set_stream(stream);
+        Ok(())
+    })
+}
+
+pub(crate) unsafe fn handle_get_stream<H: FamilyHandle>(
+    function: &str,
+    h: *mut H,
+    out: *mut *mut c_void,
+) -> sgpuStatus_t {
+    boundary(function, || {
+        let handle = unsafe { H::registry().get(h, "handle") }?;
+        *unsafe { out_arg(out, "stream") }? = handle.core().stream();
+        Ok(())
+    })
+}
+
+pub(crate) unsafe fn handle_set_backend<H: FamilyHandle>(function: &str, h: *mut H, backend: c_int) -> sgpuStatus_t {
+    boundary(function, || {
+        let handle = unsafe { H::registry().get(h, "handle") }?;
+        let kind = enum_arg(backend, "backend")?;
+        handle.core().set_backend(kind)
+    })
+}
+
+pub(crate) unsafe fn handle_get_backend<H: FamilyHandle>(function: &str, h: *mut H, out: *mut c_int) -> sgpuStatus_t {
+    boundary(function, || {
+        let handle = unsafe { H::registry().get(h, "handle") }?;
+        *unsafe { out_arg(out, "backend") }? = handle.core().backend().kind() as c_int;
+        Ok(())
+    })
+}
+
+pub(crate) unsafe fn handle_set_devices<H: FamilyHandle>(
+    function: &str,
+    h: *mut H,
+    count: c_int,
+    devices: *const c_int,
+) -> sgpuStatus_t {
+    boundary(function, || {
+        let handle = unsafe { H::registry().get(h, "handle") }?;
+        let count = size_arg(count as i64, "count")?;
+        let devices = unsafe { slice_arg(devices, count, "devices") }?;
+        handle.core().set_devices(devices)
+    })
+}
+
+/// `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
+pub type sgpuOperation_t = c_int;
+/// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.
+pub type sgpuValueType_t = c_int;
+/// `sgpuIndexBase_t`: an `sgpuIndexBase` value passed as `int`.
+pub type sgpuIndexBase_t = c_int;
+/// `sgpuLayout_t`: an `sgpuLayout` value passed as `int`.
+pub type sgpuLayout_t = c_int;
+/// `sgpuSparseFormat_t`: an `sgpuSparseFormat` value passed as `int`.
+pub type sgpuSparseFormat_t = c_int;
+/// `sgpuBackend_t`: an `sgpuBackend` value passed as `int`.
+pub type sgpuBackend_t = c_int;

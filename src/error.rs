@@ -1,0 +1,147 @@
+//! Status codes and the library's error type.
+//!
+//! `Status` is the C API's `sgpuStatus_t`: its numbers are part of the ABI and never reused.
+
+use std::fmt;
+
+/// Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Success = 0,
+    /// A NULL, destroyed or foreign handle.
+    InvalidHandle = 1,
+    /// A required pointer is NULL or misaligned for its element type.
+    InvalidPointer = 2,
+    /// A negative or inconsistent size, or a leading dimension smaller than the matrix.
+    InvalidSize = 3,
+    /// An unknown enum value, τ < 0 or NaN, or another out-of-range scalar.
+    InvalidValue = 4,
+    /// Malformed CSR / CSC / COO structure (pointers, indices, nnz).
+    InvalidSparseMatrix = 5,
+    /// A host or device allocation failed.
+    AllocationFailed = 6,
+    /// The operation does not support this combination (e.g. a value type).
+    NotSupported = 7,
+    /// The requested backend (e.g. CUDA) is not usable on this machine.
+    BackendUnavailable = 8,
+    /// A kernel or device operation failed while executing.
+    ExecutionFailed = 9,
+    /// A bug in the library (including a caught Rust panic).
+    InternalError = 10,
+}
+
+impl Status {
+    /// Every status, in numeric order.
+    pub fn all() -> [Status; 11] {
+        [
+            Status::Success,
+            Status::InvalidHandle,
+            Status::InvalidPointer,
+            Status::InvalidSize,
+            Status::InvalidValue,
+            Status::InvalidSparseMatrix,
+            Status::AllocationFailed,
+            Status::NotSupported,
+            Status::BackendUnavailable,
+            Status::ExecutionFailed,
+            Status::InternalError,
+        ]
+    }
+
+    /// The C enumerator's name, e.g. `SGPU_STATUS_INVALID_SIZE`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Success => "SGPU_STATUS_SUCCESS",
+            Status::InvalidHandle => "SGPU_STATUS_INVALID_HANDLE",
+            Status::InvalidPointer => "SGPU_STATUS_INVALID_POINTER",
+            Status::InvalidSize => "SGPU_STATUS_INVALID_SIZE",
+            Status::InvalidValue => "SGPU_STATUS_INVALID_VALUE",
+            Status::InvalidSparseMatrix => "SGPU_STATUS_INVALID_SPARSE_MATRIX",
+            Status::AllocationFailed => "SGPU_STATUS_ALLOCATION_FAILED",
+            Status::NotSupported => "SGPU_STATUS_NOT_SUPPORTED",
+            Status::BackendUnavailable => "SGPU_STATUS_BACKEND_UNAVAILABLE",
+            Status::ExecutionFailed => "SGPU_STATUS_EXECUTION_FAILED",
+            Status::InternalError => "SGPU_STATUS_INTERNAL_ERROR",
+        }
+    }
+
+    /// A one-line human description.
+    pub fn description(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::InvalidHandle => "the handle is NULL, destroyed, or of another family",
+            Status::InvalidPointer => "a required pointer is NULL or misaligned",
+            Status::InvalidSize => "a size or leading dimension is negative or inconsistent",
+            Status::InvalidValue => "an enum or scalar argument is out of range",
+            Status::InvalidSparseMatrix => "the sparse matrix structure is malformed",
+            Status::AllocationFailed => "memory allocation failed",
+            Status::NotSupported => "the operation does not support these arguments",
+            Status::BackendUnavailable => "the requested backend is not available",
+            Status::ExecutionFailed => "execution on the backend failed",
+            Status::InternalError => "internal library error",
+        }
+    }
+}
+
+/// An error: a status plus a message that names the offending argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub status: Status,
+    pub message: String,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn new(status: Status, message: impl Into<String>) -> Self {
+        debug_assert!(status != Status::Success);
+        Error { status, message: message.into() }
+    }
+    pub fn invalid_handle(msg: impl Into<String>) -> Self {
+        Self::new(Status::InvalidHandle, msg)
+    }
+    pub fn invalid_pointer(msg: impl Into<String>) -> Self {
+        Self::new(Status::InvalidPointer, msg)
+    }
+    pub fn invalid_size(msg: impl Into<String>) -> Self {
+        Self::new(Status::InvalidSize, msg)
+    }
+    pub fn invalid_value(msg: impl Into<String>) -> Self {
+        Self::new(Status::InvalidValue, msg)
+    }
+    pub fn invalid_sparse(msg: impl Into<String>) -> Self {
+        Self::new(Status::InvalidSparseMatrix, msg)
+    }
+    pub fn alloc_failed(msg: impl Into<String>) -> Self {
+        Self::new(Status::AllocationFailed, msg)
+    }
+    pub fn not_supported(msg: impl Into<String>) -> Self {
+        Self::new(Status::NotSupported, msg)
+    }
+    pub fn backend_unavailable(msg: impl Into<String>) -> Self {
+        Self::new(Status::BackendUnavailable, msg)
+    }
+    pub fn execution_failed(msg: impl Into<String>) -> Self {
+        Self::new(Status::ExecutionFailed, msg)
+    }
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(Status::InternalError, msg)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.status.name(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Allocates a zero-initialised vector, reporting failure as `AllocationFailed` instead of aborting.
+pub fn try_alloc<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::alloc_failed(format!("cannot allocate {len} elements for {what}")))?;
+    v.resize(len, T::default());
+    Ok(v)
+}

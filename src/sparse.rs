@@ -1,0 +1,289 @@
+//! Validated, borrowed views of caller-supplied sparse matrices (CSR, CSC, COO) in either index base.
+//!
+//! Validation is the single place that turns untrusted index arrays into something the families can
+//! walk without bounds surprises: every index a view hands out is in range and zero-based.
+
+use crate::error::{Error, Result};
+use crate::types::IndexBase;
+use std::ops::Range;
+
+/// CSR, or CSC read as the CSR of the transpose: `outer` pointers over `inner` indices.
+#[derive(Clone, Copy, Debug)]
+pub struct CompressedRef<'a, T> {
+    /// Rows for CSR, columns for CSC.
+    pub outer_dim: usize,
+    /// Columns for CSR, rows for CSC.
+    pub inner_dim: usize,
+    pub ptr: &'a [i32],
+    pub idx: &'a [i32],
+    pub values: &'a [T],
+    pub base: IndexBase,
+}
+
+/// The names C callers know the arrays by, for messages.
+#[derive(Clone, Copy, Debug)]
+pub struct CompressedNames {
+    pub ptr: &'static str,
+    pub idx: &'static str,
+    pub outer: &'static str,
+    pub inner: &'static str,
+}
+
+pub const CSR_NAMES: CompressedNames = CompressedNames { ptr: "rowPtr", idx: "colInd", outer: "rows", inner: "cols" };
+pub const CSC_NAMES: CompressedNames = CompressedNames { ptr: "colPtr", idx: "rowInd", outer: "cols", inner: "rows" };
+
+pub type CsrRef<'a, T> = CompressedRef<'a, T>;
+
+impl<'a, T> CompressedRef<'a, T> {
+    /// Validates the structure: `ptr` has `outer_dim + 1` entries starting at the base and never
+    /// decreasing, `ptr[outer_dim] - base` equals the number of values, every index lies in
+    /// `[base, base + inner_dim)`, and, when `require_sorted`, indices strictly increase within each
+    /// outer slice (sorted, no duplicates).
+    pub fn new(
+        outer_dim: usize,
+        inner_dim: usize,
+        ptr: &'a [i32],
+        idx: &'a [i32],
+        values: &'a [T],
+        base: IndexBase,
+        require_sorted: bool,
+        names: CompressedNames,
+    ) -> Result<Self> {
+        let b = base.offset();
+        let nnz = values.len();
+        if ptr.len() != outer_dim + 1 {
+            return Err(Error::internal(format!(
+                "{} has {} entries, expected {}",
+                names.ptr,
+                ptr.len(),
+                outer_dim + 1
+            )));
+        }
+        if idx.len() != nnz {
+            return Err(Error::internal(format!("{} has {} entries, values has {nnz}", names.idx, idx.len())));
+        }
+        if ptr[0] as i64 != b {
+            return Err(Error::invalid_sparse(format!("{}[0] = {} but the index base is {b}", names.ptr, ptr[0])));
+        }
+        for o in 0..outer_dim {
+            if ptr[o + 1] < ptr[o] {
+                return Err(Error::invalid_sparse(format!(
+                    "{} decreases: {}[{}] = {} < {}[{o}] = {}",
+                    names.ptr,
+                    names.ptr,
+                    o + 1,
+                    ptr[o + 1],
+                    names.ptr,
+                    ptr[o]
+                )));
+            }
+        }
+        let last = ptr[outer_dim] as i64 - b;
+        if last != nnz as i64 {
+            return Err(Error::invalid_sparse(format!(
+                "{}[{outer_dim}] - base = {last} does not match nnz = {nnz}",
+                names.ptr
+            )));
+        }
+        for o in 0..outer_dim {
+            let range = (ptr[o] as i64 - b) as usize..(ptr[o + 1] as i64 - b) as usize;
+            let mut prev: i64 = -1;
+            for e in range {
+                let i = idx[e] as i64 - b;
+                if i < 0 || i >= inner_dim as i64 {
+                    return Err(Error::invalid_sparse(format!(
+                        "{}[{e}] = {} is outside [{b}, {}) ({} = {inner_dim})",
+                        names.idx,
+                        idx[e],
+                        inner_dim as i64 + b,
+                        names.inner
+                    )));
+                }
+                if require_sorted && i <= prev {
+                    return Err(Error::invalid_sparse(format!(
+                        "{} is not strictly increasing within {} {o} (entry {e}); this operation requires sorted indices without duplicates",
+                        names.idx,
+                        &names.outer[..names.outer.len() - 1]
+                    )));
+                }
+                prev = i;
+            }
+        }
+        Ok(CompressedRef { outer_dim, inner_dim, ptr, idx, values, base })
+    }
+
+    #[inline]
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Zero-based positions of outer slice `o`'s entries.
+    #[inline]
+    pub fn range(&self, o: usize) -> Range<usize> {
+        let b = self.base.offset() as i32;
+        (self.ptr[o] - b) as usize..(self.ptr[o + 1] - b) as usize
+    }
+
+    /// Zero-based inner index of entry `e`.
+    #[inline]
+    pub fn index(&self, e: usize) -> usize {
+        (self.idx[e] - self.base.offset() as i32) as usize
+    }
+}
+
+/// Coordinate format; entry `e` is (`row_ind[e]`, `col_ind[e]`, `values[e]`).
+#[derive(Clone, Copy, Debug)]
+pub struct CooRef<'a, T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub row_ind: &'a [i32],
+    pub col_ind: &'a [i32],
+    pub values: &'a [T],
+    pub base: IndexBase,
+}
+
+impl<'a, T> CooRef<'a, T> {
+    /// Validates every index against the shape; with `require_row_sorted`, rows must not decrease.
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        row_ind: &'a [i32],
+        col_ind: &'a [i32],
+        values: &'a [T],
+        base: IndexBase,
+        require_row_sorted: bool,
+    ) -> Result<Self> {
+        let b = base.offset();
+        if row_ind.len() != values.len() || col_ind.len() != values.len() {
+            return Err(Error::internal("COO arrays differ in length"));
+        }
+        for e in 0..values.len() {
+            let r = row_ind[e] as i64 - b;
+            let c = col_ind[e] as i64 - b;
+            if r < 0 || r >= rows as i64 {
+                return Err(Error::invalid_sparse(format!(
+                    "rowInd[{e}] = {} is outside [{b}, {}) (rows = {rows})",
+                    row_ind[e],
+                    rows as i64 + b
+                )));
+            }
+            if c < 0 || c >= cols as i64 {
+                return Err(Error::invalid_sparse(format!(
+                    "colInd[{e}] = {} is outside [{b}, {}) (cols = {cols})",
+                    col_ind[e],
+                    cols as i64 + b
+                )));
+            }
+            if require_row_sorted && e > 0 && row_ind[e] < row_ind[e - 1] {
+                return Err(Error::invalid_sparse(format!(
+                    "rowInd is not sorted: rowInd[{e}] = {} < rowInd[{}] = {}; this operation requires COO sorted by row",
+                    row_ind[e],
+                    e - 1,
+                    row_ind[e - 1]
+                )));
+            }
+        }
+        Ok(CooRef { rows, cols, row_ind, col_ind, values, base })
+    }
+
+    #[inline]
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    #[inline]
+    pub fn row(&self, e: usize) -> usize {
+        (self.row_ind[e] as i64 - self.base.offset()) as usize
+    }
+
+    #[inline]
+    pub fn col(&self, e: usize) -> usize {
+        (self.col_ind[e] as i64 - self.base.offset()) as usize
+    }
+}
+
+/// An owned zero-based CSR matrix: what generators and readers produce.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CsrMatrix<T> {
+    pub rows: usize,
+    pub cols: usize,
+    pub row_ptr: Vec<i32>,
+    pub col_ind: Vec<i32>,
+    pub values: Vec<T>,
+}
+
+impl<T: Copy> CsrMatrix<T> {
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Builds from (row, col, value) triplets; duplicates are kept, columns sorted within rows.
+    pub fn from_triplets(rows: usize, cols: usize, mut triplets: Vec<(usize, usize, T)>) -> Self {
+        triplets.sort_by_key(|&(r, c, _)| (r, c));
+        let mut row_ptr = vec![0i32; rows + 1];
+        for &(r, _, _) in &triplets {
+            row_ptr[r + 1] += 1;
+        }
+        for r in 0..rows {
+            row_ptr[r + 1] += row_ptr[r];
+        }
+        CsrMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_ind: triplets.iter().map(|t| t.1 as i32).collect(),
+            values: triplets.iter().map(|t| t.2).collect(),
+        }
+    }
+
+    /// A validated view (zero-based, structure is correct by construction).
+    pub fn view(&self) -> CsrRef<'_, T> {
+        CompressedRef {
+            outer_dim: self.rows,
+            inner_dim: self.cols,
+            ptr: &self.row_ptr,
+            idx: &self.col_ind,
+            values: &self.values,
+            base: IndexBase::Zero,
+        }
+    }
+
+    /// The same matrix in CSC: (colPtr, rowInd, values), rows sorted within columns.
+    pub fn to_csc(&self) -> (Vec<i32>, Vec<i32>, Vec<T>) {
+        let t = self.transpose();
+        (t.row_ptr, t.col_ind, t.values)
+    }
+
+    /// The same matrix in row-sorted COO: (rowInd, colInd, values).
+    pub fn to_coo(&self) -> (Vec<i32>, Vec<i32>, Vec<T>) {
+        let mut row_ind = Vec::with_capacity(self.nnz());
+        for r in 0..self.rows {
+            row_ind.extend(std::iter::repeat_n(r as i32, (self.row_ptr[r + 1] - self.row_ptr[r]) as usize));
+        }
+        (row_ind, self.col_ind.clone(), self.values.clone())
+    }
+
+    pub fn transpose(&self) -> CsrMatrix<T> {
+        let mut triplets = Vec::with_capacity(self.nnz());
+        for r in 0..self.rows {
+            for e in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                triplets.push((self.col_ind[e] as usize, r, self.values[e]));
+            }
+        }
+        CsrMatrix::from_triplets(self.cols, self.rows, triplets)
+    }
+
+    /// Row-major dense copy in f64 (duplicates summed), for references.
+    pub fn to_dense_f64(&self) -> Vec<f64>
+    where
+        T: crate::scalar::Element,
+    {
+        let mut d = vec![0.0; self.rows * self.cols];
+        for r in 0..self.rows {
+            for e in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                d[r * self.cols + self.col_ind[e] as usize] += self.values[e].to_f64();
+            }
+        }
+        d
+    }
+}
