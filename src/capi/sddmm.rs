@@ -1,1 +1,324 @@
-//! placeholder
+//! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
+
+use super::{
+    FamilyHandle, Registry, arg_err, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
+    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+};
+use crate::dense::{MatRef, required_len};
+use crate::error::{Error, Result};
+use crate::handle::HandleCore;
+use crate::scalar::Element;
+use crate::sddmm::{SddmmHandle, SddmmOperands, SddmmPlan};
+use crate::sparse::{CSR_NAMES, CompressedRef};
+use crate::types::{IndexBase, Layout, ValueType};
+use half::{bf16, f16};
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+/// An SDDMM handle (`sddmmContext*`): backend, stream and algorithm policy.
+pub type sddmmHandle_t = *mut SddmmHandle;
+/// A preprocessed sparsity pattern (`sddmmPlan*`), reusable by any SDDMM handle.
+pub type sddmmPlan_t = *mut SddmmPlan;
+/// `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
+pub type sddmmAlgorithm_t = c_int;
+
+static HANDLES: Registry = Registry::new("sddmm handle");
+static PLANS: Registry = Registry::new("sddmm plan");
+
+impl FamilyHandle for SddmmHandle {
+    fn registry() -> &'static Registry {
+        &HANDLES
+    }
+    fn create() -> Result<Self> {
+        SddmmHandle::new()
+    }
+    fn core(&mut self) -> &mut HandleCore {
+        &mut self.core
+    }
+}
+
+/// Creates an SDDMM handle on the backend `SPARSEGPU_BACKEND` names (auto when unset), algorithm
+/// AUTO, density threshold 1e-4. Destroy it with sddmmDestroy.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmCreate(handle: *mut sddmmHandle_t) -> sgpuStatus_t {
+    unsafe { handle_create("sddmmCreate", handle) }
+}
+
+/// Destroys an SDDMM handle; NULL is accepted and does nothing. Plans stay valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmDestroy(handle: sddmmHandle_t) -> sgpuStatus_t {
+    unsafe { handle_destroy("sddmmDestroy", handle) }
+}
+
+/// Sets the `cudaStream_t` the handle's GPU work is ordered on (NULL: the default stream).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSetStream(handle: sddmmHandle_t, stream: *mut c_void) -> sgpuStatus_t {
+    unsafe { handle_set_stream("sddmmSetStream", handle, stream) }
+}
+
+/// Writes the handle's stream to `*stream`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmGetStream(handle: sddmmHandle_t, stream: *mut *mut c_void) -> sgpuStatus_t {
+    unsafe { handle_get_stream("sddmmGetStream", handle, stream) }
+}
+
+/// Selects the backend (SGPU_BACKEND_AUTO / _CUDA / _CPU). An explicit CUDA request where CUDA is
+/// unusable fails with SGPU_STATUS_BACKEND_UNAVAILABLE and leaves the handle unchanged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSetBackend(handle: sddmmHandle_t, backend: sgpuBackend_t) -> sgpuStatus_t {
+    unsafe { handle_set_backend("sddmmSetBackend", handle, backend) }
+}
+
+/// Writes the backend the handle executes on (never AUTO) to `*backend`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmGetBackend(handle: sddmmHandle_t, backend: *mut sgpuBackend_t) -> sgpuStatus_t {
+    unsafe { handle_get_backend("sddmmGetBackend", handle, backend) }
+}
+
+/// Forces an algorithm for the handle's later calls: SDDMM_ALGORITHM_TILED (GPU-Shared),
+/// SDDMM_ALGORITHM_COO (GPU-Convert), or SDDMM_ALGORITHM_AUTO (the default: TILED when
+/// nnz / (m·n) > the density threshold, COO otherwise).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSetAlgorithm(handle: sddmmHandle_t, algorithm: sddmmAlgorithm_t) -> sgpuStatus_t {
+    boundary("sddmmSetAlgorithm", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        h.set_algorithm(enum_arg(algorithm, "algorithm")?);
+        Ok(())
+    })
+}
+
+/// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1e-4, the
+/// paper's 0.01 %). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN
+/// is SGPU_STATUS_INVALID_VALUE.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSetDensityThreshold(handle: sddmmHandle_t, threshold: f64) -> sgpuStatus_t {
+    boundary("sddmmSetDensityThreshold", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        h.set_density_threshold(threshold).map_err(arg_err("threshold"))
+    })
+}
+
+/// Writes the algorithm the handle's last successful sddmmDynamic / sddmmExecutePlan ran
+/// (SDDMM_ALGORITHM_TILED or SDDMM_ALGORITHM_COO) to `*algorithm`. Before any such call:
+/// SGPU_STATUS_INVALID_VALUE.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmGetLastAlgorithm(
+    handle: sddmmHandle_t,
+    algorithm: *mut sddmmAlgorithm_t,
+) -> sgpuStatus_t {
+    boundary("sddmmGetLastAlgorithm", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        let out = unsafe { out_arg(algorithm, "algorithm") }?;
+        let last = h.last_algorithm().ok_or_else(|| {
+            Error::invalid_value("no SDDMM has run on this handle yet, so there is no last algorithm")
+        })?;
+        *out = last as c_int;
+        Ok(())
+    })
+}
+
+/// Validates a CSR pattern given by the caller: sizes, pointers, then the structure.
+unsafe fn csr_pattern_arg<'a>(
+    m: usize,
+    n: usize,
+    nnz: i64,
+    row_ptr: *const c_int,
+    col_ind: *const c_int,
+    index_base: IndexBase,
+    units: &'a [()],
+) -> Result<CompressedRef<'a, ()>> {
+    let row_ptr = unsafe { slice_arg(row_ptr, m + 1, "rowPtr") }?;
+    let col_ind = unsafe { slice_arg(col_ind, units.len(), "colInd") }?;
+    debug_assert_eq!(nnz as usize, units.len());
+    CompressedRef::new(m, n, row_ptr, col_ind, units, index_base, false, CSR_NAMES)
+}
+
+/// Checks nnz against the shape before anything is allocated for it.
+fn nnz_arg(nnz: i64, m: usize, n: usize) -> Result<usize> {
+    let count = size_arg(nnz, "nnz")?;
+    if count as f64 > m as f64 * n as f64 || count > i32::MAX as usize {
+        return Err(Error::invalid_size(format!(
+            "argument nnz = {nnz} exceeds what a {m} x {n} CSR matrix with int indices can hold"
+        )));
+    }
+    Ok(count)
+}
+
+/// The dense operands and output of a compute call, checked for one value type.
+struct DenseArgs {
+    k: usize,
+    alpha: *const c_void,
+    a: *const c_void,
+    lda: usize,
+    b: *const c_void,
+    ldb: usize,
+    layout: Layout,
+    s_values: *const c_void,
+    out: *mut c_void,
+}
+
+/// Checks the value-typed pointers and runs the handle's SDDMM for element type `T`.
+unsafe fn compute_typed<T: Element>(
+    handle: &mut SddmmHandle,
+    plan: Option<&SddmmPlan>,
+    pattern: CompressedRef<'_, ()>,
+    args: &DenseArgs,
+) -> Result<()> {
+    let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+    let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
+    let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
+    let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
+    let a = unsafe { slice_arg(args.a as *const T, a_len, "A") }?;
+    let b = unsafe { slice_arg(args.b as *const T, b_len, "B") }?;
+    let s_values = if args.s_values.is_null() {
+        None
+    } else {
+        Some(unsafe { slice_arg(args.s_values as *const T, nnz, "sValues") }?)
+    };
+    let out = unsafe { slice_mut_arg(args.out as *mut T, nnz, "out") }?;
+    let operands = SddmmOperands {
+        pattern,
+        a: MatRef::new(a, m, args.k, args.lda, args.layout),
+        b: MatRef::new(b, n, args.k, args.ldb, args.layout),
+        s_values,
+        alpha,
+    };
+    handle.compute(&operands, plan, out)
+}
+
+unsafe fn compute(
+    handle: &mut SddmmHandle,
+    plan: Option<&SddmmPlan>,
+    pattern: CompressedRef<'_, ()>,
+    value_type: ValueType,
+    args: &DenseArgs,
+) -> Result<()> {
+    unsafe {
+        match value_type {
+            ValueType::F32 => compute_typed::<f32>(handle, plan, pattern, args),
+            ValueType::F64 => compute_typed::<f64>(handle, plan, pattern, args),
+            ValueType::F16 => compute_typed::<f16>(handle, plan, pattern, args),
+            ValueType::Bf16 => compute_typed::<bf16>(handle, plan, pattern, args),
+        }
+    }
+}
+
+/// Sampled dense-dense product with per-call algorithm choice (GPU-Dynamic): for each nonzero
+/// e = (i, j) of the m×n CSR matrix S (rowPtr, colInd, sValues),
+///     out[e] = alpha · S[e] · sum_p A[i][p] · B[j][p],
+/// where A is m×k and B is n×k (B holds the rows of the right factor: the product sampled is A·Bᵀ),
+/// both stored in `layout` with leading dimensions lda, ldb (>= k row-major, >= m resp. n
+/// column-major). `out` has nnz entries in S's entry order; it is overwritten, never read (no beta).
+/// sValues may be NULL: S is then a pattern and every S[e] is 1. Column indices need not be sorted
+/// and may repeat (each entry gets its own output). `out` must not overlap the inputs.
+///
+/// valueType applies to A, B, sValues and out. SGPU_VALUE_F32 / _F64 compute in their own precision
+/// and take alpha as float / double; SGPU_VALUE_F16 / _BF16 (uint16_t bit patterns) compute in f32
+/// and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
+/// are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
+/// each call: use sddmmCreatePlan when the pattern repeats.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmDynamic(
+    handle: sddmmHandle_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    layout: sgpuLayout_t,
+    nnz: i64,
+    rowPtr: *const c_int,
+    colInd: *const c_int,
+    sValues: *const c_void,
+    indexBase: sgpuIndexBase_t,
+    valueType: sgpuValueType_t,
+    out: *mut c_void,
+) -> sgpuStatus_t {
+    boundary("sddmmDynamic", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        let layout = enum_arg(layout, "layout")?;
+        let index_base = enum_arg(indexBase, "indexBase")?;
+        let value_type = enum_arg(valueType, "valueType")?;
+        let m = size_arg(m as i64, "m")?;
+        let n = size_arg(n as i64, "n")?;
+        let k = size_arg(k as i64, "k")?;
+        let lda = size_arg(lda as i64, "lda")?;
+        let ldb = size_arg(ldb as i64, "ldb")?;
+        let nnz_count = nnz_arg(nnz, m, n)?;
+        let units = vec![(); nnz_count];
+        let pattern = unsafe { csr_pattern_arg(m, n, nnz, rowPtr, colInd, index_base, &units) }?;
+        let args = DenseArgs { k, alpha, a: A, lda, b: B, ldb, layout, s_values: sValues, out };
+        unsafe { compute(h, None, pattern, value_type, &args) }
+    })
+}
+
+/// Validates the m×n CSR pattern (rowPtr, colInd, indexBase; values are not needed) and
+/// preprocesses it once for many sddmmExecutePlan calls (the paper's GPU-Preprocessing): COO row
+/// indices and the nonzeros grouped by tile with the columns each tile uses. The plan copies what it
+/// needs, so the caller's arrays may change or be freed afterwards. `handle` must be a live SDDMM
+/// handle; the plan may be used with any. Destroy it with sddmmDestroyPlan.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmCreatePlan(
+    handle: sddmmHandle_t,
+    plan: *mut sddmmPlan_t,
+    m: c_int,
+    n: c_int,
+    nnz: i64,
+    rowPtr: *const c_int,
+    colInd: *const c_int,
+    indexBase: sgpuIndexBase_t,
+) -> sgpuStatus_t {
+    boundary("sddmmCreatePlan", || {
+        unsafe { HANDLES.get(handle, "handle") }?;
+        let plan_out = unsafe { out_arg(plan, "plan") }?;
+        let index_base = enum_arg(indexBase, "indexBase")?;
+        let m = size_arg(m as i64, "m")?;
+        let n = size_arg(n as i64, "n")?;
+        let nnz_count = nnz_arg(nnz, m, n)?;
+        let units = vec![(); nnz_count];
+        let pattern = unsafe { csr_pattern_arg(m, n, nnz, rowPtr, colInd, index_base, &units) }?;
+        *plan_out = PLANS.register(SddmmPlan::new(&pattern)?);
+        Ok(())
+    })
+}
+
+/// sddmmDynamic on a planned pattern: same arguments, same algorithm choice (the handle's forced
+/// algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
+/// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmExecutePlan(
+    handle: sddmmHandle_t,
+    plan: sddmmPlan_t,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    layout: sgpuLayout_t,
+    sValues: *const c_void,
+    valueType: sgpuValueType_t,
+    out: *mut c_void,
+) -> sgpuStatus_t {
+    boundary("sddmmExecutePlan", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        let p: &SddmmPlan = unsafe { PLANS.get(plan, "plan") }?;
+        let layout = enum_arg(layout, "layout")?;
+        let value_type = enum_arg(valueType, "valueType")?;
+        let k = size_arg(k as i64, "k")?;
+        let lda = size_arg(lda as i64, "lda")?;
+        let ldb = size_arg(ldb as i64, "ldb")?;
+        let args = DenseArgs { k, alpha, a: A, lda, b: B, ldb, layout, s_values: sValues, out };
+        unsafe { compute(h, Some(p), p.pattern(), value_type, &args) }
+    })
+}
+
+/// Destroys a plan; NULL is accepted and does nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmDestroyPlan(plan: sddmmPlan_t) -> sgpuStatus_t {
+    boundary("sddmmDestroyPlan", || unsafe { PLANS.destroy(plan, "plan") })
+}

@@ -1,1 +1,388 @@
-//! placeholder
+//! SDDMM after GPU-Dynamic (Costa et al., "Efficient SDDMM algorithms on GPU, a dynamic approach"):
+//! `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` for every nonzero `e = (i, j)` of a CSR matrix S, with A m×k
+//! and B n×k.
+//!
+//! Two algorithms, chosen per call from the density of S:
+//! - TILED (the paper's GPU-Shared): S is cut into `TILE_ROWS × TILE_COLS` tiles and K into
+//!   `TILE_K` slices, so a slice of A's rows and of B's rows is loaded once per tile and reused by
+//!   every nonzero of the tile. Pays off when tiles hold enough nonzeros to amortise the loads.
+//! - COO (GPU-Convert): CSR is converted to COO and the nonzeros are split into equal chunks, one
+//!   independent dot product each: perfect balance, no reuse. Best for very sparse S.
+//!
+//! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold (default 1e-4, the paper's
+//! 0.01 %), COO otherwise. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
+//! algorithms derive from the sparsity pattern alone, done once for many calls.
+
+use crate::backend::{Backend, cpu};
+use crate::dense::MatRef;
+use crate::error::{Error, Result, try_alloc};
+use crate::handle::HandleCore;
+use crate::scalar::Element;
+use crate::sparse::CompressedRef;
+use crate::types::IndexBase;
+use rayon::prelude::*;
+use std::os::raw::c_int;
+
+/// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
+pub const TILE_ROWS: usize = 64;
+/// Columns of S per tile (Tj): bounds the B panel of a tile.
+pub const TILE_COLS: usize = 64;
+/// Length of a K slice (Tk): 64 × 64 panels of f64 are 32 KiB, so a tile's A and B panels stay in
+/// L1/L2 while all of its nonzeros use them.
+pub const TILE_K: usize = 64;
+
+/// The paper's switch point: GPU-Shared above 0.01 % density.
+pub const DEFAULT_DENSITY_THRESHOLD: f64 = 1e-4;
+
+/// SDDMM algorithm (`sddmmAlgorithm`), passed as `int`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SddmmAlgorithm {
+    /// Choose per call from the density of S (GPU-Dynamic).
+    Auto = 0,
+    /// Tiles of S and slices of K with panel reuse (GPU-Shared).
+    Tiled = 1,
+    /// nnz-balanced COO, one dot product per nonzero (GPU-Convert).
+    Coo = 2,
+}
+
+impl SddmmAlgorithm {
+    pub const fn variants() -> &'static [SddmmAlgorithm] {
+        &[SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo]
+    }
+}
+
+impl TryFrom<c_int> for SddmmAlgorithm {
+    type Error = Error;
+    fn try_from(v: c_int) -> Result<Self> {
+        Self::variants()
+            .iter()
+            .copied()
+            .find(|a| *a as c_int == v)
+            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid sddmmAlgorithm_t")))
+    }
+}
+
+/// The C `sddmmContext`: shared handle state plus the algorithm policy.
+#[derive(Debug)]
+pub struct SddmmHandle {
+    pub core: HandleCore,
+    algorithm: SddmmAlgorithm,
+    density_threshold: f64,
+    last_algorithm: Option<SddmmAlgorithm>,
+}
+
+impl SddmmHandle {
+    pub fn new() -> Result<Self> {
+        Ok(SddmmHandle {
+            core: HandleCore::new()?,
+            algorithm: SddmmAlgorithm::Auto,
+            density_threshold: DEFAULT_DENSITY_THRESHOLD,
+            last_algorithm: None,
+        })
+    }
+
+    pub fn algorithm(&self) -> SddmmAlgorithm {
+        self.algorithm
+    }
+
+    pub fn set_algorithm(&mut self, algorithm: SddmmAlgorithm) {
+        self.algorithm = algorithm;
+    }
+
+    pub fn density_threshold(&self) -> f64 {
+        self.density_threshold
+    }
+
+    /// Any value ≥ 0 is accepted; +∞ means "never tiled".
+    pub fn set_density_threshold(&mut self, threshold: f64) -> Result<()> {
+        if threshold.is_nan() || threshold < 0.0 {
+            return Err(Error::invalid_value(format!("threshold = {threshold} must be a number >= 0")));
+        }
+        self.density_threshold = threshold;
+        Ok(())
+    }
+
+    /// TILED or COO of the last successful compute call; `None` before any.
+    pub fn last_algorithm(&self) -> Option<SddmmAlgorithm> {
+        self.last_algorithm
+    }
+
+    /// The algorithm a call on an m×n pattern with `nnz` entries runs (never `Auto`).
+    pub fn choose(&self, rows: usize, cols: usize, nnz: usize) -> SddmmAlgorithm {
+        match self.algorithm {
+            SddmmAlgorithm::Auto => {
+                if density(rows, cols, nnz) > self.density_threshold {
+                    SddmmAlgorithm::Tiled
+                } else {
+                    SddmmAlgorithm::Coo
+                }
+            }
+            forced => forced,
+        }
+    }
+
+    /// Computes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` on the handle's backend. With a plan, its
+    /// preprocessing is reused; without, the chosen algorithm derives what it needs from `pattern`.
+    /// `out` is overwritten (never read).
+    pub fn compute<T: Element>(
+        &mut self,
+        operands: &SddmmOperands<'_, T>,
+        plan: Option<&SddmmPlan>,
+        out: &mut [T],
+    ) -> Result<()> {
+        let pattern = &operands.pattern;
+        if out.len() != pattern.nnz() {
+            return Err(Error::internal("output length differs from nnz"));
+        }
+        let algorithm = self.choose(pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+        match self.core.backend() {
+            Backend::Cpu => match algorithm {
+                SddmmAlgorithm::Tiled => {
+                    let built;
+                    let schedule = match plan {
+                        Some(p) => &p.tiles,
+                        None => {
+                            built = TileSchedule::build(pattern)?;
+                            &built
+                        }
+                    };
+                    cpu::sddmm::tiled(operands, schedule, out);
+                }
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+                    let built;
+                    let rows = match plan {
+                        Some(p) => &p.coo_rows[..],
+                        None => {
+                            built = coo_row_indices(pattern)?;
+                            &built[..]
+                        }
+                    };
+                    cpu::sddmm::coo(operands, rows, out);
+                }
+            },
+        }
+        self.last_algorithm = Some(algorithm);
+        Ok(())
+    }
+}
+
+/// `nnz / (m·n)`; an empty matrix has density 0.
+pub fn density(rows: usize, cols: usize, nnz: usize) -> f64 {
+    let cells = rows as f64 * cols as f64;
+    if cells == 0.0 { 0.0 } else { nnz as f64 / cells }
+}
+
+/// The validated inputs of one SDDMM: the pattern of S (values are separate so a plan can hold the
+/// pattern alone), A and B as m×k and n×k views, S's values (`None`: every S[e] is 1), and α.
+#[derive(Clone, Copy, Debug)]
+pub struct SddmmOperands<'a, T: Element> {
+    pub pattern: CompressedRef<'a, ()>,
+    pub a: MatRef<'a, T>,
+    pub b: MatRef<'a, T>,
+    pub s_values: Option<&'a [T]>,
+    pub alpha: T::Compute,
+}
+
+/// The sparsity pattern of S preprocessed once (GPU-Preprocessing) for any number of compute calls:
+/// an owned zero-based copy of the pattern, its COO row indices (for the COO algorithm) and its tile
+/// schedule (for the tiled one).
+#[derive(Debug)]
+pub struct SddmmPlan {
+    rows: usize,
+    cols: usize,
+    row_ptr: Vec<i32>,
+    col_ind: Vec<i32>,
+    /// Zero-sized stand-ins for values: they give the pattern view its length without storage.
+    entries: Vec<()>,
+    coo_rows: Vec<u32>,
+    tiles: TileSchedule,
+}
+
+impl SddmmPlan {
+    /// Copies a validated pattern to zero base and preprocesses it.
+    pub fn new(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
+        let offset = pattern.base.offset() as i32;
+        let mut row_ptr = try_alloc::<i32>(pattern.ptr.len(), "the plan's row pointers")?;
+        row_ptr.iter_mut().zip(pattern.ptr).for_each(|(dst, &src)| *dst = src - offset);
+        let mut col_ind = try_alloc::<i32>(pattern.nnz(), "the plan's column indices")?;
+        col_ind.par_iter_mut().zip(pattern.idx.par_iter()).for_each(|(dst, &src)| *dst = src - offset);
+        let mut plan = SddmmPlan {
+            rows: pattern.outer_dim,
+            cols: pattern.inner_dim,
+            row_ptr,
+            col_ind,
+            entries: vec![(); pattern.nnz()],
+            coo_rows: Vec::new(),
+            tiles: TileSchedule::default(),
+        };
+        let (coo_rows, tiles) = {
+            let zero_based = plan.pattern();
+            (coo_row_indices(&zero_based)?, TileSchedule::build(&zero_based)?)
+        };
+        plan.coo_rows = coo_rows;
+        plan.tiles = tiles;
+        Ok(plan)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.col_ind.len()
+    }
+
+    /// The planned pattern as a zero-based view.
+    pub fn pattern(&self) -> CompressedRef<'_, ()> {
+        CompressedRef {
+            outer_dim: self.rows,
+            inner_dim: self.cols,
+            ptr: &self.row_ptr,
+            idx: &self.col_ind,
+            values: &self.entries,
+            base: IndexBase::Zero,
+        }
+    }
+
+    pub fn tile_schedule(&self) -> &TileSchedule {
+        &self.tiles
+    }
+
+    pub fn coo_rows(&self) -> &[u32] {
+        &self.coo_rows
+    }
+}
+
+/// CSR → COO: the zero-based row of every entry, filled row-parallel (the paper's GPU-Convert step).
+pub fn coo_row_indices(pattern: &CompressedRef<'_, ()>) -> Result<Vec<u32>> {
+    let mut rows = try_alloc::<u32>(pattern.nnz(), "COO row indices")?;
+    // Split the output at row boundaries so each row is filled by one task without sharing.
+    let mut slices = Vec::with_capacity(pattern.outer_dim);
+    let mut rest = &mut rows[..];
+    for r in 0..pattern.outer_dim {
+        let (row, tail) = rest.split_at_mut(pattern.range(r).len());
+        slices.push((r as u32, row));
+        rest = tail;
+    }
+    slices.into_par_iter().with_min_len(256).for_each(|(r, row)| row.fill(r));
+    Ok(rows)
+}
+
+/// One tile of S: its nonzeros and the distinct columns of B they touch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// Which `TILE_COLS`-wide block of columns the tile covers.
+    pub col_block: u32,
+    /// The tile's entries: a range of the band's `entries` / `entry_rows` / `entry_slots`.
+    pub entries: (u32, u32),
+    /// The tile's distinct columns: a range of the band's `columns`.
+    pub columns: (u32, u32),
+}
+
+/// The tiles of one band of `TILE_ROWS` rows. The band's entries are a contiguous range of S's
+/// entries (CSR order), so bands write disjoint parts of the output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BandSchedule {
+    /// First row of the band.
+    pub first_row: usize,
+    /// Rows in the band (`TILE_ROWS`, fewer in the last band).
+    pub row_count: usize,
+    /// The band's entries in S: `first_entry .. first_entry + entries.len()`.
+    pub first_entry: usize,
+    pub tiles: Vec<Tile>,
+    /// Entry positions relative to `first_entry`, grouped by tile.
+    pub entries: Vec<u32>,
+    /// Row of each grouped entry, relative to `first_row`.
+    pub entry_rows: Vec<u16>,
+    /// Column of each grouped entry as a slot in its tile's column list (the paper's
+    /// preprocessing re-indexes columns so only columns with nonzeros of B are loaded).
+    pub entry_slots: Vec<u16>,
+    /// The distinct zero-based columns of each tile, tile after tile.
+    pub columns: Vec<u32>,
+}
+
+/// Nonzeros of S grouped by `TILE_ROWS × TILE_COLS` tile, band by band.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TileSchedule {
+    pub bands: Vec<BandSchedule>,
+}
+
+impl TileSchedule {
+    /// Groups a validated pattern's nonzeros by tile; bands are built in parallel.
+    pub fn build(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
+        let band_count = pattern.outer_dim.div_ceil(TILE_ROWS);
+        let mut bands = Vec::new();
+        bands
+            .try_reserve_exact(band_count)
+            .map_err(|_| Error::alloc_failed(format!("cannot allocate the schedule of {band_count} row bands")))?;
+        (0..band_count).into_par_iter().map(|b| build_band(pattern, b)).collect_into_vec(&mut bands);
+        Ok(TileSchedule { bands })
+    }
+
+    pub fn tile_count(&self) -> usize {
+        self.bands.iter().map(|b| b.tiles.len()).sum()
+    }
+}
+
+fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> BandSchedule {
+    let first_row = band * TILE_ROWS;
+    let row_count = TILE_ROWS.min(pattern.outer_dim - first_row);
+    let first_entry = pattern.range(first_row).start;
+    let end_entry = pattern.range(first_row + row_count - 1).end;
+    let count = end_entry - first_entry;
+
+    // Sort the band's entries by column: tiles become contiguous runs and so do repeated columns.
+    // Key: column in the high half, the entry's position in the low half (stable, and unique).
+    let mut keyed: Vec<(u64, u16)> = Vec::with_capacity(count);
+    for local_row in 0..row_count {
+        for e in pattern.range(first_row + local_row) {
+            let key = ((pattern.index(e) as u64) << 32) | (e - first_entry) as u64;
+            keyed.push((key, local_row as u16));
+        }
+    }
+    keyed.sort_unstable_by_key(|&(key, _)| key);
+
+    let mut schedule = BandSchedule {
+        first_row,
+        row_count,
+        first_entry,
+        entries: Vec::with_capacity(count),
+        entry_rows: Vec::with_capacity(count),
+        entry_slots: Vec::with_capacity(count),
+        ..Default::default()
+    };
+    let mut tile_start = 0usize;
+    let mut columns_start = 0usize;
+    for (pos, &(key, local_row)) in keyed.iter().enumerate() {
+        let column = (key >> 32) as u32;
+        let col_block = column / TILE_COLS as u32;
+        if pos > 0 && (keyed[pos - 1].0 >> 32) as u32 / TILE_COLS as u32 != col_block {
+            schedule.tiles.push(Tile {
+                col_block: (keyed[pos - 1].0 >> 32) as u32 / TILE_COLS as u32,
+                entries: (tile_start as u32, pos as u32),
+                columns: (columns_start as u32, schedule.columns.len() as u32),
+            });
+            tile_start = pos;
+            columns_start = schedule.columns.len();
+        }
+        if schedule.columns.len() == columns_start || *schedule.columns.last().unwrap_or(&u32::MAX) != column {
+            schedule.columns.push(column);
+        }
+        schedule.entries.push(key as u32);
+        schedule.entry_rows.push(local_row);
+        schedule.entry_slots.push((schedule.columns.len() - 1 - columns_start) as u16);
+    }
+    if let Some(&(key, _)) = keyed.last() {
+        schedule.tiles.push(Tile {
+            col_block: (key >> 32) as u32 / TILE_COLS as u32,
+            entries: (tile_start as u32, keyed.len() as u32),
+            columns: (columns_start as u32, schedule.columns.len() as u32),
+        });
+    }
+    schedule
+}

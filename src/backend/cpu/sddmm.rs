@@ -1,1 +1,166 @@
-//! placeholder
+//! SDDMM on the CPU: the tiled algorithm (GPU-Shared's structure, with cache in place of shared
+//! memory) and the nnz-balanced COO algorithm (GPU-Convert). Both compute
+//! `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` in `T::Compute` and overwrite `out`.
+
+use crate::dense::MatRef;
+use crate::scalar::{ComputeScalar, Element};
+use crate::sddmm::{BandSchedule, SddmmOperands, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule};
+use rayon::prelude::*;
+
+/// Lanes of independent partial sums in a dot product: enough for the compiler to vectorise and to
+/// hide the add latency.
+const LANES: usize = 8;
+
+/// ⟨x, y⟩ of two contiguous compute-type slices of equal length.
+#[inline(always)]
+fn dot_contiguous<C: ComputeScalar>(x: &[C], y: &[C]) -> C {
+    let mut partial = [C::ZERO; LANES];
+    let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (xs, ys) in xc.zip(yc) {
+        for l in 0..LANES {
+            partial[l] += xs[l] * ys[l];
+        }
+    }
+    let mut tail = C::ZERO;
+    for (&a, &b) in xr.iter().zip(yr) {
+        tail += a * b;
+    }
+    reduce_lanes(partial) + tail
+}
+
+#[inline(always)]
+fn reduce_lanes<C: ComputeScalar>(p: [C; LANES]) -> C {
+    ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]))
+}
+
+/// ⟨row i of A, row j of B⟩ read straight from the caller's arrays, converting to the compute type.
+#[inline(always)]
+fn dot_rows<T: Element>(a: &MatRef<'_, T>, i: usize, b: &MatRef<'_, T>, j: usize) -> T::Compute {
+    let k = a.cols;
+    if k == 0 {
+        return <T::Compute as ComputeScalar>::ZERO;
+    }
+    if a.col_stride == 1 && b.col_stride == 1 {
+        // Row-major: both rows are contiguous, the case that vectorises.
+        let x = &a.data[i * a.row_stride..][..k];
+        let y = &b.data[j * b.row_stride..][..k];
+        let mut partial = [<T::Compute as ComputeScalar>::ZERO; LANES];
+        let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+        let (xr, yr) = (xc.remainder(), yc.remainder());
+        for (xs, ys) in xc.zip(yc) {
+            for l in 0..LANES {
+                partial[l] += xs[l].to_compute() * ys[l].to_compute();
+            }
+        }
+        let mut tail = <T::Compute as ComputeScalar>::ZERO;
+        for (&p, &q) in xr.iter().zip(yr) {
+            tail += p.to_compute() * q.to_compute();
+        }
+        reduce_lanes(partial) + tail
+    } else {
+        // Column-major: rows are strided; still keep independent partial sums.
+        let (sa, sb) = (a.col_stride, b.col_stride);
+        let (a0, b0) = (i * a.row_stride, j * b.row_stride);
+        let mut partial = [<T::Compute as ComputeScalar>::ZERO; LANES];
+        let full = k - k % LANES;
+        let mut p = 0;
+        while p < full {
+            for l in 0..LANES {
+                partial[l] += a.data[a0 + (p + l) * sa].to_compute() * b.data[b0 + (p + l) * sb].to_compute();
+            }
+            p += LANES;
+        }
+        let mut tail = <T::Compute as ComputeScalar>::ZERO;
+        for p in full..k {
+            tail += a.data[a0 + p * sa].to_compute() * b.data[b0 + p * sb].to_compute();
+        }
+        reduce_lanes(partial) + tail
+    }
+}
+
+/// `α·S[e]·dot`, rounded to the output type. The order of the products is the same in both
+/// algorithms so they differ only by the summation order of the dot product.
+#[inline(always)]
+fn finish<T: Element>(alpha: T::Compute, s_values: Option<&[T]>, e: usize, dot: T::Compute) -> T {
+    let scaled = match s_values {
+        Some(s) => alpha * s[e].to_compute(),
+        None => alpha,
+    };
+    T::from_compute(scaled * dot)
+}
+
+/// GPU-Convert: equal chunks of nonzeros, each an independent dot product of two dense rows.
+pub fn coo<T: Element>(op: &SddmmOperands<'_, T>, coo_rows: &[u32], out: &mut [T]) {
+    let nnz = out.len();
+    if nnz == 0 {
+        return;
+    }
+    // Several chunks per thread so an uneven machine still balances; none so small that the
+    // scheduling dominates.
+    let chunk = nnz.div_ceil(rayon::current_num_threads() * 8).max(512);
+    out.par_chunks_mut(chunk).enumerate().for_each(|(c, out_chunk)| {
+        let first = c * chunk;
+        for (offset, slot) in out_chunk.iter_mut().enumerate() {
+            let e = first + offset;
+            let dot = dot_rows(&op.a, coo_rows[e] as usize, &op.b, op.pattern.index(e));
+            *slot = finish(op.alpha, op.s_values, e, dot);
+        }
+    });
+}
+
+/// GPU-Shared: band by band (one task each), K slice by K slice: the band's A panel is packed once
+/// per slice and reused by all its tiles; each tile's B panel (only the columns its nonzeros use)
+/// is packed once per slice and reused by all its nonzeros. Panels are contiguous, in the compute
+/// type, so every dot product is a contiguous one.
+pub fn tiled<T: Element>(op: &SddmmOperands<'_, T>, schedule: &TileSchedule, out: &mut [T]) {
+    // Bands cover S's entries in order, so the output splits into one disjoint slice per band.
+    let mut parts = Vec::with_capacity(schedule.bands.len());
+    let mut rest = out;
+    for band in &schedule.bands {
+        let (mine, tail) = rest.split_at_mut(band.entries.len());
+        parts.push((band, mine));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(band, out_band)| {
+        if !band.entries.is_empty() {
+            tiled_band(op, band, out_band);
+        }
+    });
+}
+
+fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &mut [T]) {
+    let zero = <T::Compute as ComputeScalar>::ZERO;
+    let k = op.a.cols;
+    let mut acc = vec![zero; band.entries.len()];
+    let mut a_panel = vec![zero; TILE_ROWS * TILE_K.min(k)];
+    let mut b_panel = vec![zero; TILE_COLS * TILE_K.min(k)];
+    for k0 in (0..k).step_by(TILE_K) {
+        let width = TILE_K.min(k - k0);
+        for r in 0..band.row_count {
+            let row = &mut a_panel[r * width..][..width];
+            for (p, v) in row.iter_mut().enumerate() {
+                *v = op.a.get(band.first_row + r, k0 + p).to_compute();
+            }
+        }
+        for tile in &band.tiles {
+            let columns = &band.columns[tile.columns.0 as usize..tile.columns.1 as usize];
+            for (slot, &j) in columns.iter().enumerate() {
+                let row = &mut b_panel[slot * width..][..width];
+                for (p, v) in row.iter_mut().enumerate() {
+                    *v = op.b.get(j as usize, k0 + p).to_compute();
+                }
+            }
+            for g in tile.entries.0 as usize..tile.entries.1 as usize {
+                let r = band.entry_rows[g] as usize;
+                let slot = band.entry_slots[g] as usize;
+                acc[band.entries[g] as usize] +=
+                    dot_contiguous(&a_panel[r * width..][..width], &b_panel[slot * width..][..width]);
+            }
+        }
+    }
+    let s_band = op.s_values.map(|s| &s[band.first_entry..][..out.len()]);
+    for (local, (slot, &dot)) in out.iter_mut().zip(&acc).enumerate() {
+        *slot = finish(op.alpha, s_band, local, dot);
+    }
+}
