@@ -118,29 +118,39 @@ pub unsafe extern "C" fn sddmmGetLastAlgorithm(
     })
 }
 
-/// Validates a CSR pattern given by the caller: sizes, pointers, then the structure.
+/// Validates a CSR pattern given by the caller: pointers, then the structure. rowPtr's first and
+/// last entries are checked against the index base and nnz before colInd is touched, so a wrong
+/// nnz cannot make the validation read past the caller's colInd.
 unsafe fn csr_pattern_arg<'a>(
     m: usize,
     n: usize,
-    nnz: i64,
     row_ptr: *const c_int,
     col_ind: *const c_int,
     index_base: IndexBase,
     units: &'a [()],
 ) -> Result<CompressedRef<'a, ()>> {
+    let nnz = units.len();
     let row_ptr = unsafe { slice_arg(row_ptr, m + 1, "rowPtr") }?;
-    let col_ind = unsafe { slice_arg(col_ind, units.len(), "colInd") }?;
-    debug_assert_eq!(nnz as usize, units.len());
+    let base = index_base.offset();
+    if row_ptr[0] as i64 != base {
+        return Err(Error::invalid_sparse(format!("rowPtr[0] = {} but the index base is {base}", row_ptr[0])));
+    }
+    if row_ptr[m] as i64 - base != nnz as i64 {
+        return Err(Error::invalid_sparse(format!(
+            "rowPtr[{m}] - base = {} does not match nnz = {nnz}",
+            row_ptr[m] as i64 - base
+        )));
+    }
+    let col_ind = unsafe { slice_arg(col_ind, nnz, "colInd") }?;
     CompressedRef::new(m, n, row_ptr, col_ind, units, index_base, false, CSR_NAMES)
 }
 
-/// Checks nnz against the shape before anything is allocated for it.
-fn nnz_arg(nnz: i64, m: usize, n: usize) -> Result<usize> {
+/// A non-negative nnz that int row pointers can express. Duplicated entries are allowed, so nnz may
+/// exceed m·n.
+fn nnz_arg(nnz: i64) -> Result<usize> {
     let count = size_arg(nnz, "nnz")?;
-    if count as f64 > m as f64 * n as f64 || count > i32::MAX as usize {
-        return Err(Error::invalid_size(format!(
-            "argument nnz = {nnz} exceeds what a {m} x {n} CSR matrix with int indices can hold"
-        )));
+    if count > i32::MAX as usize {
+        return Err(Error::invalid_size(format!("argument nnz = {nnz} exceeds the int range of rowPtr")));
     }
     Ok(count)
 }
@@ -248,9 +258,9 @@ pub unsafe extern "C" fn sddmmDynamic(
         let k = size_arg(k as i64, "k")?;
         let lda = size_arg(lda as i64, "lda")?;
         let ldb = size_arg(ldb as i64, "ldb")?;
-        let nnz_count = nnz_arg(nnz, m, n)?;
+        let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let pattern = unsafe { csr_pattern_arg(m, n, nnz, rowPtr, colInd, index_base, &units) }?;
+        let pattern = unsafe { csr_pattern_arg(m, n, rowPtr, colInd, index_base, &units) }?;
         let args = DenseArgs { k, alpha, a: A, lda, b: B, ldb, layout, s_values: sValues, out };
         unsafe { compute(h, None, pattern, value_type, &args) }
     })
@@ -278,9 +288,9 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         let index_base = enum_arg(indexBase, "indexBase")?;
         let m = size_arg(m as i64, "m")?;
         let n = size_arg(n as i64, "n")?;
-        let nnz_count = nnz_arg(nnz, m, n)?;
+        let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let pattern = unsafe { csr_pattern_arg(m, n, nnz, rowPtr, colInd, index_base, &units) }?;
+        let pattern = unsafe { csr_pattern_arg(m, n, rowPtr, colInd, index_base, &units) }?;
         *plan_out = PLANS.register(SddmmPlan::new(&pattern)?);
         Ok(())
     })
