@@ -66,8 +66,8 @@ fn dot_rows<T: Element>(a: &MatRef<'_, T>, i: usize, b: &MatRef<'_, T>, j: usize
         let full = k - k % LANES;
         let mut p = 0;
         while p < full {
-            for l in 0..LANES {
-                partial[l] += a.data[a0 + (p + l) * sa].to_compute() * b.data[b0 + (p + l) * sb].to_compute();
+            for (l, lane) in partial.iter_mut().enumerate() {
+                *lane += a.data[a0 + (p + l) * sa].to_compute() * b.data[b0 + (p + l) * sb].to_compute();
             }
             p += LANES;
         }
