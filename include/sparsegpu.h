@@ -23,6 +23,19 @@
 // `MAJOR * 10000 + MINOR * 100 + PATCH`, the number `sgpuGetVersion` returns.
 #define SGPU_VERSION 100
 
+// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
+#define TILE_ROWS 64
+
+// Columns of S per tile (Tj): bounds the B panel of a tile.
+#define TILE_COLS 64
+
+// Length of a K slice (Tk): 64 × 64 panels of f64 are 32 KiB, so a tile's A and B panels stay in
+// L1/L2 while all of its nonzeros use them.
+#define TILE_K 64
+
+// The paper's switch point: GPU-Shared above 0.01 % density.
+#define DEFAULT_DENSITY_THRESHOLD 1e-4
+
 // Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
 typedef enum {
   SGPU_STATUS_SUCCESS = 0,
@@ -91,26 +104,53 @@ typedef enum {
   SGPU_BACKEND_CPU = 2,
 } sgpuBackend;
 
+// SDDMM algorithm (`sddmmAlgorithm`), passed as `int`.
+typedef enum {
+  // Choose per call from the density of S (GPU-Dynamic).
+  SDDMM_ALGORITHM_AUTO = 0,
+  // Tiles of S and slices of K with panel reuse (GPU-Shared).
+  SDDMM_ALGORITHM_TILED = 1,
+  // nnz-balanced COO, one dot product per nonzero (GPU-Convert).
+  SDDMM_ALGORITHM_COO = 2,
+} sddmmAlgorithm;
+
+// The C `sddmmContext`: shared handle state plus the algorithm policy.
+typedef struct sddmmContext sddmmContext;
+
+// The sparsity pattern of S preprocessed once (GPU-Preprocessing) for any number of compute calls:
+// an owned zero-based copy of the pattern, its COO row indices (for the COO algorithm) and its tile
+// schedule (for the tiled one).
+typedef struct sddmmPlan sddmmPlan;
+
 // `sgpuStatus_t` as passed through the ABI.
 typedef int sgpuStatus_t;
 
-// `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
-typedef int sgpuOperation_t;
+// An SDDMM handle (`sddmmContext*`): backend, stream and algorithm policy.
+typedef sddmmContext *sddmmHandle_t;
 
-// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.
-typedef int sgpuValueType_t;
+// `sgpuBackend_t`: an `sgpuBackend` value passed as `int`.
+typedef int sgpuBackend_t;
 
-// `sgpuIndexBase_t`: an `sgpuIndexBase` value passed as `int`.
-typedef int sgpuIndexBase_t;
+// `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
+typedef int sddmmAlgorithm_t;
 
 // `sgpuLayout_t`: an `sgpuLayout` value passed as `int`.
 typedef int sgpuLayout_t;
 
+// `sgpuIndexBase_t`: an `sgpuIndexBase` value passed as `int`.
+typedef int sgpuIndexBase_t;
+
+// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.
+typedef int sgpuValueType_t;
+
+// A preprocessed sparsity pattern (`sddmmPlan*`), reusable by any SDDMM handle.
+typedef sddmmPlan *sddmmPlan_t;
+
+// `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
+typedef int sgpuOperation_t;
+
 // `sgpuSparseFormat_t`: an `sgpuSparseFormat` value passed as `int`.
 typedef int sgpuSparseFormat_t;
-
-// `sgpuBackend_t`: an `sgpuBackend` value passed as `int`.
-typedef int sgpuBackend_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -130,6 +170,106 @@ const char *sgpuGetStatusString(sgpuStatus_t status);
 // The message of the last failed call on this thread, naming the function and the offending argument;
 // "" when no call has failed. Valid until the next failing call on this thread.
 const char *sgpuGetLastErrorMessage(void);
+
+// Creates an SDDMM handle on the backend `SPARSEGPU_BACKEND` names (auto when unset), algorithm
+// AUTO, density threshold 1e-4. Destroy it with sddmmDestroy.
+sgpuStatus_t sddmmCreate(sddmmHandle_t *handle);
+
+// Destroys an SDDMM handle; NULL is accepted and does nothing. Plans stay valid.
+sgpuStatus_t sddmmDestroy(sddmmHandle_t handle);
+
+// Sets the `cudaStream_t` the handle's GPU work is ordered on (NULL: the default stream).
+sgpuStatus_t sddmmSetStream(sddmmHandle_t handle, void *stream);
+
+// Writes the handle's stream to `*stream`.
+sgpuStatus_t sddmmGetStream(sddmmHandle_t handle, void **stream);
+
+// Selects the backend (SGPU_BACKEND_AUTO / _CUDA / _CPU). An explicit CUDA request where CUDA is
+// unusable fails with SGPU_STATUS_BACKEND_UNAVAILABLE and leaves the handle unchanged.
+sgpuStatus_t sddmmSetBackend(sddmmHandle_t handle, sgpuBackend_t backend);
+
+// Writes the backend the handle executes on (never AUTO) to `*backend`.
+sgpuStatus_t sddmmGetBackend(sddmmHandle_t handle, sgpuBackend_t *backend);
+
+// Forces an algorithm for the handle's later calls: SDDMM_ALGORITHM_TILED (GPU-Shared),
+// SDDMM_ALGORITHM_COO (GPU-Convert), or SDDMM_ALGORITHM_AUTO (the default: TILED when
+// nnz / (m·n) > the density threshold, COO otherwise).
+sgpuStatus_t sddmmSetAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t algorithm);
+
+// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1e-4, the
+// paper's 0.01 %). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN
+// is SGPU_STATUS_INVALID_VALUE.
+sgpuStatus_t sddmmSetDensityThreshold(sddmmHandle_t handle, double threshold);
+
+// Writes the algorithm the handle's last successful sddmmDynamic / sddmmExecutePlan ran
+// (SDDMM_ALGORITHM_TILED or SDDMM_ALGORITHM_COO) to `*algorithm`. Before any such call:
+// SGPU_STATUS_INVALID_VALUE.
+sgpuStatus_t sddmmGetLastAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t *algorithm);
+
+// Sampled dense-dense product with per-call algorithm choice (GPU-Dynamic): for each nonzero
+// e = (i, j) of the m×n CSR matrix S (rowPtr, colInd, sValues),
+//     out[e] = alpha · S[e] · sum_p A[i][p] · B[j][p],
+// where A is m×k and B is n×k (B holds the rows of the right factor: the product sampled is A·Bᵀ),
+// both stored in `layout` with leading dimensions lda, ldb (>= k row-major, >= m resp. n
+// column-major). `out` has nnz entries in S's entry order; it is overwritten, never read (no beta).
+// sValues may be NULL: S is then a pattern and every S[e] is 1. Column indices need not be sorted
+// and may repeat (each entry gets its own output). `out` must not overlap the inputs.
+//
+// valueType applies to A, B, sValues and out. SGPU_VALUE_TYPE_F32 / _F64 compute in their own precision
+// and take alpha as float / double; SGPU_VALUE_TYPE_F16 / _BF16 (uint16_t bit patterns) compute in f32
+// and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
+// are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
+// each call: use sddmmCreatePlan when the pattern repeats.
+sgpuStatus_t sddmmDynamic(sddmmHandle_t handle,
+                          int m,
+                          int n,
+                          int k,
+                          const void *alpha,
+                          const void *A,
+                          int lda,
+                          const void *B,
+                          int ldb,
+                          sgpuLayout_t layout,
+                          int64_t nnz,
+                          const int *rowPtr,
+                          const int *colInd,
+                          const void *sValues,
+                          sgpuIndexBase_t indexBase,
+                          sgpuValueType_t valueType,
+                          void *out);
+
+// Validates the m×n CSR pattern (rowPtr, colInd, indexBase; values are not needed) and
+// preprocesses it once for many sddmmExecutePlan calls (the paper's GPU-Preprocessing): COO row
+// indices and the nonzeros grouped by tile with the columns each tile uses. The plan copies what it
+// needs, so the caller's arrays may change or be freed afterwards. `handle` must be a live SDDMM
+// handle; the plan may be used with any. Destroy it with sddmmDestroyPlan.
+sgpuStatus_t sddmmCreatePlan(sddmmHandle_t handle,
+                             sddmmPlan_t *plan,
+                             int m,
+                             int n,
+                             int64_t nnz,
+                             const int *rowPtr,
+                             const int *colInd,
+                             sgpuIndexBase_t indexBase);
+
+// sddmmDynamic on a planned pattern: same arguments, same algorithm choice (the handle's forced
+// algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
+// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries.
+sgpuStatus_t sddmmExecutePlan(sddmmHandle_t handle,
+                              sddmmPlan_t plan,
+                              int k,
+                              const void *alpha,
+                              const void *A,
+                              int lda,
+                              const void *B,
+                              int ldb,
+                              sgpuLayout_t layout,
+                              const void *sValues,
+                              sgpuValueType_t valueType,
+                              void *out);
+
+// Destroys a plan; NULL is accepted and does nothing.
+sgpuStatus_t sddmmDestroyPlan(sddmmPlan_t plan);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -223,8 +223,8 @@ unsafe fn compute(
 /// sValues may be NULL: S is then a pattern and every S[e] is 1. Column indices need not be sorted
 /// and may repeat (each entry gets its own output). `out` must not overlap the inputs.
 ///
-/// valueType applies to A, B, sValues and out. SGPU_VALUE_F32 / _F64 compute in their own precision
-/// and take alpha as float / double; SGPU_VALUE_F16 / _BF16 (uint16_t bit patterns) compute in f32
+/// valueType applies to A, B, sValues and out. SGPU_VALUE_TYPE_F32 / _F64 compute in their own precision
+/// and take alpha as float / double; SGPU_VALUE_TYPE_F16 / _BF16 (uint16_t bit patterns) compute in f32
 /// and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
 /// are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
 /// each call: use sddmmCreatePlan when the pattern repeats.
