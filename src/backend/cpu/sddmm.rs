@@ -11,20 +11,22 @@ use rayon::prelude::*;
 /// hide the add latency.
 const LANES: usize = 8;
 
-/// ⟨x, y⟩ of two contiguous compute-type slices of equal length.
+/// ⟨x, y⟩ of two contiguous slices of equal length, in the compute type. Independent lanes let
+/// the compiler vectorise (the conversion is the identity for f32 / f64).
 #[inline(always)]
-fn dot_contiguous<C: ComputeScalar>(x: &[C], y: &[C]) -> C {
-    let mut partial = [C::ZERO; LANES];
+fn dot_slices<X: Element>(x: &[X], y: &[X]) -> X::Compute {
+    let zero = <X::Compute as ComputeScalar>::ZERO;
+    let mut partial = [zero; LANES];
     let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
     let (xr, yr) = (xc.remainder(), yc.remainder());
     for (xs, ys) in xc.zip(yc) {
         for l in 0..LANES {
-            partial[l] += xs[l] * ys[l];
+            partial[l] += xs[l].to_compute() * ys[l].to_compute();
         }
     }
-    let mut tail = C::ZERO;
+    let mut tail = zero;
     for (&a, &b) in xr.iter().zip(yr) {
-        tail += a * b;
+        tail += a.to_compute() * b.to_compute();
     }
     reduce_lanes(partial) + tail
 }
@@ -43,21 +45,7 @@ fn dot_rows<T: Element>(a: &MatRef<'_, T>, i: usize, b: &MatRef<'_, T>, j: usize
     }
     if a.col_stride == 1 && b.col_stride == 1 {
         // Row-major: both rows are contiguous, the case that vectorises.
-        let x = &a.data[i * a.row_stride..][..k];
-        let y = &b.data[j * b.row_stride..][..k];
-        let mut partial = [<T::Compute as ComputeScalar>::ZERO; LANES];
-        let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
-        let (xr, yr) = (xc.remainder(), yc.remainder());
-        for (xs, ys) in xc.zip(yc) {
-            for l in 0..LANES {
-                partial[l] += xs[l].to_compute() * ys[l].to_compute();
-            }
-        }
-        let mut tail = <T::Compute as ComputeScalar>::ZERO;
-        for (&p, &q) in xr.iter().zip(yr) {
-            tail += p.to_compute() * q.to_compute();
-        }
-        reduce_lanes(partial) + tail
+        dot_slices(&a.data[i * a.row_stride..][..k], &b.data[j * b.row_stride..][..k])
     } else {
         // Column-major: rows are strided; still keep independent partial sums.
         let (sa, sb) = (a.col_stride, b.col_stride);
@@ -133,6 +121,28 @@ fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &
     let zero = <T::Compute as ComputeScalar>::ZERO;
     let k = op.a.cols;
     let mut acc = vec![zero; band.entries.len()];
+    // Row-major data already in the compute type has contiguous K slices: the tile order alone
+    // keeps them in cache and a copy would only add traffic. Column-major or 16-bit data is packed
+    // (transposed / converted) once per slice and reused.
+    let direct = op.a.col_stride == 1 && op.b.col_stride == 1 && T::VALUE_TYPE == <T::Compute as Element>::VALUE_TYPE;
+    if direct {
+        for k0 in (0..k).step_by(TILE_K) {
+            let width = TILE_K.min(k - k0);
+            for tile in &band.tiles {
+                let columns = &band.columns[tile.columns.0 as usize..tile.columns.1 as usize];
+                for g in tile.entries.0 as usize..tile.entries.1 as usize {
+                    let i = band.first_row + band.entry_rows[g] as usize;
+                    let j = columns[band.entry_slots[g] as usize] as usize;
+                    acc[band.entries[g] as usize] += dot_slices(
+                        &op.a.data[i * op.a.row_stride + k0..][..width],
+                        &op.b.data[j * op.b.row_stride + k0..][..width],
+                    );
+                }
+            }
+        }
+        finish_band(op, band, &acc, out);
+        return;
+    }
     let mut a_panel = vec![zero; TILE_ROWS * TILE_K.min(k)];
     let mut b_panel = vec![zero; TILE_COLS * TILE_K.min(k)];
     for k0 in (0..k).step_by(TILE_K) {
@@ -155,12 +165,16 @@ fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &
                 let r = band.entry_rows[g] as usize;
                 let slot = band.entry_slots[g] as usize;
                 acc[band.entries[g] as usize] +=
-                    dot_contiguous(&a_panel[r * width..][..width], &b_panel[slot * width..][..width]);
+                    dot_slices(&a_panel[r * width..][..width], &b_panel[slot * width..][..width]);
             }
         }
     }
+    finish_band(op, band, &acc, out);
+}
+
+fn finish_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, acc: &[T::Compute], out: &mut [T]) {
     let s_band = op.s_values.map(|s| &s[band.first_entry..][..out.len()]);
-    for (local, (slot, &dot)) in out.iter_mut().zip(&acc).enumerate() {
+    for (local, (slot, &dot)) in out.iter_mut().zip(acc).enumerate() {
         *slot = finish(op.alpha, s_band, local, dot);
     }
 }
