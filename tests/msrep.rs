@@ -1,0 +1,539 @@
+//! MSREP: the paper's partitioning (Algorithms 2, 4, 6), the merge of partial results, SpMV of every
+//! partial format against a dense f64 reference, and every C entry point including its failure paths.
+
+mod common;
+
+use common::*;
+use sparsegpu::capi::common::sgpuGetLastErrorMessage;
+use sparsegpu::capi::msrep::*;
+use sparsegpu::msrep::merge::{RowSegment, row_segments};
+use sparsegpu::msrep::partition::{
+    PartitionBounds, compressed_bounds, coo_bounds, local_pointers, major_of_entry, nnz_cut,
+};
+use sparsegpu::scalar::{ComputeScalar, Element};
+use sparsegpu::sparse::CsrMatrix;
+use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
+use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status, ValueType};
+use std::ffi::{CStr, c_void};
+use std::os::raw::c_int;
+use std::ptr::{null, null_mut};
+
+const OK: c_int = Status::Success as c_int;
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+/// Asserts a failed call's status and that the message names the function and every given word.
+fn assert_fails(status: c_int, want: Status, function: &str, words: &[&str]) {
+    assert_eq!(status, want as c_int, "{function}: expected {}, last error: {}", want.name(), last_error());
+    let msg = last_error();
+    assert!(msg.contains(function), "message does not name {function}: {msg}");
+    for w in words {
+        assert!(msg.contains(w), "message does not mention '{w}': {msg}");
+    }
+}
+
+fn zero_based_ptr(ptr: &[i32]) -> Vec<usize> {
+    ptr.iter().map(|&p| p as usize).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partitioning against the paper's definitions
+// ---------------------------------------------------------------------------------------------
+
+/// The 6×6, 19-nonzero matrix of the paper's Figures 8–10 (Saad's classic CSR example).
+fn paper_matrix() -> CsrMatrix<f64> {
+    let dense = [
+        [10.0, 0.0, 0.0, 0.0, -2.0, 0.0],
+        [3.0, 9.0, 0.0, 0.0, 0.0, 3.0],
+        [0.0, 7.0, 8.0, 7.0, 0.0, 0.0],
+        [3.0, 0.0, 8.0, 7.0, 5.0, 0.0],
+        [0.0, 8.0, 0.0, 9.0, 9.0, 13.0],
+        [0.0, 4.0, 0.0, 0.0, 2.0, -1.0],
+    ];
+    let mut triplets = Vec::new();
+    for (r, row) in dense.iter().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                triplets.push((r, c, v));
+            }
+        }
+    }
+    CsrMatrix::from_triplets(6, 6, triplets)
+}
+
+fn bounds(start_idx: usize, end_idx: usize, rows: (usize, usize), start_flag: bool, end_flag: bool) -> PartitionBounds {
+    PartitionBounds { start_idx, end_idx, start_major: rows.0, end_major: rows.1, start_flag, end_flag }
+}
+
+#[test]
+fn figure_8_example_is_cut_as_the_paper_describes() {
+    let a = paper_matrix();
+    assert_eq!(a.row_ptr, vec![0, 2, 5, 8, 12, 16, 19]);
+    let ptr = zero_based_ptr(&a.row_ptr);
+    let got = compressed_bounds(&ptr, 4);
+    // Cuts ⌊i·19/4⌋ = 0, 4, 9, 14, 19. Rows 1, 3 and 4 are each split between two partitions.
+    let want = vec![
+        bounds(0, 4, (0, 2), false, true),
+        bounds(4, 9, (1, 4), true, true),
+        bounds(9, 14, (3, 5), true, true),
+        bounds(14, 19, (4, 6), true, false),
+    ];
+    assert_eq!(got, want);
+    let local: Vec<Vec<i32>> = got.iter().map(|b| local_pointers(&ptr, b).unwrap()).collect();
+    assert_eq!(local, vec![vec![0, 2, 4], vec![0, 1, 4, 5], vec![0, 3, 5], vec![0, 2, 5]]);
+
+    // pCOO of the same row-sorted entries has the same bookkeeping.
+    let (row_ind, _, _) = a.to_coo();
+    let row_of: Vec<usize> = row_ind.iter().map(|&r| r as usize).collect();
+    assert_eq!(coo_bounds(&row_of, 6, 4), want);
+
+    // Shared rows go to the merge, the rest to exactly one partition.
+    assert_eq!(
+        row_segments(&got, 6),
+        vec![
+            RowSegment::Exclusive { partition: 0, rows: 0..1 },
+            RowSegment::Merged { rows: 1..2 },
+            RowSegment::Exclusive { partition: 1, rows: 2..3 },
+            RowSegment::Merged { rows: 3..5 },
+            RowSegment::Exclusive { partition: 3, rows: 5..6 },
+        ]
+    );
+}
+
+#[test]
+fn cuts_and_binary_search_follow_the_definitions() {
+    assert_eq!((0..=4).map(|i| nnz_cut(i, 19, 4)).collect::<Vec<_>>(), vec![0, 4, 9, 14, 19]);
+    assert_eq!((0..=3).map(|i| nnz_cut(i, 2, 3)).collect::<Vec<_>>(), vec![0, 0, 1, 2]);
+    // Empty rows 1, 2 share pointer 2 with row 3: entry 2 is in row 3, entry 1 in row 0.
+    let ptr = [0, 2, 2, 2, 5, 5];
+    assert_eq!(major_of_entry(&ptr, 0), 0);
+    assert_eq!(major_of_entry(&ptr, 1), 0);
+    assert_eq!(major_of_entry(&ptr, 2), 3);
+    assert_eq!(major_of_entry(&ptr, 4), 3);
+    assert_eq!(major_of_entry(&ptr, 5), 5, "one past the last entry maps to one past the last row");
+}
+
+/// A matrix with empty rows and a few very long rows, so partitions both skip rows and split rows
+/// over several partitions.
+fn long_rows_csr<T: Element>(rng: &mut Rng, rows: usize, cols: usize) -> CsrMatrix<T> {
+    let mut triplets = Vec::new();
+    for r in 0..rows {
+        match rng.below(6) {
+            0 => (0..cols).for_each(|c| triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))))),
+            1 | 2 => {}
+            _ => {
+                for _ in 0..rng.below(4) {
+                    triplets.push((r, rng.below(cols.max(1)), T::from_f64(rng.range(-1.0, 1.0))));
+                }
+            }
+        }
+    }
+    if cols == 0 {
+        triplets.clear();
+    }
+    CsrMatrix::from_triplets(rows, cols, triplets)
+}
+
+/// A random test matrix of one of several sparsity families (rows or cols may be 0).
+fn random_matrix<T: Element>(rng: &mut Rng) -> (CsrMatrix<T>, &'static str) {
+    match rng.below(7) {
+        0 => {
+            let (r, c, density) = (rng.below(70), rng.below(70), rng.range(0.0, 0.25));
+            (random_csr(rng, r, c, density), "random")
+        }
+        1 => {
+            let (n, half_width) = (rng.below(80), rng.below(5));
+            (band_csr(rng, n, half_width), "band")
+        }
+        2 => {
+            let (scale, edge_factor) = (2 + rng.below(6) as u32, 1 + rng.below(6));
+            (rmat_csr(rng, scale, edge_factor), "R-MAT")
+        }
+        3 | 4 => {
+            let (r, c) = (rng.below(60), 1 + rng.below(90));
+            (long_rows_csr(rng, r, c), "long rows")
+        }
+        5 => {
+            let (r, c) = (rng.below(3), rng.below(3));
+            (random_csr(rng, r, c, 0.6), "tiny")
+        }
+        _ => {
+            let (r, c) = (1 + rng.below(40), 1 + rng.below(40));
+            (random_csr(rng, r, c, 0.0), "no nonzeros")
+        }
+    }
+}
+
+/// Checks the bounds of every partition of a compressed pointer array against the paper's
+/// definitions, computed here by linear scans instead of binary searches.
+fn check_bounds_against_definitions(ptr: &[usize], np: usize, got: &[PartitionBounds]) {
+    let majors = ptr.len() - 1;
+    let nnz = ptr[majors];
+    let holding = |e: usize| (0..majors).find(|&m| ptr[m] <= e && e < ptr[m + 1]).unwrap();
+    assert_eq!(got.len(), np);
+    for (i, b) in got.iter().enumerate() {
+        let what = format!("partition {i} of {np}, nnz {nnz}, ptr {ptr:?}: {b:?}");
+        assert_eq!(b.start_idx, i * nnz / np, "{what}");
+        assert_eq!(b.end_idx, (i + 1) * nnz / np, "{what}");
+        if b.nnz() == 0 {
+            assert!(!b.start_flag && !b.end_flag && b.start_major == b.end_major, "{what}");
+            continue;
+        }
+        assert_eq!(b.start_major, holding(b.start_idx), "{what}");
+        assert_eq!(b.end_major, holding(b.end_idx - 1) + 1, "{what}");
+        // Split exactly when an earlier / later partition holds entries of the same row.
+        assert_eq!(b.start_flag, b.start_idx > 0 && holding(b.start_idx - 1) == b.start_major, "{what}");
+        assert_eq!(b.end_flag, b.end_idx < nnz && holding(b.end_idx) == b.end_major - 1, "{what}");
+        let local = local_pointers(ptr, b).unwrap();
+        assert_eq!(local.len(), b.major_count() + 1, "{what}");
+        assert_eq!((local[0], *local.last().unwrap() as usize), (0, b.nnz()), "{what}");
+        for (j, w) in local.windows(2).enumerate() {
+            // Local row j holds exactly the entries of global row start_major + j inside the partition.
+            let row = b.start_major + j;
+            let lo = ptr[row].max(b.start_idx) - b.start_idx;
+            let hi = ptr[row + 1].min(b.end_idx) - b.start_idx;
+            assert_eq!((w[0] as usize, w[1] as usize), (lo, hi), "{what}: local row {j}");
+        }
+    }
+}
+
+#[test]
+fn partitions_of_random_matrices_follow_the_definitions() {
+    let mut rng = Rng::fresh("partitions_of_random_matrices_follow_the_definitions");
+    for _ in 0..150 {
+        let (a, kind) = random_matrix::<f64>(&mut rng);
+        let nnz = a.nnz();
+        let ptr = zero_based_ptr(&a.row_ptr);
+        let (col_ptr, _, _) = a.to_csc();
+        let col_ptr = zero_based_ptr(&col_ptr);
+        let (row_ind, _, _) = a.to_coo();
+        let row_of: Vec<usize> = row_ind.iter().map(|&r| r as usize).collect();
+        for np in (1..=9).chain([nnz + 1, nnz + 4]) {
+            let csr = compressed_bounds(&ptr, np);
+            check_bounds_against_definitions(&ptr, np, &csr);
+            check_bounds_against_definitions(&col_ptr, np, &compressed_bounds(&col_ptr, np));
+            assert_eq!(coo_bounds(&row_of, a.rows, np), csr, "{kind}: pCOO and pCSR bookkeeping differ");
+            check_row_segments(&csr, a.rows, kind);
+        }
+    }
+}
+
+/// Every row is in exactly one segment; a row is exclusive to a partition exactly when it lies in
+/// that partition's span and in no other partition's span.
+fn check_row_segments(bounds: &[PartitionBounds], rows: usize, kind: &str) {
+    let segments = row_segments(bounds, rows);
+    let mut owner = vec![None; rows];
+    let mut next = 0;
+    for s in &segments {
+        let (range, who) = match s {
+            RowSegment::Exclusive { partition, rows } => (rows.clone(), Some(*partition)),
+            RowSegment::Merged { rows } => (rows.clone(), None),
+        };
+        assert_eq!(range.start, next, "{kind}: segments not consecutive: {segments:?}");
+        assert!(!range.is_empty(), "{kind}: empty segment in {segments:?}");
+        next = range.end;
+        range.for_each(|r| owner[r] = who);
+    }
+    assert_eq!(next, rows, "{kind}: segments do not cover every row: {segments:?}");
+    for (r, o) in owner.iter().enumerate() {
+        let spanning: Vec<usize> =
+            (0..bounds.len()).filter(|&p| (bounds[p].start_major..bounds[p].end_major).contains(&r)).collect();
+        let want = if spanning.len() == 1 { Some(spanning[0]) } else { None };
+        assert_eq!(*o, want, "{kind}: row {r}, spanned by {spanning:?}, bounds {bounds:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SpMV through the C API
+// ---------------------------------------------------------------------------------------------
+
+struct Handle(msrepHandle_t);
+
+impl Handle {
+    fn new() -> Self {
+        let mut h = null_mut();
+        assert_eq!(unsafe { msrepCreate(&mut h) }, OK, "{}", last_error());
+        Handle(h)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        assert_eq!(unsafe { msrepDestroy(self.0) }, OK);
+    }
+}
+
+/// The arrays of one matrix in one input format and index base, ready for the C API.
+struct Input<T> {
+    format: SparseFormat,
+    major: Vec<i32>,
+    minor: Vec<i32>,
+    values: Vec<T>,
+}
+
+fn inputs<T: Copy>(a: &CsrMatrix<T>, base: IndexBase) -> Vec<Input<T>> {
+    let b = base as i32;
+    let shift = |v: Vec<i32>| v.into_iter().map(|i| i + b).collect::<Vec<_>>();
+    let (col_ptr, row_ind, csc_values) = a.to_csc();
+    let (coo_rows, coo_cols, coo_values) = a.to_coo();
+    vec![
+        Input {
+            format: SparseFormat::Csr,
+            major: shift(a.row_ptr.clone()),
+            minor: shift(a.col_ind.clone()),
+            values: a.values.clone(),
+        },
+        Input { format: SparseFormat::Csc, major: shift(col_ptr), minor: shift(row_ind), values: csc_values },
+        Input { format: SparseFormat::Coo, major: shift(coo_rows), minor: shift(coo_cols), values: coo_values },
+    ]
+}
+
+type Create = unsafe extern "C" fn(
+    msrepHandle_t,
+    *mut msrepMatrix_t,
+    c_int,
+    c_int,
+    i64,
+    *const c_int,
+    *const c_int,
+    *const c_void,
+    c_int,
+    c_int,
+    c_int,
+) -> c_int;
+
+fn creator(format: SparseFormat) -> Create {
+    match format {
+        SparseFormat::Csr => msrepCreateCsr,
+        SparseFormat::Csc => msrepCreateCsc,
+        SparseFormat::Coo => msrepCreateCoo,
+    }
+}
+
+fn create<T: Element>(h: &Handle, rows: usize, cols: usize, input: &Input<T>, base: IndexBase, np: c_int) -> msrepMatrix_t {
+    let mut m = null_mut();
+    let st = unsafe {
+        creator(input.format)(
+            h.0,
+            &mut m,
+            rows as c_int,
+            cols as c_int,
+            input.values.len() as i64,
+            input.major.as_ptr(),
+            input.minor.as_ptr(),
+            input.values.as_ptr() as *const c_void,
+            T::VALUE_TYPE as c_int,
+            base as c_int,
+            np,
+        )
+    };
+    assert_eq!(st, OK, "{:?}: {}", input.format, last_error());
+    m
+}
+
+fn partition_infos(m: msrepMatrix_t) -> Vec<msrepPartitionInfo_t> {
+    let mut count = -1;
+    assert_eq!(unsafe { msrepGetPartitionCount(m, &mut count) }, OK);
+    (0..count)
+        .map(|i| {
+            let mut info = msrepPartitionInfo_t::default();
+            assert_eq!(unsafe { msrepGetPartitionInfo(m, i, &mut info) }, OK, "{}", last_error());
+            info
+        })
+        .collect()
+}
+
+/// The reported partitions are the paper's: checked against bounds computed from the CSR (pCSR,
+/// pCOO) or CSC (pCSC) pointer, and placed round-robin on the handle's devices.
+fn check_partition_info(m: msrepMatrix_t, a: &CsrMatrix<impl Copy>, format: SparseFormat, np: usize, devices: &[i32]) {
+    let ptr = match format {
+        SparseFormat::Csc => zero_based_ptr(&a.to_csc().0),
+        _ => zero_based_ptr(&a.row_ptr),
+    };
+    let want = compressed_bounds(&ptr, np);
+    let infos = partition_infos(m);
+    assert_eq!(infos.len(), np);
+    for (i, (info, b)) in infos.iter().zip(&want).enumerate() {
+        let expected = msrepPartitionInfo_t {
+            format: format as c_int,
+            startIdx: b.start_idx as i64,
+            endIdx: b.end_idx as i64,
+            nnz: b.nnz() as i64,
+            startMajor: b.start_major as i64,
+            endMajor: b.end_major as i64,
+            startFlag: b.start_flag as c_int,
+            device: devices[i % devices.len()],
+        };
+        assert_eq!(*info, expected, "partition {i} of {np}, {format:?}");
+    }
+}
+
+/// Reference `α·A·x + β·y` in f64, plus per row the magnitude Σ|α·a·x| + |β·y| and the row length,
+/// which bound the rounding error of any summation order.
+fn reference(a: &CsrMatrix<impl Element>, alpha: f64, x: &[f64], beta: f64, y: &[f64]) -> Vec<(f64, f64, usize)> {
+    (0..a.rows)
+        .map(|r| {
+            let entries = a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize;
+            let (mut sum, mut mag) = (0.0, 0.0);
+            for e in entries.clone() {
+                let term = a.values[e].to_f64() * x[a.col_ind[e] as usize];
+                sum += term;
+                mag += (alpha * term).abs();
+            }
+            let old = if beta == 0.0 { 0.0 } else { beta * y[r] };
+            (alpha * sum + old, mag + old.abs(), entries.len())
+        })
+        .collect()
+}
+
+fn assert_spmv_close<T: Element>(what: &str, got: &[T], want: &[(f64, f64, usize)], eps: f64) {
+    assert_eq!(got.len(), want.len());
+    for (r, (g, (w, mag, len))) in got.iter().zip(want).enumerate() {
+        let g = g.to_f64();
+        let tol = (*len as f64 + 16.0) * eps * mag + 1e-300;
+        assert!((g - w).abs() <= tol && g.is_finite(), "{what}: y[{r}] = {g}, want {w} (tolerance {tol})");
+    }
+}
+
+/// One random matrix through all three formats: partition info, SpMV against the reference, and
+/// pCSR / pCOO bit-identical (same partial sums in the same order, same merge).
+fn spmv_case<T: ComputeScalar>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: f64) {
+    let (a, kind) = random_matrix::<T>(rng);
+    let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
+    let np_arg = match rng.below(12) {
+        0 => 0,
+        1 => (a.nnz() + 1 + rng.below(5)) as c_int,
+        _ => 1 + rng.below(9) as c_int,
+    };
+    let np = if np_arg == 0 { devices.len() } else { np_arg as usize };
+    let alpha = T::from_f64(if rng.below(10) == 0 { 0.0 } else { rng.range(-2.0, 2.0) });
+    let beta_zero = rng.below(3) == 0;
+    let beta = T::from_f64(if beta_zero { 0.0 } else { rng.range(-2.0, 2.0) });
+    let x: Vec<T> = rng.vec(a.cols);
+    let y0: Vec<T> = if beta_zero { vec![T::from_f64(f64::NAN); a.rows] } else { rng.vec(a.rows) };
+    let to64 = |v: &[T]| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
+    let want = reference(&a, alpha.to_f64(), &to64(&x), beta.to_f64(), &to64(&y0));
+
+    let mut results = Vec::new();
+    for input in inputs(&a, base) {
+        let what = format!(
+            "{kind} {}x{} nnz {} {:?} {:?} {:?} np {np} alpha {alpha:?} beta {beta:?}",
+            a.rows,
+            a.cols,
+            a.nnz(),
+            T::VALUE_TYPE,
+            input.format,
+            base
+        );
+        let m = create(h, a.rows, a.cols, &input, base, np_arg);
+        check_partition_info(m, &a, input.format, np, devices);
+        let mut y = y0.clone();
+        let st = unsafe {
+            msrepSpMV(
+                h.0,
+                m,
+                &alpha as *const T as *const c_void,
+                x.as_ptr() as *const c_void,
+                &beta as *const T as *const c_void,
+                y.as_mut_ptr() as *mut c_void,
+            )
+        };
+        assert_eq!(st, OK, "{what}: {}", last_error());
+        assert_spmv_close(&what, &y, &want, eps);
+        // Resident matrix: a second call with the same inputs gives the same result.
+        let mut again = y0.clone();
+        let st = unsafe {
+            msrepSpMV(
+                h.0,
+                m,
+                &alpha as *const T as *const c_void,
+                x.as_ptr() as *const c_void,
+                &beta as *const T as *const c_void,
+                again.as_mut_ptr() as *mut c_void,
+            )
+        };
+        assert_eq!(st, OK);
+        assert_eq!(to64(&again), to64(&y), "{what}: repeated SpMV differs");
+        assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+        results.push(to64(&y));
+    }
+    assert_eq!(results[0], results[2], "pCSR and pCOO of the same matrix must agree exactly");
+}
+
+#[test]
+fn spmv_matches_dense_reference_for_every_format() {
+    let mut rng = Rng::fresh("spmv_matches_dense_reference_for_every_format");
+    let h = Handle::new();
+    for round in 0..120 {
+        // Sometimes several devices, so numPartitions = 0 means more than one partition.
+        let devices: Vec<i32> = match round % 3 {
+            0 => vec![0],
+            1 => vec![2, 0, 5],
+            _ => (0..1 + rng.below(8) as i32).collect(),
+        };
+        assert_eq!(unsafe { msrepSetDevices(h.0, devices.len() as c_int, devices.as_ptr()) }, OK);
+        spmv_case::<f64>(&mut rng, &h, &devices, f64::EPSILON);
+        spmv_case::<f32>(&mut rng, &h, &devices, f32::EPSILON as f64);
+    }
+}
+
+#[test]
+fn large_matrix_with_many_partitions_matches_reference() {
+    // Big enough that every partition spans many rows and long rows are cut several times.
+    let mut rng = Rng::fresh("large_matrix_with_many_partitions_matches_reference");
+    let h = Handle::new();
+    let a: CsrMatrix<f64> = long_rows_csr(&mut rng, 3000, 700);
+    let x: Vec<f64> = rng.vec(a.cols);
+    let y0: Vec<f64> = rng.vec(a.rows);
+    let want = reference(&a, 1.5, &x, -0.5, &y0);
+    for input in inputs(&a, IndexBase::Zero) {
+        for np in [7, 64] {
+            let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, np);
+            let infos = partition_infos(m);
+            assert!(infos.iter().any(|i| i.startFlag == 1), "{:?}: no row was split", input.format);
+            let mut y = y0.clone();
+            let (alpha, beta) = (1.5f64, -0.5f64);
+            let st = unsafe {
+                msrepSpMV(
+                    h.0,
+                    m,
+                    &alpha as *const f64 as *const c_void,
+                    x.as_ptr() as *const c_void,
+                    &beta as *const f64 as *const c_void,
+                    y.as_mut_ptr() as *mut c_void,
+                )
+            };
+            assert_eq!(st, OK, "{}", last_error());
+            assert_spmv_close(&format!("{:?} np {np}", input.format), &y, &want, f64::EPSILON);
+            assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+        }
+    }
+}
+
+#[test]
+fn paper_example_spmv_by_hand() {
+    // y = A·1 with β = 1, y0 = 100: row sums of the Figure 8 matrix are 8, 15, 22, 23, 39, 5.
+    let h = Handle::new();
+    let a = paper_matrix();
+    for input in inputs(&a, IndexBase::One) {
+        let m = create(&h, 6, 6, &input, IndexBase::One, 4);
+        let (alpha, beta) = (1.0f64, 1.0f64);
+        let x = [1.0f64; 6];
+        let mut y = [100.0f64; 6];
+        let st = unsafe {
+            msrepSpMV(
+                h.0,
+                m,
+                &alpha as *const f64 as *const c_void,
+                x.as_ptr() as *const c_void,
+                &beta as *const f64 as *const c_void,
+                y.as_mut_ptr() as *mut c_void,
+            )
+        };
+        assert_eq!(st, OK);
+        assert_eq!(y, [108.0, 115.0, 122.0, 123.0, 139.0, 105.0], "{:?}", input.format);
+        assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+    }
+}
