@@ -312,7 +312,14 @@ fn creator(format: SparseFormat) -> Create {
     }
 }
 
-fn create<T: Element>(h: &Handle, rows: usize, cols: usize, input: &Input<T>, base: IndexBase, np: c_int) -> msrepMatrix_t {
+fn create<T: Element>(
+    h: &Handle,
+    rows: usize,
+    cols: usize,
+    input: &Input<T>,
+    base: IndexBase,
+    np: c_int,
+) -> msrepMatrix_t {
     let mut m = null_mut();
     let st = unsafe {
         creator(input.format)(
@@ -507,6 +514,8 @@ fn large_matrix_with_many_partitions_matches_reference() {
             };
             assert_eq!(st, OK, "{}", last_error());
             assert_spmv_close(&format!("{:?} np {np}", input.format), &y, &want, f64::EPSILON);
+            let exact: Vec<f64> = want.iter().map(|w| w.0).collect();
+            assert!(relative_error(&y, &exact) < 1e-13, "{:?} np {np}", input.format);
             assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
         }
     }
@@ -536,4 +545,434 @@ fn paper_example_spmv_by_hand() {
         assert_eq!(y, [108.0, 115.0, 122.0, 123.0, 139.0, 105.0], "{:?}", input.format);
         assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C API: lifecycle, queries and every failure path
+// ---------------------------------------------------------------------------------------------
+
+/// A pointer value no call may write, to see that failed calls leave outputs untouched.
+const SENTINEL_MATRIX: msrepMatrix_t = 0x5a5a_5a50 as msrepMatrix_t;
+
+fn devices_of(h: msrepHandle_t) -> Vec<c_int> {
+    let mut count = -1;
+    assert_eq!(unsafe { msrepGetDeviceCount(h, &mut count) }, OK);
+    let mut devices = vec![-1; count as usize];
+    assert_eq!(unsafe { msrepGetDevices(h, count, devices.as_mut_ptr()) }, OK);
+    devices
+}
+
+#[test]
+fn handle_lifecycle_stream_backend_and_devices() {
+    let h = Handle::new();
+    assert_fails(unsafe { msrepCreate(null_mut()) }, Status::InvalidPointer, "msrepCreate", &["handle"]);
+    assert_eq!(unsafe { msrepDestroy(null_mut()) }, OK, "destroying NULL is a no-op");
+
+    let mut stream = 0x5a0 as *mut c_void;
+    assert_eq!(unsafe { msrepGetStream(h.0, &mut stream) }, OK);
+    assert!(stream.is_null(), "a new handle uses the default stream");
+    assert_eq!(unsafe { msrepSetStream(h.0, 0xabc0 as *mut c_void) }, OK);
+    assert_eq!(unsafe { msrepGetStream(h.0, &mut stream) }, OK);
+    assert_eq!(stream as usize, 0xabc0);
+    assert_fails(unsafe { msrepGetStream(h.0, null_mut()) }, Status::InvalidPointer, "msrepGetStream", &["stream"]);
+
+    let mut backend = -1;
+    assert_eq!(unsafe { msrepSetBackend(h.0, BackendKind::Cpu as c_int) }, OK);
+    assert_eq!(unsafe { msrepGetBackend(h.0, &mut backend) }, OK);
+    assert_eq!(backend, BackendKind::Cpu as c_int);
+    assert_fails(unsafe { msrepSetBackend(h.0, 7) }, Status::InvalidValue, "msrepSetBackend", &["backend"]);
+    assert_fails(unsafe { msrepGetBackend(h.0, null_mut()) }, Status::InvalidPointer, "msrepGetBackend", &["backend"]);
+    match unsafe { msrepSetBackend(h.0, BackendKind::Cuda as c_int) } {
+        OK => {
+            assert_eq!(unsafe { msrepGetBackend(h.0, &mut backend) }, OK);
+            assert_eq!(backend, BackendKind::Cuda as c_int);
+        }
+        st => {
+            assert_fails(st, Status::BackendUnavailable, "msrepSetBackend", &["CUDA"]);
+            assert_eq!(unsafe { msrepGetBackend(h.0, &mut backend) }, OK);
+            assert_eq!(backend, BackendKind::Cpu as c_int, "a refused backend leaves the handle unchanged");
+        }
+    }
+    assert_eq!(unsafe { msrepSetBackend(h.0, BackendKind::Auto as c_int) }, OK);
+    assert_eq!(unsafe { msrepGetBackend(h.0, &mut backend) }, OK);
+    assert_ne!(backend, BackendKind::Auto as c_int, "auto resolves to a concrete backend");
+
+    assert_eq!(devices_of(h.0), vec![0], "a new handle uses device 0");
+    assert_eq!(unsafe { msrepSetDevices(h.0, 3, [4, 0, 2].as_ptr()) }, OK);
+    assert_eq!(devices_of(h.0), vec![4, 0, 2]);
+    let bad: [(c_int, *const c_int, Status, &str); 5] = [
+        (0, [1].as_ptr(), Status::InvalidSize, "count"),
+        (-2, [1].as_ptr(), Status::InvalidSize, "count"),
+        (2, null(), Status::InvalidPointer, "devices"),
+        (2, [1, -3].as_ptr(), Status::InvalidValue, "devices[1]"),
+        (3, [1, 2, 1].as_ptr(), Status::InvalidValue, "devices[2]"),
+    ];
+    for (count, devices, status, word) in bad {
+        assert_fails(unsafe { msrepSetDevices(h.0, count, devices) }, status, "msrepSetDevices", &[word]);
+        assert_eq!(devices_of(h.0), vec![4, 0, 2], "a refused device list leaves the handle unchanged");
+    }
+    let mut out = [-9; 3];
+    for capacity in [2, -1] {
+        assert_fails(
+            unsafe { msrepGetDevices(h.0, capacity, out.as_mut_ptr()) },
+            Status::InvalidSize,
+            "msrepGetDevices",
+            &["capacity"],
+        );
+        assert_eq!(out, [-9; 3]);
+    }
+    assert_fails(
+        unsafe { msrepGetDevices(h.0, 3, null_mut()) },
+        Status::InvalidPointer,
+        "msrepGetDevices",
+        &["devices"],
+    );
+    assert_fails(
+        unsafe { msrepGetDeviceCount(h.0, null_mut()) },
+        Status::InvalidPointer,
+        "msrepGetDeviceCount",
+        &["count"],
+    );
+}
+
+/// Every handle-taking function refuses `h` with INVALID_HANDLE naming the handle.
+fn assert_handle_refused(h: msrepHandle_t) {
+    let mut stream = null_mut();
+    let mut int_out = -5;
+    let mut m = SENTINEL_MATRIX;
+    let one = 1.0f64;
+    let refused = |function: &str, status: c_int| assert_fails(status, Status::InvalidHandle, function, &["handle"]);
+    refused("msrepSetStream", unsafe { msrepSetStream(h, null_mut()) });
+    refused("msrepGetStream", unsafe { msrepGetStream(h, &mut stream) });
+    refused("msrepSetBackend", unsafe { msrepSetBackend(h, BackendKind::Cpu as c_int) });
+    refused("msrepGetBackend", unsafe { msrepGetBackend(h, &mut int_out) });
+    refused("msrepSetDevices", unsafe { msrepSetDevices(h, 1, [0].as_ptr()) });
+    refused("msrepGetDeviceCount", unsafe { msrepGetDeviceCount(h, &mut int_out) });
+    refused("msrepGetDevices", unsafe { msrepGetDevices(h, 1, &mut int_out) });
+    for format in [SparseFormat::Csr, SparseFormat::Csc, SparseFormat::Coo] {
+        refused(function_name(format), CreateArgs::valid(format).call(h, &mut m));
+    }
+    refused("msrepSpMV", unsafe { msrepSpMV(h, null_mut(), p64(&one), null(), p64(&one), null_mut()) });
+    assert_eq!((stream, int_out, m), (null_mut(), -5, SENTINEL_MATRIX), "outputs must be untouched");
+}
+
+#[test]
+fn null_destroyed_and_foreign_handles_and_matrices_are_refused() {
+    let h = Handle::new();
+    let a = paper_matrix();
+    let m = create(&h, 6, 6, &inputs(&a, IndexBase::Zero)[0], IndexBase::Zero, 2);
+
+    assert_handle_refused(null_mut());
+    assert_handle_refused(m as msrepHandle_t);
+    let mut not_a_handle = [0u64; 8];
+    assert_handle_refused(not_a_handle.as_mut_ptr() as msrepHandle_t);
+    let mut dead = null_mut();
+    assert_eq!(unsafe { msrepCreate(&mut dead) }, OK);
+    assert_eq!(unsafe { msrepDestroy(dead) }, OK);
+    assert_handle_refused(dead);
+    assert_fails(unsafe { msrepDestroy(dead) }, Status::InvalidHandle, "msrepDestroy", &["handle"]);
+
+    // Matrices: NULL, a handle, a destroyed matrix.
+    let mut gone = null_mut();
+    let input = &inputs(&a, IndexBase::Zero)[2];
+    let mut st = unsafe {
+        msrepCreateCoo(
+            h.0,
+            &mut gone,
+            6,
+            6,
+            19,
+            input.major.as_ptr(),
+            input.minor.as_ptr(),
+            input.values.as_ptr() as _,
+            ValueType::F64 as c_int,
+            0,
+            0,
+        )
+    };
+    assert_eq!(st, OK);
+    assert_eq!(unsafe { msrepDestroyMatrix(gone) }, OK);
+    assert_eq!(unsafe { msrepDestroyMatrix(null_mut()) }, OK, "destroying NULL is a no-op");
+    let (one, x) = (1.0f64, [1.0f64; 6]);
+    for bad in [null_mut(), h.0 as msrepMatrix_t, gone] {
+        let mut count = -5;
+        let mut info = msrepPartitionInfo_t { nnz: -5, ..Default::default() };
+        let mut y = [3.0f64; 6];
+        st = unsafe { msrepGetPartitionCount(bad, &mut count) };
+        assert_fails(st, Status::InvalidHandle, "msrepGetPartitionCount", &["matrix"]);
+        st = unsafe { msrepGetPartitionInfo(bad, 0, &mut info) };
+        assert_fails(st, Status::InvalidHandle, "msrepGetPartitionInfo", &["matrix"]);
+        st = unsafe {
+            msrepSpMV(h.0, bad, &one as *const f64 as _, x.as_ptr() as _, &one as *const f64 as _, y.as_mut_ptr() as _)
+        };
+        assert_fails(st, Status::InvalidHandle, "msrepSpMV", &["matrix"]);
+        assert_eq!((count, info.nnz, y), (-5, -5, [3.0; 6]), "outputs must be untouched");
+        if !bad.is_null() {
+            assert_fails(unsafe { msrepDestroyMatrix(bad) }, Status::InvalidHandle, "msrepDestroyMatrix", &["matrix"]);
+        }
+    }
+    assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+}
+
+/// Arguments of one matrix-creation call, so each bad-input case changes one thing.
+#[derive(Clone)]
+struct CreateArgs {
+    format: SparseFormat,
+    rows: c_int,
+    cols: c_int,
+    nnz: i64,
+    major: Option<Vec<i32>>,
+    minor: Option<Vec<i32>>,
+    values: Option<Vec<f64>>,
+    value_type: c_int,
+    base: c_int,
+    partitions: c_int,
+}
+
+impl CreateArgs {
+    /// The paper's matrix in `format`, zero-based, f64, 3 partitions.
+    fn valid(format: SparseFormat) -> Self {
+        let input = inputs(&paper_matrix(), IndexBase::Zero).into_iter().find(|i| i.format == format).unwrap();
+        CreateArgs {
+            format,
+            rows: 6,
+            cols: 6,
+            nnz: 19,
+            major: Some(input.major),
+            minor: Some(input.minor),
+            values: Some(input.values),
+            value_type: ValueType::F64 as c_int,
+            base: 0,
+            partitions: 3,
+        }
+    }
+
+    fn call(&self, h: msrepHandle_t, out: *mut msrepMatrix_t) -> c_int {
+        let ptr_or_null = |v: &Option<Vec<i32>>| v.as_ref().map_or(null(), |v| v.as_ptr());
+        unsafe {
+            creator(self.format)(
+                h,
+                out,
+                self.rows,
+                self.cols,
+                self.nnz,
+                ptr_or_null(&self.major),
+                ptr_or_null(&self.minor),
+                self.values.as_ref().map_or(null(), |v| v.as_ptr() as *const c_void),
+                self.value_type,
+                self.base,
+                self.partitions,
+            )
+        }
+    }
+}
+
+fn function_name(format: SparseFormat) -> &'static str {
+    match format {
+        SparseFormat::Csr => "msrepCreateCsr",
+        SparseFormat::Csc => "msrepCreateCsc",
+        SparseFormat::Coo => "msrepCreateCoo",
+    }
+}
+
+#[test]
+fn matrix_creation_refuses_bad_input_and_leaves_the_output_untouched() {
+    let h = Handle::new();
+    for format in [SparseFormat::Csr, SparseFormat::Csc, SparseFormat::Coo] {
+        let function = function_name(format);
+        let valid = CreateArgs::valid(format);
+        let (major_name, minor_name) = match format {
+            SparseFormat::Csr => ("rowPtr", "colInd"),
+            SparseFormat::Csc => ("colPtr", "rowInd"),
+            SparseFormat::Coo => ("rowInd", "colInd"),
+        };
+        let mut m = null_mut();
+        assert_eq!(valid.call(h.0, &mut m), OK, "{function}: {}", last_error());
+        assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+
+        let with = |change: &dyn Fn(&mut CreateArgs)| {
+            let mut a = valid.clone();
+            change(&mut a);
+            a
+        };
+        let mut cases: Vec<(CreateArgs, Status, &str)> = vec![
+            (with(&|a| a.rows = -1), Status::InvalidSize, "rows"),
+            (with(&|a| a.cols = -6), Status::InvalidSize, "cols"),
+            (with(&|a| a.nnz = -19), Status::InvalidSize, "nnz"),
+            (with(&|a| a.value_type = 9), Status::InvalidValue, "valueType"),
+            (with(&|a| a.value_type = ValueType::F16 as c_int), Status::NotSupported, "valueType"),
+            (with(&|a| a.value_type = ValueType::Bf16 as c_int), Status::NotSupported, "valueType"),
+            (with(&|a| a.base = 2), Status::InvalidValue, "idxBase"),
+            (with(&|a| a.base = -1), Status::InvalidValue, "idxBase"),
+            (with(&|a| a.partitions = -1), Status::InvalidSize, "numPartitions"),
+            (with(&|a| a.major = None), Status::InvalidPointer, major_name),
+            (with(&|a| a.minor = None), Status::InvalidPointer, minor_name),
+            (with(&|a| a.values = None), Status::InvalidPointer, "values"),
+            // Indices one past the last row / column.
+            (with(&|a| a.minor.as_mut().unwrap()[5] = 6), Status::InvalidSparseMatrix, minor_name),
+            (with(&|a| a.minor.as_mut().unwrap()[0] = -1), Status::InvalidSparseMatrix, minor_name),
+            // One-based indices given with base 0 ... and zero-based ones with base 1.
+            (with(&|a| a.base = 1), Status::InvalidSparseMatrix, major_name),
+        ];
+        match format {
+            SparseFormat::Coo => {
+                cases.push((with(&|a| a.major.as_mut().unwrap().swap(3, 12)), Status::InvalidSparseMatrix, "rowInd"));
+                cases.push((with(&|a| a.major.as_mut().unwrap()[18] = 6), Status::InvalidSparseMatrix, "rowInd"));
+            }
+            _ => {
+                // nnz disagrees with the pointer's last entry (arrays are long enough either way).
+                cases.push((with(&|a| a.nnz = 18), Status::InvalidSparseMatrix, major_name));
+                // Non-monotone pointer.
+                cases.push((with(&|a| a.major.as_mut().unwrap()[2] = 13), Status::InvalidSparseMatrix, major_name));
+                cases.push((with(&|a| a.major.as_mut().unwrap()[0] = 1), Status::InvalidSparseMatrix, major_name));
+            }
+        }
+        for (args, status, word) in cases {
+            let mut out = SENTINEL_MATRIX;
+            assert_fails(args.call(h.0, &mut out), status, function, &[word]);
+            assert_eq!(out, SENTINEL_MATRIX, "{function} wrote its output on failure ({word})");
+        }
+        assert_fails(valid.call(h.0, null_mut()), Status::InvalidPointer, function, &["matrix"]);
+
+        // f64 values at an address that is not 8-byte aligned.
+        let bytes = [0u8; 19 * 8 + 8];
+        let misaligned = unsafe { bytes.as_ptr().add(if (bytes.as_ptr() as usize).is_multiple_of(8) { 4 } else { 0 }) };
+        let mut out = SENTINEL_MATRIX;
+        let st = unsafe {
+            creator(format)(
+                h.0,
+                &mut out,
+                6,
+                6,
+                19,
+                valid.major.as_ref().unwrap().as_ptr(),
+                valid.minor.as_ref().unwrap().as_ptr(),
+                misaligned as *const c_void,
+                ValueType::F64 as c_int,
+                0,
+                1,
+            )
+        };
+        assert_fails(st, Status::InvalidPointer, function, &["values"]);
+        assert_eq!(out, SENTINEL_MATRIX);
+    }
+}
+
+#[test]
+fn partition_queries_and_spmv_refuse_bad_arguments() {
+    let h = Handle::new();
+    let m = create(&h, 6, 6, &inputs(&paper_matrix(), IndexBase::Zero)[0], IndexBase::Zero, 4);
+    let mut info = msrepPartitionInfo_t { nnz: -5, ..Default::default() };
+    for partition in [-1, 4, c_int::MAX] {
+        let st = unsafe { msrepGetPartitionInfo(m, partition, &mut info) };
+        assert_fails(st, Status::InvalidValue, "msrepGetPartitionInfo", &["partition"]);
+        assert_eq!(info.nnz, -5);
+    }
+    assert_fails(
+        unsafe { msrepGetPartitionInfo(m, 0, null_mut()) },
+        Status::InvalidPointer,
+        "msrepGetPartitionInfo",
+        &["info"],
+    );
+    assert_fails(
+        unsafe { msrepGetPartitionCount(m, null_mut()) },
+        Status::InvalidPointer,
+        "msrepGetPartitionCount",
+        &["count"],
+    );
+
+    let (one, x) = (1.0f64, [1.0f64; 6]);
+    let p = |v: &f64| v as *const f64 as *const c_void;
+    let mut y = [3.0f64; 6];
+    let y_ptr = y.as_mut_ptr() as *mut c_void;
+    let misaligned_y = unsafe { (y.as_mut_ptr() as *mut u8).add(4) } as *mut c_void;
+    let refused = |word: &str, status: c_int| assert_fails(status, Status::InvalidPointer, "msrepSpMV", &[word]);
+    refused("alpha", unsafe { msrepSpMV(h.0, m, null(), x.as_ptr() as _, p(&one), y_ptr) });
+    refused("beta", unsafe { msrepSpMV(h.0, m, p(&one), x.as_ptr() as _, null(), y_ptr) });
+    refused("x", unsafe { msrepSpMV(h.0, m, p(&one), null(), p(&one), y_ptr) });
+    refused("y", unsafe { msrepSpMV(h.0, m, p(&one), x.as_ptr() as _, p(&one), null_mut()) });
+    refused("y", unsafe { msrepSpMV(h.0, m, p(&one), x.as_ptr() as _, p(&one), misaligned_y) });
+    assert_eq!(y, [3.0; 6], "a refused SpMV leaves y untouched");
+    assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+}
+
+#[test]
+fn matrix_owns_its_data_and_outlives_its_handle() {
+    let mut rng = Rng::fresh("matrix_owns_its_data_and_outlives_its_handle");
+    let a: CsrMatrix<f32> = long_rows_csr(&mut rng, 50, 30);
+    let mut matrices = Vec::new();
+    {
+        let h = Handle::new();
+        assert_eq!(unsafe { msrepSetDevices(h.0, 2, [1, 3].as_ptr()) }, OK);
+        for mut input in inputs(&a, IndexBase::One) {
+            let m = create(&h, a.rows, a.cols, &input, IndexBase::One, 0);
+            // The caller reuses its arrays: the matrix must not have kept them.
+            input.major.fill(-77);
+            input.minor.fill(-77);
+            input.values.fill(f32::NAN);
+            drop(input);
+            let infos = partition_infos(m);
+            assert_eq!(
+                infos.iter().map(|i| i.device).collect::<Vec<_>>(),
+                vec![1, 3],
+                "numPartitions 0: one per device"
+            );
+            matrices.push(m);
+        }
+    } // the handle is destroyed here
+    let h = Handle::new();
+    let x: Vec<f32> = rng.vec(a.cols);
+    let to64 = |v: &[f32]| v.iter().map(|&e| e as f64).collect::<Vec<_>>();
+    let want = reference(&a, 1.0, &to64(&x), 0.0, &[]);
+    for m in matrices {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut y = vec![f32::NAN; a.rows];
+        let st = unsafe {
+            msrepSpMV(h.0, m, &alpha as *const f32 as _, x.as_ptr() as _, &beta as *const f32 as _, y.as_mut_ptr() as _)
+        };
+        assert_eq!(st, OK, "{}", last_error());
+        assert_spmv_close("after the creating handle was destroyed", &y, &want, f32::EPSILON as f64);
+        assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+    }
+}
+
+#[test]
+fn empty_shapes_accept_null_arrays() {
+    let h = Handle::new();
+    let (one, zero) = (1.0f64, 0.0f64);
+    for (rows, cols) in [(0, 0), (0, 4), (4, 0)] {
+        for format in [SparseFormat::Csr, SparseFormat::Csc, SparseFormat::Coo] {
+            let ptr = vec![1; if format == SparseFormat::Csc { cols + 1 } else { rows + 1 }];
+            let major = if format == SparseFormat::Coo { null() } else { ptr.as_ptr() };
+            let mut m = null_mut();
+            let st = unsafe {
+                creator(format)(
+                    h.0,
+                    &mut m,
+                    rows as c_int,
+                    cols as c_int,
+                    0,
+                    major,
+                    null(),
+                    null(),
+                    ValueType::F64 as c_int,
+                    1,
+                    5,
+                )
+            };
+            assert_eq!(st, OK, "{rows}x{cols} {format:?}: {}", last_error());
+            assert_eq!(partition_infos(m).len(), 5);
+            let x = vec![1.0f64; cols];
+            let mut y = vec![f64::NAN; rows];
+            let x_ptr = if cols == 0 { null() } else { x.as_ptr() as *const c_void };
+            let y_ptr = if rows == 0 { null_mut() } else { y.as_mut_ptr() as *mut c_void };
+            assert_eq!(unsafe { msrepSpMV(h.0, m, p64(&one), x_ptr, p64(&zero), y_ptr) }, OK, "{}", last_error());
+            assert!(y.iter().all(|&v| v == 0.0), "{rows}x{cols} {format:?}: y = {y:?}");
+            assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
+        }
+    }
+}
+
+fn p64(v: &f64) -> *const c_void {
+    v as *const f64 as *const c_void
 }
