@@ -488,7 +488,8 @@ fn spmv_matches_dense_reference_for_every_format() {
 
 #[test]
 fn large_matrix_with_many_partitions_matches_reference() {
-    // Big enough that every partition spans many rows and long rows are cut several times.
+    // Big enough that every partition spans many rows, long rows are cut several times, and one
+    // partition's rows are processed in several parallel chunks.
     let mut rng = Rng::fresh("large_matrix_with_many_partitions_matches_reference");
     let h = Handle::new();
     let a: CsrMatrix<f64> = long_rows_csr(&mut rng, 3000, 700);
@@ -496,10 +497,10 @@ fn large_matrix_with_many_partitions_matches_reference() {
     let y0: Vec<f64> = rng.vec(a.rows);
     let want = reference(&a, 1.5, &x, -0.5, &y0);
     for input in inputs(&a, IndexBase::Zero) {
-        for np in [7, 64] {
+        for np in [1, 2, 7, 64] {
             let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, np);
             let infos = partition_infos(m);
-            assert!(infos.iter().any(|i| i.startFlag == 1), "{:?}: no row was split", input.format);
+            assert!(np == 1 || infos.iter().any(|i| i.startFlag == 1), "{:?}: no row was split", input.format);
             let mut y = y0.clone();
             let (alpha, beta) = (1.5f64, -0.5f64);
             let st = unsafe {

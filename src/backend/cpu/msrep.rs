@@ -62,45 +62,59 @@ fn row_partitioned_spmv<T: ComputeScalar>(a: &PartitionedMatrix<T>, alpha: T, x:
     }
 }
 
+/// Rows per parallel task inside one partition, so a single large partition (one device) still
+/// uses every core.
+const ROW_CHUNK: usize = 2048;
+
 /// One partition's SpMV over its row span: exclusive rows are finished into `own` (which starts at
 /// the first exclusive row), the raw sums of shared rows are returned as (row, sum).
 fn partition_rows<T: ComputeScalar>(p: &Partition<T>, alpha: T, x: &[T], beta: T, own: &mut [T]) -> Vec<(usize, T)> {
     let b = &p.bounds;
-    let own_rows = b.exclusive_majors();
-    let mut shared = Vec::new();
-    let mut emit = |local_row: usize, sum: T| {
-        let row = b.start_major + local_row;
-        if own_rows.contains(&row) {
-            let slot = &mut own[row - own_rows.start];
-            *slot = finish(alpha, sum, beta, slot);
-        } else {
-            shared.push((row, sum));
-        }
-    };
-    match &p.data {
+    let first_own = b.exclusive_majors().start - b.start_major;
+    own.par_chunks_mut(ROW_CHUNK).enumerate().for_each(|(chunk, ys)| {
+        let first = first_own + chunk * ROW_CHUNK;
+        local_row_sums(&p.data, first..first + ys.len(), x, |k, sum| ys[k] = finish(alpha, sum, beta, &ys[k]));
+    });
+    let mut shared = Vec::with_capacity(2);
+    for row in b.shared_majors() {
+        let j = row - b.start_major;
+        local_row_sums(&p.data, j..j + 1, x, |_, sum| shared.push((row, sum)));
+    }
+    shared
+}
+
+/// Calls `emit(k, Σ a·x)` for the k-th of the partition's local rows `rows`, in order, including
+/// rows without entries (sum 0) so every row of the range is finished.
+fn local_row_sums<T: ComputeScalar>(
+    data: &PartitionData<T>,
+    rows: Range<usize>,
+    x: &[T],
+    mut emit: impl FnMut(usize, T),
+) {
+    match data {
         PartitionData::Compressed { local_ptr, minor_ind, values } => {
-            for j in 0..b.major_count() {
+            for (k, j) in rows.enumerate() {
                 let entries = local_ptr[j] as usize..local_ptr[j + 1] as usize;
                 let mut sum = T::ZERO;
                 for (v, c) in values[entries.clone()].iter().zip(&minor_ind[entries]) {
                     sum += *v * x[*c as usize];
                 }
-                emit(j, sum);
+                emit(k, sum);
             }
         }
         PartitionData::Coordinate { local_row, col_ind, values } => {
-            let mut e = 0;
-            for j in 0..b.major_count() {
+            // Rows are sorted: find the range's first entry once, then walk.
+            let mut e = local_row.partition_point(|&r| (r as usize) < rows.start);
+            for (k, j) in rows.enumerate() {
                 let mut sum = T::ZERO;
                 while e < local_row.len() && local_row[e] as usize == j {
                     sum += values[e] * x[col_ind[e] as usize];
                     e += 1;
                 }
-                emit(j, sum);
+                emit(k, sum);
             }
         }
     }
-    shared
 }
 
 /// pCSC (Algorithm 5): each non-empty partition scatters its columns into its own full-length partial
