@@ -259,7 +259,7 @@ sgpuStatus_t msrepGetPartitionInfo(msrepMatrix_t matrix, int partition, msrepPar
 // for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 // (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 // the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
-// x and y must not overlap. A matrix serves one SpMV at a time (pCSC keeps its partial results in
+// x and y must not overlap (SGPU_STATUS_INVALID_VALUE). A matrix serves one SpMV at a time (pCSC keeps its partial results in
 // the matrix), like a handle.
 sgpuStatus_t msrepSpMV(msrepHandle_t handle,
                        msrepMatrix_t matrix,

@@ -405,6 +405,12 @@ unsafe fn spmv_typed<T: ComputeScalar>(
     let alpha = unsafe { scalar_arg(alpha as *const T, "alpha") }?;
     let beta = unsafe { scalar_arg(beta as *const T, "beta") }?;
     let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
+    let x_bytes = x.as_ptr_range();
+    let (x_start, x_end) = (x_bytes.start as usize, x_bytes.end as usize);
+    let (y_start, y_end) = (y as usize, y as usize + a.rows * std::mem::size_of::<T>());
+    if !y.is_null() && x_start < x_end && y_start < y_end && x_start < y_end && y_start < x_end {
+        return Err(Error::invalid_value("arguments x and y overlap; y is written while x is read"));
+    }
     let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
     match backend {
         Backend::Cpu => cpu::msrep::spmv(a, alpha, x, beta, y),
@@ -415,7 +421,7 @@ unsafe fn spmv_typed<T: ComputeScalar>(
 /// for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 /// (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 /// the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
-/// x and y must not overlap. A matrix serves one SpMV at a time (pCSC keeps its partial results in
+/// x and y must not overlap (SGPU_STATUS_INVALID_VALUE). A matrix serves one SpMV at a time (pCSC keeps its partial results in
 /// the matrix), like a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn msrepSpMV(
