@@ -23,6 +23,10 @@
 // `MAJOR * 10000 + MINOR * 100 + PATCH`, the number `sgpuGetVersion` returns.
 #define SGPU_VERSION 100
 
+// The largest numPartitions a matrix may have. Partitions stand for devices (a few per GPU at
+// most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
+#define MSREP_MAX_PARTITIONS 65536
+
 // Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
 typedef enum {
   SGPU_STATUS_SUCCESS = 0,
@@ -200,7 +204,8 @@ sgpuStatus_t msrepGetDeviceCount(msrepHandle_t handle, int *count);
 sgpuStatus_t msrepGetDevices(msrepHandle_t handle, int capacity, int *devices);
 
 // Creates a matrix from CSR and cuts it into `numPartitions` pCSR partitions of ⌊nnz/numPartitions⌋
-// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle), placed round-robin on the
+// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
+// more partitions than nonzeros gives empty partitions), placed round-robin on the
 // handle's devices. `rowPtr` has rows + 1 entries, `colInd` and `values` nnz (NULL allowed when
 // nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32 or _F64 (half
 // types are SGPU_STATUS_NOT_SUPPORTED). The arrays are copied: the caller may free them on return.

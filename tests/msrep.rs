@@ -806,6 +806,8 @@ fn matrix_creation_refuses_bad_input_and_leaves_the_output_untouched() {
             (with(&|a| a.base = 2), Status::InvalidValue, "idxBase"),
             (with(&|a| a.base = -1), Status::InvalidValue, "idxBase"),
             (with(&|a| a.partitions = -1), Status::InvalidSize, "numPartitions"),
+            (with(&|a| a.partitions = MSREP_MAX_PARTITIONS + 1), Status::InvalidSize, "numPartitions"),
+            (with(&|a| a.partitions = c_int::MAX), Status::InvalidSize, "numPartitions"),
             (with(&|a| a.major = None), Status::InvalidPointer, major_name),
             (with(&|a| a.minor = None), Status::InvalidPointer, minor_name),
             (with(&|a| a.values = None), Status::InvalidPointer, "values"),

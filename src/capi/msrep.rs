@@ -21,6 +21,10 @@ pub type msrepHandle_t = *mut MsrepHandle;
 /// A matrix partitioned for MSREP SpMV, resident across calls.
 pub type msrepMatrix_t = *mut MsrepMatrix;
 
+/// The largest numPartitions a matrix may have. Partitions stand for devices (a few per GPU at
+/// most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
+pub const MSREP_MAX_PARTITIONS: c_int = 65536;
+
 static HANDLES: Registry = Registry::new("msrepHandle_t");
 static MATRICES: Registry = Registry::new("msrepMatrix_t");
 
@@ -168,6 +172,11 @@ unsafe fn matrix_args<'a>(
     let base = enum_arg(idx_base, "idxBase")?;
     let partitions = match size_arg(num_partitions as i64, "numPartitions")? {
         0 => handle.core().devices().len(),
+        n if n > MSREP_MAX_PARTITIONS as usize => {
+            return Err(Error::invalid_size(format!(
+                "argument numPartitions = {n} exceeds MSREP_MAX_PARTITIONS = {MSREP_MAX_PARTITIONS}"
+            )));
+        }
         n => n,
     };
     if matches!(value_type, ValueType::F16 | ValueType::Bf16) {
@@ -240,7 +249,8 @@ unsafe fn create_matrix(
 }
 
 /// Creates a matrix from CSR and cuts it into `numPartitions` pCSR partitions of ⌊nnz/numPartitions⌋
-/// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle), placed round-robin on the
+/// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
+/// more partitions than nonzeros gives empty partitions), placed round-robin on the
 /// handle's devices. `rowPtr` has rows + 1 entries, `colInd` and `values` nnz (NULL allowed when
 /// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32 or _F64 (half
 /// types are SGPU_STATUS_NOT_SUPPORTED). The arrays are copied: the caller may free them on return.
