@@ -23,6 +23,10 @@
 // `MAJOR * 10000 + MINOR * 100 + PATCH`, the number `sgpuGetVersion` returns.
 #define SGPU_VERSION 100
 
+// The largest numPartitions a matrix may have. Partitions stand for devices (a few per GPU at
+// most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
+#define MSREP_MAX_PARTITIONS 65536
+
 // Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
 #define TILE_ROWS 64
 
@@ -114,6 +118,12 @@ typedef enum {
   SDDMM_ALGORITHM_COO = 2,
 } sddmmAlgorithm;
 
+// An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
+typedef struct msrepContext msrepContext;
+
+// A partitioned matrix (`msrepMatrix`): f32 or f64 values.
+typedef struct msrepMatrix msrepMatrix;
+
 // The C `sddmmContext`: shared handle state plus the algorithm policy.
 typedef struct sddmmContext sddmmContext;
 
@@ -125,11 +135,50 @@ typedef struct sddmmPlan sddmmPlan;
 // `sgpuStatus_t` as passed through the ABI.
 typedef int sgpuStatus_t;
 
-// An SDDMM handle (`sddmmContext*`): backend, stream and algorithm policy.
-typedef sddmmContext *sddmmHandle_t;
+// An MSREP handle: backend, stream and the devices matrices are partitioned over.
+typedef msrepContext *msrepHandle_t;
 
 // `sgpuBackend_t`: an `sgpuBackend` value passed as `int`.
 typedef int sgpuBackend_t;
+
+// A matrix partitioned for MSREP SpMV, resident across calls.
+typedef msrepMatrix *msrepMatrix_t;
+
+// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.
+typedef int sgpuValueType_t;
+
+// `sgpuIndexBase_t`: an `sgpuIndexBase` value passed as `int`.
+typedef int sgpuIndexBase_t;
+
+// `sgpuSparseFormat_t`: an `sgpuSparseFormat` value passed as `int`.
+typedef int sgpuSparseFormat_t;
+
+// Where one partition of an `msrepMatrix_t` lies, as `msrepGetPartitionInfo` reports it.
+// All ranges are half-open: `startIdx <= k < endIdx`, `startMajor <= r < endMajor`.
+typedef struct {
+  // The partial format, an `sgpuSparseFormat` value: CSR (pCSR), CSC (pCSC) or COO (pCOO).
+  sgpuSparseFormat_t format;
+  // First nonzero of the partition, zero-based position in the input's value array:
+  // ⌊partition·nnz/numPartitions⌋.
+  int64_t startIdx;
+  // One past the partition's last nonzero (exclusive; the paper's end_idx + 1).
+  int64_t endIdx;
+  // Nonzeros in the partition, endIdx − startIdx (0 when there are more partitions than nonzeros).
+  int64_t nnz;
+  // Zero-based major index of the partition's first nonzero: its row for pCSR and pCOO, its column
+  // for pCSC.
+  int64_t startMajor;
+  // One past the row (pCSR, pCOO) / column (pCSC) of its last nonzero (exclusive; the paper's
+  // end_row + 1). Equal to startMajor for an empty partition.
+  int64_t endMajor;
+  // 1 when the first row (column) is split: earlier partitions hold some of its nonzeros; else 0.
+  int startFlag;
+  // The device ordinal the partition is placed on (round-robin over the handle's devices).
+  int device;
+} msrepPartitionInfo_t;
+
+// An SDDMM handle (`sddmmContext*`): backend, stream and algorithm policy.
+typedef sddmmContext *sddmmHandle_t;
 
 // `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
 typedef int sddmmAlgorithm_t;
@@ -137,20 +186,11 @@ typedef int sddmmAlgorithm_t;
 // `sgpuLayout_t`: an `sgpuLayout` value passed as `int`.
 typedef int sgpuLayout_t;
 
-// `sgpuIndexBase_t`: an `sgpuIndexBase` value passed as `int`.
-typedef int sgpuIndexBase_t;
-
-// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.
-typedef int sgpuValueType_t;
-
 // A preprocessed sparsity pattern (`sddmmPlan*`), reusable by any SDDMM handle.
 typedef sddmmPlan *sddmmPlan_t;
 
 // `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
 typedef int sgpuOperation_t;
-
-// `sgpuSparseFormat_t`: an `sgpuSparseFormat` value passed as `int`.
-typedef int sgpuSparseFormat_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -170,6 +210,108 @@ const char *sgpuGetStatusString(sgpuStatus_t status);
 // The message of the last failed call on this thread, naming the function and the offending argument;
 // "" when no call has failed. Valid until the next failing call on this thread.
 const char *sgpuGetLastErrorMessage(void);
+
+// Creates an MSREP handle on the backend `SPARSEGPU_BACKEND` selects (auto when unset), using device 0.
+sgpuStatus_t msrepCreate(msrepHandle_t *handle);
+
+// Destroys a handle. NULL is accepted. Matrices created with it stay valid.
+sgpuStatus_t msrepDestroy(msrepHandle_t handle);
+
+// Sets the `cudaStream_t` (NULL = default stream) SpMV calls are ordered on.
+sgpuStatus_t msrepSetStream(msrepHandle_t handle, void *stream);
+
+// Writes the handle's stream to `*stream`.
+sgpuStatus_t msrepGetStream(msrepHandle_t handle, void **stream);
+
+// Selects the backend (`sgpuBackend`). SGPU_BACKEND_CUDA where CUDA is unusable is
+// SGPU_STATUS_BACKEND_UNAVAILABLE and leaves the handle unchanged.
+sgpuStatus_t msrepSetBackend(msrepHandle_t handle, sgpuBackend_t backend);
+
+// Writes the handle's concrete backend (never SGPU_BACKEND_AUTO) to `*backend`.
+sgpuStatus_t msrepGetBackend(msrepHandle_t handle, sgpuBackend_t *backend);
+
+// Sets the devices partitions of matrices created afterwards are spread over: `count >= 1` distinct,
+// non-negative ordinals. Existing matrices keep their placement.
+sgpuStatus_t msrepSetDevices(msrepHandle_t handle,
+                             int count,
+                             const int *devices);
+
+// Writes the number of devices of the handle to `*count`.
+sgpuStatus_t msrepGetDeviceCount(msrepHandle_t handle, int *count);
+
+// Copies the handle's device ordinals to `devices`, which holds `capacity` ints; a capacity below
+// the device count is SGPU_STATUS_INVALID_SIZE.
+sgpuStatus_t msrepGetDevices(msrepHandle_t handle, int capacity, int *devices);
+
+// Creates a matrix from CSR and cuts it into `numPartitions` pCSR partitions of ⌊nnz/numPartitions⌋
+// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
+// more partitions than nonzeros gives empty partitions), placed round-robin on the
+// handle's devices. `rowPtr` has rows + 1 entries, `colInd` and `values` nnz (NULL allowed when
+// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32 or _F64 (half
+// types are SGPU_STATUS_NOT_SUPPORTED). The arrays are copied: the caller may free them on return.
+sgpuStatus_t msrepCreateCsr(msrepHandle_t handle,
+                            msrepMatrix_t *matrix,
+                            int rows,
+                            int cols,
+                            int64_t nnz,
+                            const int *rowPtr,
+                            const int *colInd,
+                            const void *values,
+                            sgpuValueType_t valueType,
+                            sgpuIndexBase_t idxBase,
+                            int numPartitions);
+
+// Creates a matrix from CSC and cuts it into pCSC partitions, as `msrepCreateCsr` does for CSR:
+// `colPtr` has cols + 1 entries, `rowInd` and `values` nnz. Each pCSC partition yields a full-length
+// partial y, so the matrix keeps one rows-long buffer per non-empty partition.
+sgpuStatus_t msrepCreateCsc(msrepHandle_t handle,
+                            msrepMatrix_t *matrix,
+                            int rows,
+                            int cols,
+                            int64_t nnz,
+                            const int *colPtr,
+                            const int *rowInd,
+                            const void *values,
+                            sgpuValueType_t valueType,
+                            sgpuIndexBase_t idxBase,
+                            int numPartitions);
+
+// Creates a matrix from COO sorted by row (rows non-decreasing; unsorted is
+// SGPU_STATUS_INVALID_SPARSE_MATRIX) and cuts it into pCOO partitions, as `msrepCreateCsr` does.
+// `rowInd`, `colInd` and `values` have nnz entries; duplicates are summed.
+sgpuStatus_t msrepCreateCoo(msrepHandle_t handle,
+                            msrepMatrix_t *matrix,
+                            int rows,
+                            int cols,
+                            int64_t nnz,
+                            const int *rowInd,
+                            const int *colInd,
+                            const void *values,
+                            sgpuValueType_t valueType,
+                            sgpuIndexBase_t idxBase,
+                            int numPartitions);
+
+// Destroys a matrix. NULL is accepted.
+sgpuStatus_t msrepDestroyMatrix(msrepMatrix_t matrix);
+
+// Writes the number of partitions of the matrix to `*count`.
+sgpuStatus_t msrepGetPartitionCount(msrepMatrix_t matrix, int *count);
+
+// Describes partition `partition` (0 ≤ partition < count) in `*info`; see `msrepPartitionInfo_t`.
+sgpuStatus_t msrepGetPartitionInfo(msrepMatrix_t matrix, int partition, msrepPartitionInfo_t *info);
+
+// `y = α·A·x + β·y` in the matrix's value type: α, β, x and y are float for an F32 matrix, double
+// for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
+// (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
+// the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
+// x and y must not overlap (SGPU_STATUS_INVALID_VALUE). A matrix serves one SpMV at a time (pCSC keeps its partial results in
+// the matrix), like a handle.
+sgpuStatus_t msrepSpMV(msrepHandle_t handle,
+                       msrepMatrix_t matrix,
+                       const void *alpha,
+                       const void *x,
+                       const void *beta,
+                       void *y);
 
 // Creates an SDDMM handle on the backend `SPARSEGPU_BACKEND` names (auto when unset), algorithm
 // AUTO, density threshold 1e-4. Destroy it with sddmmDestroy.

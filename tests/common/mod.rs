@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: naive f64 references and element-wise checks.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 pub use sparsegpu::testgen::{Rng, relative_error};
 
