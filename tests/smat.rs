@@ -26,7 +26,10 @@ fn last_error() -> String {
 fn assert_fails(status: i32, expected: Status, function: &str, argument: &str) {
     assert_eq!(status, expected as i32, "{function} / {argument}: got status {status}, message '{}'", last_error());
     let message = last_error();
-    assert!(message.contains(function) && message.contains(argument), "message '{message}' should name {function} and {argument}");
+    assert!(
+        message.contains(function) && message.contains(argument),
+        "message '{message}' should name {function} and {argument}"
+    );
 }
 
 struct Handle(smatHandle_t);
@@ -124,6 +127,8 @@ fn roundoffs(vt: ValueType) -> (f64, f64) {
     }
 }
 
+/// `smatSpMM` on typed slices; the arguments mirror the C signature.
+#[allow(clippy::too_many_arguments)]
 fn spmm<T: Element>(
     h: &Handle,
     a: &Matrix,
@@ -230,7 +235,8 @@ fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
     let mut c: Vec<T> = vec![padding; dc.len()];
     for i in 0..rows {
         for j in 0..n {
-            c[dc.index(i, j)] = if beta.to_f64() == 0.0 { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
+            c[dc.index(i, j)] =
+                if beta.to_f64() == 0.0 { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
         }
     }
     let c_before = c.clone();
@@ -259,10 +265,7 @@ fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
             }
             let got = c[dc.index(i, j)].to_f64();
             let tolerance = u_out * want.abs() + 4.0 * (cols as f64 + 2.0) * u_compute * bound + tiny;
-            assert!(
-                (got - want).abs() <= tolerance,
-                "{what}: C[{i},{j}] = {got}, want {want} (tolerance {tolerance})"
-            );
+            assert!((got - want).abs() <= tolerance, "{what}: C[{i},{j}] = {got}, want {want} (tolerance {tolerance})");
         }
     }
     for (idx, (after, before)) in c.iter().zip(&c_before).enumerate() {
@@ -349,12 +352,18 @@ fn check_reordering<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>, what: &str) {
     assert_eq!(never.blockCount, direct_blocks, "{what}");
     assert!(auto.blockCount <= auto.blockCountBeforeReordering, "{what}: AUTO increased the block count");
     // AUTO keeps exactly what ALWAYS computes when (and only when) it stores fewer blocks.
-    let expected_auto = if always.reordered == 1 && always.blockCount < direct_blocks { always.blockCount } else { direct_blocks };
+    let expected_auto =
+        if always.reordered == 1 && always.blockCount < direct_blocks { always.blockCount } else { direct_blocks };
     assert_eq!(auto.blockCount, expected_auto, "{what}");
     assert_eq!(auto.reordered == 1, auto.blockCount < direct_blocks, "{what}");
     for (k, output) in outputs.iter().enumerate().skip(1) {
         for (idx, (x, y)) in output.iter().zip(&outputs[0]).enumerate() {
-            assert!(x.to_f64() == y.to_f64(), "{what}: {:?} and {:?} differ at {idx}: {x:?} vs {y:?}", infos[k].0, infos[0].0);
+            assert!(
+                x.to_f64() == y.to_f64(),
+                "{what}: {:?} and {:?} differ at {idx}: {x:?} vs {y:?}",
+                infos[k].0,
+                infos[0].0
+            );
         }
     }
 }
@@ -408,7 +417,11 @@ fn reordering_recovers_shuffled_block_structure() {
         let (csr, optimum) = row_shuffled_groups::<T>(rng, 6, 2);
         let h = Handle::new(ReorderMode::Auto);
         let info = create_matrix(&h, &csr, IndexBase::Zero).info();
-        assert!(info.blockCountBeforeReordering > optimum, "{:?}: the shuffle should scatter the groups", T::VALUE_TYPE);
+        assert!(
+            info.blockCountBeforeReordering > optimum,
+            "{:?}: the shuffle should scatter the groups",
+            T::VALUE_TYPE
+        );
         assert_eq!(info.blockCount, optimum, "{:?}", T::VALUE_TYPE);
         assert_eq!(info.reordered, 1);
     }
@@ -428,7 +441,11 @@ fn auto_keeps_the_order_of_a_band_matrix_when_clustering_adds_blocks() {
         let auto = create_matrix(&Handle::new(ReorderMode::Auto), &csr, IndexBase::Zero).info();
         assert_eq!(auto.blockCountBeforeReordering, always.blockCountBeforeReordering);
         if always.blockCount >= always.blockCountBeforeReordering {
-            assert_eq!((auto.reordered, auto.blockCount), (0, auto.blockCountBeforeReordering), "half width {half_width}");
+            assert_eq!(
+                (auto.reordered, auto.blockCount),
+                (0, auto.blockCountBeforeReordering),
+                "half width {half_width}"
+            );
         } else {
             assert_eq!((auto.reordered, auto.blockCount), (1, always.blockCount), "half width {half_width}");
         }
@@ -460,6 +477,24 @@ fn threshold_controls_merging() {
     let merged = create_matrix(&h, &csr, IndexBase::Zero).info();
     // One cluster in scan order: the identity, so nothing is reordered.
     assert_eq!((merged.blockCount, merged.reordered), (12, 0));
+
+    // The comparison is strict, as in the paper: rows {0, 1} and {0, 1, 2, 3} are at distance exactly
+    // 0.5, so at τ = 0.5 they stay apart (even rows cluster, then odd rows) ...
+    let mut triplets = Vec::new();
+    for r in 0..rows {
+        let blocks = if r % 2 == 0 { 2 } else { 4 };
+        for b in 0..blocks {
+            triplets.push((r, b * tile.cols, 1.0f64));
+        }
+    }
+    let csr = CsrMatrix::from_triplets(rows, 4 * tile.cols, triplets);
+    assert_eq!(unsafe { smatSetJaccardThreshold(h.0, 0.5) }, SUCCESS);
+    let strict = create_matrix(&h, &csr, IndexBase::Zero).info();
+    assert_eq!((strict.blockCountBeforeReordering, strict.blockCount, strict.reordered), (16, 12, 1));
+    // ... and just above 0.5 they merge into one cluster in scan order.
+    assert_eq!(unsafe { smatSetJaccardThreshold(h.0, 0.5000001) }, SUCCESS);
+    let merged = create_matrix(&h, &csr, IndexBase::Zero).info();
+    assert_eq!((merged.blockCount, merged.reordered), (16, 0));
 }
 
 #[test]
@@ -540,8 +575,18 @@ fn handle_functions_and_their_errors() {
         assert_eq!(smatGetJaccardThreshold(h, &mut threshold), SUCCESS);
         assert_eq!(threshold, 0.25);
         assert_eq!(smatSetJaccardThreshold(h, 1.0), SUCCESS);
-        assert_fails(smatGetJaccardThreshold(h, null_mut()), Status::InvalidPointer, "smatGetJaccardThreshold", "threshold");
-        assert_fails(smatSetJaccardThreshold(null_mut(), 0.5), Status::InvalidHandle, "smatSetJaccardThreshold", "handle");
+        assert_fails(
+            smatGetJaccardThreshold(h, null_mut()),
+            Status::InvalidPointer,
+            "smatGetJaccardThreshold",
+            "threshold",
+        );
+        assert_fails(
+            smatSetJaccardThreshold(null_mut(), 0.5),
+            Status::InvalidHandle,
+            "smatSetJaccardThreshold",
+            "handle",
+        );
 
         // Destroyed and foreign handles are detected by every function that takes one.
         assert_eq!(smatDestroy(h), SUCCESS);
@@ -556,7 +601,12 @@ fn handle_functions_and_their_errors() {
             assert_fails(smatSetReorderMode(bad, 0), Status::InvalidHandle, "smatSetReorderMode", "handle");
             assert_fails(smatGetReorderMode(bad, &mut mode), Status::InvalidHandle, "smatGetReorderMode", "handle");
             assert_fails(smatSetJaccardThreshold(bad, 0.5), Status::InvalidHandle, "smatSetJaccardThreshold", "handle");
-            assert_fails(smatGetJaccardThreshold(bad, &mut threshold), Status::InvalidHandle, "smatGetJaccardThreshold", "handle");
+            assert_fails(
+                smatGetJaccardThreshold(bad, &mut threshold),
+                Status::InvalidHandle,
+                "smatGetJaccardThreshold",
+                "handle",
+            );
         }
         assert_eq!(local, 0, "a foreign pointer must not be written through");
         assert_eq!((mode, backend, threshold), (ReorderMode::Never as i32, BackendKind::Cpu as i32, 0.25));
@@ -607,11 +657,11 @@ fn create_csr_rejects_bad_input_and_leaves_the_output_untouched() {
         expect: Status::Success,
         argument: "",
     };
-    let non_monotone = vec![0, 3, 2, 5];
-    let bad_first = vec![1, 3, 3, 6];
-    let bad_last = vec![0, 2, 2, 4];
-    let col_too_big = vec![0, 4, 1, 2, 3];
-    let col_negative = vec![0, 3, -1, 2, 3];
+    let non_monotone = [0, 3, 2, 5];
+    let bad_first = [1, 3, 3, 6];
+    let bad_last = [0, 2, 2, 4];
+    let col_too_big = [0, 4, 1, 2, 3];
+    let col_negative = [0, 3, -1, 2, 3];
     let (rp1, _, _) = small_csr(1);
     let mut destroyed = null_mut();
     unsafe {
@@ -644,7 +694,12 @@ fn create_csr_rejects_bad_input_and_leaves_the_output_untouched() {
         Case { col_ind: col_too_big.as_ptr(), expect: Status::InvalidSparseMatrix, argument: "colInd[1]", ..good },
         Case { col_ind: col_negative.as_ptr(), expect: Status::InvalidSparseMatrix, argument: "colInd[2]", ..good },
         // Misaligned values for f32 (the f64 type would need 8-byte alignment of a 4-byte-aligned array).
-        Case { values: (vp as *const u8).wrapping_add(1) as *const c_void, expect: Status::InvalidPointer, argument: "values", ..good },
+        Case {
+            values: (vp as *const u8).wrapping_add(1) as *const c_void,
+            expect: Status::InvalidPointer,
+            argument: "values",
+            ..good
+        },
     ];
     for case in &cases {
         let mut out = sentinel;
@@ -729,7 +784,18 @@ fn spmm_rejects_bad_input_and_leaves_c_untouched() {
     unsafe {
         assert_eq!(smatCreate(&mut destroyed_handle), SUCCESS);
         assert_eq!(
-            smatCreateCsr(h.0, &mut destroyed_matrix, 3, 4, 5, rp.as_ptr(), ci.as_ptr(), v.as_ptr() as *const c_void, 2, 0),
+            smatCreateCsr(
+                h.0,
+                &mut destroyed_matrix,
+                3,
+                4,
+                5,
+                rp.as_ptr(),
+                ci.as_ptr(),
+                v.as_ptr() as *const c_void,
+                2,
+                0
+            ),
             SUCCESS
         );
         assert_eq!(smatDestroyMatrix(destroyed_matrix), SUCCESS);
@@ -822,7 +888,10 @@ fn empty_rows_and_beta_zero_ignore_nan_in_c() {
     let db = Dense { rows: 5, cols: 3, ld: 3, layout: Layout::RowMajor };
     let b = vec![1.0f64; 15];
     let mut nothing: Vec<f64> = vec![];
-    assert_eq!(spmm(&h, &no_rows, 1.0, &b, db, 1.0, &mut nothing, Dense { rows: 0, cols: 3, ld: 3, layout: Layout::RowMajor }), SUCCESS);
+    assert_eq!(
+        spmm(&h, &no_rows, 1.0, &b, db, 1.0, &mut nothing, Dense { rows: 0, cols: 3, ld: 3, layout: Layout::RowMajor }),
+        SUCCESS
+    );
 
     let no_cols = create_matrix(&h, &CsrMatrix::<f64>::from_triplets(4, 0, vec![]), IndexBase::Zero);
     let dc = Dense { rows: 4, cols: 3, ld: 4, layout: Layout::ColMajor };
@@ -833,4 +902,62 @@ fn empty_rows_and_beta_zero_ignore_nan_in_c() {
     let mut c = vec![2.0; dc.len()];
     assert_eq!(spmm(&h, &no_cols, 2.0, &[], empty_b, -1.5, &mut c, dc), SUCCESS);
     assert!(c.iter().all(|&x| x == -3.0));
+}
+
+/// Sylos Labini's scan written the obvious quadratic way, with sets.
+fn naive_jaccard_order(csr: &CsrMatrix<f64>, tile_cols: usize, threshold: f64) -> Vec<usize> {
+    use std::collections::BTreeSet;
+    let pattern = |r: usize| -> BTreeSet<usize> {
+        (csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize).map(|e| csr.col_ind[e] as usize / tile_cols).collect()
+    };
+    let mut clustered = vec![false; csr.rows];
+    let mut order = Vec::new();
+    for seed in 0..csr.rows {
+        if clustered[seed] || pattern(seed).is_empty() {
+            continue;
+        }
+        clustered[seed] = true;
+        order.push(seed);
+        let mut union = pattern(seed);
+        for (r, done) in clustered.iter_mut().enumerate().skip(seed + 1) {
+            let p = pattern(r);
+            if *done || p.is_empty() {
+                continue;
+            }
+            let shared = p.intersection(&union).count() as f64;
+            let all = p.union(&union).count() as f64;
+            if 1.0 - shared / all < threshold {
+                *done = true;
+                order.push(r);
+                union.extend(p);
+            }
+        }
+    }
+    order.extend((0..csr.rows).filter(|&r| pattern(r).is_empty()));
+    order
+}
+
+#[test]
+fn indexed_clustering_equals_the_quadratic_scan() {
+    use sparsegpu::smat::reorder::{RowPatterns, jaccard_row_order};
+    let mut rng = Rng::fresh("smat clustering");
+    for case in 0..60 {
+        let (csr, structure) = random_matrix::<f64>(&mut rng);
+        let csr = with_duplicates_and_unsorted_rows(&mut rng, &csr);
+        let tile_cols = [1, 4, 8, 16][rng.below(4)];
+        // A random τ: the test divides, the library multiplies; they can differ only on exact ties.
+        let threshold = rng.range(0.05, 1.0);
+        let patterns = RowPatterns::new(&csr.view(), tile_cols);
+        let order = jaccard_row_order(&patterns, threshold);
+        assert_eq!(
+            order,
+            naive_jaccard_order(&csr, tile_cols, threshold),
+            "case {case} {structure} {}x{} tile cols {tile_cols} threshold {threshold}",
+            csr.rows,
+            csr.cols
+        );
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert!(sorted.iter().copied().eq(0..csr.rows), "case {case}: not a permutation");
+    }
 }

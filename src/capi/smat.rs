@@ -300,9 +300,9 @@ unsafe fn spmm<T: SpmmElement>(
     let beta = unsafe { scalar_arg(beta as *const T::Compute, "beta") }?;
     let b = unsafe { slice_arg(op.b as *const T, op.b_len, "B") }?;
     let c = unsafe { slice_mut_arg(op.c as *mut T, op.c_len, "C") }?;
-    let size = std::mem::size_of::<T>();
     let (b_start, c_start) = (b.as_ptr() as usize, c.as_ptr() as usize);
-    if !b.is_empty() && !c.is_empty() && b_start < c_start + c.len() * size && c_start < b_start + b.len() * size {
+    let (b_end, c_end) = (b_start + std::mem::size_of_val(b), c_start + std::mem::size_of_val(c));
+    if !b.is_empty() && !c.is_empty() && b_start < c_end && c_start < b_end {
         return Err(Error::invalid_pointer("argument C overlaps B"));
     }
     let info = matrix.info();

@@ -241,8 +241,9 @@ impl SmatMatrix {
 
     /// The blocks, when `S` is the compute type of the matrix's value type.
     pub fn blocks<S: BlockScalar>(&self) -> Result<&Bcsr<S>> {
-        S::unwrap(&self.storage)
-            .ok_or_else(|| Error::internal(format!("block values of a {:?} matrix requested in another type", self.info.value_type)))
+        S::unwrap(&self.storage).ok_or_else(|| {
+            Error::internal(format!("block values of a {:?} matrix requested in another type", self.info.value_type))
+        })
     }
 }
 

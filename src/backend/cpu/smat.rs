@@ -21,8 +21,13 @@ const COLUMN_PANEL: usize = 256;
 pub trait SpmmElement: Element {
     /// `C = α·A·B + β·C`; `b` is `A.cols × n`, `c` is `A.rows × n`, both already validated.
     /// β = 0 never reads C.
-    fn spmm(a: &SmatMatrix, alpha: Self::Compute, b: MatRef<'_, Self>, beta: Self::Compute, c: MatMut<'_, Self>)
-    -> Result<()>;
+    fn spmm(
+        a: &SmatMatrix,
+        alpha: Self::Compute,
+        b: MatRef<'_, Self>,
+        beta: Self::Compute,
+        c: MatMut<'_, Self>,
+    ) -> Result<()>;
 }
 
 macro_rules! native_spmm {
@@ -34,7 +39,8 @@ macro_rules! native_spmm {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
                         unsafe {
-                            let value = if beta == 0.0 { alpha * v } else { alpha * v + beta * out.read(row, first_col + j) };
+                            let value =
+                                if beta == 0.0 { alpha * v } else { alpha * v + beta * out.read(row, first_col + j) };
                             out.write(row, first_col + j, value);
                         }
                     }
@@ -154,7 +160,12 @@ unsafe impl<T: Send> Sync for ScatteredOutput<T> {}
 
 impl<T: Copy> ScatteredOutput<T> {
     fn new(c: MatMut<'_, T>) -> Self {
-        ScatteredOutput { ptr: c.data.as_mut_ptr(), len: c.data.len(), row_stride: c.row_stride, col_stride: c.col_stride }
+        ScatteredOutput {
+            ptr: c.data.as_mut_ptr(),
+            len: c.data.len(),
+            row_stride: c.row_stride,
+            col_stride: c.col_stride,
+        }
     }
 
     #[inline]
