@@ -4,9 +4,9 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, arg_err, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
-    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
+    handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t,
+    sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::backend::cpu::smat::SpmmElement;
@@ -309,6 +309,6 @@ unsafe fn spmm<T: SpmmElement>(
     let b = MatRef::new(b, info.cols, op.n, op.ldb, op.layout);
     let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
     match backend {
-        Backend::Cpu => T::spmm(matrix, alpha, b, beta, c).map_err(arg_err("A")),
+        Backend::Cpu => T::spmm(matrix, alpha, b, beta, c),
     }
 }
