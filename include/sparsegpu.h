@@ -40,6 +40,13 @@
 // The paper's switch point: GPU-Shared above 0.01 % density.
 #define DEFAULT_DENSITY_THRESHOLD 1e-4
 
+// Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's
+// column-block union is below τ; at τ = 0.5 that means the row shares more column blocks with the
+// cluster than the merge adds, so a merge never costs more new blocks than it saves — the break-even
+// point of the padding trade-off. Smaller τ merges only near-identical rows (little gain), larger τ
+// pulls dissimilar rows together and adds padding. AUTO mode guards against a bad choice anyway.
+#define DEFAULT_JACCARD_THRESHOLD 0.5
+
 // Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
 typedef enum {
   SGPU_STATUS_SUCCESS = 0,
@@ -118,6 +125,17 @@ typedef enum {
   SDDMM_ALGORITHM_COO = 2,
 } sddmmAlgorithm;
 
+// When `smatCreateCsr` applies the Jaccard row reordering (`smatReorderMode`).
+typedef enum {
+  // Keep the permutation only when it stores strictly fewer blocks than the original order. The
+  // paper observes that on band matrices (conf5_4-8x8) the clustering *increases* the block count.
+  SMAT_REORDER_MODE_AUTO = 0,
+  // Always apply the clustering's permutation, even when it stores more blocks.
+  SMAT_REORDER_MODE_ALWAYS = 1,
+  // Never reorder: BCSR of the matrix as given.
+  SMAT_REORDER_MODE_NEVER = 2,
+} smatReorderMode;
+
 // An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
 typedef struct msrepContext msrepContext;
 
@@ -131,6 +149,12 @@ typedef struct sddmmContext sddmmContext;
 // an owned zero-based copy of the pattern, its COO row indices (for the COO algorithm) and its tile
 // schedule (for the tiled one).
 typedef struct sddmmPlan sddmmPlan;
+
+// An SMaT handle: backend and stream, plus the analysis settings.
+typedef struct smatContext smatContext;
+
+// An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
+typedef struct smatMatrix smatMatrix;
 
 // `sgpuStatus_t` as passed through the ABI.
 typedef int sgpuStatus_t;
@@ -188,6 +212,36 @@ typedef int sgpuLayout_t;
 
 // A preprocessed sparsity pattern (`sddmmPlan*`), reusable by any SDDMM handle.
 typedef sddmmPlan *sddmmPlan_t;
+
+// An SMaT handle (`smatContext*`): backend, stream and analysis settings. One thread at a time.
+typedef smatContext *smatHandle_t;
+
+// `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
+typedef int smatReorderMode_t;
+
+// An analysed sparse matrix (`smatMatrix*`), independent of the handle that created it.
+typedef smatMatrix *smatMatrix_t;
+
+// What `smatGetMatrixInfo` reports about an analysed matrix.
+typedef struct {
+  int rows;
+  int cols;
+  // CSR entries passed to `smatCreateCsr` (duplicates counted).
+  int64_t nnz;
+  // BCSR tile, the A operand of the value type's tensor-core mma: 16×16 for f16 / bf16
+  // (m16n8k16), 16×8 for f32 (m16n8k8 TF32), 8×4 for f64 (DMMA m8n8k4).
+  int tileRows;
+  int tileCols;
+  // Nonzero tiles stored (after reordering, when applied).
+  int64_t blockCount;
+  // Nonzero tiles the matrix has in its original row order.
+  int64_t blockCountBeforeReordering;
+  // Distinct nonzero positions / (blockCount · tileRows · tileCols); 1 = no padding, 0 = no blocks.
+  double fillRatio;
+  // 1 when the rows are stored permuted (invisible to results), 0 otherwise.
+  int reordered;
+  sgpuValueType_t valueType;
+} smatMatrixInfo_t;
 
 // `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
 typedef int sgpuOperation_t;
@@ -412,6 +466,87 @@ sgpuStatus_t sddmmExecutePlan(sddmmHandle_t handle,
 
 // Destroys a plan; NULL is accepted and does nothing.
 sgpuStatus_t sddmmDestroyPlan(sddmmPlan_t plan);
+
+// Creates an SMaT handle on the backend `SPARSEGPU_BACKEND` selects (auto when unset), with
+// reordering mode `SMAT_REORDER_MODE_AUTO` and Jaccard threshold 0.5.
+sgpuStatus_t smatCreate(smatHandle_t *handle);
+
+// Destroys a handle. NULL is accepted. Matrices created with it stay valid.
+sgpuStatus_t smatDestroy(smatHandle_t handle);
+
+// Sets the `cudaStream_t` later calls on this handle run on (NULL = the default stream).
+sgpuStatus_t smatSetStream(smatHandle_t handle, void *stream);
+
+// Writes the handle's stream to `*stream`.
+sgpuStatus_t smatGetStream(smatHandle_t handle, void **stream);
+
+// Selects the backend: `SGPU_BACKEND_AUTO` (CUDA when usable, else CPU), `SGPU_BACKEND_CUDA`
+// (`SGPU_STATUS_BACKEND_UNAVAILABLE` when CUDA is not usable) or `SGPU_BACKEND_CPU`.
+sgpuStatus_t smatSetBackend(smatHandle_t handle, sgpuBackend_t backend);
+
+// Writes the backend the handle resolved to (`SGPU_BACKEND_CUDA` or `SGPU_BACKEND_CPU`, never AUTO).
+sgpuStatus_t smatGetBackend(smatHandle_t handle,
+                            sgpuBackend_t *backend);
+
+// Sets when later `smatCreateCsr` calls on this handle reorder rows (`smatReorderMode`):
+// AUTO (default) keeps the Jaccard permutation only when it stores fewer blocks — on band matrices
+// the clustering can increase the block count —, ALWAYS applies it, NEVER skips it.
+sgpuStatus_t smatSetReorderMode(smatHandle_t handle,
+                                smatReorderMode_t mode);
+
+// Writes the handle's reordering mode to `*mode`.
+sgpuStatus_t smatGetReorderMode(smatHandle_t handle, smatReorderMode_t *mode);
+
+// Sets the Jaccard distance threshold τ in (0, 1] of the row clustering (default 0.5): a row joins
+// a cluster when 1 − |shared column blocks| / |union of column blocks| < τ. At 0.5 a row joins only
+// when it shares more tile columns with the cluster than it adds, so merging never adds more blocks
+// than it saves. `SGPU_STATUS_INVALID_VALUE` for τ ≤ 0, τ > 1 or NaN.
+sgpuStatus_t smatSetJaccardThreshold(smatHandle_t handle,
+                                     double threshold);
+
+// Writes the handle's Jaccard distance threshold to `*threshold`.
+sgpuStatus_t smatGetJaccardThreshold(smatHandle_t handle, double *threshold);
+
+// Analyses a `rows × cols` CSR matrix into `*A`: validates it, reorders rows as the handle's settings
+// ask, and stores it in BCSR with the value type's tensor-core tile. `values` holds `nnz` elements of
+// `valueType` (16-bit types as `uint16_t` patterns); indices use `indexBase`. Column indices may be
+// unsorted within a row; duplicates are summed. Everything needed is copied: the arrays may be freed
+// afterwards. `colInd` and `values` may be NULL when `nnz` is 0; `rowPtr` never.
+sgpuStatus_t smatCreateCsr(smatHandle_t handle,
+                           smatMatrix_t *A,
+                           int rows,
+                           int cols,
+                           int64_t nnz,
+                           const int *rowPtr,
+                           const int *colInd,
+                           const void *values,
+                           sgpuValueType_t valueType,
+                           sgpuIndexBase_t indexBase);
+
+// Writes facts about an analysed matrix to `*info`: shape, tile, block counts before and after
+// reordering, fill ratio, whether rows were reordered, value type.
+sgpuStatus_t smatGetMatrixInfo(smatMatrix_t A, smatMatrixInfo_t *info);
+
+// Destroys an analysed matrix. NULL is accepted.
+sgpuStatus_t smatDestroyMatrix(smatMatrix_t A);
+
+// `C = alpha·A·B + beta·C` with A an analysed `rows × cols` matrix, B `cols × n` and C `rows × n`,
+// both dense in `layout` with leading dimensions `ldb` / `ldc` (≥ the column count for row-major,
+// ≥ the row count for column-major) and of A's value type. `alpha` and `beta` point to `float` for
+// f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
+// type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
+// never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
+// no elements (cols or n is 0), C when rows or n is 0.
+sgpuStatus_t smatSpMM(smatHandle_t handle,
+                      smatMatrix_t A,
+                      int n,
+                      const void *alpha,
+                      const void *B,
+                      int ldb,
+                      const void *beta,
+                      void *C,
+                      int ldc,
+                      sgpuLayout_t layout);
 
 #ifdef __cplusplus
 }  // extern "C"

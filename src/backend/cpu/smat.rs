@@ -1,1 +1,191 @@
-//! placeholder
+//! SMaT SpMM on the CPU: `C = α·A·B + β·C` over the BCSR blocks.
+//!
+//! One task per (block row, panel of up to `COLUMN_PANEL` columns of B): every nonzero block of the
+//! block row is multiplied with the matching rows of the B panel by the dense `gemm` (the CPU
+//! counterpart of the tensor-core mma on a tile), accumulated into a small tile-high buffer, which is
+//! then scaled and scattered into C at the caller's row indices (undoing the row permutation).
+//! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
+
+use crate::dense::{MatMut, MatRef};
+use crate::error::{Result, try_alloc};
+use crate::scalar::Element;
+use crate::smat::{BlockScalar, SmatMatrix};
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Columns of B one task handles: keeps the accumulator (tile rows × panel) in L1/L2 and gives
+/// parallelism when there are few block rows but many right-hand sides.
+const COLUMN_PANEL: usize = 256;
+
+/// Element types SMaT multiplies; each picks how B reaches the compute type.
+pub trait SpmmElement: Element {
+    /// `C = α·A·B + β·C`; `b` is `A.cols × n`, `c` is `A.rows × n`, both already validated.
+    /// β = 0 never reads C.
+    fn spmm(
+        a: &SmatMatrix,
+        alpha: Self::Compute,
+        b: MatRef<'_, Self>,
+        beta: Self::Compute,
+        c: MatMut<'_, Self>,
+    ) -> Result<()>;
+}
+
+macro_rules! native_spmm {
+    ($t:ty) => {
+        impl SpmmElement for $t {
+            fn spmm(a: &SmatMatrix, alpha: $t, b: MatRef<'_, $t>, beta: $t, c: MatMut<'_, $t>) -> Result<()> {
+                let out = ScatteredOutput::new(c);
+                for_each_panel(a, b, |row, first_col, acc: &[$t]| {
+                    for (j, &v) in acc.iter().enumerate() {
+                        // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
+                        unsafe {
+                            let value =
+                                if beta == 0.0 { alpha * v } else { alpha * v + beta * out.read(row, first_col + j) };
+                            out.write(row, first_col + j, value);
+                        }
+                    }
+                })
+            }
+        }
+    };
+}
+
+native_spmm!(f32);
+native_spmm!(f64);
+
+macro_rules! half_spmm {
+    ($t:ty) => {
+        impl SpmmElement for $t {
+            fn spmm(a: &SmatMatrix, alpha: f32, b: MatRef<'_, $t>, beta: f32, c: MatMut<'_, $t>) -> Result<()> {
+                // The gemm needs f32 operands: widen B once (exact) into a row-major copy.
+                let (k, n) = (b.rows, b.cols);
+                let mut wide: Vec<f32> = try_alloc(k * n, "the f32 copy of B")?;
+                if n > 0 {
+                    wide.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+                        for (j, x) in row.iter_mut().enumerate() {
+                            *x = b.get(i, j).to_f32();
+                        }
+                    });
+                }
+                let wide_b = MatRef { data: &wide, rows: k, cols: n, row_stride: n, col_stride: 1 };
+                let out = ScatteredOutput::new(c);
+                for_each_panel(a, wide_b, |row, first_col, acc: &[f32]| {
+                    for (j, &v) in acc.iter().enumerate() {
+                        // SAFETY: as for the native types.
+                        unsafe {
+                            let value = if beta == 0.0 {
+                                alpha * v
+                            } else {
+                                alpha * v + beta * out.read(row, first_col + j).to_f32()
+                            };
+                            out.write(row, first_col + j, <$t>::from_f32(value));
+                        }
+                    }
+                })
+            }
+        }
+    };
+}
+
+half_spmm!(f16);
+half_spmm!(bf16);
+
+/// Computes every (block row, column panel) product `A[block row] · B[:, panel]` in parallel and hands
+/// each row of it to `finish(caller's row, first column of the panel, accumulated values)`.
+fn for_each_panel<S: BlockScalar>(
+    a: &SmatMatrix,
+    b: MatRef<'_, S>,
+    finish: impl Fn(usize, usize, &[S]) + Sync,
+) -> Result<()> {
+    let bcsr = a.blocks::<S>()?;
+    let info = a.info();
+    let (rows, cols, n, tile) = (info.rows, info.cols, b.cols, bcsr.tile);
+    let block_rows = rows.div_ceil(tile.rows);
+    let panels = n.div_ceil(COLUMN_PANEL);
+    (0..block_rows * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
+        let (block_row, panel) = (task / panels, task % panels);
+        let first_col = panel * COLUMN_PANEL;
+        let width = COLUMN_PANEL.min(n - first_col);
+        let first_row = block_row * tile.rows;
+        let height = tile.rows.min(rows - first_row);
+        acc.clear();
+        acc.resize(height * width, S::ZERO);
+        for slot in bcsr.block_row_ptr[block_row]..bcsr.block_row_ptr[block_row + 1] {
+            let first_k = bcsr.block_cols[slot] * tile.cols;
+            // The last block column may stick out of A: its padding columns must not read B.
+            let depth = tile.cols.min(cols - first_k);
+            let block = &bcsr.values[slot * tile.area()..(slot + 1) * tile.area()];
+            // SAFETY: the block is tile.rows × tile.cols row-major and height ≤ tile.rows, depth ≤
+            // tile.cols; B's rows first_k..first_k + depth and columns first_col..first_col + width
+            // lie inside the validated view; acc is height × width row-major and aliases nothing.
+            unsafe {
+                S::gemm(
+                    height,
+                    depth,
+                    width,
+                    S::ONE,
+                    block.as_ptr(),
+                    tile.cols as isize,
+                    1,
+                    b.data.as_ptr().add(b.index(first_k, first_col)),
+                    b.row_stride as isize,
+                    b.col_stride as isize,
+                    S::ONE,
+                    acc.as_mut_ptr(),
+                    width as isize,
+                    1,
+                );
+            }
+        }
+        for i in 0..height {
+            finish(a.original_row(first_row + i), first_col, &acc[i * width..(i + 1) * width]);
+        }
+    });
+    Ok(())
+}
+
+/// C shared by the tasks. Each task writes a distinct set of elements (its block row's caller rows —
+/// the permutation is a bijection — times its column panel), which is what makes the unsynchronised
+/// writes sound.
+struct ScatteredOutput<T> {
+    ptr: *mut T,
+    len: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+// SAFETY: see the type's comment; T is a plain number.
+unsafe impl<T: Send> Send for ScatteredOutput<T> {}
+unsafe impl<T: Send> Sync for ScatteredOutput<T> {}
+
+impl<T: Copy> ScatteredOutput<T> {
+    fn new(c: MatMut<'_, T>) -> Self {
+        ScatteredOutput {
+            ptr: c.data.as_mut_ptr(),
+            len: c.data.len(),
+            row_stride: c.row_stride,
+            col_stride: c.col_stride,
+        }
+    }
+
+    #[inline]
+    fn index(&self, i: usize, j: usize) -> usize {
+        let idx = i * self.row_stride + j * self.col_stride;
+        assert!(idx < self.len, "C index {idx} out of {}", self.len);
+        idx
+    }
+
+    /// # Safety
+    /// No other task may write element (i, j) concurrently.
+    #[inline]
+    unsafe fn read(&self, i: usize, j: usize) -> T {
+        unsafe { *self.ptr.add(self.index(i, j)) }
+    }
+
+    /// # Safety
+    /// No other task may access element (i, j) concurrently.
+    #[inline]
+    unsafe fn write(&self, i: usize, j: usize, v: T) {
+        unsafe { *self.ptr.add(self.index(i, j)) = v }
+    }
+}
