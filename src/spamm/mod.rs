@@ -74,6 +74,7 @@ impl SpammHandle {
     /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ, on the handle's backend; the
     /// statistics are stored on the handle. C is column-major m × n with leading dimension `ldc`.
     /// The C API has validated every argument; the checks here guard the Rust entry point.
+    #[allow(clippy::too_many_arguments)]
     pub fn gemm<T: Element>(
         &mut self,
         a: &GemmOperand<'_, T>,
@@ -267,7 +268,7 @@ impl ProductPlan {
 
     #[inline]
     pub fn is_valid(&self, i: usize, k: usize, j: usize) -> bool {
-        self.a_norms.get(i, k) * self.b_norms.get(k, j) >= self.tau
+        is_performed(self.a_norms.get(i, k), self.b_norms.get(k, j), self.tau)
     }
 
     /// The valid k of C block (i, j), in increasing order: Algorithm 2's bitmap over k compacted into
@@ -289,11 +290,11 @@ impl ProductPlan {
                 let mut performed = 0u64;
                 let mut skipped = 0.0f64;
                 for k in 0..kb {
-                    let product = self.a_norms.get(i, k) * self.b_norms.get(k, j);
-                    if product >= self.tau {
+                    let (a, b) = (self.a_norms.get(i, k), self.b_norms.get(k, j));
+                    if is_performed(a, b, self.tau) {
                         performed += 1;
                     } else {
-                        skipped += product;
+                        skipped += a * b;
                     }
                 }
                 (performed, skipped)
@@ -312,6 +313,13 @@ impl ProductPlan {
             elapsed_seconds,
         }
     }
+}
+
+/// The SpAMM decision for one block product: performed iff `‖A_ik‖_F · ‖B_kj‖_F ≥ τ`, the f64
+/// product compared in f64 (a NaN norm product is skipped). Every backend decides with exactly this.
+#[inline]
+pub fn is_performed(norm_a: f64, norm_b: f64, tau: f64) -> bool {
+    norm_a * norm_b >= tau
 }
 
 /// Checks τ. NaN would skip every product without saying so, and a negative τ would silently mean

@@ -4,7 +4,7 @@
 //! at τ = ave with k = 1, and raise k to k + 1 whenever the upper bound still performs more products
 //! than requested; stop when the ratio is within the tolerance or after the iteration budget.
 
-use super::NormMap;
+use super::{NormMap, is_performed};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -52,9 +52,9 @@ impl<'a> ValidProductCounter<'a> {
                 let mut count = 0u64;
                 for i in 0..self.a_norms.block_rows {
                     let a = self.a_norms.get(i, k);
-                    let failing = sorted.partition_point(|&x| !(a * x >= tau));
+                    let failing = sorted.partition_point(|&x| !is_performed(a, x, tau));
                     count += (sorted.len() - failing) as u64;
-                    if a * f64::INFINITY >= tau {
+                    if is_performed(a, f64::INFINITY, tau) {
                         count += self.infinite_b[k] as u64;
                     }
                 }

@@ -53,6 +53,9 @@ fn in_compute_type<'a, T: Element>(x: &GemmOperand<'a, T>) -> (Cow<'a, [T::Compu
         return (Cow::Borrowed(same), x.ld);
     }
     let rows = x.stored_rows;
+    if rows == 0 || x.stored_cols == 0 {
+        return (Cow::Owned(Vec::new()), rows.max(1));
+    }
     let converted: Vec<T::Compute> = (0..x.stored_cols)
         .into_par_iter()
         .flat_map_iter(|j| x.data[j * x.ld..j * x.ld + rows].iter().map(|v| v.to_compute()))
