@@ -39,6 +39,7 @@ impl<'a, T> CompressedRef<'a, T> {
     /// decreasing, `ptr[outer_dim] - base` equals the number of values, every index lies in
     /// `[base, base + inner_dim)`, and, when `require_sorted`, indices strictly increase within each
     /// outer slice (sorted, no duplicates).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         outer_dim: usize,
         inner_dim: usize,

@@ -79,7 +79,7 @@ fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
     if ptr.is_null() {
         return Err(Error::invalid_pointer(format!("argument {name} is NULL")));
     }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::invalid_pointer(format!(
             "argument {name} = {ptr:p} is not aligned to {} bytes",
             std::mem::align_of::<T>()
