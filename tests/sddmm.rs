@@ -2,7 +2,6 @@
 //! random shapes, patterns, layouts, index bases and value types; the density dispatch; every
 //! exported function and every rejected input.
 
-#[allow(clippy::too_many_arguments)] // reference_gemm of the shared helpers, unused here
 mod common;
 
 use common::{POISON, Rng, relative_error};

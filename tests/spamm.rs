@@ -2,8 +2,6 @@
 //! the error bound, τ tuning, the real ergo density matrix, the Matrix Market reader, and every
 //! C API entry point with its failure paths.
 
-// `reference_gemm` takes BLAS's argument list.
-#[allow(clippy::too_many_arguments)]
 mod common;
 
 use common::{Rng, assert_all_close, relative_error};
