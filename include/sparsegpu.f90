@@ -1,11 +1,22 @@
-! libsparsegpu Fortran interface: iso_c_binding interfaces for every function of include/sparsegpu.h
-! and its enumerators as integer(c_int) parameters. Kept in step with the header by tests/fortran_module.rs.
+! libsparsegpu Fortran interface: iso_c_binding interfaces for every function of include/sparsegpu.h,
+! its enumerators and integer #defines as integer(c_int) parameters, and its structs as bind(c) types.
+! Kept in step with the header by tests/fortran_module.rs.
 !
-! Conventions: every function returns an integer(c_int) status (SGPU_STATUS_SUCCESS = 0). Handles and
-! matrix objects are type(c_ptr). Dense matrices are ordinary Fortran arrays (column-major, as BLAS);
-! 16-bit floating-point data is integer(c_int16_t) holding IEEE binary16 / bfloat16 bit patterns.
-! Untyped data (const void* in C) is passed as c_loc(array) of a target array. Sparse indices may be
-! 1-based: pass SGPU_INDEX_BASE_ONE.
+! Conventions
+! * Every function returns an integer(c_int) status (SGPU_STATUS_SUCCESS = 0); on failure
+!   sgpu_last_error_message() names the function and the offending argument.
+! * Handles and matrix objects are type(c_ptr) (c_null_ptr before creation / after destruction).
+! * Typed C pointers are ordinary Fortran arrays (A(*), passed by reference) or scalars passed by
+!   reference (outputs, and the alpha / beta of spamm*gemm). Dense matrices are column-major as in
+!   BLAS: use SGPU_LAYOUT_COL_MAJOR where a layout is asked for, with lda = size(A, 1).
+! * Untyped data (void* in C: values, alpha, beta, x, y, out of the sparse families) is
+!   type(c_ptr), value: pass c_loc(x) of a TARGET variable of the kind valueType names
+!   (real(c_float) / real(c_double); integer(c_int16_t) holding IEEE binary16 / bfloat16 bit
+!   patterns), or c_null_ptr where the C documentation allows NULL.
+! * Sparse indices may be 1-based: pass SGPU_INDEX_BASE_ONE (rowPtr(1) = 1, as in Fortran codes).
+! * C strings (sgpuGetStatusName, sgpuGetStatusString, sgpuGetLastErrorMessage) are type(c_ptr);
+!   sgpu_status_name, sgpu_status_string, sgpu_last_error_message and sgpu_c_string turn them into
+!   Fortran character strings.
 module sparsegpu
   use, intrinsic :: iso_c_binding
   implicit none
@@ -18,6 +29,10 @@ module sparsegpu
   integer(c_int), parameter :: TILE_ROWS = 64
   integer(c_int), parameter :: TILE_COLS = 64
   integer(c_int), parameter :: TILE_K = 64
+
+  ! Floating-point defaults of the header (#define DEFAULT_DENSITY_THRESHOLD / _JACCARD_THRESHOLD).
+  real(c_double), protected :: DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
+  real(c_double), protected :: DEFAULT_JACCARD_THRESHOLD = 0.5_c_double
 
   ! sgpuStatus
   integer(c_int), parameter :: SGPU_STATUS_SUCCESS = 0
@@ -95,70 +110,84 @@ module sparsegpu
   end type smatMatrixInfo_t
 
   interface
-    integer(c_int) function sgpuGetVersion(version) bind(c, name="sgpuGetVersion")
+    function sgpuGetVersion(version) bind(c, name="sgpuGetVersion")
       import
+      integer(c_int) :: sgpuGetVersion
       integer(c_int), intent(out) :: version
     end function sgpuGetVersion
-    type(c_ptr) function sgpuGetStatusName(status) bind(c, name="sgpuGetStatusName")
+    function sgpuGetStatusName(status) bind(c, name="sgpuGetStatusName")
       import
+      type(c_ptr) :: sgpuGetStatusName
       integer(c_int), value :: status
     end function sgpuGetStatusName
-    type(c_ptr) function sgpuGetStatusString(status) bind(c, name="sgpuGetStatusString")
+    function sgpuGetStatusString(status) bind(c, name="sgpuGetStatusString")
       import
+      type(c_ptr) :: sgpuGetStatusString
       integer(c_int), value :: status
     end function sgpuGetStatusString
-    type(c_ptr) function sgpuGetLastErrorMessage() bind(c, name="sgpuGetLastErrorMessage")
+    function sgpuGetLastErrorMessage() bind(c, name="sgpuGetLastErrorMessage")
       import
+      type(c_ptr) :: sgpuGetLastErrorMessage
     end function sgpuGetLastErrorMessage
-    integer(c_int) function msrepCreate(handle) bind(c, name="msrepCreate")
+    function msrepCreate(handle) bind(c, name="msrepCreate")
       import
+      integer(c_int) :: msrepCreate
       type(c_ptr), intent(out) :: handle
     end function msrepCreate
-    integer(c_int) function msrepDestroy(handle) bind(c, name="msrepDestroy")
+    function msrepDestroy(handle) bind(c, name="msrepDestroy")
       import
+      integer(c_int) :: msrepDestroy
       type(c_ptr), value :: handle
     end function msrepDestroy
-    integer(c_int) function msrepSetStream(handle, stream) bind(c, name="msrepSetStream")
+    function msrepSetStream(handle, stream) bind(c, name="msrepSetStream")
       import
+      integer(c_int) :: msrepSetStream
       type(c_ptr), value :: handle
       type(c_ptr), value :: stream
     end function msrepSetStream
-    integer(c_int) function msrepGetStream(handle, stream) bind(c, name="msrepGetStream")
+    function msrepGetStream(handle, stream) bind(c, name="msrepGetStream")
       import
+      integer(c_int) :: msrepGetStream
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: stream
     end function msrepGetStream
-    integer(c_int) function msrepSetBackend(handle, backend) bind(c, name="msrepSetBackend")
+    function msrepSetBackend(handle, backend) bind(c, name="msrepSetBackend")
       import
+      integer(c_int) :: msrepSetBackend
       type(c_ptr), value :: handle
       integer(c_int), value :: backend
     end function msrepSetBackend
-    integer(c_int) function msrepGetBackend(handle, backend) bind(c, name="msrepGetBackend")
+    function msrepGetBackend(handle, backend) bind(c, name="msrepGetBackend")
       import
+      integer(c_int) :: msrepGetBackend
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: backend
     end function msrepGetBackend
-    integer(c_int) function msrepSetDevices(handle, count, devices) bind(c, name="msrepSetDevices")
+    function msrepSetDevices(handle, count, devices) bind(c, name="msrepSetDevices")
       import
+      integer(c_int) :: msrepSetDevices
       type(c_ptr), value :: handle
       integer(c_int), value :: count
       integer(c_int), intent(in) :: devices(*)
     end function msrepSetDevices
-    integer(c_int) function msrepGetDeviceCount(handle, count) bind(c, name="msrepGetDeviceCount")
+    function msrepGetDeviceCount(handle, count) bind(c, name="msrepGetDeviceCount")
       import
+      integer(c_int) :: msrepGetDeviceCount
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: count
     end function msrepGetDeviceCount
-    integer(c_int) function msrepGetDevices(handle, capacity, devices) bind(c, name="msrepGetDevices")
+    function msrepGetDevices(handle, capacity, devices) bind(c, name="msrepGetDevices")
       import
+      integer(c_int) :: msrepGetDevices
       type(c_ptr), value :: handle
       integer(c_int), value :: capacity
-      integer(c_int), intent(inout) :: devices(*)
+      integer(c_int), intent(out) :: devices(*)
     end function msrepGetDevices
-    integer(c_int) function msrepCreateCsr( &
+    function msrepCreateCsr( &
         handle, matrix, rows, cols, nnz, rowPtr, colInd, values, valueType, idxBase, numPartitions) &
         bind(c, name="msrepCreateCsr")
       import
+      integer(c_int) :: msrepCreateCsr
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: matrix
       integer(c_int), value :: rows
@@ -171,10 +200,11 @@ module sparsegpu
       integer(c_int), value :: idxBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCsr
-    integer(c_int) function msrepCreateCsc( &
+    function msrepCreateCsc( &
         handle, matrix, rows, cols, nnz, colPtr, rowInd, values, valueType, idxBase, numPartitions) &
         bind(c, name="msrepCreateCsc")
       import
+      integer(c_int) :: msrepCreateCsc
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: matrix
       integer(c_int), value :: rows
@@ -187,10 +217,11 @@ module sparsegpu
       integer(c_int), value :: idxBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCsc
-    integer(c_int) function msrepCreateCoo( &
+    function msrepCreateCoo( &
         handle, matrix, rows, cols, nnz, rowInd, colInd, values, valueType, idxBase, numPartitions) &
         bind(c, name="msrepCreateCoo")
       import
+      integer(c_int) :: msrepCreateCoo
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: matrix
       integer(c_int), value :: rows
@@ -203,23 +234,27 @@ module sparsegpu
       integer(c_int), value :: idxBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCoo
-    integer(c_int) function msrepDestroyMatrix(matrix) bind(c, name="msrepDestroyMatrix")
+    function msrepDestroyMatrix(matrix) bind(c, name="msrepDestroyMatrix")
       import
+      integer(c_int) :: msrepDestroyMatrix
       type(c_ptr), value :: matrix
     end function msrepDestroyMatrix
-    integer(c_int) function msrepGetPartitionCount(matrix, count) bind(c, name="msrepGetPartitionCount")
+    function msrepGetPartitionCount(matrix, count) bind(c, name="msrepGetPartitionCount")
       import
+      integer(c_int) :: msrepGetPartitionCount
       type(c_ptr), value :: matrix
       integer(c_int), intent(out) :: count
     end function msrepGetPartitionCount
-    integer(c_int) function msrepGetPartitionInfo(matrix, partition, info) bind(c, name="msrepGetPartitionInfo")
+    function msrepGetPartitionInfo(matrix, partition, info) bind(c, name="msrepGetPartitionInfo")
       import
+      integer(c_int) :: msrepGetPartitionInfo
       type(c_ptr), value :: matrix
       integer(c_int), value :: partition
       type(msrepPartitionInfo_t), intent(out) :: info
     end function msrepGetPartitionInfo
-    integer(c_int) function msrepSpMV(handle, matrix, alpha, x, beta, y) bind(c, name="msrepSpMV")
+    function msrepSpMV(handle, matrix, alpha, x, beta, y) bind(c, name="msrepSpMV")
       import
+      integer(c_int) :: msrepSpMV
       type(c_ptr), value :: handle
       type(c_ptr), value :: matrix
       type(c_ptr), value :: alpha
@@ -227,54 +262,64 @@ module sparsegpu
       type(c_ptr), value :: beta
       type(c_ptr), value :: y
     end function msrepSpMV
-    integer(c_int) function sddmmCreate(handle) bind(c, name="sddmmCreate")
+    function sddmmCreate(handle) bind(c, name="sddmmCreate")
       import
+      integer(c_int) :: sddmmCreate
       type(c_ptr), intent(out) :: handle
     end function sddmmCreate
-    integer(c_int) function sddmmDestroy(handle) bind(c, name="sddmmDestroy")
+    function sddmmDestroy(handle) bind(c, name="sddmmDestroy")
       import
+      integer(c_int) :: sddmmDestroy
       type(c_ptr), value :: handle
     end function sddmmDestroy
-    integer(c_int) function sddmmSetStream(handle, stream) bind(c, name="sddmmSetStream")
+    function sddmmSetStream(handle, stream) bind(c, name="sddmmSetStream")
       import
+      integer(c_int) :: sddmmSetStream
       type(c_ptr), value :: handle
       type(c_ptr), value :: stream
     end function sddmmSetStream
-    integer(c_int) function sddmmGetStream(handle, stream) bind(c, name="sddmmGetStream")
+    function sddmmGetStream(handle, stream) bind(c, name="sddmmGetStream")
       import
+      integer(c_int) :: sddmmGetStream
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: stream
     end function sddmmGetStream
-    integer(c_int) function sddmmSetBackend(handle, backend) bind(c, name="sddmmSetBackend")
+    function sddmmSetBackend(handle, backend) bind(c, name="sddmmSetBackend")
       import
+      integer(c_int) :: sddmmSetBackend
       type(c_ptr), value :: handle
       integer(c_int), value :: backend
     end function sddmmSetBackend
-    integer(c_int) function sddmmGetBackend(handle, backend) bind(c, name="sddmmGetBackend")
+    function sddmmGetBackend(handle, backend) bind(c, name="sddmmGetBackend")
       import
+      integer(c_int) :: sddmmGetBackend
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: backend
     end function sddmmGetBackend
-    integer(c_int) function sddmmSetAlgorithm(handle, algorithm) bind(c, name="sddmmSetAlgorithm")
+    function sddmmSetAlgorithm(handle, algorithm) bind(c, name="sddmmSetAlgorithm")
       import
+      integer(c_int) :: sddmmSetAlgorithm
       type(c_ptr), value :: handle
       integer(c_int), value :: algorithm
     end function sddmmSetAlgorithm
-    integer(c_int) function sddmmSetDensityThreshold(handle, threshold) bind(c, name="sddmmSetDensityThreshold")
+    function sddmmSetDensityThreshold(handle, threshold) bind(c, name="sddmmSetDensityThreshold")
       import
+      integer(c_int) :: sddmmSetDensityThreshold
       type(c_ptr), value :: handle
       real(c_double), value :: threshold
     end function sddmmSetDensityThreshold
-    integer(c_int) function sddmmGetLastAlgorithm(handle, algorithm) bind(c, name="sddmmGetLastAlgorithm")
+    function sddmmGetLastAlgorithm(handle, algorithm) bind(c, name="sddmmGetLastAlgorithm")
       import
+      integer(c_int) :: sddmmGetLastAlgorithm
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: algorithm
     end function sddmmGetLastAlgorithm
-    integer(c_int) function sddmmDynamic( &
+    function sddmmDynamic( &
         handle, m, n, k, alpha, A, lda, B, ldb, layout, nnz, rowPtr, colInd, sValues, indexBase,  &
         valueType, out) &
         bind(c, name="sddmmDynamic")
       import
+      integer(c_int) :: sddmmDynamic
       type(c_ptr), value :: handle
       integer(c_int), value :: m
       integer(c_int), value :: n
@@ -293,10 +338,11 @@ module sparsegpu
       integer(c_int), value :: valueType
       type(c_ptr), value :: out
     end function sddmmDynamic
-    integer(c_int) function sddmmCreatePlan( &
+    function sddmmCreatePlan( &
         handle, plan, m, n, nnz, rowPtr, colInd, indexBase) &
         bind(c, name="sddmmCreatePlan")
       import
+      integer(c_int) :: sddmmCreatePlan
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: plan
       integer(c_int), value :: m
@@ -306,10 +352,11 @@ module sparsegpu
       integer(c_int), intent(in) :: colInd(*)
       integer(c_int), value :: indexBase
     end function sddmmCreatePlan
-    integer(c_int) function sddmmExecutePlan( &
+    function sddmmExecutePlan( &
         handle, plan, k, alpha, A, lda, B, ldb, layout, sValues, valueType, out) &
         bind(c, name="sddmmExecutePlan")
       import
+      integer(c_int) :: sddmmExecutePlan
       type(c_ptr), value :: handle
       type(c_ptr), value :: plan
       integer(c_int), value :: k
@@ -323,62 +370,74 @@ module sparsegpu
       integer(c_int), value :: valueType
       type(c_ptr), value :: out
     end function sddmmExecutePlan
-    integer(c_int) function sddmmDestroyPlan(plan) bind(c, name="sddmmDestroyPlan")
+    function sddmmDestroyPlan(plan) bind(c, name="sddmmDestroyPlan")
       import
+      integer(c_int) :: sddmmDestroyPlan
       type(c_ptr), value :: plan
     end function sddmmDestroyPlan
-    integer(c_int) function smatCreate(handle) bind(c, name="smatCreate")
+    function smatCreate(handle) bind(c, name="smatCreate")
       import
+      integer(c_int) :: smatCreate
       type(c_ptr), intent(out) :: handle
     end function smatCreate
-    integer(c_int) function smatDestroy(handle) bind(c, name="smatDestroy")
+    function smatDestroy(handle) bind(c, name="smatDestroy")
       import
+      integer(c_int) :: smatDestroy
       type(c_ptr), value :: handle
     end function smatDestroy
-    integer(c_int) function smatSetStream(handle, stream) bind(c, name="smatSetStream")
+    function smatSetStream(handle, stream) bind(c, name="smatSetStream")
       import
+      integer(c_int) :: smatSetStream
       type(c_ptr), value :: handle
       type(c_ptr), value :: stream
     end function smatSetStream
-    integer(c_int) function smatGetStream(handle, stream) bind(c, name="smatGetStream")
+    function smatGetStream(handle, stream) bind(c, name="smatGetStream")
       import
+      integer(c_int) :: smatGetStream
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: stream
     end function smatGetStream
-    integer(c_int) function smatSetBackend(handle, backend) bind(c, name="smatSetBackend")
+    function smatSetBackend(handle, backend) bind(c, name="smatSetBackend")
       import
+      integer(c_int) :: smatSetBackend
       type(c_ptr), value :: handle
       integer(c_int), value :: backend
     end function smatSetBackend
-    integer(c_int) function smatGetBackend(handle, backend) bind(c, name="smatGetBackend")
+    function smatGetBackend(handle, backend) bind(c, name="smatGetBackend")
       import
+      integer(c_int) :: smatGetBackend
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: backend
     end function smatGetBackend
-    integer(c_int) function smatSetReorderMode(handle, mode) bind(c, name="smatSetReorderMode")
+    function smatSetReorderMode(handle, mode) bind(c, name="smatSetReorderMode")
       import
+      integer(c_int) :: smatSetReorderMode
       type(c_ptr), value :: handle
       integer(c_int), value :: mode
     end function smatSetReorderMode
-    integer(c_int) function smatGetReorderMode(handle, mode) bind(c, name="smatGetReorderMode")
+    function smatGetReorderMode(handle, mode) bind(c, name="smatGetReorderMode")
       import
+      integer(c_int) :: smatGetReorderMode
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: mode
     end function smatGetReorderMode
-    integer(c_int) function smatSetJaccardThreshold(handle, threshold) bind(c, name="smatSetJaccardThreshold")
+    function smatSetJaccardThreshold(handle, threshold) bind(c, name="smatSetJaccardThreshold")
       import
+      integer(c_int) :: smatSetJaccardThreshold
       type(c_ptr), value :: handle
       real(c_double), value :: threshold
     end function smatSetJaccardThreshold
-    integer(c_int) function smatGetJaccardThreshold(handle, threshold) bind(c, name="smatGetJaccardThreshold")
+    function smatGetJaccardThreshold(handle, threshold) bind(c, name="smatGetJaccardThreshold")
       import
+      integer(c_int) :: smatGetJaccardThreshold
       type(c_ptr), value :: handle
       real(c_double), intent(out) :: threshold
     end function smatGetJaccardThreshold
-    integer(c_int) function smatCreateCsr( &
+    function smatCreateCsr( &
         handle, A, rows, cols, nnz, rowPtr, colInd, values, valueType, indexBase) &
         bind(c, name="smatCreateCsr")
       import
+      integer(c_int) :: smatCreateCsr
       type(c_ptr), value :: handle
       type(c_ptr), intent(out) :: A
       integer(c_int), value :: rows
@@ -390,17 +449,20 @@ module sparsegpu
       integer(c_int), value :: valueType
       integer(c_int), value :: indexBase
     end function smatCreateCsr
-    integer(c_int) function smatGetMatrixInfo(A, info) bind(c, name="smatGetMatrixInfo")
+    function smatGetMatrixInfo(A, info) bind(c, name="smatGetMatrixInfo")
       import
+      integer(c_int) :: smatGetMatrixInfo
       type(c_ptr), value :: A
       type(smatMatrixInfo_t), intent(out) :: info
     end function smatGetMatrixInfo
-    integer(c_int) function smatDestroyMatrix(A) bind(c, name="smatDestroyMatrix")
+    function smatDestroyMatrix(A) bind(c, name="smatDestroyMatrix")
       import
+      integer(c_int) :: smatDestroyMatrix
       type(c_ptr), value :: A
     end function smatDestroyMatrix
-    integer(c_int) function smatSpMM(handle, A, n, alpha, B, ldb, beta, C, ldc, layout) bind(c, name="smatSpMM")
+    function smatSpMM(handle, A, n, alpha, B, ldb, beta, C, ldc, layout) bind(c, name="smatSpMM")
       import
+      integer(c_int) :: smatSpMM
       type(c_ptr), value :: handle
       type(c_ptr), value :: A
       integer(c_int), value :: n
@@ -413,4 +475,48 @@ module sparsegpu
       integer(c_int), value :: layout
     end function smatSpMM
   end interface
+
+contains
+
+  ! A NUL-terminated C string (a static or library-owned const char*) as a Fortran string;
+  ! '' for a null pointer.
+  function sgpu_c_string(p) result(s)
+    type(c_ptr), intent(in) :: p
+    character(len=:), allocatable :: s
+    character(kind=c_char), pointer :: chars(:)
+    integer :: n, i
+    if (.not. c_associated(p)) then
+      s = ''
+      return
+    end if
+    call c_f_pointer(p, chars, [huge(0)])
+    n = 0
+    do while (chars(n + 1) /= c_null_char)
+      n = n + 1
+    end do
+    allocate(character(len=n) :: s)
+    do i = 1, n
+      s(i:i) = chars(i)
+    end do
+  end function sgpu_c_string
+
+  ! The enumerator name of a status, e.g. 'SGPU_STATUS_INVALID_SIZE'.
+  function sgpu_status_name(status) result(s)
+    integer(c_int), intent(in) :: status
+    character(len=:), allocatable :: s
+    s = sgpu_c_string(sgpuGetStatusName(status))
+  end function sgpu_status_name
+
+  ! A one-line description of a status.
+  function sgpu_status_string(status) result(s)
+    integer(c_int), intent(in) :: status
+    character(len=:), allocatable :: s
+    s = sgpu_c_string(sgpuGetStatusString(status))
+  end function sgpu_status_string
+
+  ! The message of the last failed call on this thread ('' when none has failed).
+  function sgpu_last_error_message() result(s)
+    character(len=:), allocatable :: s
+    s = sgpu_c_string(sgpuGetLastErrorMessage())
+  end function sgpu_last_error_message
 end module sparsegpu
