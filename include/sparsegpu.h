@@ -47,6 +47,13 @@
 // pulls dissimilar rows together and adds padding. AUTO mode guards against a bad choice anyway.
 #define DEFAULT_JACCARD_THRESHOLD 0.5
 
+// The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
+#define DEFAULT_BLOCK_SIZE 32
+
+// Largest accepted block size. Beyond this a block no longer fits any GPU's shared memory, and the
+// approximation degenerates to a handful of blocks.
+#define MAX_BLOCK_SIZE 1024
+
 // Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
 typedef enum {
   SGPU_STATUS_SUCCESS = 0,
@@ -156,6 +163,10 @@ typedef struct smatContext smatContext;
 // An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
 typedef struct smatMatrix smatMatrix;
 
+// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size and
+// the statistics of the last product.
+typedef struct spammContext spammContext;
+
 // `sgpuStatus_t` as passed through the ABI.
 typedef int sgpuStatus_t;
 
@@ -243,8 +254,31 @@ typedef struct {
   sgpuValueType_t valueType;
 } smatMatrixInfo_t;
 
+// An opaque SpAMM handle (`spammContext*`): backend, stream, devices, block size and the statistics
+// of its last product. One thread uses a handle at a time.
+typedef spammContext *spammHandle_t;
+
 // `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
 typedef int sgpuOperation_t;
+
+// Statistics of the last product on a handle (`spammGetStats`).
+typedef struct {
+  // performedProducts / totalProducts (1 when there are no block products).
+  double validRatio;
+  // Block products A_ik·B_kj performed (norm product ≥ τ).
+  int64_t performedProducts;
+  // All block products: ceil(m/b)·ceil(n/b)·ceil(k/b) for block size b.
+  int64_t totalProducts;
+  // |α|·sqrt(Σ over C blocks (i,j) of (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²): an upper bound of
+  // ‖C_exact − C‖_F up to rounding, where C_exact uses every block product.
+  double errorBound;
+  // The τ of the product.
+  double tau;
+  // The block size (LoNum) of the product.
+  int blockSize;
+  // Wall time of the product call (norms, selection, multiplication), in seconds.
+  double elapsedSeconds;
+} spammStats_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -547,6 +581,133 @@ sgpuStatus_t smatSpMM(smatHandle_t handle,
                       void *C,
                       int ldc,
                       sgpuLayout_t layout);
+
+// Creates a SpAMM handle on the backend `SPARSEGPU_BACKEND` asks for (auto when unset), block size
+// 32, device 0, the default stream.
+sgpuStatus_t spammCreate(spammHandle_t *handle);
+
+// Destroys a handle; NULL is accepted and does nothing.
+sgpuStatus_t spammDestroy(spammHandle_t handle);
+
+// Sets the `cudaStream_t` later calls run on (NULL = the default stream). The CPU backend ignores it.
+sgpuStatus_t spammSetStream(spammHandle_t handle,
+                            void *stream);
+
+// Writes the handle's stream to `*stream`.
+sgpuStatus_t spammGetStream(spammHandle_t handle, void **stream);
+
+// Selects the backend (SGPU_BACKEND_AUTO / _CUDA / _CPU). An explicit CUDA request where CUDA is
+// unusable fails with SGPU_STATUS_BACKEND_UNAVAILABLE and leaves the handle unchanged.
+sgpuStatus_t spammSetBackend(spammHandle_t handle, sgpuBackend_t backend);
+
+// Writes the backend the handle runs on (never SGPU_BACKEND_AUTO) to `*backend`.
+sgpuStatus_t spammGetBackend(spammHandle_t handle, sgpuBackend_t *backend);
+
+// Sets the block size LoNum (1 ≤ blockSize ≤ 1024, default 32): norms are taken and products skipped
+// per blockSize × blockSize block. Smaller blocks skip more precisely but cost more bookkeeping.
+sgpuStatus_t spammSetBlockSize(spammHandle_t handle,
+                               int blockSize);
+
+// Writes the handle's block size to `*blockSize`.
+sgpuStatus_t spammGetBlockSize(spammHandle_t handle, int *blockSize);
+
+// Sets the GPUs a product is split over by rows of C (the paper's multi-GPU scheme): `count`
+// distinct non-negative device ordinals. The CPU backend records them and ignores them.
+sgpuStatus_t spammSetDevices(spammHandle_t handle, int count, const int *devices);
+
+// Writes the number of devices to `*count` and the first min(count, capacity) ordinals to `devices`.
+// Query the count with capacity 0 and devices NULL; devices may be NULL only when capacity is 0.
+sgpuStatus_t spammGetDevices(spammHandle_t handle,
+                             int capacity,
+                             int *count,
+                             int *devices);
+
+// SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
+// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is performed only when
+// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
+// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
+// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
+// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats).
+sgpuStatus_t spammSgemm(spammHandle_t handle,
+                        sgpuOperation_t transa,
+                        sgpuOperation_t transb,
+                        int m,
+                        int n,
+                        int k,
+                        const float *alpha,
+                        const float *A,
+                        int lda,
+                        const float *B,
+                        int ldb,
+                        const float *beta,
+                        float *C,
+                        int ldc,
+                        double tau);
+
+// SpAMM in double precision: as spammSgemm with double data and scalars.
+sgpuStatus_t spammDgemm(spammHandle_t handle,
+                        sgpuOperation_t transa,
+                        sgpuOperation_t transb,
+                        int m,
+                        int n,
+                        int k,
+                        const double *alpha,
+                        const double *A,
+                        int lda,
+                        const double *B,
+                        int ldb,
+                        const double *beta,
+                        double *C,
+                        int ldc,
+                        double tau);
+
+// SpAMM in half precision: as spammSgemm with A, B, C as IEEE binary16 bit patterns (uint16_t,
+// __half, _Float16). Products accumulate in FP32 and alpha, beta are float, as cublasGemmEx with
+// CUBLAS_COMPUTE_32F: tensor cores accumulate in FP32, and an FP16 alpha would round scale factors
+// such as 1/3 or 1e-4 before they are applied. Block norms are taken from the FP16 values in FP64.
+sgpuStatus_t spammHgemm(spammHandle_t handle,
+                        sgpuOperation_t transa,
+                        sgpuOperation_t transb,
+                        int m,
+                        int n,
+                        int k,
+                        const float *alpha,
+                        const uint16_t *A,
+                        int lda,
+                        const uint16_t *B,
+                        int ldb,
+                        const float *beta,
+                        uint16_t *C,
+                        int ldc,
+                        double tau);
+
+// Writes the statistics of the handle's last successful product to `*stats`. Before any product:
+// SGPU_STATUS_INVALID_VALUE.
+sgpuStatus_t spammGetStats(spammHandle_t handle, spammStats_t *stats);
+
+// Searches the τ at which op(A)·op(B) (as spamm?gemm would take them, at the handle's block size)
+// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2):
+// binary search over [0, k·ave], ave the mean of all block norm products, starting at τ = ave with
+// k = 1 and raising k by one while the upper bound still performs too many products. Stops when
+// |ratio − target| ≤ tolerance or after maxIterations valid-ratio evaluations (extensions included),
+// and writes the best τ found and its valid ratio. valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64
+// (bf16 has no spamm gemm, so it is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+sgpuStatus_t spammTuneTau(spammHandle_t handle,
+                          sgpuValueType_t valueType,
+                          sgpuOperation_t transa,
+                          sgpuOperation_t transb,
+                          int m,
+                          int n,
+                          int k,
+                          const void *A,
+                          int lda,
+                          const void *B,
+                          int ldb,
+                          double targetValidRatio,
+                          double tolerance,
+                          int maxIterations,
+                          double *tau,
+                          double *achievedValidRatio);
 
 #ifdef __cplusplus
 }  // extern "C"

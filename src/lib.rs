@@ -12,6 +12,7 @@ pub mod capi;
 pub mod dense;
 pub mod error;
 pub mod handle;
+pub mod matrix_market;
 pub mod msrep;
 pub mod scalar;
 pub mod sddmm;

@@ -1,1 +1,372 @@
-//! placeholder
+//! The SpAMM family's C API: `spamm*`.
+
+use super::{
+    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
+    handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t,
+    sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+};
+use crate::dense::{op_shape, required_len};
+use crate::error::{Error, Result};
+use crate::handle::HandleCore;
+use crate::scalar::Element;
+use crate::spamm::{GemmOperand, SpammHandle, check_tau};
+use crate::types::{Layout, Operation, ValueType};
+use half::f16;
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+/// An opaque SpAMM handle (`spammContext*`): backend, stream, devices, block size and the statistics
+/// of its last product. One thread uses a handle at a time.
+pub type spammHandle_t = *mut SpammHandle;
+
+static REGISTRY: Registry = Registry::new("spamm handle");
+
+impl FamilyHandle for SpammHandle {
+    fn registry() -> &'static Registry {
+        &REGISTRY
+    }
+    fn create() -> Result<Self> {
+        SpammHandle::new()
+    }
+    fn core(&mut self) -> &mut HandleCore {
+        self.core_mut()
+    }
+}
+
+/// Statistics of the last product on a handle (`spammGetStats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct spammStats_t {
+    /// performedProducts / totalProducts (1 when there are no block products).
+    pub validRatio: f64,
+    /// Block products A_ik·B_kj performed (norm product ≥ τ).
+    pub performedProducts: i64,
+    /// All block products: ceil(m/b)·ceil(n/b)·ceil(k/b) for block size b.
+    pub totalProducts: i64,
+    /// |α|·sqrt(Σ over C blocks (i,j) of (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²): an upper bound of
+    /// ‖C_exact − C‖_F up to rounding, where C_exact uses every block product.
+    pub errorBound: f64,
+    /// The τ of the product.
+    pub tau: f64,
+    /// The block size (LoNum) of the product.
+    pub blockSize: c_int,
+    /// Wall time of the product call (norms, selection, multiplication), in seconds.
+    pub elapsedSeconds: f64,
+}
+
+/// Creates a SpAMM handle on the backend `SPARSEGPU_BACKEND` asks for (auto when unset), block size
+/// 32, device 0, the default stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammCreate(handle: *mut spammHandle_t) -> sgpuStatus_t {
+    unsafe { handle_create("spammCreate", handle) }
+}
+
+/// Destroys a handle; NULL is accepted and does nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammDestroy(handle: spammHandle_t) -> sgpuStatus_t {
+    unsafe { handle_destroy("spammDestroy", handle) }
+}
+
+/// Sets the `cudaStream_t` later calls run on (NULL = the default stream). The CPU backend ignores it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSetStream(handle: spammHandle_t, stream: *mut c_void) -> sgpuStatus_t {
+    unsafe { handle_set_stream("spammSetStream", handle, stream) }
+}
+
+/// Writes the handle's stream to `*stream`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetStream(handle: spammHandle_t, stream: *mut *mut c_void) -> sgpuStatus_t {
+    unsafe { handle_get_stream("spammGetStream", handle, stream) }
+}
+
+/// Selects the backend (SGPU_BACKEND_AUTO / _CUDA / _CPU). An explicit CUDA request where CUDA is
+/// unusable fails with SGPU_STATUS_BACKEND_UNAVAILABLE and leaves the handle unchanged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSetBackend(handle: spammHandle_t, backend: sgpuBackend_t) -> sgpuStatus_t {
+    unsafe { handle_set_backend("spammSetBackend", handle, backend) }
+}
+
+/// Writes the backend the handle runs on (never SGPU_BACKEND_AUTO) to `*backend`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetBackend(handle: spammHandle_t, backend: *mut sgpuBackend_t) -> sgpuStatus_t {
+    unsafe { handle_get_backend("spammGetBackend", handle, backend) }
+}
+
+/// Sets the block size LoNum (1 ≤ blockSize ≤ 1024, default 32): norms are taken and products skipped
+/// per blockSize × blockSize block. Smaller blocks skip more precisely but cost more bookkeeping.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSetBlockSize(handle: spammHandle_t, blockSize: c_int) -> sgpuStatus_t {
+    boundary("spammSetBlockSize", || unsafe { REGISTRY.get(handle, "handle") }?.set_block_size(blockSize as i64))
+}
+
+/// Writes the handle's block size to `*blockSize`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetBlockSize(handle: spammHandle_t, blockSize: *mut c_int) -> sgpuStatus_t {
+    boundary("spammGetBlockSize", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        *unsafe { out_arg(blockSize, "blockSize") }? = h.block_size() as c_int;
+        Ok(())
+    })
+}
+
+/// Sets the GPUs a product is split over by rows of C (the paper's multi-GPU scheme): `count`
+/// distinct non-negative device ordinals. The CPU backend records them and ignores them.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSetDevices(handle: spammHandle_t, count: c_int, devices: *const c_int) -> sgpuStatus_t {
+    unsafe { handle_set_devices("spammSetDevices", handle, count, devices) }
+}
+
+/// Writes the number of devices to `*count` and the first min(count, capacity) ordinals to `devices`.
+/// Query the count with capacity 0 and devices NULL; devices may be NULL only when capacity is 0.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetDevices(
+    handle: spammHandle_t,
+    capacity: c_int,
+    count: *mut c_int,
+    devices: *mut c_int,
+) -> sgpuStatus_t {
+    boundary("spammGetDevices", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let capacity = size_arg(capacity as i64, "capacity")?;
+        let count = unsafe { out_arg(count, "count") }?;
+        let ids = h.core().devices();
+        let written = capacity.min(ids.len());
+        let out = unsafe { slice_mut_arg(devices, written, "devices") }?;
+        out.copy_from_slice(&ids[..written]);
+        *count = ids.len() as c_int;
+        Ok(())
+    })
+}
+
+/// Checks one stored operand and returns its description; messages name `name` and `ld_name`.
+unsafe fn operand_arg<'a, T>(
+    data: *const T,
+    op: Operation,
+    op_rows: usize,
+    op_cols: usize,
+    ld: c_int,
+    name: &str,
+    ld_name: &str,
+) -> Result<GemmOperand<'a, T>> {
+    let ld = size_arg(ld as i64, ld_name)?;
+    let (stored_rows, stored_cols) = op_shape(op, op_rows, op_cols);
+    let len = required_len(stored_rows, stored_cols, ld, Layout::ColMajor, name)
+        .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
+    let data = unsafe { slice_arg(data, len, name) }?;
+    Ok(GemmOperand { data, op, stored_rows, stored_cols, ld })
+}
+
+/// Byte range of a slice, for the aliasing check.
+fn byte_range<T>(s: &[T]) -> std::ops::Range<usize> {
+    let start = s.as_ptr() as usize;
+    start..start + std::mem::size_of_val(s)
+}
+
+/// The shared body of the three gemm entry points.
+unsafe fn gemm_c<T: Element>(
+    function: &str,
+    handle: spammHandle_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const T::Compute,
+    a: *const T,
+    lda: c_int,
+    b: *const T,
+    ldb: c_int,
+    beta: *const T::Compute,
+    c: *mut T,
+    ldc: c_int,
+    tau: f64,
+) -> sgpuStatus_t {
+    boundary(function, || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let op_a: Operation = enum_arg(transa, "transa")?;
+        let op_b: Operation = enum_arg(transb, "transb")?;
+        let m = size_arg(m as i64, "m")?;
+        let n = size_arg(n as i64, "n")?;
+        let k = size_arg(k as i64, "k")?;
+        let alpha = unsafe { scalar_arg(alpha, "alpha") }?;
+        let beta = unsafe { scalar_arg(beta, "beta") }?;
+        check_tau(tau)?;
+        let a = unsafe { operand_arg(a, op_a, m, k, lda, "A", "lda") }?;
+        let b = unsafe { operand_arg(b, op_b, k, n, ldb, "B", "ldb") }?;
+        let ldc = size_arg(ldc as i64, "ldc")?;
+        let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
+            .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
+        let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
+        for (input, name) in [(a.data, "A"), (b.data, "B")] {
+            let (x, y) = (byte_range(input), byte_range(c));
+            if !input.is_empty() && !c.is_empty() && x.start < y.end && y.start < x.end {
+                return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
+            }
+        }
+        h.gemm(&a, &b, alpha, beta, c, ldc, tau)
+    })
+}
+
+/// SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
+/// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is performed only when
+/// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
+/// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
+/// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
+/// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSgemm(
+    handle: spammHandle_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    A: *const f32,
+    lda: c_int,
+    B: *const f32,
+    ldb: c_int,
+    beta: *const f32,
+    C: *mut f32,
+    ldc: c_int,
+    tau: f64,
+) -> sgpuStatus_t {
+    unsafe { gemm_c("spammSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) }
+}
+
+/// SpAMM in double precision: as spammSgemm with double data and scalars.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammDgemm(
+    handle: spammHandle_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f64,
+    A: *const f64,
+    lda: c_int,
+    B: *const f64,
+    ldb: c_int,
+    beta: *const f64,
+    C: *mut f64,
+    ldc: c_int,
+    tau: f64,
+) -> sgpuStatus_t {
+    unsafe { gemm_c("spammDgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) }
+}
+
+/// SpAMM in half precision: as spammSgemm with A, B, C as IEEE binary16 bit patterns (uint16_t,
+/// __half, _Float16). Products accumulate in FP32 and alpha, beta are float, as cublasGemmEx with
+/// CUBLAS_COMPUTE_32F: tensor cores accumulate in FP32, and an FP16 alpha would round scale factors
+/// such as 1/3 or 1e-4 before they are applied. Block norms are taken from the FP16 values in FP64.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammHgemm(
+    handle: spammHandle_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    A: *const u16,
+    lda: c_int,
+    B: *const u16,
+    ldb: c_int,
+    beta: *const f32,
+    C: *mut u16,
+    ldc: c_int,
+    tau: f64,
+) -> sgpuStatus_t {
+    // half::f16 is repr(transparent) over u16, so the bit patterns are read in place.
+    let (a, b, c) = (A as *const f16, B as *const f16, C as *mut f16);
+    unsafe { gemm_c("spammHgemm", handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
+}
+
+/// Writes the statistics of the handle's last successful product to `*stats`. Before any product:
+/// SGPU_STATUS_INVALID_VALUE.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetStats(handle: spammHandle_t, stats: *mut spammStats_t) -> sgpuStatus_t {
+    boundary("spammGetStats", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let out = unsafe { out_arg(stats, "stats") }?;
+        let s = h.last_stats()?;
+        *out = spammStats_t {
+            validRatio: s.valid_ratio,
+            performedProducts: s.performed_products as i64,
+            totalProducts: s.total_products as i64,
+            errorBound: s.error_bound,
+            tau: s.tau,
+            blockSize: s.block_size as c_int,
+            elapsedSeconds: s.elapsed_seconds,
+        };
+        Ok(())
+    })
+}
+
+unsafe fn tune_c<T: Element>(
+    h: &SpammHandle,
+    ops: (Operation, Operation),
+    (m, n, k): (usize, usize, usize),
+    a: *const c_void,
+    lda: c_int,
+    b: *const c_void,
+    ldb: c_int,
+    (target, tolerance, max_iterations): (f64, f64, usize),
+) -> Result<(f64, f64)> {
+    let a = unsafe { operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda") }?;
+    let b = unsafe { operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb") }?;
+    let choice = h.tune_tau(&a, &b, target, tolerance, max_iterations)?;
+    Ok((choice.tau, choice.valid_ratio))
+}
+
+/// Searches the τ at which op(A)·op(B) (as spamm?gemm would take them, at the handle's block size)
+/// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2):
+/// binary search over [0, k·ave], ave the mean of all block norm products, starting at τ = ave with
+/// k = 1 and raising k by one while the upper bound still performs too many products. Stops when
+/// |ratio − target| ≤ tolerance or after maxIterations valid-ratio evaluations (extensions included),
+/// and writes the best τ found and its valid ratio. valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64
+/// (bf16 has no spamm gemm, so it is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammTuneTau(
+    handle: spammHandle_t,
+    valueType: sgpuValueType_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    targetValidRatio: f64,
+    tolerance: f64,
+    maxIterations: c_int,
+    tau: *mut f64,
+    achievedValidRatio: *mut f64,
+) -> sgpuStatus_t {
+    boundary("spammTuneTau", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let value_type: ValueType = enum_arg(valueType, "valueType")?;
+        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
+        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
+        if maxIterations < 1 {
+            return Err(Error::invalid_value(format!("argument maxIterations = {maxIterations} must be at least 1")));
+        }
+        let search = (targetValidRatio, tolerance, maxIterations as usize);
+        let tau_out = unsafe { out_arg(tau, "tau") }?;
+        let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
+        let (found_tau, found_ratio) = match value_type {
+            ValueType::F16 => unsafe { tune_c::<f16>(h, ops, dims, A, lda, B, ldb, search) },
+            ValueType::F32 => unsafe { tune_c::<f32>(h, ops, dims, A, lda, B, ldb, search) },
+            ValueType::F64 => unsafe { tune_c::<f64>(h, ops, dims, A, lda, B, ldb, search) },
+            ValueType::Bf16 => Err(Error::not_supported(
+                "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
+            )),
+        }?;
+        *tau_out = found_tau;
+        *ratio_out = found_ratio;
+        Ok(())
+    })
+}

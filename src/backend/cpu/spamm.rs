@@ -1,1 +1,144 @@
-//! placeholder
+//! SpAMM on the CPU: the reference semantics of the family and a fast fallback.
+//!
+//! Each C block is one rayon task (as each C block is one thread block in cuSpAMM's multiplication
+//! kernel). It walks the compacted list of valid k for its block and multiplies straight from the
+//! caller's memory with the dense `ComputeScalar::gemm` on strided views, so transposed operands
+//! cost nothing. Consecutive valid k are merged into one GEMM with a longer inner dimension: on decay
+//! matrices the valid k of a block are mostly one run around the diagonal, and a long GEMM runs at
+//! dense speed where b³-sized calls would be dominated by packing overhead.
+
+use crate::dense::axpby;
+use crate::scalar::{ComputeScalar, Element};
+use crate::spamm::{GemmOperand, ProductPlan};
+use rayon::prelude::*;
+use std::any::TypeId;
+use std::borrow::Cow;
+
+/// `C ← α · Σ_(valid (i,k,j)) op(A)_ik · op(B)_kj + β · C` for the column-major m × n matrix C with
+/// leading dimension `ldc` (`c` holds at least `(n − 1)·ldc + m` elements when m, n > 0). β = 0
+/// never reads C. Half-precision operands are converted to f32 once and accumulate in f32, as tensor
+/// cores do; f32 and f64 are used in place.
+pub fn spamm_gemm<T: Element>(
+    plan: &ProductPlan,
+    a: &GemmOperand<'_, T>,
+    b: &GemmOperand<'_, T>,
+    alpha: T::Compute,
+    beta: T::Compute,
+    c: &mut [T],
+    ldc: usize,
+) {
+    let (m, k) = a.op_shape();
+    let (k_b, n) = b.op_shape();
+    debug_assert_eq!(k, k_b);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (a_data, a_ld) = in_compute_type(a);
+    let (b_data, b_ld) = in_compute_type(b);
+    let a_compute =
+        GemmOperand { data: &a_data, op: a.op, stored_rows: a.stored_rows, stored_cols: a.stored_cols, ld: a_ld };
+    let b_compute =
+        GemmOperand { data: &b_data, op: b.op, stored_rows: b.stored_rows, stored_cols: b.stored_cols, ld: b_ld };
+    let c = &mut c[..(n - 1) * ldc + m];
+    execute::<T>(plan, &a_compute, &b_compute, alpha, beta, c, m, n, ldc);
+}
+
+/// The operand's data as the compute type: borrowed when `T` already is it, else a compact copy
+/// (leading dimension = stored rows) made once.
+fn in_compute_type<'a, T: Element>(x: &GemmOperand<'a, T>) -> (Cow<'a, [T::Compute]>, usize) {
+    if TypeId::of::<T>() == TypeId::of::<T::Compute>() {
+        // SAFETY: T and T::Compute are the same type (same TypeId), so the slice is reinterpreted
+        // as itself.
+        let same = unsafe { std::slice::from_raw_parts(x.data.as_ptr() as *const T::Compute, x.data.len()) };
+        return (Cow::Borrowed(same), x.ld);
+    }
+    let rows = x.stored_rows;
+    if rows == 0 || x.stored_cols == 0 {
+        return (Cow::Owned(Vec::new()), rows.max(1));
+    }
+    let converted: Vec<T::Compute> = (0..x.stored_cols)
+        .into_par_iter()
+        .flat_map_iter(|j| x.data[j * x.ld..j * x.ld + rows].iter().map(|v| v.to_compute()))
+        .collect();
+    (Cow::Owned(converted), rows.max(1))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute<T: Element>(
+    plan: &ProductPlan,
+    a: &GemmOperand<'_, T::Compute>,
+    b: &GemmOperand<'_, T::Compute>,
+    alpha: T::Compute,
+    beta: T::Compute,
+    c: &mut [T],
+    m: usize,
+    n: usize,
+    ldc: usize,
+) {
+    let bs = plan.block_size;
+    let (mb, _, _) = plan.block_dims();
+    let k = a.op_shape().1;
+    let a_view = a.view();
+    let b_view = b.view();
+    // A block column of C is one contiguous chunk of `bs` columns: disjoint chunks let the tasks
+    // write C safely in parallel. Inside a chunk the row blocks compute their tiles in parallel and
+    // are written back in turn.
+    c.par_chunks_mut(bs * ldc).enumerate().for_each(|(j, c_chunk)| {
+        let col0 = j * bs;
+        let cols = bs.min(n - col0);
+        let tiles: Vec<Vec<T::Compute>> = (0..mb)
+            .into_par_iter()
+            .map_init(Vec::new, |valid, i| {
+                let row0 = i * bs;
+                let rows = bs.min(m - row0);
+                let mut tile = vec![T::Compute::ZERO; rows * cols];
+                plan.valid_products(i, j, valid);
+                let mut start = 0;
+                while start < valid.len() {
+                    let mut end = start + 1;
+                    while end < valid.len() && valid[end] == valid[end - 1] + 1 {
+                        end += 1;
+                    }
+                    let inner0 = valid[start] * bs;
+                    let inner1 = ((valid[end - 1] + 1) * bs).min(k);
+                    // SAFETY: rows row0..row0+rows of op(A), columns inner0..inner1 and rows
+                    // inner0..inner1 of op(B), columns col0..col0+cols all lie inside the operands,
+                    // whose sizes and leading dimensions were validated; the tile is rows × cols,
+                    // column-major, and aliases nothing.
+                    unsafe {
+                        T::Compute::gemm(
+                            rows,
+                            inner1 - inner0,
+                            cols,
+                            alpha,
+                            a_view.data.as_ptr().add(a_view.index(row0, inner0)),
+                            a_view.row_stride as isize,
+                            a_view.col_stride as isize,
+                            b_view.data.as_ptr().add(b_view.index(inner0, col0)),
+                            b_view.row_stride as isize,
+                            b_view.col_stride as isize,
+                            T::Compute::ONE,
+                            tile.as_mut_ptr(),
+                            1,
+                            rows as isize,
+                        );
+                    }
+                    start = end;
+                }
+                tile
+            })
+            .collect();
+        for (i, tile) in tiles.iter().enumerate() {
+            let row0 = i * bs;
+            let rows = bs.min(m - row0);
+            for jj in 0..cols {
+                let column = &mut c_chunk[jj * ldc + row0..jj * ldc + row0 + rows];
+                for (out, &acc) in column.iter_mut().zip(&tile[jj * rows..(jj + 1) * rows]) {
+                    // α is already applied inside the GEMM; β = 0 does not read the old value.
+                    let old = if beta == T::Compute::ZERO { T::Compute::ZERO } else { out.to_compute() };
+                    *out = T::from_compute(axpby(T::Compute::ONE, acc, beta, old));
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,1120 @@
+//! SpAMM: products against an independent f64 reference that decides the skip set from its own norms,
+//! the error bound, τ tuning, the real ergo density matrix, the Matrix Market reader, and every
+//! C API entry point with its failure paths.
+
+// `reference_gemm` takes BLAS's argument list.
+#[allow(clippy::too_many_arguments)]
+mod common;
+
+use common::{Rng, assert_all_close, relative_error};
+use half::f16;
+use sparsegpu::Status;
+use sparsegpu::capi::common::sgpuGetLastErrorMessage;
+use sparsegpu::capi::spamm::*;
+use sparsegpu::matrix_market::read_matrix_market;
+use sparsegpu::scalar::Element;
+use sparsegpu::testgen::{algebraic_decay, exponential_decay};
+use std::ffi::{CStr, c_void};
+use std::ptr::{null, null_mut};
+
+const OK: i32 = Status::Success as i32;
+const OP_N: i32 = sparsegpu::Operation::N as i32;
+const OP_T: i32 = sparsegpu::Operation::T as i32;
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+/// Asserts a failure status and that the message names the function and contains `fragment`.
+fn expect_failure(status: i32, expected: Status, function: &str, fragment: &str) {
+    assert_eq!(status, expected as i32, "{function}: expected {}, message: {}", expected.name(), last_error());
+    let msg = last_error();
+    assert!(msg.contains(function) && msg.contains(fragment), "message '{msg}' lacks '{function}' or '{fragment}'");
+}
+
+fn create() -> spammHandle_t {
+    let mut h = null_mut();
+    assert_eq!(unsafe { spammCreate(&mut h) }, OK);
+    assert!(!h.is_null());
+    h
+}
+
+fn stats(h: spammHandle_t) -> spammStats_t {
+    let mut s = spammStats_t::default();
+    assert_eq!(unsafe { spammGetStats(h, &mut s) }, OK, "{}", last_error());
+    s
+}
+
+/// The element types with a spamm gemm, and how to call it.
+trait SpammElement: Element {
+    /// Relative tolerance against the magnitude Σ|α·a·b| + |β·c| of an element.
+    const RTOL: f64;
+    /// Absolute tolerance: the spacing of the storage format's subnormals.
+    const ATOL: f64;
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const Self::Compute,
+        a: *const Self,
+        lda: i32,
+        b: *const Self,
+        ldb: i32,
+        beta: *const Self::Compute,
+        c: *mut Self,
+        ldc: i32,
+        tau: f64,
+    ) -> i32;
+}
+
+impl SpammElement for f32 {
+    const RTOL: f64 = 2e-5;
+    const ATOL: f64 = 1e-44;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f32,
+        a: *const f32,
+        lda: i32,
+        b: *const f32,
+        ldb: i32,
+        beta: *const f32,
+        c: *mut f32,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
+    }
+}
+
+impl SpammElement for f64 {
+    const RTOL: f64 = 1e-12;
+    const ATOL: f64 = 1e-300;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f64,
+        a: *const f64,
+        lda: i32,
+        b: *const f64,
+        ldb: i32,
+        beta: *const f64,
+        c: *mut f64,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
+    }
+}
+
+impl SpammElement for f16 {
+    // Inputs are already f16 (the reference uses the rounded values); the f32 accumulation and the
+    // final rounding of C to f16 (2^-11 relative) remain.
+    const RTOL: f64 = 2e-3;
+    const ATOL: f64 = 6e-8;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f32,
+        a: *const f16,
+        lda: i32,
+        b: *const f16,
+        ldb: i32,
+        beta: *const f32,
+        c: *mut f16,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammHgemm(h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau) }
+    }
+}
+
+/// A stored column-major matrix used as op(X), in f64 as the library sees it (after rounding to T).
+struct Operand {
+    values: Vec<f64>,
+    transposed: bool,
+    ld: usize,
+}
+
+impl Operand {
+    fn at(&self, i: usize, j: usize) -> f64 {
+        if self.transposed { self.values[j + i * self.ld] } else { self.values[i + j * self.ld] }
+    }
+}
+
+/// The independent reference: its own block norms (row-major over op(X), plain sums), its own skip
+/// decisions, the approximate and the exact products, the performed count and the error bound.
+struct Reference {
+    approx: Vec<f64>,
+    exact: Vec<f64>,
+    magnitude: Vec<f64>,
+    performed: u64,
+    total: u64,
+    bound: f64,
+}
+
+fn block_norms(x: &Operand, rows: usize, cols: usize, bs: usize) -> Vec<Vec<f64>> {
+    let mut norms = vec![vec![0.0; cols.div_ceil(bs)]; rows.div_ceil(bs)];
+    for i in 0..rows {
+        for j in 0..cols {
+            norms[i / bs][j / bs] += x.at(i, j) * x.at(i, j);
+        }
+    }
+    norms.iter().map(|r| r.iter().map(|v| v.sqrt()).collect()).collect()
+}
+
+/// All norm products of op(A)·op(B), ascending.
+fn norm_products(a: &Operand, b: &Operand, m: usize, n: usize, k: usize, bs: usize) -> Vec<f64> {
+    let (na, nb) = (block_norms(a, m, k, bs), block_norms(b, k, n, bs));
+    let mut p = Vec::new();
+    for row in &na {
+        for (kk, &x) in row.iter().enumerate() {
+            p.extend(nb[kk].iter().map(|&y| x * y));
+        }
+    }
+    p.sort_by(f64::total_cmp);
+    p
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    a: &Operand,
+    b: &Operand,
+    (m, n, k): (usize, usize, usize),
+    alpha: f64,
+    beta: f64,
+    c0: &[f64],
+    ldc: usize,
+    tau: f64,
+    bs: usize,
+) -> Reference {
+    let (na, nb) = (block_norms(a, m, k, bs), block_norms(b, k, n, bs));
+    let (mb, nbk, kb) = (m.div_ceil(bs), n.div_ceil(bs), k.div_ceil(bs));
+    let mut r = Reference {
+        approx: vec![0.0; m * n],
+        exact: vec![0.0; m * n],
+        magnitude: vec![0.0; m * n],
+        performed: 0,
+        total: (mb * nbk * kb) as u64,
+        bound: 0.0,
+    };
+    let mut bound_sq = 0.0;
+    #[allow(clippy::needless_range_loop)] // bi, bj index both norm maps and C
+    for bi in 0..mb {
+        for bj in 0..nbk {
+            let mut skipped = 0.0;
+            for bk in 0..kb {
+                let product = na[bi][bk] * nb[bk][bj];
+                let valid = product >= tau;
+                if valid {
+                    r.performed += 1;
+                } else {
+                    skipped += product;
+                }
+                for i in bi * bs..((bi + 1) * bs).min(m) {
+                    for j in bj * bs..((bj + 1) * bs).min(n) {
+                        for p in bk * bs..((bk + 1) * bs).min(k) {
+                            let t = a.at(i, p) * b.at(p, j);
+                            r.exact[i + j * m] += t;
+                            if valid {
+                                r.approx[i + j * m] += t;
+                                r.magnitude[i + j * m] += t.abs();
+                            }
+                        }
+                    }
+                }
+            }
+            bound_sq += skipped * skipped;
+        }
+    }
+    for j in 0..n {
+        for i in 0..m {
+            let old = if beta == 0.0 { 0.0 } else { beta * c0[i + j * ldc] };
+            let e = i + j * m;
+            r.approx[e] = alpha * r.approx[e] + old;
+            r.exact[e] = alpha * r.exact[e] + old;
+            r.magnitude[e] = alpha.abs() * r.magnitude[e] + old.abs();
+        }
+    }
+    r.bound = alpha.abs() * bound_sq.sqrt();
+    r
+}
+
+/// A random stored matrix: uniform, or algebraic / exponential decay, sometimes with a zeroed
+/// rectangle; the ld padding holds NaN so a read outside the matrix shows up.
+fn random_stored<T: Element>(rng: &mut Rng, rows: usize, cols: usize, ld: usize) -> Vec<T> {
+    let rate = rng.uniform();
+    let mut dense: Vec<f64> = match rng.below(3) {
+        0 => rng.vec(rows * cols),
+        1 => algebraic_decay(rng, rows, cols, 1.0, 0.5 + 2.5 * rate),
+        _ => exponential_decay(rng, rows, cols, 1.0, 0.3 + 0.6 * rate),
+    };
+    if rng.below(3) == 0 && rows > 0 && cols > 0 {
+        let (r0, c0) = (rng.below(rows), rng.below(cols));
+        let (r1, c1) = (r0 + rng.below(rows - r0 + 1), c0 + rng.below(cols - c0 + 1));
+        for j in c0..c1 {
+            for i in r0..r1 {
+                dense[i + j * rows] = 0.0;
+            }
+        }
+    }
+    let mut stored = vec![T::from_f64(f64::NAN); if cols == 0 { 0 } else { (cols - 1) * ld + rows }];
+    for j in 0..cols {
+        for i in 0..rows {
+            stored[i + j * ld] = T::from_f64(dense[i + j * rows]);
+        }
+    }
+    stored
+}
+
+fn to_f64<T: Element>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// A τ strictly between two distinct adjacent norm products, so rounding differences between the
+/// reference's norms and the library's cannot flip a decision; sometimes 0 (everything performed).
+fn pick_tau(rng: &mut Rng, products: &[f64]) -> f64 {
+    if products.is_empty() || rng.below(5) == 0 {
+        return 0.0;
+    }
+    for _ in 0..20 {
+        let q = rng.below(products.len());
+        let (lo, hi) = (products[q], products.get(q + 1).copied().unwrap_or(products[q] * 2.0 + 1.0));
+        if hi - lo > 1e-9 * hi {
+            return lo + (hi - lo) / 2.0;
+        }
+    }
+    0.0
+}
+
+fn property_loop<T: SpammElement>(label: &str, cases: usize)
+where
+    T::Compute: SpammElement,
+{
+    let mut rng = Rng::fresh(label);
+    let h = create();
+    for case in 0..cases {
+        let bs = [1, 2, 3, 4, 5, 8, 16, 32][rng.below(8)];
+        let dim = |rng: &mut Rng| match rng.below(8) {
+            0 => 0,
+            1 => 1,
+            _ => 1 + rng.below(60),
+        };
+        let (m, n, k) = (dim(&mut rng), dim(&mut rng), dim(&mut rng));
+        let (ta, tb) = (rng.below(2) == 1, rng.below(2) == 1);
+        let (a_rows, a_cols) = if ta { (k, m) } else { (m, k) };
+        let (b_rows, b_cols) = if tb { (n, k) } else { (k, n) };
+        let (lda, ldb, ldc) = (a_rows.max(1) + rng.below(3), b_rows.max(1) + rng.below(3), m.max(1) + rng.below(3));
+        let a_stored: Vec<T> = random_stored(&mut rng, a_rows, a_cols, lda);
+        let b_stored: Vec<T> = random_stored(&mut rng, b_rows, b_cols, ldb);
+        let alpha = rng.range(-2.0, 2.0);
+        let beta = if rng.below(3) == 0 { 0.0 } else { rng.range(-2.0, 2.0) };
+        let c_len = if n == 0 { 0 } else { (n - 1) * ldc + m };
+        let sentinel = T::from_f64(-77.0);
+        let mut c: Vec<T> = vec![sentinel; c_len];
+        for j in 0..n {
+            for i in 0..m {
+                // β = 0 must not read C: poison it with NaN.
+                c[i + j * ldc] = if beta == 0.0 { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
+            }
+        }
+        let c0 = to_f64(&c);
+        let a = Operand { values: to_f64(&a_stored), transposed: ta, ld: lda };
+        let b = Operand { values: to_f64(&b_stored), transposed: tb, ld: ldb };
+        let tau = pick_tau(&mut rng, &norm_products(&a, &b, m, n, k, bs));
+        let (alpha_c, beta_c) = (T::Compute::from_f64(alpha), T::Compute::from_f64(beta));
+        let (alpha, beta) = (alpha_c.to_f64(), beta_c.to_f64());
+        let want = reference(&a, &b, (m, n, k), alpha, beta, &c0, ldc, tau, bs);
+
+        assert_eq!(unsafe { spammSetBlockSize(h, bs as i32) }, OK);
+        let st = unsafe {
+            T::gemm(
+                h,
+                if ta { OP_T } else { OP_N },
+                if tb { OP_T } else { OP_N },
+                m as i32,
+                n as i32,
+                k as i32,
+                &alpha_c,
+                a_stored.as_ptr(),
+                lda as i32,
+                b_stored.as_ptr(),
+                ldb as i32,
+                &beta_c,
+                c.as_mut_ptr(),
+                ldc as i32,
+                tau,
+            )
+        };
+        let what = format!("{label} case {case}: m={m} n={n} k={k} bs={bs} ta={ta} tb={tb} tau={tau:e} beta={beta}");
+        assert_eq!(st, OK, "{what}: {}", last_error());
+
+        let mut got = vec![0.0; m * n];
+        for j in 0..n {
+            for i in 0..m {
+                got[i + j * m] = c[i + j * ldc].to_f64();
+            }
+            for i in m..ldc.min(c_len - j * ldc) {
+                assert_eq!(c[i + j * ldc], sentinel, "{what}: ldc padding ({i}, {j}) was written");
+            }
+        }
+        for (e, (&g, &w)) in got.iter().zip(&want.approx).enumerate() {
+            let tol = T::RTOL * want.magnitude[e] + T::ATOL;
+            assert!((g - w).abs() <= tol, "{what}: element {e}: got {g}, want {w}, tolerance {tol}");
+        }
+        let s = stats(h);
+        assert_eq!(s.performedProducts as u64, want.performed, "{what}: performed");
+        assert_eq!(s.totalProducts as u64, want.total, "{what}: total");
+        let expected_ratio = if want.total == 0 { 1.0 } else { want.performed as f64 / want.total as f64 };
+        assert_eq!(s.validRatio, expected_ratio, "{what}");
+        assert_eq!((s.tau, s.blockSize), (tau, bs as i32), "{what}");
+        assert!(s.elapsedSeconds >= 0.0);
+        assert!(
+            (s.errorBound - want.bound).abs() <= 1e-9 * want.bound,
+            "{what}: bound {} vs {}",
+            s.errorBound,
+            want.bound
+        );
+        if tau == 0.0 {
+            assert_eq!(s.performedProducts, s.totalProducts, "{what}");
+            assert_eq!(s.errorBound, 0.0, "{what}");
+        }
+        // The actual error against the full product stays within the bound (plus rounding).
+        let err: f64 = got.iter().zip(&want.exact).map(|(g, x)| (g - x) * (g - x)).sum::<f64>().sqrt();
+        let rounding: f64 = want.magnitude.iter().map(|x| x * x).sum::<f64>().sqrt() * T::RTOL;
+        assert!(
+            err <= s.errorBound * (1.0 + 1e-9) + rounding + T::ATOL * (m * n) as f64,
+            "{what}: error {err} > bound {}",
+            s.errorBound
+        );
+    }
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+}
+
+#[test]
+fn single_precision_matches_the_reference() {
+    property_loop::<f32>("spamm f32", 60);
+}
+
+#[test]
+fn double_precision_matches_the_reference() {
+    property_loop::<f64>("spamm f64", 60);
+}
+
+#[test]
+fn half_precision_matches_the_reference() {
+    property_loop::<f16>("spamm f16", 40);
+}
+
+#[test]
+fn tau_zero_equals_full_gemm_and_skipping_reduces_work() {
+    let mut rng = Rng::fresh("spamm tau zero");
+    let (m, n, k) = (70, 45, 83);
+    let a: Vec<f64> = algebraic_decay(&mut rng, m, k, 1.0, 2.0);
+    let b: Vec<f64> = algebraic_decay(&mut rng, k, n, 1.0, 2.0);
+    let h = create();
+    let mut full = vec![0.0; m * n];
+    common::reference_gemm(m, n, k, 1.0, |i, p| a[i + p * m], |p, j| b[p + j * k], 0.0, &mut full);
+    let mut c = vec![f64::NAN; m * n];
+    let st = unsafe {
+        spammDgemm(
+            h,
+            OP_N,
+            OP_N,
+            m as i32,
+            n as i32,
+            k as i32,
+            &1.0,
+            a.as_ptr(),
+            m as i32,
+            b.as_ptr(),
+            k as i32,
+            &0.0,
+            c.as_mut_ptr(),
+            m as i32,
+            0.0,
+        )
+    };
+    assert_eq!(st, OK);
+    assert_all_close("tau = 0", &c, &full, 1e-12, 1e-14);
+    assert_eq!(stats(h).validRatio, 1.0);
+    // A positive τ on a decay matrix skips the far-off-diagonal products.
+    let st = unsafe {
+        spammDgemm(
+            h,
+            OP_N,
+            OP_N,
+            m as i32,
+            n as i32,
+            k as i32,
+            &1.0,
+            a.as_ptr(),
+            m as i32,
+            b.as_ptr(),
+            k as i32,
+            &0.0,
+            c.as_mut_ptr(),
+            m as i32,
+            0.05,
+        )
+    };
+    assert_eq!(st, OK);
+    let s = stats(h);
+    assert!(s.validRatio < 1.0 && s.validRatio > 0.0, "{s:?}");
+    assert!(s.errorBound > 0.0);
+    unsafe { spammDestroy(h) };
+}
+
+fn tune(h: spammHandle_t, vt: sparsegpu::ValueType, n: usize, a: *const c_void, target: f64, tol: f64) -> (f64, f64) {
+    let (mut tau, mut ratio) = (-1.0, -1.0);
+    let st = unsafe {
+        spammTuneTau(
+            h, vt as i32, OP_N, OP_N, n as i32, n as i32, n as i32, a, n as i32, a, n as i32, target, tol, 200,
+            &mut tau, &mut ratio,
+        )
+    };
+    assert_eq!(st, OK, "{}", last_error());
+    (tau, ratio)
+}
+
+#[test]
+fn tuned_tau_reaches_the_target_ratio_and_the_product_reports_it() {
+    let mut rng = Rng::fresh("spamm tune");
+    let n = 256;
+    let h = create();
+    assert_eq!(unsafe { spammSetBlockSize(h, 16) }, OK);
+    let matrices: [Vec<f32>; 2] = [
+        // The paper's synthetic matrix (slow algebraic decay) and a fast exponential one.
+        algebraic_decay(&mut rng, n, n, 0.1, 0.1),
+        exponential_decay(&mut rng, n, n, 1.0, 0.8),
+    ];
+    for a in &matrices {
+        for target in [0.05, 0.1, 0.3] {
+            let tol = 0.005;
+            let (tau, ratio) = tune(h, sparsegpu::ValueType::F32, n, a.as_ptr() as _, target, tol);
+            assert!((ratio - target).abs() <= tol, "target {target}: achieved {ratio} at tau {tau}");
+            let mut c = vec![0.0f32; n * n];
+            let st = unsafe {
+                spammSgemm(
+                    h,
+                    OP_N,
+                    OP_N,
+                    n as i32,
+                    n as i32,
+                    n as i32,
+                    &1.0,
+                    a.as_ptr(),
+                    n as i32,
+                    a.as_ptr(),
+                    n as i32,
+                    &0.0,
+                    c.as_mut_ptr(),
+                    n as i32,
+                    tau,
+                )
+            };
+            assert_eq!(st, OK);
+            assert_eq!(stats(h).validRatio, ratio, "target {target}");
+        }
+    }
+    // f16 and f64 inputs tune through the same search.
+    let a16: Vec<f16> = matrices[1].iter().map(|&x| f16::from_f32(x)).collect();
+    let (_, ratio) = tune(h, sparsegpu::ValueType::F16, n, a16.as_ptr() as _, 0.1, 0.005);
+    assert!((ratio - 0.1).abs() <= 0.005);
+    let a64: Vec<f64> = matrices[1].iter().map(|&x| x as f64).collect();
+    let (_, ratio) = tune(h, sparsegpu::ValueType::F64, n, a64.as_ptr() as _, 0.3, 0.005);
+    assert!((ratio - 0.3).abs() <= 0.005);
+    // Target 1 is met by τ = 0 territory: everything performed.
+    let (_, ratio) = tune(h, sparsegpu::ValueType::F64, n, a64.as_ptr() as _, 1.0, 0.0);
+    assert_eq!(ratio, 1.0);
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn ergo_density_matrix_squared_within_the_bound() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/ergo-w125/D.mtx.gz");
+    let Ok(file) = std::fs::File::open(path) else {
+        eprintln!("SKIPPED: {path} is absent");
+        return;
+    };
+    let clock = std::time::Instant::now();
+    let d = read_matrix_market(std::io::BufReader::new(flate2::read::GzDecoder::new(file))).expect("D.mtx parses");
+    let n = d.rows;
+    assert_eq!((d.rows, d.cols), (1625, 1625));
+    // D is symmetric, so its row-major dense copy is also its column-major one.
+    let dense = d.to_dense_f64();
+    let single: Vec<f32> = dense.iter().map(|&x| x as f32).collect();
+    let h = create();
+    let (mut tau, mut ratio) = (0.0, 0.0);
+    let ni = n as i32;
+    let st = unsafe {
+        spammTuneTau(
+            h,
+            sparsegpu::ValueType::F32 as i32,
+            OP_N,
+            OP_N,
+            ni,
+            ni,
+            ni,
+            single.as_ptr() as _,
+            ni,
+            single.as_ptr() as _,
+            ni,
+            0.1,
+            0.01,
+            100,
+            &mut tau,
+            &mut ratio,
+        )
+    };
+    assert_eq!(st, OK, "{}", last_error());
+    assert!((ratio - 0.1).abs() <= 0.01, "achieved {ratio}");
+    // One product, in f32 (the exact D·D would cost ten times as much in a debug build): the error
+    // is checked against the exact f64 product on sampled columns, C block by C block, against the
+    // block's own bound |α|·Σ_(skipped k) ‖D_ik‖·‖D_kj‖ from the test's own norms.
+    let mut approx = vec![f32::NAN; n * n];
+    let st = unsafe {
+        spammSgemm(
+            h,
+            OP_N,
+            OP_N,
+            ni,
+            ni,
+            ni,
+            &1.0,
+            single.as_ptr(),
+            ni,
+            single.as_ptr(),
+            ni,
+            &0.0,
+            approx.as_mut_ptr(),
+            ni,
+            tau,
+        )
+    };
+    assert_eq!(st, OK);
+    let s = stats(h);
+    assert_eq!(s.validRatio, ratio, "the product performs what the search counted");
+
+    let bs = 32;
+    let op = Operand { values: single.iter().map(|&x| x as f64).collect(), transposed: false, ld: n };
+    let norms = block_norms(&op, n, n, bs);
+    let nblocks = n.div_ceil(bs);
+    let mut rng = Rng::fresh("spamm ergo columns");
+    let (mut sampled_err_sq, mut worst) = (0.0f64, 0.0f64);
+    let (mut sampled_got, mut sampled_exact) = (Vec::new(), Vec::new());
+    for _ in 0..24 {
+        let j = rng.below(n);
+        let bj = j / bs;
+        let exact: Vec<f64> = (0..n).map(|i| (0..n).map(|p| op.at(i, p) * op.at(p, j)).sum()).collect();
+        sampled_got.extend((0..n).map(|i| approx[i + j * n] as f64));
+        sampled_exact.extend_from_slice(&exact);
+        for bi in 0..nblocks {
+            let skipped: f64 = (0..nblocks).map(|bk| norms[bi][bk] * norms[bk][bj]).filter(|&p| p < tau).sum::<f64>();
+            let rows = bi * bs..((bi + 1) * bs).min(n);
+            let err = rows.clone().map(|i| (approx[i + j * n] as f64 - exact[i]).powi(2)).sum::<f64>().sqrt();
+            let scale = rows.map(|i| exact[i].abs()).fold(0.0, f64::max);
+            assert!(
+                err <= skipped * (1.0 + 1e-6) + 1e-5 * scale + 1e-6,
+                "block ({bi}, {bj}) column {j}: {err} > {skipped}"
+            );
+            worst = worst.max(err / skipped.max(1e-300));
+            sampled_err_sq += err * err;
+        }
+    }
+    eprintln!(
+        "ergo D*D: tau {tau:e}, valid ratio {ratio}, sampled-column error {:e} (relative {:e}), bound {:e}, worst block error/bound {worst:.3}, {:?}",
+        sampled_err_sq.sqrt(),
+        relative_error(&sampled_got, &sampled_exact),
+        s.errorBound,
+        clock.elapsed()
+    );
+    assert!(sampled_err_sq.sqrt() <= s.errorBound);
+    assert!(sampled_err_sq > 0.0, "skipping 90 % of the block products must change the result");
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn matrix_market_reader_formats_and_errors() {
+    let read = |text: &str| read_matrix_market(text.as_bytes());
+    let general =
+        read("%%MatrixMarket matrix coordinate real general\n% comment\n\n3 4 3\n1 1 1.5\n3 4 -2e1\n2 2 7\n").unwrap();
+    assert_eq!((general.rows, general.cols), (3, 4));
+    assert_eq!(general.to_dense_f64(), vec![1.5, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0, 0.0, 0.0, 0.0, 0.0, -20.0]);
+    let symmetric = read("%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 4\n2 1 -1\n").unwrap();
+    assert_eq!(symmetric.to_dense_f64(), vec![4.0, -1.0, -1.0, 0.0]);
+    let pattern = read("%%MatrixMarket matrix coordinate pattern general\n2 2 2\n1 2\n2 1\n").unwrap();
+    assert_eq!(pattern.to_dense_f64(), vec![0.0, 1.0, 1.0, 0.0]);
+    let integer = read("%%MatrixMarket matrix coordinate integer general\n1 2 1\n1 2 -3\n").unwrap();
+    assert_eq!(integer.to_dense_f64(), vec![0.0, -3.0]);
+    // Arrays are column-major; a symmetric array lists the lower triangle.
+    let array = read("%%MatrixMarket matrix array real general\n2 3\n1\n2\n3\n4\n5\n6\n").unwrap();
+    assert_eq!(array.to_dense_f64(), vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+    let sym_array = read("%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n3\n").unwrap();
+    assert_eq!(sym_array.to_dense_f64(), vec![1.0, 2.0, 2.0, 3.0]);
+
+    for (text, fragment) in [
+        ("", "empty"),
+        ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "complex"),
+        ("%%MatrixMarket matrix coordinate real hermitian\n1 1 1\n1 1 1\n", "hermitian"),
+        ("%%MatrixMarket vector coordinate real general\n1 1 1\n", "expected"),
+        ("%%MatrixMarket matrix array pattern general\n1 1\n", "pattern"),
+        ("%%MatrixMarket matrix coordinate real general\n", "size line"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2\n", "3 numbers"),
+        ("%%MatrixMarket matrix coordinate real general\n2 x 1\n", "malformed"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n", "row index 3"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 0 1\n", "column index 0"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 abc\n", "not a real"),
+        ("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 1.5\n", "not an integer"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1\n", "missing value"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1 9\n", "unexpected"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n", "1 of the 2"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 2\n", "more entries"),
+        ("%%MatrixMarket matrix coordinate real symmetric\n2 3 1\n1 1 1\n", "square"),
+    ] {
+        let e = read(text).expect_err(text);
+        assert!(e.to_string().contains(fragment), "'{e}' lacks '{fragment}' for {text:?}");
+    }
+    let e = read("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 5 1\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+}
+
+/// Valid arguments for a 4×3×5 product, to be spoiled one at a time.
+struct Args {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+}
+
+impl Args {
+    fn new() -> Self {
+        Args { a: vec![1.0; 4 * 5], b: vec![1.0; 5 * 3], c: vec![3.0; 4 * 3] }
+    }
+}
+
+#[test]
+fn gemm_rejects_every_bad_argument_and_leaves_c_untouched() {
+    let h = create();
+    let mut x = Args::new();
+    let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
+    let c = x.c.as_mut_ptr();
+    let one = 1.0f32;
+    type Call<'a> = Box<dyn Fn() -> i32 + 'a>;
+    let cases: Vec<(Call, Status, &str)> = vec![
+        (
+            Box::new(|| unsafe { spammSgemm(null_mut(), OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidHandle,
+            "handle",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, 7, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidValue,
+            "transa",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, -1, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidValue,
+            "transb",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, -4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument m = -4",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, -3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument n = -3",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, -5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument k = -5",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, null(), a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidPointer,
+            "alpha",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, null(), c, 4, 0.1) }),
+            Status::InvalidPointer,
+            "beta",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, -0.5) }),
+            Status::InvalidValue,
+            "tau",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, f64::NAN) }),
+            Status::InvalidValue,
+            "tau",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 3, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument lda = 3 is smaller",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_T, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument lda = 4 is smaller",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, -1, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument lda = -1",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 4, &one, c, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument ldb = 4 is smaller",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 3, 0.1) }),
+            Status::InvalidSize,
+            "argument ldc = 3 is smaller",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, null(), 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidPointer,
+            "argument A is NULL",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, null(), 5, &one, c, 4, 0.1) }),
+            Status::InvalidPointer,
+            "argument B is NULL",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, null_mut(), 4, 0.1) }),
+            Status::InvalidPointer,
+            "argument C is NULL",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, (a as *const u8).add(1) as _, 4, b, 5, &one, c, 4, 0.1)
+            }),
+            Status::InvalidPointer,
+            "aligned",
+        ),
+        (
+            Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, c, 4, b, 5, &one, c, 4, 0.1) }),
+            Status::InvalidPointer,
+            "C overlaps argument A",
+        ),
+    ];
+    for (call, status, fragment) in cases {
+        expect_failure(call(), status, "spammSgemm", fragment);
+        assert!(x.c.iter().all(|&v| v == 3.0), "C was written on failure ({fragment})");
+    }
+    // No product has succeeded yet on this handle.
+    let mut s = spammStats_t { tau: 123.0, ..Default::default() };
+    expect_failure(unsafe { spammGetStats(h, &mut s) }, Status::InvalidValue, "spammGetStats", "no product has run");
+    assert_eq!(s.tau, 123.0);
+    // Empty problems succeed: m = 0 with NULL A and C; k = 0 scales C by β.
+    assert_eq!(unsafe { spammSgemm(h, OP_N, OP_N, 0, 3, 5, &one, null(), 1, b, 5, &one, null_mut(), 1, 0.1) }, OK);
+    let two = 2.0f32;
+    assert_eq!(unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 0, &one, null(), 4, null(), 1, &two, c, 4, 0.1) }, OK);
+    assert!(x.c.iter().all(|&v| v == 6.0));
+    assert_eq!(stats(h).totalProducts, 0);
+    expect_failure(unsafe { spammGetStats(h, null_mut()) }, Status::InvalidPointer, "spammGetStats", "stats");
+    // Half and double precision share the checks.
+    let (ha, hb, mut hc) = (vec![0u16; 20], vec![0u16; 15], vec![0x4200u16; 12]);
+    let st = unsafe {
+        spammHgemm(h, OP_N, OP_N, 4, 3, 5, &one, ha.as_ptr(), 4, hb.as_ptr(), 5, &one, hc.as_mut_ptr(), 4, f64::NAN)
+    };
+    expect_failure(st, Status::InvalidValue, "spammHgemm", "tau");
+    let st = unsafe {
+        spammHgemm(h, OP_N, OP_N, 4, 3, 5, &one, ha.as_ptr(), 4, hb.as_ptr(), 2, &one, hc.as_mut_ptr(), 4, 0.0)
+    };
+    expect_failure(st, Status::InvalidSize, "spammHgemm", "ldb");
+    assert!(hc.iter().all(|&v| v == 0x4200));
+    let (da, db, mut dc) = (vec![0.0f64; 20], vec![0.0f64; 15], vec![5.0f64; 12]);
+    let st = unsafe {
+        spammDgemm(h, OP_N, OP_N, 4, 3, 5, &1.0, da.as_ptr(), 4, db.as_ptr(), 5, null(), dc.as_mut_ptr(), 4, 0.0)
+    };
+    expect_failure(st, Status::InvalidPointer, "spammDgemm", "beta");
+    assert!(dc.iter().all(|&v| v == 5.0));
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn handle_lifecycle_settings_and_their_failures() {
+    expect_failure(unsafe { spammCreate(null_mut()) }, Status::InvalidPointer, "spammCreate", "handle");
+    assert_eq!(unsafe { spammDestroy(null_mut()) }, OK);
+    let h = create();
+
+    let mut bs = 0;
+    assert_eq!(unsafe { spammGetBlockSize(h, &mut bs) }, OK);
+    assert_eq!(bs, 32);
+    assert_eq!(unsafe { spammSetBlockSize(h, 64) }, OK);
+    assert_eq!(unsafe { spammGetBlockSize(h, &mut bs) }, OK);
+    assert_eq!(bs, 64);
+    for bad in [0, -3, 1025] {
+        expect_failure(unsafe { spammSetBlockSize(h, bad) }, Status::InvalidValue, "spammSetBlockSize", "blockSize");
+    }
+    expect_failure(
+        unsafe { spammGetBlockSize(h, null_mut()) },
+        Status::InvalidPointer,
+        "spammGetBlockSize",
+        "blockSize",
+    );
+    assert_eq!(unsafe { spammGetBlockSize(h, &mut bs) }, OK);
+    assert_eq!(bs, 64, "a rejected block size leaves the old one");
+
+    let mut stream: *mut c_void = null_mut();
+    let fake_stream = 0x1234usize as *mut c_void;
+    assert_eq!(unsafe { spammSetStream(h, fake_stream) }, OK);
+    assert_eq!(unsafe { spammGetStream(h, &mut stream) }, OK);
+    assert_eq!(stream, fake_stream);
+    expect_failure(unsafe { spammGetStream(h, null_mut()) }, Status::InvalidPointer, "spammGetStream", "stream");
+
+    let mut backend = -1;
+    assert_eq!(unsafe { spammSetBackend(h, sparsegpu::BackendKind::Cpu as i32) }, OK);
+    assert_eq!(unsafe { spammGetBackend(h, &mut backend) }, OK);
+    assert_eq!(backend, sparsegpu::BackendKind::Cpu as i32);
+    expect_failure(unsafe { spammSetBackend(h, 9) }, Status::InvalidValue, "spammSetBackend", "backend");
+    expect_failure(
+        unsafe { spammSetBackend(h, sparsegpu::BackendKind::Cuda as i32) },
+        Status::BackendUnavailable,
+        "spammSetBackend",
+        "CUDA",
+    );
+    assert_eq!(unsafe { spammGetBackend(h, &mut backend) }, OK);
+    assert_eq!(backend, sparsegpu::BackendKind::Cpu as i32, "a failed switch leaves the backend");
+    expect_failure(unsafe { spammGetBackend(h, null_mut()) }, Status::InvalidPointer, "spammGetBackend", "backend");
+
+    let (mut count, mut ids) = (0, [-1; 4]);
+    assert_eq!(unsafe { spammGetDevices(h, 0, &mut count, null_mut()) }, OK);
+    assert_eq!(count, 1);
+    assert_eq!(unsafe { spammSetDevices(h, 3, [2, 0, 5].as_ptr()) }, OK);
+    assert_eq!(unsafe { spammGetDevices(h, 2, &mut count, ids.as_mut_ptr()) }, OK);
+    assert_eq!((count, ids), (3, [2, 0, -1, -1]));
+    expect_failure(unsafe { spammSetDevices(h, 0, [1].as_ptr()) }, Status::InvalidSize, "spammSetDevices", "count");
+    expect_failure(unsafe { spammSetDevices(h, -1, [1].as_ptr()) }, Status::InvalidSize, "spammSetDevices", "count");
+    expect_failure(unsafe { spammSetDevices(h, 2, null()) }, Status::InvalidPointer, "spammSetDevices", "devices");
+    expect_failure(unsafe { spammSetDevices(h, 2, [1, 1].as_ptr()) }, Status::InvalidValue, "spammSetDevices", "twice");
+    expect_failure(
+        unsafe { spammSetDevices(h, 1, [-2].as_ptr()) },
+        Status::InvalidValue,
+        "spammSetDevices",
+        "negative",
+    );
+    expect_failure(
+        unsafe { spammGetDevices(h, 2, &mut count, null_mut()) },
+        Status::InvalidPointer,
+        "spammGetDevices",
+        "devices",
+    );
+    expect_failure(
+        unsafe { spammGetDevices(h, -1, &mut count, null_mut()) },
+        Status::InvalidSize,
+        "spammGetDevices",
+        "capacity",
+    );
+    expect_failure(
+        unsafe { spammGetDevices(h, 0, null_mut(), null_mut()) },
+        Status::InvalidPointer,
+        "spammGetDevices",
+        "count",
+    );
+    assert_eq!(unsafe { spammGetDevices(h, 4, &mut count, ids.as_mut_ptr()) }, OK);
+    assert_eq!((count, &ids[..3]), (3, &[2, 0, 5][..]), "rejected device lists leave the old one");
+
+    // A destroyed handle and a foreign pointer are reported, not dereferenced.
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+    let mut local = 0u64;
+    let foreign = &mut local as *mut u64 as spammHandle_t;
+    for (handle, label) in [(h, "destroyed"), (foreign, "foreign")] {
+        let one = 1.0f32;
+        let mut c = [9.0f32];
+        let st = unsafe {
+            spammSgemm(
+                handle,
+                OP_N,
+                OP_N,
+                1,
+                1,
+                1,
+                &one,
+                [1.0].as_ptr(),
+                1,
+                [1.0].as_ptr(),
+                1,
+                &one,
+                c.as_mut_ptr(),
+                1,
+                0.0,
+            )
+        };
+        expect_failure(st, Status::InvalidHandle, "spammSgemm", "not a live spamm handle");
+        assert_eq!(c[0], 9.0, "{label}");
+        expect_failure(unsafe { spammSetBlockSize(handle, 8) }, Status::InvalidHandle, "spammSetBlockSize", "handle");
+        expect_failure(
+            unsafe { spammGetStats(handle, &mut spammStats_t::default()) },
+            Status::InvalidHandle,
+            "spammGetStats",
+            "handle",
+        );
+        expect_failure(
+            unsafe { spammSetStream(handle, null_mut()) },
+            Status::InvalidHandle,
+            "spammSetStream",
+            "handle",
+        );
+        expect_failure(
+            unsafe { spammGetDevices(handle, 0, &mut count, null_mut()) },
+            Status::InvalidHandle,
+            "spammGetDevices",
+            "handle",
+        );
+        expect_failure(unsafe { spammDestroy(handle) }, Status::InvalidHandle, "spammDestroy", "handle");
+    }
+    assert_eq!(local, 0);
+}
+
+#[test]
+fn tune_tau_rejects_bad_arguments_and_leaves_outputs() {
+    let h = create();
+    let a = [1.0f32; 16];
+    let ap = a.as_ptr() as *const c_void;
+    let f32t = sparsegpu::ValueType::F32 as i32;
+    let (mut tau, mut ratio) = (-5.0, -5.0);
+    let (tp, rp): (*mut f64, *mut f64) = (&mut tau, &mut ratio);
+    type Call<'a> = Box<dyn Fn() -> i32 + 'a>;
+    let cases: Vec<(Call, Status, &str)> = vec![
+        (
+            Box::new(|| unsafe {
+                spammTuneTau(null_mut(), f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp)
+            }),
+            Status::InvalidHandle,
+            "handle",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, 17, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidValue,
+            "valueType",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammTuneTau(
+                    h,
+                    sparsegpu::ValueType::Bf16 as i32,
+                    OP_N,
+                    OP_N,
+                    4,
+                    4,
+                    4,
+                    ap,
+                    4,
+                    ap,
+                    4,
+                    0.5,
+                    0.1,
+                    10,
+                    tp,
+                    rp,
+                )
+            }),
+            Status::NotSupported,
+            "bf16",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, 2, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidValue,
+            "transa",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, -4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidSize,
+            "argument n = -4",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 0, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidSize,
+            "no block products",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 2, ap, 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidSize,
+            "argument lda = 2",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, null(), 4, 0.5, 0.1, 10, tp, rp) }),
+            Status::InvalidPointer,
+            "argument B is NULL",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.0, 0.1, 10, tp, rp) }),
+            Status::InvalidValue,
+            "targetValidRatio",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 1.5, 0.1, 10, tp, rp) }),
+            Status::InvalidValue,
+            "targetValidRatio",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, -0.1, 10, tp, rp) }),
+            Status::InvalidValue,
+            "tolerance",
+        ),
+        (
+            Box::new(|| unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 0, tp, rp) }),
+            Status::InvalidValue,
+            "maxIterations",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, null_mut(), rp)
+            }),
+            Status::InvalidPointer,
+            "argument tau",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, null_mut())
+            }),
+            Status::InvalidPointer,
+            "achievedValidRatio",
+        ),
+    ];
+    for (call, status, fragment) in cases {
+        expect_failure(call(), status, "spammTuneTau", fragment);
+        assert_eq!((tau, ratio), (-5.0, -5.0), "outputs written on failure ({fragment})");
+    }
+    // All-equal blocks: every norm product is the mean, so the only ratios are 1 (τ ≤ ave) and 0.
+    assert_eq!(unsafe { spammSetBlockSize(h, 2) }, OK);
+    assert_eq!(
+        unsafe { spammTuneTau(h, f32t, OP_N, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.9, 0.0, 30, &mut tau, &mut ratio) },
+        OK
+    );
+    assert_eq!(ratio, 1.0);
+    // An all-zero matrix has only τ = 0 (ratio 1) and τ > 0 (ratio 0).
+    let zeros = [0.0f64; 16];
+    let zp = zeros.as_ptr() as *const c_void;
+    let f64t = sparsegpu::ValueType::F64 as i32;
+    assert_eq!(
+        unsafe { spammTuneTau(h, f64t, OP_N, OP_T, 4, 4, 4, zp, 4, zp, 4, 0.2, 0.0, 30, &mut tau, &mut ratio) },
+        OK
+    );
+    assert!(tau > 0.0 && ratio == 0.0, "{tau} {ratio}");
+    unsafe { spammDestroy(h) };
+}
