@@ -4,11 +4,13 @@
 ! Prints "N passed, M failed" and stops with an error when M > 0.
 program test_fortran
   use, intrinsic :: iso_c_binding
+  use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
   use sparsegpu
   implicit none
   integer :: npass = 0, nfail = 0
 
   call test_common()
+  call test_spamm()
   call test_smat()
   call test_msrep()
   call test_sddmm()
@@ -127,6 +129,84 @@ contains
     call check(smatDestroy(handle) == SGPU_STATUS_SUCCESS, 'smatDestroy')
     call check(smatDestroy(c_null_ptr) == SGPU_STATUS_SUCCESS, 'smatDestroy(NULL)')
   end subroutine test_common
+
+  ! op(X) for an sgpuOperation value.
+  function op(trans, x) result(y)
+    integer(c_int), intent(in) :: trans
+    real(c_double), intent(in) :: x(:, :)
+    real(c_double), allocatable :: y(:, :)
+    if (trans == SGPU_OPERATION_T) then
+      y = transpose(x)
+    else
+      y = x
+    end if
+  end function op
+
+  ! SpAMM: C = alpha * op(A) * op(B) + beta * C on column-major arrays, as BLAS dgemm / sgemm.
+  subroutine test_spamm()
+    integer, parameter :: m = 21, n = 17, k = 13, ld = 24, big = 64
+    integer(c_int), parameter :: ops(2) = [SGPU_OPERATION_N, SGPU_OPERATION_T]
+    real(c_double) :: a(ld, ld), b(ld, ld), c(ld, n), ref(m, n), alpha = 1.5_c_double, beta = -0.5_c_double
+    real(c_float) :: a32(ld, ld), b32(ld, ld), c32(ld, n)
+    real(c_double), target :: x(big, big), y(big, big)
+    real(c_double) :: z(big, big), exact(big, big), tau, ratio
+    type(c_ptr) :: handle
+    type(spammStats_t) :: stats
+    integer(c_int) :: ta, tb, bs, i, j
+    character(len=40) :: what
+
+    call check_ok(spammCreate(handle), 'spammCreate')
+    call fill(a, 7.0_c_double)
+    call fill(b, 8.0_c_double)
+    call fill(c, 9.0_c_double)
+    ! tau = 0 performs every block product: plain dgemm, every transpose combination, padded ld.
+    do ta = 1, 2
+      do tb = 1, 2
+        write (what, '("spammDgemm tau = 0, op ", i0, ",", i0)') ops(ta), ops(tb)
+        ref = alpha * matmul(op(ops(ta), a(1:merge(m, k, ta == 1), 1:merge(k, m, ta == 1))), &
+                             op(ops(tb), b(1:merge(k, n, tb == 1), 1:merge(n, k, tb == 1)))) + beta * c(1:m, :)
+        call check_ok(spammDgemm(handle, ops(ta), ops(tb), m, n, k, alpha, a, ld, b, ld, beta, c, ld, 0.0_c_double), &
+                      trim(what))
+        call check_close([c(1:m, :)], [ref], 1e-13_c_double, trim(what) // ' result')
+      end do
+    end do
+    a32 = real(a, c_float)
+    b32 = real(b, c_float)
+    c32 = real(c, c_float)
+    ref = 2 * matmul(transpose(real(a32(1:k, 1:m), c_double)), real(b32(1:k, 1:n), c_double)) + real(c32(1:m, :), c_double)
+    call check_ok(spammSgemm(handle, SGPU_OPERATION_T, SGPU_OPERATION_N, m, n, k, 2.0_c_float, a32, ld, b32, ld, &
+                             1.0_c_float, c32, ld, 0.0_c_double), 'spammSgemm tau = 0, op T,N')
+    call check_close([real(c32(1:m, :), c_double)], [ref], 1e-5_c_double, 'spammSgemm result')
+
+    ! tau > 0 on matrices decaying away from the diagonal: blocks are skipped, the error stays
+    ! within the reported bound. tau comes from spammTuneTau for half of the block products.
+    call check_ok(spammSetBlockSize(handle, 8), 'spammSetBlockSize')
+    call check_ok(spammGetBlockSize(handle, bs), 'spammGetBlockSize')
+    call check(bs == 8, 'spammGetBlockSize returns 8')
+    do j = 1, big
+      do i = 1, big
+        x(i, j) = exp(-abs(i - j) / 4.0_c_double) * (1 + 0.1_c_double * sin(real(i * j, c_double)))
+        y(i, j) = exp(-abs(i - j) / 3.0_c_double) * (1 + 0.1_c_double * cos(real(i + j, c_double)))
+      end do
+    end do
+    exact = matmul(x, y)
+    call check_ok(spammTuneTau(handle, SGPU_VALUE_TYPE_F64, SGPU_OPERATION_N, SGPU_OPERATION_N, big, big, big, &
+                               c_loc(x), big, c_loc(y), big, 0.5_c_double, 0.05_c_double, 50, tau, ratio), 'spammTuneTau')
+    call check(tau > 0 .and. abs(ratio - 0.5_c_double) <= 0.05_c_double, 'spammTuneTau reaches the target ratio')
+    z = ieee_value(z, ieee_quiet_nan)   ! beta = 0 never reads C
+    call check_ok(spammDgemm(handle, SGPU_OPERATION_N, SGPU_OPERATION_N, big, big, big, 1.0_c_double, x, big, y, big, &
+                             0.0_c_double, z, big, tau), 'spammDgemm tau > 0')
+    call check_ok(spammGetStats(handle, stats), 'spammGetStats')
+    call check(stats%tau == tau .and. stats%blockSize == 8 .and. stats%totalProducts == 8**3, 'spammGetStats tau, blocks')
+    call check(stats%performedProducts < stats%totalProducts .and. &
+               abs(stats%validRatio - real(stats%performedProducts, c_double) / stats%totalProducts) < 1e-12_c_double, &
+               'spammGetStats skipped products and valid ratio')
+    call check(abs(stats%validRatio - ratio) < 1e-12_c_double, 'spammGetStats ratio matches spammTuneTau')
+    call check(all(z == z), 'spammDgemm with beta = 0 ignores NaN in C')
+    call check(norm2(exact - z) <= stats%errorBound * (1 + 1e-12_c_double) + 1e-12_c_double .and. &
+               norm2(exact - z) > 0, 'spammDgemm tau > 0: 0 < error <= errorBound')
+    call check_ok(spammDestroy(handle), 'spammDestroy')
+  end subroutine test_spamm
 
   ! SMaT: C = alpha * A * B + beta * C, A from 1-based CSR, B and C column-major with padded ld.
   subroutine test_smat()

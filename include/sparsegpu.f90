@@ -29,6 +29,8 @@ module sparsegpu
   integer(c_int), parameter :: TILE_ROWS = 64
   integer(c_int), parameter :: TILE_COLS = 64
   integer(c_int), parameter :: TILE_K = 64
+  integer(c_int), parameter :: DEFAULT_BLOCK_SIZE = 32
+  integer(c_int), parameter :: MAX_BLOCK_SIZE = 1024
 
   ! Floating-point defaults of the header (#define DEFAULT_DENSITY_THRESHOLD / _JACCARD_THRESHOLD).
   real(c_double), protected :: DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
@@ -108,6 +110,16 @@ module sparsegpu
     integer(c_int) :: reordered
     integer(c_int) :: valueType
   end type smatMatrixInfo_t
+
+  type, bind(c) :: spammStats_t
+    real(c_double) :: validRatio
+    integer(c_int64_t) :: performedProducts
+    integer(c_int64_t) :: totalProducts
+    real(c_double) :: errorBound
+    real(c_double) :: tau
+    integer(c_int) :: blockSize
+    real(c_double) :: elapsedSeconds
+  end type spammStats_t
 
   interface
     function sgpuGetVersion(version) bind(c, name="sgpuGetVersion")
@@ -474,6 +486,159 @@ module sparsegpu
       integer(c_int), value :: ldc
       integer(c_int), value :: layout
     end function smatSpMM
+    function spammCreate(handle) bind(c, name="spammCreate")
+      import
+      integer(c_int) :: spammCreate
+      type(c_ptr), intent(out) :: handle
+    end function spammCreate
+    function spammDestroy(handle) bind(c, name="spammDestroy")
+      import
+      integer(c_int) :: spammDestroy
+      type(c_ptr), value :: handle
+    end function spammDestroy
+    function spammSetStream(handle, stream) bind(c, name="spammSetStream")
+      import
+      integer(c_int) :: spammSetStream
+      type(c_ptr), value :: handle
+      type(c_ptr), value :: stream
+    end function spammSetStream
+    function spammGetStream(handle, stream) bind(c, name="spammGetStream")
+      import
+      integer(c_int) :: spammGetStream
+      type(c_ptr), value :: handle
+      type(c_ptr), intent(out) :: stream
+    end function spammGetStream
+    function spammSetBackend(handle, backend) bind(c, name="spammSetBackend")
+      import
+      integer(c_int) :: spammSetBackend
+      type(c_ptr), value :: handle
+      integer(c_int), value :: backend
+    end function spammSetBackend
+    function spammGetBackend(handle, backend) bind(c, name="spammGetBackend")
+      import
+      integer(c_int) :: spammGetBackend
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: backend
+    end function spammGetBackend
+    function spammSetBlockSize(handle, blockSize) bind(c, name="spammSetBlockSize")
+      import
+      integer(c_int) :: spammSetBlockSize
+      type(c_ptr), value :: handle
+      integer(c_int), value :: blockSize
+    end function spammSetBlockSize
+    function spammGetBlockSize(handle, blockSize) bind(c, name="spammGetBlockSize")
+      import
+      integer(c_int) :: spammGetBlockSize
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: blockSize
+    end function spammGetBlockSize
+    function spammSetDevices(handle, count, devices) bind(c, name="spammSetDevices")
+      import
+      integer(c_int) :: spammSetDevices
+      type(c_ptr), value :: handle
+      integer(c_int), value :: count
+      integer(c_int), intent(in) :: devices(*)
+    end function spammSetDevices
+    function spammGetDevices(handle, capacity, count, devices) bind(c, name="spammGetDevices")
+      import
+      integer(c_int) :: spammGetDevices
+      type(c_ptr), value :: handle
+      integer(c_int), value :: capacity
+      integer(c_int), intent(out) :: count
+      integer(c_int), intent(out) :: devices(*)
+    end function spammGetDevices
+    function spammSgemm( &
+        handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) &
+        bind(c, name="spammSgemm")
+      import
+      integer(c_int) :: spammSgemm
+      type(c_ptr), value :: handle
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      real(c_float), intent(in) :: alpha
+      real(c_float), intent(in) :: A(*)
+      integer(c_int), value :: lda
+      real(c_float), intent(in) :: B(*)
+      integer(c_int), value :: ldb
+      real(c_float), intent(in) :: beta
+      real(c_float), intent(inout) :: C(*)
+      integer(c_int), value :: ldc
+      real(c_double), value :: tau
+    end function spammSgemm
+    function spammDgemm( &
+        handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) &
+        bind(c, name="spammDgemm")
+      import
+      integer(c_int) :: spammDgemm
+      type(c_ptr), value :: handle
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      real(c_double), intent(in) :: alpha
+      real(c_double), intent(in) :: A(*)
+      integer(c_int), value :: lda
+      real(c_double), intent(in) :: B(*)
+      integer(c_int), value :: ldb
+      real(c_double), intent(in) :: beta
+      real(c_double), intent(inout) :: C(*)
+      integer(c_int), value :: ldc
+      real(c_double), value :: tau
+    end function spammDgemm
+    function spammHgemm( &
+        handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) &
+        bind(c, name="spammHgemm")
+      import
+      integer(c_int) :: spammHgemm
+      type(c_ptr), value :: handle
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      real(c_float), intent(in) :: alpha
+      integer(c_int16_t), intent(in) :: A(*)
+      integer(c_int), value :: lda
+      integer(c_int16_t), intent(in) :: B(*)
+      integer(c_int), value :: ldb
+      real(c_float), intent(in) :: beta
+      integer(c_int16_t), intent(inout) :: C(*)
+      integer(c_int), value :: ldc
+      real(c_double), value :: tau
+    end function spammHgemm
+    function spammGetStats(handle, stats) bind(c, name="spammGetStats")
+      import
+      integer(c_int) :: spammGetStats
+      type(c_ptr), value :: handle
+      type(spammStats_t), intent(out) :: stats
+    end function spammGetStats
+    function spammTuneTau( &
+        handle, valueType, transa, transb, m, n, k, A, lda, B, ldb, targetValidRatio, tolerance,  &
+        maxIterations, tau, achievedValidRatio) &
+        bind(c, name="spammTuneTau")
+      import
+      integer(c_int) :: spammTuneTau
+      type(c_ptr), value :: handle
+      integer(c_int), value :: valueType
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      type(c_ptr), value :: A
+      integer(c_int), value :: lda
+      type(c_ptr), value :: B
+      integer(c_int), value :: ldb
+      real(c_double), value :: targetValidRatio
+      real(c_double), value :: tolerance
+      integer(c_int), value :: maxIterations
+      real(c_double), intent(out) :: tau
+      real(c_double), intent(out) :: achievedValidRatio
+    end function spammTuneTau
   end interface
 
 contains
