@@ -101,7 +101,10 @@ static void check_array(const char *what, const void *got, int vt, const double 
     size_t i, bad = 0, first = 0;
     for (i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
     for (i = 0; i < n; i++)
-        if (!(fabs(get(got, vt, i) - want[i]) <= tol * scale)) { if (!bad) first = i; bad++; }
+        if (!(fabs(get(got, vt, i) - want[i]) <= tol * scale) && !(isnan(want[i]) && isnan(get(got, vt, i)))) {
+            if (!bad) first = i;
+            bad++;
+        }
     if (bad) {
         printf("FAIL %s: %lu of %lu elements differ, first [%lu]: got %.9g want %.9g\n", what, (unsigned long)bad,
                (unsigned long)n, (unsigned long)first, get(got, vt, first), want[first]);
@@ -341,7 +344,8 @@ static void run_sddmm(sddmmHandle_t h, sddmmPlan_t plan, const Csr *s, int base,
     for (i = 0; i < s->rows; i++)
         for (e = s->ptr[i]; e < s->ptr[i + 1]; e++) {
             double dot = 0.0;
-            for (p = 0; p < k; p++) dot += get(A, vt, at(layout, i, p, lda)) * get(B, vt, at(layout, s->ind[e], p, ldb));
+            for (p = 0; p < k; p++)
+                dot += get(A, vt, at(layout, i, p, lda)) * get(B, vt, at(layout, s->ind[e], p, ldb));
             want[e] = -1.25 * (pattern_only ? 1.0 : get(sv, vt, (size_t)e)) * dot;
         }
     if (plan)
@@ -375,14 +379,18 @@ static void test_sddmm(void) {
     check_status(sddmmCreate(&h), "sddmmCreate");
     check(sddmmGetLastAlgorithm(h, &algorithm) == SGPU_STATUS_INVALID_VALUE,
           "sddmmGetLastAlgorithm before any product is INVALID_VALUE");
-    run_sddmm(h, NULL, &dense, 0, 19, SGPU_VALUE_TYPE_F64, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED, "AUTO dense-ish");
-    run_sddmm(h, NULL, &sparse, 1, 13, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_COL_MAJOR, 0, SDDMM_ALGORITHM_COO, "AUTO very sparse");
+    run_sddmm(h, NULL, &dense, 0, 19, SGPU_VALUE_TYPE_F64, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED,
+              "AUTO dense-ish");
+    run_sddmm(h, NULL, &sparse, 1, 13, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_COL_MAJOR, 0, SDDMM_ALGORITHM_COO,
+              "AUTO very sparse");
     check_status(sddmmSetAlgorithm(h, SDDMM_ALGORITHM_COO), "sddmmSetAlgorithm COO");
     run_sddmm(h, NULL, &dense, 0, 70, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_COL_MAJOR, 0, SDDMM_ALGORITHM_COO, "forced COO");
     run_sddmm(h, NULL, &dense, 0, 9, SGPU_VALUE_TYPE_F16, SGPU_LAYOUT_ROW_MAJOR, 1, SDDMM_ALGORITHM_COO, "forced COO");
     check_status(sddmmSetAlgorithm(h, SDDMM_ALGORITHM_TILED), "sddmmSetAlgorithm TILED");
-    run_sddmm(h, NULL, &sparse, 0, 5, SGPU_VALUE_TYPE_F64, SGPU_LAYOUT_COL_MAJOR, 0, SDDMM_ALGORITHM_TILED, "forced TILED");
-    run_sddmm(h, NULL, &dense, 0, 70, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED, "forced TILED");
+    run_sddmm(h, NULL, &sparse, 0, 5, SGPU_VALUE_TYPE_F64, SGPU_LAYOUT_COL_MAJOR, 0, SDDMM_ALGORITHM_TILED,
+              "forced TILED");
+    run_sddmm(h, NULL, &dense, 0, 70, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED,
+              "forced TILED");
     check_status(sddmmSetAlgorithm(h, SDDMM_ALGORITHM_AUTO), "sddmmSetAlgorithm AUTO");
 
     for (e = 0; e <= dense.rows; e++) ptr1[e] = dense.ptr[e] + 1;
@@ -403,8 +411,142 @@ static void test_sddmm(void) {
     free_csr(&dense); free_csr(&sparse);
 }
 
+/* ================================ SpAMM ================================ */
+/* Naive SpAMM, column-major: C = alpha·op(A)·op(B) + beta·C where the product of block (ib, pb) of
+ * op(A) and block (pb, jb) of op(B) (bs × bs blocks) is used only when their Frobenius norms
+ * multiply to >= tau. Returns the number of block products performed. */
+static long spamm_reference(int ta, int tb, int m, int n, int k, double alpha, const void *A, int lda, const void *B,
+                            int ldb, double beta, double *C, int ldc, int vt, double tau, int bs) {
+    int mb = (m + bs - 1) / bs, nb = (n + bs - 1) / bs, kb = (k + bs - 1) / bs, i, j, p;
+    double *na = calloc((size_t)mb * (size_t)kb, sizeof(double));
+    double *nb_ = calloc((size_t)kb * (size_t)nb, sizeof(double));
+    long performed = 0;
+#define OPA(i, p) get(A, vt, ta ? (size_t)(p) + (size_t)(i) * (size_t)lda : (size_t)(i) + (size_t)(p) * (size_t)lda)
+#define OPB(p, j) get(B, vt, tb ? (size_t)(j) + (size_t)(p) * (size_t)ldb : (size_t)(p) + (size_t)(j) * (size_t)ldb)
+    for (i = 0; i < m; i++)
+        for (p = 0; p < k; p++) na[(i / bs) * kb + p / bs] += OPA(i, p) * OPA(i, p);
+    for (p = 0; p < k; p++)
+        for (j = 0; j < n; j++) nb_[(p / bs) * nb + j / bs] += OPB(p, j) * OPB(p, j);
+    for (i = 0; i < mb * kb; i++) na[i] = sqrt(na[i]);
+    for (i = 0; i < kb * nb; i++) nb_[i] = sqrt(nb_[i]);
+    for (i = 0; i < mb; i++)
+        for (j = 0; j < nb; j++)
+            for (p = 0; p < kb; p++) performed += na[i * kb + p] * nb_[p * nb + j] >= tau;
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (p = 0; p < k; p++)
+                if (na[(i / bs) * kb + p / bs] * nb_[(p / bs) * nb + j / bs] >= tau) sum += OPA(i, p) * OPB(p, j);
+            double *c = &C[(size_t)i + (size_t)j * (size_t)ldc];
+            *c = alpha * sum + (beta == 0.0 ? 0.0 : beta * *c);
+        }
+#undef OPA
+#undef OPB
+    free(na); free(nb_);
+    return performed;
+}
+
+/* Scales element (i, j) of a column-major array by 2^(-|i - j| / decay). */
+static void decay_from_diagonal(void *p, int vt, int ld, int cols, double decay) {
+    int i, j;
+    for (j = 0; j < cols; j++)
+        for (i = 0; i < ld; i++) {
+            size_t at_ij = (size_t)i + (size_t)j * (size_t)ld;
+            put(p, vt, at_ij, get(p, vt, at_ij) * pow(2.0, -abs(i - j) / decay));
+        }
+}
+
+/* One spamm?gemm call with padded leading dimensions; `decay` > 0 makes op(A), op(B) decay away
+ * from the diagonal (entries scaled by 2^(-|row - col| / decay)) so that τ > 0 skips products. */
+static void run_spamm(spammHandle_t h, int vt, int ta, int tb, int m, int n, int k, double alpha, double beta,
+                      double tau, double decay) {
+    static const char *ops = "NT";
+    char what[160];
+    int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3, bs = 0, i, j;
+    size_t asize = (size_t)lda * (size_t)(ta ? m : k), bsize = (size_t)ldb * (size_t)(tb ? k : n);
+    size_t csize = (size_t)ldc * (size_t)n;
+    void *A = random_array(vt, asize), *B = random_array(vt, bsize), *C = random_array(vt, csize);
+    double *want, *exact, tuned = tau, ratio = 1.0, err = 0.0;
+    sgpuStatus_t st;
+    spammStats_t stats;
+    long performed;
+    Scalar sa, sb;
+    if (decay > 0.0) {
+        decay_from_diagonal(A, vt, lda, ta ? m : k, decay);
+        decay_from_diagonal(B, vt, ldb, tb ? k : n, decay);
+        st = spammTuneTau(h, vt, ta, tb, m, n, k, A, lda, B, ldb, 0.5, 0.1, 40, &tuned, &ratio);
+        sprintf(what, "spammTuneTau %s target 0.5: tau %.4g, valid ratio %.3f", type_name(vt), tuned, ratio);
+        check(st == 0 && tuned > 0.0 && ratio > 0.0 && ratio < 1.0, what);
+        if (st) printf("     %s\n", sgpuGetLastErrorMessage());
+    }
+    check_status(spammGetBlockSize(h, &bs), "spammGetBlockSize");
+    if (beta == 0.0) /* beta = 0 never reads C */
+        for (i = 0; (size_t)i < csize; i++) put(C, vt, (size_t)i, NAN);
+    want = as_doubles(C, vt, csize);
+    exact = as_doubles(C, vt, csize);
+    performed = spamm_reference(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, want, ldc, vt, tuned, bs);
+    if (vt == SGPU_VALUE_TYPE_F64)
+        st = spammDgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C, ldc,
+                        tuned);
+    else if (vt == SGPU_VALUE_TYPE_F32)
+        st = spammSgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C, ldc,
+                        tuned);
+    else
+        st = spammHgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C, ldc,
+                        tuned);
+    sprintf(what, "spamm%cgemm %c%c %dx%dx%d block %d alpha %g beta %g tau %.4g",
+            vt == SGPU_VALUE_TYPE_F64 ? 'D' : vt == SGPU_VALUE_TYPE_F32 ? 'S' : 'H', ops[ta], ops[tb], m, n, k, bs,
+            alpha, beta, tuned);
+    check_status(st, what);
+    check_array(what, C, vt, want, csize);
+    check_status(spammGetStats(h, &stats), "spammGetStats");
+    sprintf(what, "spammGetStats: %ld of %ld block products (reference %ld), tau %.4g, block %d",
+            (long)stats.performedProducts, (long)stats.totalProducts, performed, stats.tau, stats.blockSize);
+    check(stats.performedProducts == performed && stats.tau == tuned && stats.blockSize == bs &&
+              stats.totalProducts == (long)((m + bs - 1) / bs) * ((n + bs - 1) / bs) * ((k + bs - 1) / bs) &&
+              fabs(stats.validRatio - (double)performed / (double)stats.totalProducts) < 1e-12,
+          what);
+    if (tuned > 0.0) { /* ||C_exact - C||_F <= errorBound; C_exact is the reference at tau = 0 */
+        spamm_reference(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, exact, ldc, vt, 0.0, bs);
+        for (i = 0; i < m; i++)
+            for (j = 0; j < n; j++) err += pow(exact[i + j * ldc] - get(C, vt, (size_t)i + (size_t)j * ldc), 2.0);
+        err = sqrt(err);
+        sprintf(what, "spammGetStats at tau > 0: valid ratio %.3f (tuned %.3f) < 1, error %.4g <= bound %.4g",
+                stats.validRatio, ratio, err, stats.errorBound);
+        check(stats.validRatio < 1.0 && stats.validRatio == ratio && err > 0.0 && err <= stats.errorBound * (1 + 1e-9),
+              what);
+    }
+    free(A); free(B); free(C); free(want); free(exact);
+}
+
+static void test_spamm(void) {
+    spammHandle_t h = NULL;
+    spammStats_t stats;
+    int bs = 0;
+    float one = 1.0f, c = 0.0f;
+    check_status(spammCreate(&h), "spammCreate");
+    check(spammGetBlockSize(h, &bs) == 0 && bs == 32, "spammGetBlockSize is 32 by default");
+    check(spammGetStats(h, &stats) == SGPU_STATUS_INVALID_VALUE, "spammGetStats before any product is INVALID_VALUE");
+    run_spamm(h, SGPU_VALUE_TYPE_F64, SGPU_OPERATION_N, SGPU_OPERATION_N, 45, 38, 70, 1.5, -0.5, 0.0, 0.0);
+    check_status(spammSetBlockSize(h, 8), "spammSetBlockSize 8");
+    run_spamm(h, SGPU_VALUE_TYPE_F64, SGPU_OPERATION_T, SGPU_OPERATION_T, 20, 33, 17, -2.0, 0.0, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_T, SGPU_OPERATION_N, 37, 29, 23, 0.75, 0.25, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_N, SGPU_OPERATION_T, 19, 41, 30, 1.0, 1.0, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F16, SGPU_OPERATION_N, SGPU_OPERATION_T, 21, 19, 26, 0.5, -1.0, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F16, SGPU_OPERATION_T, SGPU_OPERATION_N, 13, 22, 18, 1.0, 0.0, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F64, SGPU_OPERATION_N, SGPU_OPERATION_N, 64, 60, 62, 1.25, 0.0, 0.0, 3.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_T, SGPU_OPERATION_N, 50, 64, 58, -1.0, 0.5, 0.0, 2.0);
+    check(spammSgemm(h, 0, 0, 1, 1, 1, &one, &one, 1, &one, 1, &one, NULL, 1, 0.0) == SGPU_STATUS_INVALID_POINTER &&
+              strstr(sgpuGetLastErrorMessage(), "spammSgemm") != NULL,
+          "spammSgemm with C NULL is INVALID_POINTER, message names spammSgemm");
+    check(spammSgemm(h, 0, 0, 1, 1, 1, &one, &one, 1, &one, 1, &one, &c, 1, -1.0) == SGPU_STATUS_INVALID_VALUE,
+          "spammSgemm with tau -1 is INVALID_VALUE");
+    check_status(spammDestroy(h), "spammDestroy");
+}
+
 int main(void) {
     test_common();
+    test_spamm();
     test_smat();
     test_msrep();
     test_sddmm();
