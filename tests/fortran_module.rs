@@ -57,7 +57,7 @@ fn header_structs() -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     for chunk in code.split("typedef struct {").skip(1) {
         let (fields, rest) = chunk.split_once('}').unwrap();
-        let name = rest.trim().trim_end_matches(';').trim().to_string();
+        let name = rest.split(';').next().unwrap().trim().to_string();
         let names = fields
             .split(';')
             .map(str::trim)
@@ -97,7 +97,9 @@ fn every_c_function_has_a_matching_fortran_interface() {
             continue;
         }
         let cname = line[bind + 14..].split('"').next().unwrap().to_string();
-        let open = line.find('(').unwrap();
+        // The argument list follows the procedure name (a result type like `integer(c_int)` may precede it).
+        let keyword = lower.find("function ").or_else(|| lower.find("subroutine ")).unwrap();
+        let open = line[keyword..].find('(').unwrap() + keyword;
         let close = line[open..].find(')').unwrap() + open;
         let args = line[open + 1..close].trim();
         let count = if args.is_empty() { 0 } else { args.split(',').count() };
