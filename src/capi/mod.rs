@@ -259,3 +259,43 @@ pub type sgpuLayout_t = c_int;
 pub type sgpuSparseFormat_t = c_int;
 /// `sgpuBackend_t`: an `sgpuBackend` value passed as `int`.
 pub type sgpuBackend_t = c_int;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last_message() -> String {
+        unsafe { CStr::from_ptr(last_error_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_internal_error_with_its_message() {
+        let status = boundary("sgpuTestPanic", || panic!("planted failure {}", 42));
+        assert_eq!(status, Status::InternalError as c_int);
+        let msg = last_message();
+        assert!(msg.contains("sgpuTestPanic") && msg.contains("planted failure 42"), "{msg}");
+    }
+
+    #[test]
+    fn an_error_sets_the_message_and_success_keeps_it() {
+        let status = boundary("sgpuTestError", || Err(Error::invalid_size("argument m = -1 is negative")));
+        assert_eq!(status, Status::InvalidSize as c_int);
+        assert_eq!(boundary("sgpuTestOk", || Ok(())), 0);
+        assert_eq!(last_message(), "sgpuTestError: argument m = -1 is negative");
+    }
+
+    #[test]
+    fn registry_rejects_null_unknown_and_destroyed_pointers() {
+        static REGISTRY: Registry = Registry::new("test object");
+        let p = REGISTRY.register(5u32);
+        assert_eq!(*unsafe { REGISTRY.get(p, "h") }.unwrap(), 5);
+        let mut local = 0u32;
+        let foreign = &mut local as *mut u32;
+        assert_eq!(unsafe { REGISTRY.get(foreign, "h") }.unwrap_err().status, Status::InvalidHandle);
+        assert_eq!(unsafe { REGISTRY.get(std::ptr::null_mut::<u32>(), "h") }.unwrap_err().status, Status::InvalidHandle);
+        unsafe { REGISTRY.destroy(p, "h") }.unwrap();
+        assert_eq!(unsafe { REGISTRY.destroy(p, "h") }.unwrap_err().status, Status::InvalidHandle);
+        unsafe { REGISTRY.destroy(std::ptr::null_mut::<u32>(), "h") }.unwrap();
+    }
+}
