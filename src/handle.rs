@@ -1,6 +1,6 @@
 //! State every family's handle shares: backend, stream, devices.
 
-use crate::backend::{self, Backend};
+use crate::backend::{self, Backend, cuda};
 use crate::error::{Error, Result};
 use crate::types::BackendKind;
 use std::ffi::c_void;
@@ -26,8 +26,27 @@ impl HandleCore {
     }
 
     pub fn set_backend(&mut self, kind: BackendKind) -> Result<()> {
-        self.backend = backend::resolve(kind)?;
+        let backend = backend::resolve(kind)?;
+        if backend == Backend::Cuda {
+            check_cuda_devices(&self.devices)?;
+        }
+        self.backend = backend;
         Ok(())
+    }
+
+    /// The first of the handle's devices on the CUDA runtime (where single-GPU work runs).
+    pub fn gpu(&self) -> Result<std::sync::Arc<cuda::GpuDevice>> {
+        cuda::device(self.devices[0] as usize)
+    }
+
+    /// All of the handle's devices, in the order given to `set_devices`.
+    pub fn gpus(&self) -> Result<Vec<std::sync::Arc<cuda::GpuDevice>>> {
+        self.devices.iter().map(|&d| cuda::device(d as usize)).collect()
+    }
+
+    /// The caller's stream as the driver API's type.
+    pub fn cu_stream(&self) -> cuda::Stream {
+        cuda::Stream(self.stream as cudarc::driver::sys::CUstream)
     }
 
     pub fn stream(&self) -> *mut c_void {
@@ -55,7 +74,22 @@ impl HandleCore {
                 return Err(Error::invalid_value(format!("devices[{i}] = {d} appears twice")));
             }
         }
+        if self.backend == Backend::Cuda {
+            check_cuda_devices(devices)?;
+        }
         self.devices = devices.to_vec();
         Ok(())
+    }
+}
+
+/// Every ordinal must name a visible CUDA device.
+fn check_cuda_devices(devices: &[i32]) -> Result<()> {
+    let count = cuda::device_count()?;
+    match devices.iter().position(|&d| d as usize >= count) {
+        Some(i) => Err(Error::invalid_value(format!(
+            "devices[{i}] = {} does not exist ({count} CUDA devices are visible)",
+            devices[i]
+        ))),
+        None => Ok(()),
     }
 }

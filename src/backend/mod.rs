@@ -2,6 +2,7 @@
 //! when it is created or when the caller changes it.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::{Error, Result};
 use crate::types::BackendKind;
@@ -13,6 +14,8 @@ pub const BACKEND_ENV: &str = "SPARSEGPU_BACKEND";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     Cpu,
+    /// The handle's devices (`HandleCore::devices`) on the CUDA runtime of [`cuda`].
+    Cuda,
 }
 
 impl Backend {
@@ -20,27 +23,27 @@ impl Backend {
     pub fn kind(&self) -> BackendKind {
         match self {
             Backend::Cpu => BackendKind::Cpu,
+            Backend::Cuda => BackendKind::Cuda,
         }
     }
 }
 
-/// Why CUDA cannot be used here, or `None` when it can.
-fn cuda_unavailable_reason() -> Option<String> {
-    Some("this build of libsparsegpu has no CUDA backend yet".to_string())
-}
+/// Whether `Auto` chooses CUDA where it is usable. Off until every family runs on the GPU, so that
+/// `Auto` never picks a backend that would answer "not supported"; an explicit CUDA request already
+/// reaches the families that have GPU implementations.
+const AUTO_CHOOSES_CUDA: bool = false;
 
 /// Resolves a requested kind. `Auto` falls back to the CPU silently; an explicit `Cuda` where CUDA is
-/// unusable is `BackendUnavailable`.
+/// unusable is `BackendUnavailable` with the reason.
 pub fn resolve(kind: BackendKind) -> Result<Backend> {
     match kind {
         BackendKind::Cpu => Ok(Backend::Cpu),
-        BackendKind::Auto => Ok(match cuda_unavailable_reason() {
-            None => unreachable!("no CUDA backend in this build"),
-            Some(_) => Backend::Cpu,
-        }),
-        BackendKind::Cuda => match cuda_unavailable_reason() {
-            Some(why) => Err(Error::backend_unavailable(format!("CUDA backend requested but unavailable: {why}"))),
-            None => unreachable!("no CUDA backend in this build"),
+        BackendKind::Auto => {
+            Ok(if AUTO_CHOOSES_CUDA && cuda::availability().is_ok() { Backend::Cuda } else { Backend::Cpu })
+        }
+        BackendKind::Cuda => match cuda::availability() {
+            Ok(_) => Ok(Backend::Cuda),
+            Err(why) => Err(Error::backend_unavailable(format!("CUDA backend requested but unavailable: {why}"))),
         },
     }
 }

@@ -293,7 +293,10 @@ mod tests {
         let mut local = 0u32;
         let foreign = &mut local as *mut u32;
         assert_eq!(unsafe { REGISTRY.get(foreign, "h") }.unwrap_err().status, Status::InvalidHandle);
-        assert_eq!(unsafe { REGISTRY.get(std::ptr::null_mut::<u32>(), "h") }.unwrap_err().status, Status::InvalidHandle);
+        assert_eq!(
+            unsafe { REGISTRY.get(std::ptr::null_mut::<u32>(), "h") }.unwrap_err().status,
+            Status::InvalidHandle
+        );
         unsafe { REGISTRY.destroy(p, "h") }.unwrap();
         assert_eq!(unsafe { REGISTRY.destroy(p, "h") }.unwrap_err().status, Status::InvalidHandle);
         unsafe { REGISTRY.destroy(std::ptr::null_mut::<u32>(), "h") }.unwrap();

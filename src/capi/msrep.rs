@@ -424,6 +424,7 @@ unsafe fn spmv_typed<T: ComputeScalar>(
     let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
     match backend {
         Backend::Cpu => cpu::msrep::spmv(a, alpha, x, beta, y),
+        Backend::Cuda => Err(crate::backend::cuda::not_yet("msrepSpMV")),
     }
 }
 

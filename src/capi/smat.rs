@@ -310,5 +310,6 @@ unsafe fn spmm<T: SpmmElement>(
     let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
     match backend {
         Backend::Cpu => T::spmm(matrix, alpha, b, beta, c),
+        Backend::Cuda => Err(crate::backend::cuda::not_yet("smatSpMM")),
     }
 }

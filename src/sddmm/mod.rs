@@ -161,6 +161,7 @@ impl SddmmHandle {
                     cpu::sddmm::coo(operands, rows, out);
                 }
             },
+            Backend::Cuda => return Err(crate::backend::cuda::not_yet("sddmm")),
         }
         self.last_algorithm = Some(algorithm);
         Ok(())

@@ -105,6 +105,7 @@ impl SpammHandle {
         let plan = ProductPlan::new(a, b, tau, self.block_size);
         match self.core.backend() {
             Backend::Cpu => cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc),
+            Backend::Cuda => return Err(crate::backend::cuda::not_yet("spamm gemm")),
         }
         let alpha_abs = alpha.to_f64().abs();
         self.last_stats = Some(plan.statistics(alpha_abs, started.elapsed().as_secs_f64()));

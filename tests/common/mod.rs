@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: naive f64 references and element-wise checks.
 #![allow(dead_code, clippy::too_many_arguments)]
 
+#[allow(unused_imports)]
 pub use sparsegpu::testgen::{Rng, relative_error};
 
 /// Naive `C = α·A·B + β·C` in f64 over accessor closures (so any layout or transpose can be fed in).
@@ -40,3 +41,16 @@ pub fn assert_all_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: 
 
 /// A value no correct computation produces, to fill outputs before a call.
 pub const POISON: f64 = -7.777e30;
+
+/// Whether the CUDA backend is usable here; prints a SKIPPED line naming the test when it is not.
+pub fn cuda_available(test: &str) -> bool {
+    match sparsegpu::backend::cuda::availability() {
+        Ok(_) => true,
+        Err(why) => {
+            // Written to stderr directly: libtest captures eprintln! of passing tests, and a skip must show.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no usable GPU ({why})");
+            false
+        }
+    }
+}

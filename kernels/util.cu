@@ -1,0 +1,25 @@
+// Small kernels every family needs.
+
+// C ← β·C over a strided rows × cols matrix (element (i, j) at i·rs + j·cs). β = 0 writes zeros
+// without reading C, so NaN there does not propagate (the BLAS rule).
+template <typename T>
+__device__ void scale_matrix(int rows, int cols, typename sgpu_elem<T>::compute beta, T* c, sgpu_i64 rs, sgpu_i64 cs) {
+    sgpu_i64 total = (sgpu_i64)rows * cols;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 i = idx % rows, j = idx / rows;
+        T* p = c + i * rs + j * cs;
+        typename sgpu_elem<T>::compute v = beta == 0 ? 0 : beta * sgpu_elem<T>::load(*p);
+        *p = sgpu_elem<T>::store(v);
+    }
+}
+
+extern "C" __global__ void scale_matrix_f32(int rows, int cols, float beta, float* c, sgpu_i64 rs, sgpu_i64 cs) {
+    scale_matrix<float>(rows, cols, beta, c, rs, cs);
+}
+extern "C" __global__ void scale_matrix_f64(int rows, int cols, double beta, double* c, sgpu_i64 rs, sgpu_i64 cs) {
+    scale_matrix<double>(rows, cols, beta, c, rs, cs);
+}
+extern "C" __global__ void scale_matrix_f16(int rows, int cols, float beta, sgpu_f16* c, sgpu_i64 rs, sgpu_i64 cs) {
+    scale_matrix<sgpu_f16>(rows, cols, beta, c, rs, cs);
+}

@@ -1,0 +1,116 @@
+//! The CUDA runtime on a GPU machine (each test reports SKIPPED without a usable GPU): kernels
+//! compiled and cached, host and device pointers, the caller's stream, allocation failure.
+
+mod common;
+
+use sparsegpu::Status;
+use sparsegpu::backend::cuda::{self, kernels, memory, nvrtc, util};
+use std::sync::Mutex;
+
+/// Allocation-failure injection is process-wide: tests that allocate take this lock.
+static ALLOCATION_LOCK: Mutex<()> = Mutex::new(());
+
+#[test]
+fn first_call_latency_with_cold_and_warm_cache() {
+    if !common::cuda_available("first_call_latency_with_cold_and_warm_cache") {
+        return;
+    }
+    let gpu = cuda::device(0).unwrap();
+    let arch = gpu.arch_for(&kernels::UTIL);
+    let dir = std::env::temp_dir().join(format!("sparsegpu-latency-{}", std::process::id()));
+    unsafe { std::env::set_var("SPARSEGPU_CACHE_DIR", &dir) };
+    let cold = std::time::Instant::now();
+    nvrtc::compile_cached(&kernels::UTIL, &arch).unwrap();
+    let cold = cold.elapsed();
+    let warm = std::time::Instant::now();
+    nvrtc::compile_cached(&kernels::UTIL, &arch).unwrap();
+    let warm = warm.elapsed();
+    println!(
+        "first-call kernel latency on {arch}: cold cache {:.1} ms, warm cache {:.3} ms (NVRTC {}, driver CUDA {})",
+        cold.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3,
+        nvrtc::version_string(),
+        cuda::driver_version_string()
+    );
+    assert!(warm < cold);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn host_and_device_arrays_are_recognised_and_staged() {
+    if !common::cuda_available("host_and_device_arrays_are_recognised_and_staged") {
+        return;
+    }
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
+    let gpu = cuda::device(0).unwrap();
+    let stream = cuda::Stream::DEFAULT;
+    let host: Vec<f32> = (0..1000).map(|i| i as f32 - 500.0).collect();
+    assert_eq!(memory::locate(host.as_ptr().cast()), memory::Location::Host);
+    let on_device = memory::DeviceBuffer::from_host(&gpu, &host, stream, "test").unwrap();
+    assert_eq!(memory::locate(on_device.ptr() as *const _), memory::Location::Device(0));
+
+    // Scale a host array in place through staging: β = −2.
+    let mut staged = host.clone();
+    let out = unsafe { memory::DeviceOutput::new(&gpu, stream, staged.as_mut_ptr(), staged.len(), "C", true) }.unwrap();
+    assert!(out.is_staged());
+    util::scale_matrix::<f32>(&gpu, stream, 1000, 1, -2.0, out.ptr(), 1, 1000).unwrap();
+    out.finish().unwrap();
+    for (got, x) in staged.iter().zip(&host) {
+        assert_eq!(*got, -2.0 * x);
+    }
+
+    // β = 0 on device memory full of NaN writes zeros without reading.
+    let nan = vec![f32::NAN; 1000];
+    let dev = memory::DeviceBuffer::from_host(&gpu, &nan, stream, "test").unwrap();
+    util::scale_matrix::<f32>(&gpu, stream, 10, 100, 0.0, dev.ptr(), 1, 10).unwrap();
+    let mut back = vec![1.0f32; 1000];
+    dev.copy_to_host(&mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0.0));
+}
+
+#[test]
+fn work_runs_on_the_callers_stream() {
+    if !common::cuda_available("work_runs_on_the_callers_stream") {
+        return;
+    }
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
+    let gpu = cuda::device(0).unwrap();
+    gpu.bind().unwrap();
+    let stream = gpu.ctx.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    let data: Vec<f64> = (0..4096).map(|i| i as f64).collect();
+    let buf = memory::DeviceBuffer::from_host(&gpu, &data, raw, "test").unwrap();
+    for _ in 0..10 {
+        util::scale_matrix::<f64>(&gpu, raw, 4096, 1, 0.5, buf.ptr(), 1, 4096).unwrap();
+    }
+    let mut back = vec![0.0f64; 4096];
+    buf.copy_to_host(&mut back).unwrap();
+    for (i, v) in back.iter().enumerate() {
+        assert_eq!(*v, i as f64 / 1024.0);
+    }
+}
+
+#[test]
+fn an_injected_allocation_failure_is_reported() {
+    if !common::cuda_available("an_injected_allocation_failure_is_reported") {
+        return;
+    }
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
+    let gpu = cuda::device(0).unwrap();
+    memory::inject_allocation_failures(1);
+    let err = memory::DeviceBuffer::alloc(&gpu, 1024, cuda::Stream::DEFAULT, "test").err().unwrap();
+    assert_eq!(err.status, Status::AllocationFailed);
+    // The next allocation succeeds again.
+    memory::DeviceBuffer::alloc(&gpu, 1024, cuda::Stream::DEFAULT, "test").unwrap();
+    let huge = memory::DeviceBuffer::alloc(&gpu, 1 << 50, cuda::Stream::DEFAULT, "test").err().unwrap();
+    assert_eq!(huge.status, Status::AllocationFailed, "{}", huge.message);
+}
+
+#[test]
+fn devices_outside_the_machine_are_rejected() {
+    if !common::cuda_available("devices_outside_the_machine_are_rejected") {
+        return;
+    }
+    let count = cuda::device_count().unwrap();
+    assert_eq!(cuda::device(count).unwrap_err().status, Status::InvalidValue);
+}

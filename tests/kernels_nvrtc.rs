@@ -1,0 +1,89 @@
+//! Every kernel compiles with NVRTC for every supported architecture (and sm_90a where it uses
+//! Hopper-only instructions). No GPU or driver is needed, only libnvrtc (CI installs the
+//! `nvidia-cuda-nvrtc` wheel and sets SPARSEGPU_REQUIRE_NVRTC=1, so a missing NVRTC fails there).
+
+use sparsegpu::backend::cuda::{self, kernels, nvrtc};
+
+fn nvrtc_or_skip() -> bool {
+    if cuda::library_present("nvrtc") {
+        return true;
+    }
+    assert!(
+        std::env::var("SPARSEGPU_REQUIRE_NVRTC").as_deref() != Ok("1"),
+        "SPARSEGPU_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH = {:?})",
+        std::env::var("LD_LIBRARY_PATH")
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: libnvrtc is not installed; kernels were not compiled");
+    false
+}
+
+#[test]
+fn every_kernel_compiles_for_every_supported_architecture() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    println!("NVRTC {}", nvrtc::version_string());
+    for kernel in kernels::all() {
+        let mut arches: Vec<&str> = kernels::SUPPORTED_ARCHES.to_vec();
+        if kernel.uses_sm90a {
+            arches.push("sm_90a");
+        }
+        for arch in arches {
+            let started = std::time::Instant::now();
+            let cubin = nvrtc::compile(kernel, arch).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
+            assert!(cubin.starts_with(b"\x7fELF"), "{} for {arch} is not a CUBIN (ELF) image", kernel.name);
+            println!(
+                "{}.cu for {arch}: {} bytes in {:.0} ms",
+                kernel.name,
+                cubin.len(),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+#[test]
+fn a_compile_error_carries_the_nvrtc_log() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    static BROKEN: kernels::KernelSource = kernels::KernelSource {
+        name: "broken",
+        source: "extern \"C\" __global__ void k(int* p) { *p = undeclared_name; }",
+        uses_sm90a: false,
+    };
+    let err = nvrtc::compile(&BROKEN, "sm_80").unwrap_err();
+    assert_eq!(err.status, sparsegpu::Status::ExecutionFailed);
+    assert!(err.message.contains("undeclared_name") && err.message.contains("broken.cu"), "{}", err.message);
+}
+
+#[test]
+fn the_disk_cache_is_keyed_by_source_and_architecture() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("sparsegpu-cache-test-{}", std::process::id()));
+    // SAFETY of set_var: this test binary's other tests do not read the cache variables.
+    unsafe { std::env::set_var("SPARSEGPU_CACHE_DIR", &dir) };
+    let util = kernels::all()[0];
+    let p80 = nvrtc::cache_path(util, "sm_80").unwrap();
+    let p90 = nvrtc::cache_path(util, "sm_90").unwrap();
+    assert_ne!(p80, p90);
+    assert!(p80.starts_with(&dir));
+    let cold = std::time::Instant::now();
+    let first = nvrtc::compile_cached(util, "sm_80").unwrap();
+    let cold = cold.elapsed();
+    assert!(p80.exists(), "the compiled kernel was not cached");
+    let warm = std::time::Instant::now();
+    let second = nvrtc::compile_cached(util, "sm_80").unwrap();
+    let warm = warm.elapsed();
+    assert_eq!(first, second);
+    println!(
+        "util.cu sm_80: cold {:.1} ms, warm (disk cache) {:.3} ms",
+        cold.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3
+    );
+    assert!(warm < cold, "a cache hit ({warm:?}) should be faster than a compile ({cold:?})");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
