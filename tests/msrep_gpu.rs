@@ -273,8 +273,7 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
                 for (alpha, beta) in [(1.5, 0.0), (-0.75, 2.0)] {
                     let want = reference(&a, alpha, &x64, beta, &y64);
                     // β = 0: NaN in y must not propagate.
-                    let y0: Vec<T> =
-                        if beta == 0.0 { vec![T::from_f64(f64::NAN); a.rows] } else { y_old.clone() };
+                    let y0: Vec<T> = if beta == 0.0 { vec![T::from_f64(f64::NAN); a.rows] } else { y_old.clone() };
                     let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
                     let cpu = spmv(&cpu_handle, &on_cpu, alpha, &x, beta, &y0, Memory::Host);
                     for memory in [Memory::Host, Memory::Device] {
@@ -297,7 +296,12 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
                 let alpha = T::from_f64(0.5);
                 let got = spmv(&gpu_handle, &on_cpu, alpha, &x, T::ZERO, &vec![T::ZERO; a.rows], Memory::Host);
                 let want = reference(&a, 0.5, &x64, 0.0, &y64);
-                assert_spmv_close(&format!("{kind} {:?} np {np}: CPU-made matrix on CUDA", input.format), &got, &want, eps::<T>());
+                assert_spmv_close(
+                    &format!("{kind} {:?} np {np}: CPU-made matrix on CUDA", input.format),
+                    &got,
+                    &want,
+                    eps::<T>(),
+                );
             }
         }
     }

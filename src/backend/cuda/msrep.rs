@@ -221,7 +221,14 @@ fn zero(ptr: CUdeviceptr, bytes: usize, stream: Stream) -> Result<()> {
 }
 
 /// Copies between devices (or within one) on `stream`, which belongs to the source's device.
-fn peer_copy(dst: &DeviceBuffer, dst_gpu: &GpuDevice, src: CUdeviceptr, src_gpu: &GpuDevice, bytes: usize, stream: Stream) -> Result<()> {
+fn peer_copy(
+    dst: &DeviceBuffer,
+    dst_gpu: &GpuDevice,
+    src: CUdeviceptr,
+    src_gpu: &GpuDevice,
+    bytes: usize,
+    stream: Stream,
+) -> Result<()> {
     if bytes == 0 {
         return Ok(());
     }
@@ -327,7 +334,11 @@ impl GpuResident {
             } else {
                 None
             });
-            raw_staging.push(if !csc && staged[p.side] { Some(on_lead(bytes, "an MSREP partial vector's copy")?) } else { None });
+            raw_staging.push(if !csc && staged[p.side] {
+                Some(on_lead(bytes, "an MSREP partial vector's copy")?)
+            } else {
+                None
+            });
         }
 
         let mut merged_starts = None;
@@ -489,7 +500,17 @@ impl GpuResident {
             }
             for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
                 let raw = ptr_of(&l.raw[k]);
-                launch_partition::<T>(format, &side.gpu, ss, p, x_copy.ptr(), ptr_of(&l.accumulators[s]), raw, None, sfx)?;
+                launch_partition::<T>(
+                    format,
+                    &side.gpu,
+                    ss,
+                    p,
+                    x_copy.ptr(),
+                    ptr_of(&l.accumulators[s]),
+                    raw,
+                    None,
+                    sfx,
+                )?;
                 if let Some(staging) = &l.raw_staging[k] {
                     peer_copy(staging, lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
                 }
@@ -509,7 +530,12 @@ impl GpuResident {
             let y_part = y + (p.bounds.start_major * size) as u64;
             let shared = shared_sums + (2 * p.index * size) as u64;
             unsafe {
-                launch(&f, grid_for(lead, n as usize), stream, kernel_args![&n, &partial, &sf, &ef, &alpha, &beta, &y_part, &shared])
+                launch(
+                    &f,
+                    grid_for(lead, n as usize),
+                    stream,
+                    kernel_args![&n, &partial, &sf, &ef, &alpha, &beta, &y_part, &shared],
+                )
             }
         };
         for (s, _) in self.sides.iter().enumerate().filter(|(s, _)| !l.staged[*s]) {
@@ -544,7 +570,12 @@ impl GpuResident {
                 let (starts, offsets) = (ptr_of(&l.merged_starts), ptr_of(&l.merged_offsets));
                 let (total, runs) = (l.merged_total, l.merged_runs);
                 unsafe {
-                    launch(&f, grid_for(lead, total as usize), stream, kernel_args![&total, &starts, &offsets, &runs, &beta, &y])
+                    launch(
+                        &f,
+                        grid_for(lead, total as usize),
+                        stream,
+                        kernel_args![&total, &starts, &offsets, &runs, &beta, &y],
+                    )
                 }?;
             }
             if l.shared_count > 0 {
