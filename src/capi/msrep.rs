@@ -6,7 +6,7 @@ use super::{
     handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
     sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
-use crate::backend::{Backend, cpu};
+use crate::backend::{Backend, cpu, cuda};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::msrep::{MsrepHandle, MsrepMatrix, PartitionedMatrix};
@@ -220,6 +220,21 @@ unsafe fn build<T: ComputeScalar>(
     }
 }
 
+/// [`build`], then on a CUDA handle each partition's data placed on its device, resident from now on.
+unsafe fn build_placed<T: ComputeScalar>(
+    args: &MatrixArgs<'_>,
+    format: SparseFormat,
+    major: *const c_int,
+    minor: *const c_int,
+    values: *const c_void,
+) -> Result<PartitionedMatrix<T>> {
+    let mut a = unsafe { build::<T>(args, format, major, minor, values) }?;
+    if *args.handle.core().backend() == Backend::Cuda {
+        cuda::msrep::make_resident(args.handle.core(), &mut a)?;
+    }
+    Ok(a)
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe fn create_matrix(
     function: &str,
@@ -239,8 +254,8 @@ unsafe fn create_matrix(
     boundary(function, || {
         let args = unsafe { matrix_args(handle, matrix, rows, cols, nnz, value_type, idx_base, num_partitions) }?;
         let built = match args.value_type {
-            ValueType::F32 => MsrepMatrix::F32(unsafe { build(&args, format, major, minor, values) }?),
-            ValueType::F64 => MsrepMatrix::F64(unsafe { build(&args, format, major, minor, values) }?),
+            ValueType::F32 => MsrepMatrix::F32(unsafe { build_placed(&args, format, major, minor, values) }?),
+            ValueType::F64 => MsrepMatrix::F64(unsafe { build_placed(&args, format, major, minor, values) }?),
             ValueType::F16 | ValueType::Bf16 => unreachable!("rejected by matrix_args"),
         };
         *args.out = MATRICES.register(built);
@@ -405,7 +420,7 @@ pub unsafe extern "C" fn msrepGetPartitionInfo(
 }
 
 unsafe fn spmv_typed<T: ComputeScalar>(
-    backend: &Backend,
+    core: &HandleCore,
     a: &mut PartitionedMatrix<T>,
     alpha: *const c_void,
     x: *const c_void,
@@ -414,17 +429,28 @@ unsafe fn spmv_typed<T: ComputeScalar>(
 ) -> Result<()> {
     let alpha = unsafe { scalar_arg(alpha as *const T, "alpha") }?;
     let beta = unsafe { scalar_arg(beta as *const T, "beta") }?;
-    let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
-    let x_bytes = x.as_ptr_range();
-    let (x_start, x_end) = (x_bytes.start as usize, x_bytes.end as usize);
-    let (y_start, y_end) = (y as usize, y as usize + a.rows * std::mem::size_of::<T>());
-    if !y.is_null() && x_start < x_end && y_start < y_end && x_start < y_end && y_start < x_end {
+    let size = std::mem::size_of::<T>();
+    // Checked as slice_arg would (NULL, alignment) without making slices: on CUDA they may be device
+    // memory.
+    if a.cols > 0 {
+        super::check_ptr(x as *const T, "x")?;
+    }
+    let (x_start, x_end) = (x as usize, x as usize + a.cols * size);
+    let (y_start, y_end) = (y as usize, y as usize + a.rows * size);
+    if x_start < x_end && y_start < y_end && x_start < y_end && y_start < x_end {
         return Err(Error::invalid_value("arguments x and y overlap; y is written while x is read"));
     }
-    let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
-    match backend {
-        Backend::Cpu => cpu::msrep::spmv(a, alpha, x, beta, y),
-        Backend::Cuda => Err(crate::backend::cuda::not_yet("msrepSpMV")),
+    if a.rows > 0 {
+        super::check_ptr(y as *const T, "y")?;
+    }
+    match core.backend() {
+        Backend::Cpu => {
+            let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
+            let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
+            cpu::msrep::spmv(a, alpha, x, beta, y)
+        }
+        // x and y may be device memory: never made into slices here.
+        Backend::Cuda => unsafe { cuda::msrep::spmv(core, a, alpha, x as *const T, beta, y as *mut T) },
     }
 }
 
@@ -446,10 +472,10 @@ pub unsafe extern "C" fn msrepSpMV(
     boundary("msrepSpMV", || {
         let handle = unsafe { HANDLES.get(handle, "handle") }?;
         let matrix = unsafe { MATRICES.get(matrix, "matrix") }?;
-        let backend = handle.core().backend();
+        let core = handle.core();
         match matrix {
-            MsrepMatrix::F32(a) => unsafe { spmv_typed(backend, a, alpha, x, beta, y) },
-            MsrepMatrix::F64(a) => unsafe { spmv_typed(backend, a, alpha, x, beta, y) },
+            MsrepMatrix::F32(a) => unsafe { spmv_typed(core, a, alpha, x, beta, y) },
+            MsrepMatrix::F64(a) => unsafe { spmv_typed(core, a, alpha, x, beta, y) },
         }
     })
 }

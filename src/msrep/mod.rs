@@ -65,6 +65,9 @@ pub struct PartitionedMatrix<T> {
     /// pCSC only: one full-length (rows) partial result per non-empty partition, allocated once with
     /// the matrix (the paper keeps these on the GPUs), so SpMV allocates nothing large per call.
     pub column_partials: Vec<Vec<T>>,
+    /// The partitions on their devices, once the matrix has been used with a CUDA handle (created on
+    /// one, or at the first CUDA SpMV). The host copies above stay: a CPU handle may use the matrix too.
+    pub resident: Option<crate::backend::cuda::msrep::GpuResident>,
 }
 
 /// A partitioned matrix (`msrepMatrix`): f32 or f64 values.
@@ -209,6 +212,6 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                 column_partials.push(try_alloc(rows, "a pCSC partial result vector")?);
             }
         }
-        Ok(PartitionedMatrix { rows, cols, format, partitions, column_partials })
+        Ok(PartitionedMatrix { rows, cols, format, partitions, column_partials, resident: None })
     }
 }

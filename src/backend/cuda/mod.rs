@@ -8,6 +8,7 @@
 
 pub mod kernels;
 pub mod memory;
+pub mod msrep;
 pub mod nvrtc;
 pub mod util;
 

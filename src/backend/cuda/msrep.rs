@@ -1,0 +1,667 @@
+//! MSREP SpMV on the GPUs: partitions resident on their devices, x sent to every device per call,
+//! one partition kernel after another on each device's stream (devices concurrently), and the merge
+//! of `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
+//! lives and where y ends up).
+//!
+//! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
+//! in place. Partitions on any other device run on a stream the matrix owns on that device: the
+//! stream waits for an event recorded on the caller's stream once x is there, receives x by a peer
+//! copy, runs its partitions into raw partial vectors, copies those to staging buffers on the lead
+//! device and records its `ready` event, which the caller's stream waits for before merging. pCSC
+//! scatters with atomics into one rows-long accumulator per device (the one-phase variant: the
+//! paper's partial vector per GPU, shared by that GPU's partitions), summed on the lead device as
+//! y = α·Σ + β·y.
+//!
+//! Everything a call needs besides x and y (partition data, partial vectors, staging, merge
+//! metadata, x copies on other devices) is allocated when the matrix becomes resident, so an SpMV
+//! allocates only the staging of host x / y.
+
+use super::kernels::MSREP;
+use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
+use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use crate::error::Result;
+use crate::handle::HandleCore;
+use crate::kernel_args;
+use crate::msrep::merge::{RowSegment, row_segments};
+use crate::msrep::partition::PartitionBounds;
+use crate::msrep::{PartitionData, PartitionedMatrix};
+use crate::scalar::ComputeScalar;
+use crate::types::{SparseFormat, ValueType};
+use cudarc::driver::CudaStream;
+use cudarc::driver::result as drv;
+use cudarc::driver::sys::{self, CUdeviceptr, CUevent};
+use std::cell::Cell;
+use std::sync::Arc;
+
+thread_local! {
+    static STAGE_LEAD_PARTITIONS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Test hook: matrices made resident on this thread while it is on run their lead-device partitions
+/// the way partitions of other devices run (own stream, events, x and partials copied with
+/// `cuMemcpyPeerAsync`), so a one-GPU machine exercises the multi-device path.
+#[doc(hidden)]
+pub fn stage_lead_partitions(on: bool) {
+    STAGE_LEAD_PARTITIONS.with(|c| c.set(on));
+}
+
+const BLOCK: u32 = 256;
+
+/// A CUDA event (timing disabled) of one device's context.
+struct Event {
+    raw: CUevent,
+    device: Arc<GpuDevice>,
+}
+
+// SAFETY: a CUevent is an opaque handle the driver lets any thread use.
+unsafe impl Send for Event {}
+unsafe impl Sync for Event {}
+
+impl Event {
+    fn new(device: &Arc<GpuDevice>) -> Result<Self> {
+        device.bind()?;
+        let raw = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(driver_error("creating a CUDA event"))?;
+        Ok(Event { raw, device: device.clone() })
+    }
+
+    /// Records on `stream`, which must belong to this event's device.
+    fn record(&self, stream: Stream) -> Result<()> {
+        self.device.bind()?;
+        unsafe { drv::event::record(self.raw, stream.0) }.map_err(driver_error("recording a CUDA event"))
+    }
+
+    /// Makes `stream` (of any device; its context must be current) wait for the last record.
+    fn wait_on(&self, stream: Stream) -> Result<()> {
+        unsafe { drv::stream::wait_event(stream.0, self.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(driver_error("ordering streams with an event"))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.bind()?;
+        unsafe { drv::event::synchronize(self.raw) }.map_err(driver_error("executing on the GPU"))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            let _ = unsafe { drv::event::destroy(self.raw) };
+        }
+    }
+}
+
+/// A device that holds partitions, with the stream the matrix owns there.
+struct DeviceSide {
+    gpu: Arc<GpuDevice>,
+    /// Recorded on `stream` once this device's partial results are on their way to the lead device.
+    ready: Event,
+    stream: Arc<CudaStream>,
+}
+
+impl DeviceSide {
+    fn stream(&self) -> Stream {
+        Stream(self.stream.cu_stream())
+    }
+}
+
+/// One non-empty partition's resident data.
+struct PartitionOnGpu {
+    /// Index among all partitions (shared-row slots are 2·index and 2·index + 1).
+    index: usize,
+    side: usize,
+    bounds: PartitionBounds,
+    /// Local pointers (pCSR / pCSC) or local rows (pCOO).
+    major: DeviceBuffer,
+    minor: DeviceBuffer,
+    values: DeviceBuffer,
+}
+
+/// What depends on which device leads (merges): partial vectors, staging, merge metadata, events.
+struct LeadSide {
+    ordinal: usize,
+    /// Per side: its results travel to the lead device through staging (another device, or the
+    /// test hook).
+    staged: Vec<bool>,
+    /// Per side: x on that device, when staged.
+    x_copies: Vec<Option<DeviceBuffer>>,
+    /// pCSC, per side: the rows-long accumulator its partitions scatter into, and its lead copy.
+    accumulators: Vec<Option<DeviceBuffer>>,
+    accumulator_staging: Vec<Option<DeviceBuffer>>,
+    /// pCSC: device pointers of the vectors summed by the merge, on the lead device.
+    csc_sources: Option<DeviceBuffer>,
+    csc_source_count: i32,
+    /// Per resident partition: raw row sums on its device (pCOO, or staged), and their lead copy.
+    raw: Vec<Option<DeviceBuffer>>,
+    raw_staging: Vec<Option<DeviceBuffer>>,
+    /// Two slots per partition: raw sums of its split first and last row.
+    shared_sums: Option<DeviceBuffer>,
+    /// Merged rows as runs: start row and flat offset of each run, and their total.
+    merged_starts: Option<DeviceBuffer>,
+    merged_offsets: Option<DeviceBuffer>,
+    merged_runs: i32,
+    merged_total: i64,
+    /// Distinct shared rows, where their contributions start, and each contribution's slot.
+    shared_rows: Option<DeviceBuffer>,
+    shared_first: Option<DeviceBuffer>,
+    shared_slots: Option<DeviceBuffer>,
+    shared_count: i32,
+    x_ready: Event,
+    /// Recorded on the caller's stream at the end of every SpMV: the next call (on any stream) and
+    /// the matrix's destruction wait for it, as the matrix's buffers are reused.
+    done: Event,
+    done_recorded: bool,
+    /// The lead device's own stream for the allocations above that live there.
+    alloc_stream: Arc<CudaStream>,
+}
+
+/// The GPU side of a partitioned matrix. Field order is drop order: lead-side buffers (freed on
+/// side and lead streams), partition data (side streams), then the side streams themselves.
+pub struct GpuResident {
+    lead: Option<LeadSide>,
+    partitions: Vec<PartitionOnGpu>,
+    sides: Vec<DeviceSide>,
+    stage_lead: bool,
+}
+
+impl std::fmt::Debug for GpuResident {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let devices: Vec<_> = self.sides.iter().map(|s| s.gpu.ordinal).collect();
+        write!(f, "GpuResident {{ partitions: {}, devices: {devices:?} }}", self.partitions.len())
+    }
+}
+
+impl Drop for GpuResident {
+    fn drop(&mut self) {
+        // Buffers may still be in use by a queued SpMV; wait for it before they are freed. Errors mean
+        // a broken context, already reported by the call that broke it.
+        if let Some(lead) = &self.lead
+            && lead.done_recorded
+        {
+            let _ = lead.done.synchronize();
+        }
+        for side in &self.sides {
+            let _ = side.gpu.bind().and_then(|_| side.stream.synchronize().map_err(driver_error("synchronizing")));
+        }
+    }
+}
+
+fn new_stream(gpu: &Arc<GpuDevice>) -> Result<Arc<CudaStream>> {
+    gpu.bind()?;
+    gpu.ctx.new_stream().map_err(driver_error("creating a CUDA stream"))
+}
+
+fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
+    gpu.synchronize(Stream(stream.cu_stream()))
+}
+
+fn suffix<T: ComputeScalar>() -> &'static str {
+    match T::VALUE_TYPE {
+        ValueType::F32 => "f32",
+        _ => "f64",
+    }
+}
+
+/// Lanes per row (column): the next power of two of the average length, 1..32.
+fn group_size(nnz: usize, majors: usize) -> u32 {
+    let avg = nnz.div_ceil(majors.max(1));
+    (avg.max(1).next_power_of_two()).min(32) as u32
+}
+
+fn grid_for(gpu: &GpuDevice, threads: usize) -> Launch {
+    let blocks = threads.div_ceil(BLOCK as usize).clamp(1, gpu.multiprocessors * 32);
+    Launch { grid: (blocks as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }
+}
+
+fn zero(ptr: CUdeviceptr, bytes: usize, stream: Stream) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    unsafe { drv::memset_d8_async(ptr, 0, bytes, stream.0) }.map_err(driver_error("clearing device memory"))
+}
+
+/// Copies between devices (or within one) on `stream`, which belongs to the source's device.
+fn peer_copy(
+    dst: &DeviceBuffer,
+    dst_gpu: &GpuDevice,
+    src: CUdeviceptr,
+    src_gpu: &GpuDevice,
+    bytes: usize,
+    stream: Stream,
+) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    unsafe { drv::memcpy_peer_async(dst_gpu.ctx.cu_ctx(), dst.ptr(), src_gpu.ctx.cu_ctx(), src, bytes, stream.0) }
+        .map_err(driver_error("copying between devices"))
+}
+
+fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {
+    b.as_ref().map_or(0, |b| b.ptr())
+}
+
+impl GpuResident {
+    /// Uploads every non-empty partition to its device (`Partition::device`), on a stream the
+    /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
+    pub fn upload<T: ComputeScalar>(a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<Self> {
+        let mut resident = GpuResident {
+            lead: None,
+            partitions: Vec::new(),
+            sides: Vec::new(),
+            stage_lead: STAGE_LEAD_PARTITIONS.with(|c| c.get()),
+        };
+        for (index, p) in a.partitions.iter().enumerate() {
+            if p.bounds.nnz() == 0 {
+                continue;
+            }
+            let ordinal = p.device as usize;
+            let side = match resident.sides.iter().position(|s| s.gpu.ordinal == ordinal) {
+                Some(s) => s,
+                None => {
+                    let gpu = super::device(ordinal)?;
+                    let stream = new_stream(&gpu)?;
+                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream });
+                    resident.sides.len() - 1
+                }
+            };
+            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
+            let (major, minor, values) = match &p.data {
+                PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
+                PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
+            };
+            resident.partitions.push(PartitionOnGpu {
+                index,
+                side,
+                bounds: p.bounds,
+                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?,
+                minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?,
+                values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?,
+            });
+        }
+        resident.ensure_lead(a, lead)?;
+        for side in &resident.sides {
+            sync_stream(&side.gpu, &side.stream)?;
+        }
+        Ok(resident)
+    }
+
+    /// Builds the lead-dependent buffers for `lead` unless they exist already.
+    fn ensure_lead<T: ComputeScalar>(&mut self, a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<()> {
+        if self.lead.as_ref().is_some_and(|l| l.ordinal == lead.ordinal) {
+            return Ok(());
+        }
+        if let Some(old) = self.lead.take()
+            && old.done_recorded
+        {
+            old.done.synchronize()?;
+        }
+        let size = std::mem::size_of::<T>();
+        let alloc_stream = new_stream(lead)?;
+        let lead_stream = Stream(alloc_stream.cu_stream());
+        let on_lead = |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what);
+        let staged: Vec<bool> = self.sides.iter().map(|s| s.gpu.ordinal != lead.ordinal || self.stage_lead).collect();
+        let mut x_copies = Vec::new();
+        let mut accumulators = Vec::new();
+        let mut accumulator_staging = Vec::new();
+        let csc = a.format == SparseFormat::Csc;
+        for (s, side) in self.sides.iter().enumerate() {
+            let side_alloc = |bytes: usize, what: &str| DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what);
+            x_copies.push(if staged[s] { Some(side_alloc(a.cols * size, "a copy of x")?) } else { None });
+            accumulators.push(if csc { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
+            accumulator_staging.push(if csc && staged[s] {
+                Some(on_lead(a.rows * size, "a pCSC partial vector's copy")?)
+            } else {
+                None
+            });
+        }
+        let mut csc_sources = None;
+        let mut csc_source_count = 0;
+        if csc {
+            let sources: Vec<u64> = (0..self.sides.len())
+                .map(|s| if staged[s] { ptr_of(&accumulator_staging[s]) } else { ptr_of(&accumulators[s]) })
+                .collect();
+            csc_source_count = sources.len() as i32;
+            csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?);
+        }
+        let mut raw = Vec::new();
+        let mut raw_staging = Vec::new();
+        for p in &self.partitions {
+            let side = &self.sides[p.side];
+            let needs_raw = !csc && (a.format == SparseFormat::Coo || staged[p.side]);
+            let bytes = p.bounds.major_count() * size;
+            raw.push(if needs_raw {
+                Some(DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?)
+            } else {
+                None
+            });
+            raw_staging.push(if !csc && staged[p.side] {
+                Some(on_lead(bytes, "an MSREP partial vector's copy")?)
+            } else {
+                None
+            });
+        }
+
+        let mut merged_starts = None;
+        let mut merged_offsets = None;
+        let mut merged_runs = 0;
+        let mut merged_total = 0i64;
+        let mut shared_sums = None;
+        let mut shared_rows = None;
+        let mut shared_first = None;
+        let mut shared_slots = None;
+        let mut shared_count = 0;
+        if !csc {
+            let bounds: Vec<_> = a.partitions.iter().map(|p| p.bounds).collect();
+            let mut starts = Vec::new();
+            let mut offsets = vec![0i64];
+            for segment in row_segments(&bounds, a.rows) {
+                if let RowSegment::Merged { rows } = segment {
+                    starts.push(rows.start as i32);
+                    merged_total += rows.len() as i64;
+                    offsets.push(merged_total);
+                }
+            }
+            merged_runs = starts.len() as i32;
+            merged_starts = Some(DeviceBuffer::from_host(lead, &starts, lead_stream, "MSREP merged rows")?);
+            merged_offsets = Some(DeviceBuffer::from_host(lead, &offsets, lead_stream, "MSREP merged rows")?);
+
+            let mut contributions: Vec<(usize, i32)> = Vec::new();
+            for (p, b) in bounds.iter().enumerate() {
+                for row in b.shared_majors() {
+                    let slot = if b.start_flag && row == b.start_major { 0 } else { 1 };
+                    contributions.push((row, (2 * p + slot) as i32));
+                }
+            }
+            // Stable: contributions to one row stay in partition order, as the CPU merge adds them.
+            contributions.sort_by_key(|&(row, _)| row);
+            let mut rows = Vec::new();
+            let mut first = Vec::new();
+            for (k, &(row, _)) in contributions.iter().enumerate() {
+                if rows.last() != Some(&(row as i32)) {
+                    rows.push(row as i32);
+                    first.push(k as i32);
+                }
+            }
+            first.push(contributions.len() as i32);
+            let slots: Vec<i32> = contributions.iter().map(|&(_, s)| s).collect();
+            shared_count = rows.len() as i32;
+            shared_rows = Some(DeviceBuffer::from_host(lead, &rows, lead_stream, "MSREP shared rows")?);
+            shared_first = Some(DeviceBuffer::from_host(lead, &first, lead_stream, "MSREP shared rows")?);
+            shared_slots = Some(DeviceBuffer::from_host(lead, &slots, lead_stream, "MSREP shared rows")?);
+            shared_sums = Some(on_lead(2 * bounds.len() * size, "MSREP shared-row sums")?);
+        }
+        let lead_side = LeadSide {
+            ordinal: lead.ordinal,
+            staged,
+            x_copies,
+            accumulators,
+            accumulator_staging,
+            csc_sources,
+            csc_source_count,
+            raw,
+            raw_staging,
+            shared_sums,
+            merged_starts,
+            merged_offsets,
+            merged_runs,
+            merged_total,
+            shared_rows,
+            shared_first,
+            shared_slots,
+            shared_count,
+            x_ready: Event::new(lead)?,
+            done: Event::new(lead)?,
+            done_recorded: false,
+            alloc_stream,
+        };
+        // Later calls use these buffers on other streams: the allocations and uploads must be done.
+        sync_stream(lead, &lead_side.alloc_stream)?;
+        for side in &self.sides {
+            sync_stream(&side.gpu, &side.stream)?;
+        }
+        self.lead = Some(lead_side);
+        Ok(())
+    }
+}
+
+/// Makes a freshly built matrix resident on the handle's devices (msrepCreate* on a CUDA handle).
+pub fn make_resident<T: ComputeScalar>(core: &HandleCore, a: &mut PartitionedMatrix<T>) -> Result<()> {
+    let lead = core.gpu()?;
+    lead.bind()?;
+    a.resident = Some(GpuResident::upload(a, &lead)?);
+    Ok(())
+}
+
+/// `y = α·A·x + β·y` with x and y host or device memory of the handle's first device. Returns
+/// without waiting unless y is host memory.
+///
+/// # Safety
+/// `x` must be valid for `a.cols` reads and `y` for `a.rows` reads and writes (or the length 0).
+pub unsafe fn spmv<T: ComputeScalar>(
+    core: &HandleCore,
+    a: &mut PartitionedMatrix<T>,
+    alpha: T,
+    x: *const T,
+    beta: T,
+    y: *mut T,
+) -> Result<()> {
+    let lead = core.gpu()?;
+    lead.bind()?;
+    let stream = core.cu_stream();
+    // A matrix created on a CPU handle becomes resident at its first CUDA SpMV; one made resident
+    // for another lead device gets that device's merge buffers.
+    match a.resident.take() {
+        Some(mut r) => {
+            let built = r.ensure_lead(a, &lead);
+            a.resident = Some(r);
+            built?;
+        }
+        None => a.resident = Some(GpuResident::upload(a, &lead)?),
+    }
+    lead.bind()?;
+    let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
+    let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::ZERO) }?;
+    let resident = a.resident.as_mut().expect("made resident above");
+    resident.run(a.format, a.rows, a.cols, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
+    y_out.finish()
+}
+
+impl GpuResident {
+    #[allow(clippy::too_many_arguments)]
+    fn run<T: ComputeScalar>(
+        &mut self,
+        format: SparseFormat,
+        rows: usize,
+        cols: usize,
+        lead: &Arc<GpuDevice>,
+        stream: Stream,
+        alpha: T,
+        x: CUdeviceptr,
+        beta: T,
+        y: CUdeviceptr,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let sfx = suffix::<T>();
+        let l = self.lead.as_mut().expect("ensure_lead ran");
+        if l.done_recorded {
+            l.done.wait_on(stream)?;
+        }
+        l.x_ready.record(stream)?;
+
+        // Other devices first, so they run while the lead device works on its own partitions.
+        for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
+            side.gpu.bind()?;
+            let ss = side.stream();
+            l.x_ready.wait_on(ss)?;
+            let x_copy = l.x_copies[s].as_ref().expect("staged sides have x");
+            peer_copy(x_copy, &side.gpu, x, lead, cols * size, ss)?;
+            if let Some(acc) = &l.accumulators[s] {
+                zero(acc.ptr(), rows * size, ss)?;
+            }
+            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
+                let raw = ptr_of(&l.raw[k]);
+                launch_partition::<T>(
+                    format,
+                    &side.gpu,
+                    ss,
+                    p,
+                    x_copy.ptr(),
+                    ptr_of(&l.accumulators[s]),
+                    raw,
+                    None,
+                    sfx,
+                )?;
+                if let Some(staging) = &l.raw_staging[k] {
+                    peer_copy(staging, lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
+                }
+            }
+            if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
+                peer_copy(staging, lead, acc.ptr(), &side.gpu, rows * size, ss)?;
+            }
+            side.ready.record(ss)?;
+        }
+
+        lead.bind()?;
+        let shared_sums = ptr_of(&l.shared_sums);
+        let finisher = |p: &PartitionOnGpu, partial: CUdeviceptr| -> Result<()> {
+            let f = lead.function(&MSREP, &format!("msrep_finish_partial_{sfx}"))?;
+            let n = p.bounds.major_count() as i32;
+            let (sf, ef) = (p.bounds.start_flag as i32, p.bounds.end_flag as i32);
+            let y_part = y + (p.bounds.start_major * size) as u64;
+            let shared = shared_sums + (2 * p.index * size) as u64;
+            unsafe {
+                launch(
+                    &f,
+                    grid_for(lead, n as usize),
+                    stream,
+                    kernel_args![&n, &partial, &sf, &ef, &alpha, &beta, &y_part, &shared],
+                )
+            }
+        };
+        for (s, _) in self.sides.iter().enumerate().filter(|(s, _)| !l.staged[*s]) {
+            if let Some(acc) = &l.accumulators[s] {
+                zero(acc.ptr(), rows * size, stream)?;
+            }
+            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
+                let raw = ptr_of(&l.raw[k]);
+                let finish = FinishInPlace { alpha, beta, y, shared_sums };
+                launch_partition::<T>(format, lead, stream, p, x, ptr_of(&l.accumulators[s]), raw, Some(finish), sfx)?;
+                if format == SparseFormat::Coo {
+                    finisher(p, raw)?;
+                }
+            }
+        }
+        for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
+            side.ready.wait_on(stream)?;
+            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
+                if let Some(staging) = &l.raw_staging[k] {
+                    finisher(p, staging.ptr())?;
+                }
+            }
+        }
+
+        if format == SparseFormat::Csc {
+            let f = lead.function(&MSREP, &format!("msrep_csc_merge_{sfx}"))?;
+            let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), l.csc_source_count);
+            unsafe { launch(&f, grid_for(lead, rows), stream, kernel_args![&r, &sources, &count, &alpha, &beta, &y]) }?;
+        } else {
+            if l.merged_total > 0 {
+                let f = lead.function(&MSREP, &format!("msrep_scale_merged_{sfx}"))?;
+                let (starts, offsets) = (ptr_of(&l.merged_starts), ptr_of(&l.merged_offsets));
+                let (total, runs) = (l.merged_total, l.merged_runs);
+                unsafe {
+                    launch(
+                        &f,
+                        grid_for(lead, total as usize),
+                        stream,
+                        kernel_args![&total, &starts, &offsets, &runs, &beta, &y],
+                    )
+                }?;
+            }
+            if l.shared_count > 0 {
+                let f = lead.function(&MSREP, &format!("msrep_add_shared_{sfx}"))?;
+                let (count, rows_ptr, first, slots) =
+                    (l.shared_count, ptr_of(&l.shared_rows), ptr_of(&l.shared_first), ptr_of(&l.shared_slots));
+                unsafe {
+                    launch(
+                        &f,
+                        grid_for(lead, count as usize),
+                        stream,
+                        kernel_args![&count, &rows_ptr, &first, &slots, &shared_sums, &alpha, &y],
+                    )
+                }?;
+            }
+        }
+        l.done.record(stream)?;
+        l.done_recorded = true;
+        Ok(())
+    }
+}
+
+/// Where a lead-device pCSR partition writes: y finished in place, split rows' sums to shared slots.
+struct FinishInPlace<T> {
+    alpha: T,
+    beta: T,
+    y: CUdeviceptr,
+    shared_sums: CUdeviceptr,
+}
+
+/// Queues one partition's kernel on `stream` of its device. pCSR finishes in place when `finish` is
+/// given and writes raw sums to `raw` otherwise; pCOO zeroes `raw` and accumulates into it; pCSC
+/// scatters into `accumulator`.
+#[allow(clippy::too_many_arguments)]
+fn launch_partition<T: ComputeScalar>(
+    format: SparseFormat,
+    gpu: &GpuDevice,
+    stream: Stream,
+    p: &PartitionOnGpu,
+    x: CUdeviceptr,
+    accumulator: CUdeviceptr,
+    raw: CUdeviceptr,
+    finish: Option<FinishInPlace<T>>,
+    sfx: &str,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let n = p.bounds.major_count() as i32;
+    let nnz = p.bounds.nnz();
+    let (major, minor, values) = (p.major.ptr(), p.minor.ptr(), p.values.ptr());
+    match format {
+        SparseFormat::Csr => {
+            let g = group_size(nnz, n as usize);
+            let f = gpu.function(&MSREP, &format!("msrep_csr_{sfx}_g{g}"))?;
+            let (sf, ef) = (p.bounds.start_flag as i32, p.bounds.end_flag as i32);
+            let (alpha, beta, out, do_finish, shared) = match finish {
+                Some(fi) => (
+                    fi.alpha,
+                    fi.beta,
+                    fi.y + (p.bounds.start_major * size) as u64,
+                    1i32,
+                    fi.shared_sums + (2 * p.index * size) as u64,
+                ),
+                None => (T::ONE, T::ZERO, raw, 0i32, 0u64),
+            };
+            let cfg = grid_for(gpu, n as usize * g as usize);
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![&n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef, &shared],
+                )
+            }
+        }
+        SparseFormat::Csc => {
+            let g = group_size(nnz, n as usize);
+            let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
+            let x_part = x + (p.bounds.start_major * size) as u64;
+            let cfg = grid_for(gpu, n as usize * g as usize);
+            unsafe { launch(&f, cfg, stream, kernel_args![&n, &major, &minor, &values, &x_part, &accumulator]) }
+        }
+        SparseFormat::Coo => {
+            zero(raw, n as usize * size, stream)?;
+            let f = gpu.function(&MSREP, &format!("msrep_coo_{sfx}"))?;
+            let count = nnz as i64;
+            unsafe { launch(&f, grid_for(gpu, nnz), stream, kernel_args![&count, &major, &minor, &values, &x, &raw]) }
+        }
+    }
+}

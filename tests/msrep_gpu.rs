@@ -1,0 +1,540 @@
+//! MSREP SpMV on the CUDA backend against the CPU backend and an f64 reference: every format, f32 /
+//! f64, partition counts 1..8 and beyond nnz, empty rows, long rows split over partitions, index
+//! bases, α / β (β = 0 with NaN in y), host and device x / y, a non-default stream, the device lists
+//! [0] and (where two GPUs exist) [0, 1], the multi-device path forced on one GPU, and an injected
+//! allocation failure. Each test reports SKIPPED without a usable GPU.
+
+mod common;
+
+use common::*;
+use sparsegpu::backend::cuda::{self, memory, msrep as cuda_msrep};
+use sparsegpu::capi::common::sgpuGetLastErrorMessage;
+use sparsegpu::capi::msrep::*;
+use sparsegpu::scalar::{ComputeScalar, Element};
+use sparsegpu::sparse::CsrMatrix;
+use sparsegpu::testgen::{random_csr, rmat_csr};
+use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status};
+use std::ffi::{CStr, c_void};
+use std::os::raw::c_int;
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+const OK: c_int = Status::Success as c_int;
+
+/// Allocation-failure injection is process-wide: every test that allocates on the GPU takes this.
+static GPU_LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+struct Handle(msrepHandle_t);
+
+impl Handle {
+    fn new(backend: BackendKind, devices: &[i32]) -> Self {
+        let mut h = null_mut();
+        assert_eq!(unsafe { msrepCreate(&mut h) }, OK, "{}", last_error());
+        assert_eq!(unsafe { msrepSetBackend(h, backend as c_int) }, OK, "{}", last_error());
+        assert_eq!(unsafe { msrepSetDevices(h, devices.len() as c_int, devices.as_ptr()) }, OK, "{}", last_error());
+        Handle(h)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        assert_eq!(unsafe { msrepDestroy(self.0) }, OK);
+    }
+}
+
+struct Matrix(msrepMatrix_t);
+
+impl Drop for Matrix {
+    fn drop(&mut self) {
+        assert_eq!(unsafe { msrepDestroyMatrix(self.0) }, OK);
+    }
+}
+
+/// The device lists to test: [0], and [0, 1] where a second GPU exists.
+fn device_lists() -> Vec<Vec<i32>> {
+    let count = cuda::availability().clone().unwrap_or(1);
+    let mut lists = vec![vec![0]];
+    if count >= 2 {
+        lists.push(vec![0, 1]);
+    }
+    lists
+}
+
+/// Empty rows, rows of every column (split over partitions), short rows.
+fn long_rows_csr<T: Element>(rng: &mut Rng, rows: usize, cols: usize) -> CsrMatrix<T> {
+    let mut triplets = Vec::new();
+    for r in 0..rows {
+        match rng.below(6) {
+            0 => (0..cols).for_each(|c| triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))))),
+            1 | 2 => {}
+            _ => {
+                for _ in 0..rng.below(4) {
+                    triplets.push((r, rng.below(cols.max(1)), T::from_f64(rng.range(-1.0, 1.0))));
+                }
+            }
+        }
+    }
+    if cols == 0 {
+        triplets.clear();
+    }
+    CsrMatrix::from_triplets(rows, cols, triplets)
+}
+
+/// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
+/// (one group of lanes per row must still sum it), and one with no nonzeros.
+fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
+    let mut dense_row = Vec::new();
+    for c in 0..3000 {
+        dense_row.push((5, c, T::from_f64(rng.range(-1.0, 1.0))));
+        if c % 7 == 0 {
+            dense_row.push((c % 11, c, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    vec![
+        (CsrMatrix::from_triplets(0, 0, vec![]), "0x0"),
+        (CsrMatrix::from_triplets(0, 7, vec![]), "0x7"),
+        (CsrMatrix::from_triplets(6, 0, vec![]), "6x0"),
+        (random_csr(rng, 1, 1, 1.0), "1x1"),
+        (random_csr(rng, 3, 2, 0.7), "tiny"),
+        (random_csr(rng, 97, 61, 0.08), "random with empty rows"),
+        (long_rows_csr(rng, 83, 70), "long rows"),
+        (rmat_csr(rng, 9, 6), "R-MAT"),
+        (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
+        (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
+    ]
+}
+
+struct Input<T> {
+    format: SparseFormat,
+    major: Vec<i32>,
+    minor: Vec<i32>,
+    values: Vec<T>,
+}
+
+fn inputs<T: Copy>(a: &CsrMatrix<T>, base: IndexBase) -> Vec<Input<T>> {
+    let b = base as i32;
+    let shift = |v: Vec<i32>| v.into_iter().map(|i| i + b).collect::<Vec<_>>();
+    let (col_ptr, row_ind, csc_values) = a.to_csc();
+    let (coo_rows, coo_cols, coo_values) = a.to_coo();
+    vec![
+        Input {
+            format: SparseFormat::Csr,
+            major: shift(a.row_ptr.clone()),
+            minor: shift(a.col_ind.clone()),
+            values: a.values.clone(),
+        },
+        Input { format: SparseFormat::Csc, major: shift(col_ptr), minor: shift(row_ind), values: csc_values },
+        Input { format: SparseFormat::Coo, major: shift(coo_rows), minor: shift(coo_cols), values: coo_values },
+    ]
+}
+
+fn try_create<T: Element>(
+    h: &Handle,
+    rows: usize,
+    cols: usize,
+    input: &Input<T>,
+    base: IndexBase,
+    np: c_int,
+    out: &mut msrepMatrix_t,
+) -> c_int {
+    let create = match input.format {
+        SparseFormat::Csr => msrepCreateCsr,
+        SparseFormat::Csc => msrepCreateCsc,
+        SparseFormat::Coo => msrepCreateCoo,
+    };
+    unsafe {
+        create(
+            h.0,
+            out,
+            rows as c_int,
+            cols as c_int,
+            input.values.len() as i64,
+            input.major.as_ptr(),
+            input.minor.as_ptr(),
+            input.values.as_ptr() as *const c_void,
+            T::VALUE_TYPE as c_int,
+            base as c_int,
+            np,
+        )
+    }
+}
+
+fn create<T: Element>(h: &Handle, rows: usize, cols: usize, input: &Input<T>, base: IndexBase, np: c_int) -> Matrix {
+    let mut m = null_mut();
+    let st = try_create(h, rows, cols, input, base, np, &mut m);
+    assert_eq!(st, OK, "{:?}: {}", input.format, last_error());
+    Matrix(m)
+}
+
+/// f64 reference plus per row the magnitude Σ|α·a·x| + |β·y| and the row length (error bound).
+fn reference(a: &CsrMatrix<impl Element>, alpha: f64, x: &[f64], beta: f64, y: &[f64]) -> Vec<(f64, f64, usize)> {
+    (0..a.rows)
+        .map(|r| {
+            let entries = a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize;
+            let (mut sum, mut mag) = (0.0, 0.0);
+            for e in entries.clone() {
+                let term = a.values[e].to_f64() * x[a.col_ind[e] as usize];
+                sum += term;
+                mag += (alpha * term).abs();
+            }
+            let old = if beta == 0.0 { 0.0 } else { beta * y[r] };
+            (alpha * sum + old, mag + old.abs(), entries.len())
+        })
+        .collect()
+}
+
+fn assert_spmv_close<T: Element>(what: &str, got: &[T], want: &[(f64, f64, usize)], eps: f64) {
+    assert_eq!(got.len(), want.len());
+    for (r, (g, (w, mag, len))) in got.iter().zip(want).enumerate() {
+        let g = g.to_f64();
+        let tol = (*len as f64 + 16.0) * eps * mag + 1e-300;
+        assert!((g - w).abs() <= tol && g.is_finite(), "{what}: y[{r}] = {g}, want {w} (tolerance {tol})");
+    }
+}
+
+/// Where x and y live for a CUDA call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Memory {
+    Host,
+    Device,
+}
+
+/// One SpMV through the C API; x / y staged in device memory when asked. Returns y.
+fn spmv<T: ComputeScalar>(h: &Handle, m: &Matrix, alpha: T, x: &[T], beta: T, y0: &[T], memory: Memory) -> Vec<T> {
+    let mut y = y0.to_vec();
+    match memory {
+        Memory::Host => {
+            let st = unsafe {
+                msrepSpMV(
+                    h.0,
+                    m.0,
+                    &alpha as *const T as *const c_void,
+                    x.as_ptr() as *const c_void,
+                    &beta as *const T as *const c_void,
+                    y.as_mut_ptr() as *mut c_void,
+                )
+            };
+            assert_eq!(st, OK, "{}", last_error());
+        }
+        Memory::Device => {
+            let gpu = cuda::device(0).unwrap();
+            let stream = cuda::Stream::DEFAULT;
+            let dx = memory::DeviceBuffer::from_host(&gpu, x, stream, "x").unwrap();
+            let dy = memory::DeviceBuffer::from_host(&gpu, &y, stream, "y").unwrap();
+            let px = if x.is_empty() { std::ptr::null() } else { dx.ptr() as *const c_void };
+            let py = if y.is_empty() { null_mut() } else { dy.ptr() as *mut c_void };
+            let st = unsafe {
+                msrepSpMV(h.0, m.0, &alpha as *const T as *const c_void, px, &beta as *const T as *const c_void, py)
+            };
+            assert_eq!(st, OK, "{}", last_error());
+            dy.copy_to_host(&mut y).unwrap();
+        }
+    }
+    y
+}
+
+fn eps<T: Element>() -> f64 {
+    match T::VALUE_TYPE {
+        sparsegpu::ValueType::F32 => f32::EPSILON as f64,
+        _ => f64::EPSILON,
+    }
+}
+
+/// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
+/// reference and against the CPU backend.
+fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
+    let _guard = lock();
+    cuda_msrep::stage_lead_partitions(staged);
+    let mut rng = Rng::fresh(label);
+    let gpu_handle = Handle::new(BackendKind::Cuda, devices);
+    let cpu_handle = Handle::new(BackendKind::Cpu, devices);
+    for (a, kind) in matrices::<T>(&mut rng) {
+        let nnz = a.nnz();
+        let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
+        let x: Vec<T> = (0..a.cols).map(|_| T::from_f64(rng.range(-1.0, 1.0))).collect();
+        let y_old: Vec<T> = (0..a.rows).map(|_| T::from_f64(rng.range(-1.0, 1.0))).collect();
+        let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+        let y64: Vec<f64> = y_old.iter().map(|v| v.to_f64()).collect();
+        for input in inputs(&a, base) {
+            let mut counts: Vec<c_int> = (1..=8).collect();
+            // More partitions than nonzeros (empty partitions) where that stays a few launches.
+            counts.push(if nnz <= 64 { nnz as c_int + 3 } else { 13 });
+            for np in counts {
+                let on_gpu = create(&gpu_handle, a.rows, a.cols, &input, base, np);
+                let on_cpu = create(&cpu_handle, a.rows, a.cols, &input, base, np);
+                for (alpha, beta) in [(1.5, 0.0), (-0.75, 2.0)] {
+                    let want = reference(&a, alpha, &x64, beta, &y64);
+                    // β = 0: NaN in y must not propagate.
+                    let y0: Vec<T> = if beta == 0.0 { vec![T::from_f64(f64::NAN); a.rows] } else { y_old.clone() };
+                    let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
+                    let cpu = spmv(&cpu_handle, &on_cpu, alpha, &x, beta, &y0, Memory::Host);
+                    for memory in [Memory::Host, Memory::Device] {
+                        let what = format!(
+                            "{kind} {}x{} nnz {nnz} {:?} np {np} {base:?} α {alpha:?} β {beta:?} {memory:?} \
+                             devices {devices:?} staged {staged}",
+                            a.rows, a.cols, input.format
+                        );
+                        let got = spmv(&gpu_handle, &on_gpu, alpha, &x, beta, &y0, memory);
+                        assert_spmv_close(&what, &got, &want, eps::<T>());
+                        let cpu64: Vec<f64> = cpu.iter().map(|v| v.to_f64()).collect();
+                        let got64: Vec<f64> = got.iter().map(|v| v.to_f64()).collect();
+                        // Both within the rounding bound of the reference, so of each other.
+                        let both: Vec<_> = want.iter().map(|&(_, m, l)| (0.0, 2.0 * m, l)).collect();
+                        let diff: Vec<f64> = got64.iter().zip(&cpu64).map(|(g, c)| g - c).collect();
+                        assert_spmv_close(&format!("{what} vs CPU"), &diff, &both, eps::<T>());
+                    }
+                }
+                // A matrix used with a CPU handle also runs on CUDA (made resident at first use).
+                let alpha = T::from_f64(0.5);
+                let got = spmv(&gpu_handle, &on_cpu, alpha, &x, T::ZERO, &vec![T::ZERO; a.rows], Memory::Host);
+                let want = reference(&a, 0.5, &x64, 0.0, &y64);
+                assert_spmv_close(
+                    &format!("{kind} {:?} np {np}: CPU-made matrix on CUDA", input.format),
+                    &got,
+                    &want,
+                    eps::<T>(),
+                );
+            }
+        }
+    }
+    cuda_msrep::stage_lead_partitions(false);
+}
+
+#[test]
+fn every_format_and_partition_count_f64() {
+    if !common::cuda_available("every_format_and_partition_count_f64") {
+        return;
+    }
+    for devices in device_lists() {
+        sweep::<f64>("msrep gpu f64", &devices, false);
+    }
+}
+
+#[test]
+fn every_format_and_partition_count_f32() {
+    if !common::cuda_available("every_format_and_partition_count_f32") {
+        return;
+    }
+    for devices in device_lists() {
+        sweep::<f32>("msrep gpu f32", &devices, false);
+    }
+}
+
+#[test]
+fn multi_device_path_forced_on_the_lead_device() {
+    if !common::cuda_available("multi_device_path_forced_on_the_lead_device") {
+        return;
+    }
+    for devices in device_lists() {
+        sweep::<f64>("msrep gpu staged f64", &devices, true);
+        sweep::<f32>("msrep gpu staged f32", &devices, true);
+    }
+}
+
+#[test]
+fn non_default_stream_and_repeated_calls() {
+    if !common::cuda_available("non_default_stream_and_repeated_calls") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("msrep gpu stream");
+    let gpu = cuda::device(0).unwrap();
+    gpu.bind().unwrap();
+    let stream = gpu.ctx.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    let a: CsrMatrix<f64> = long_rows_csr(&mut rng, 300, 200);
+    let x: Vec<f64> = (0..a.cols).map(|_| rng.range(-1.0, 1.0)).collect();
+    for devices in device_lists() {
+        let h = Handle::new(BackendKind::Cuda, &devices);
+        assert_eq!(unsafe { msrepSetStream(h.0, stream.cu_stream() as *mut c_void) }, OK);
+        for input in inputs(&a, IndexBase::Zero) {
+            let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, 5);
+            // Device x and y on the caller's stream; y accumulates over repeated calls (β = 1).
+            let dx = memory::DeviceBuffer::from_host(&gpu, &x, raw, "x").unwrap();
+            let dy = memory::DeviceBuffer::from_host(&gpu, &vec![0.0f64; a.rows], raw, "y").unwrap();
+            let (alpha, beta) = (1.0f64, 1.0f64);
+            for _ in 0..3 {
+                let st = unsafe {
+                    msrepSpMV(
+                        h.0,
+                        m.0,
+                        &alpha as *const f64 as *const c_void,
+                        dx.ptr() as *const c_void,
+                        &beta as *const f64 as *const c_void,
+                        dy.ptr() as *mut c_void,
+                    )
+                };
+                assert_eq!(st, OK, "{}", last_error());
+            }
+            let mut y = vec![0.0; a.rows];
+            dy.copy_to_host(&mut y).unwrap();
+            let want = reference(&a, 3.0, &x, 0.0, &[]);
+            assert_spmv_close(&format!("{:?} three calls on a stream", input.format), &y, &want, f64::EPSILON);
+        }
+    }
+}
+
+#[test]
+fn allocation_failure_leaves_outputs_untouched() {
+    if !common::cuda_available("allocation_failure_leaves_outputs_untouched") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("msrep gpu alloc");
+    let a: CsrMatrix<f64> = random_csr(&mut rng, 50, 40, 0.2);
+    let x: Vec<f64> = (0..a.cols).map(|_| rng.range(-1.0, 1.0)).collect();
+    let h = Handle::new(BackendKind::Cuda, &[0]);
+    for input in inputs(&a, IndexBase::Zero) {
+        // At creation: no matrix is handed out.
+        let mut m = 0x40 as msrepMatrix_t;
+        memory::inject_allocation_failures(1);
+        let st = try_create(&h, a.rows, a.cols, &input, IndexBase::Zero, 3, &mut m);
+        memory::inject_allocation_failures(0);
+        assert_eq!(st, Status::AllocationFailed as c_int, "{}", last_error());
+        assert_eq!(m as usize, 0x40, "the output handle is untouched");
+
+        // At SpMV with host x (staged): y untouched.
+        let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, 3);
+        let mut y = vec![POISON; a.rows];
+        let (alpha, beta) = (1.0f64, 0.0f64);
+        memory::inject_allocation_failures(1);
+        let st = unsafe {
+            msrepSpMV(
+                h.0,
+                m.0,
+                &alpha as *const f64 as *const c_void,
+                x.as_ptr() as *const c_void,
+                &beta as *const f64 as *const c_void,
+                y.as_mut_ptr() as *mut c_void,
+            )
+        };
+        memory::inject_allocation_failures(0);
+        assert_eq!(st, Status::AllocationFailed as c_int, "{}", last_error());
+        assert!(y.iter().all(|&v| v == POISON), "y is untouched");
+        // And the matrix still works.
+        let got = spmv(&h, &m, alpha, &x, beta, &vec![0.0; a.rows], Memory::Host);
+        assert_spmv_close("after a failure", &got, &reference(&a, 1.0, &x, 0.0, &[]), f64::EPSILON);
+    }
+}
+
+/// R-MAT of 2^SCALE rows (env MSREP_BENCH_SCALE, default 22) and about 16 nonzeros per row in f64,
+/// generated in parallel, 1 and 4 partitions on device 0: time per SpMV and GB/s from bytes moved
+/// (values 8 B + column 4 B per nonzero, row pointers 4 B per row, x and y read once, y written).
+#[test]
+#[ignore = "benchmark: run with --ignored on a GPU machine"]
+fn rmat_timing() {
+    if !common::cuda_available("rmat_timing") {
+        return;
+    }
+    let _guard = lock();
+    let scale: u32 = std::env::var("MSREP_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(22);
+    let n = 1usize << scale;
+    let edges = 16 * n;
+    let started = std::time::Instant::now();
+    let mut pairs: Vec<u64> = {
+        use rayon::prelude::*;
+        (0..edges)
+            .into_par_iter()
+            .map(|e| {
+                // A per-edge SplitMix64 stream: deterministic and parallel.
+                let mut s = (e as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+                let mut next = || {
+                    s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = s;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+                };
+                let (mut r, mut c) = (0u64, 0u64);
+                for bit in (0..scale).rev() {
+                    let p = next();
+                    let (dr, dc) = if p < 0.57 {
+                        (0, 0)
+                    } else if p < 0.76 {
+                        (0, 1)
+                    } else if p < 0.95 {
+                        (1, 0)
+                    } else {
+                        (1, 1)
+                    };
+                    r |= dr << bit;
+                    c |= dc << bit;
+                }
+                (r << 32) | c
+            })
+            .collect()
+    };
+    {
+        use rayon::prelude::*;
+        pairs.par_sort_unstable();
+    }
+    pairs.dedup();
+    let nnz = pairs.len();
+    let mut row_ptr = vec![0i32; n + 1];
+    for &p in &pairs {
+        row_ptr[(p >> 32) as usize + 1] += 1;
+    }
+    for r in 0..n {
+        row_ptr[r + 1] += row_ptr[r];
+    }
+    let col_ind: Vec<i32> = pairs.iter().map(|&p| (p & 0xffff_ffff) as i32).collect();
+    drop(pairs);
+    let values: Vec<f64> = (0..nnz).map(|e| ((e * 7919) % 2001) as f64 / 1000.0 - 1.0).collect();
+    println!("R-MAT 2^{scale}: {nnz} nonzeros, generated in {:.1} s", started.elapsed().as_secs_f64());
+    let input = Input { format: SparseFormat::Csr, major: row_ptr, minor: col_ind, values };
+    let gpu = cuda::device(0).unwrap();
+    let x: Vec<f64> = (0..n).map(|i| (i % 13) as f64 * 0.25 - 1.0).collect();
+    let dx = memory::DeviceBuffer::from_host(&gpu, &x, cuda::Stream::DEFAULT, "x").unwrap();
+    let dy = memory::DeviceBuffer::zeroed(&gpu, n * 8, cuda::Stream::DEFAULT, "y").unwrap();
+    let h = Handle::new(BackendKind::Cuda, &[0]);
+    let bytes = nnz as f64 * 12.0 + n as f64 * (4.0 + 8.0 + 8.0 + 8.0);
+    let mut first: Option<Vec<f64>> = None;
+    for np in [1, 4] {
+        let m = create(&h, n, n, &input, IndexBase::Zero, np);
+        let (alpha, beta) = (1.0f64, 0.0f64);
+        let call = || {
+            let st = unsafe {
+                msrepSpMV(
+                    h.0,
+                    m.0,
+                    &alpha as *const f64 as *const c_void,
+                    dx.ptr() as *const c_void,
+                    &beta as *const f64 as *const c_void,
+                    dy.ptr() as *mut c_void,
+                )
+            };
+            assert_eq!(st, OK, "{}", last_error());
+        };
+        call();
+        gpu.synchronize(cuda::Stream::DEFAULT).unwrap();
+        let reps = 20;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            call();
+        }
+        gpu.synchronize(cuda::Stream::DEFAULT).unwrap();
+        let per_call = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "msrepSpMV f64 CSR, {np} partition(s) on one GPU: {:.3} ms per call, {:.0} GB/s",
+            per_call * 1e3,
+            bytes / per_call / 1e9
+        );
+        let mut y = vec![0.0; n];
+        dy.copy_to_host(&mut y).unwrap();
+        match &first {
+            None => first = Some(y),
+            Some(y1) => {
+                let diff: f64 = y.iter().zip(y1).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                assert!(diff < 1e-9, "1 and 4 partitions differ by {diff}");
+            }
+        }
+    }
+}
