@@ -4,9 +4,9 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
-    handle_set_backend, handle_set_stream, out_arg, check_ptr, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t,
-    sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, Registry, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
+    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::backend::cpu::smat::SpmmElement;
@@ -25,7 +25,8 @@ use std::os::raw::c_int;
 
 /// An SMaT handle (`smatContext*`): backend, stream and analysis settings. One thread at a time.
 pub type smatHandle_t = *mut SmatHandle;
-/// An analysed sparse matrix (`smatMatrix*`), independent of the handle that created it.
+/// An analysed sparse matrix (`smatMatrix*`). It outlives the handle that created it but is tied to
+/// that handle's backend (and device): a CUDA-built matrix keeps its blocks on the device only.
 pub type smatMatrix_t = *mut SmatMatrix;
 /// `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
 pub type smatReorderMode_t = c_int;
@@ -155,6 +156,12 @@ pub unsafe extern "C" fn smatGetJaccardThreshold(handle: smatHandle_t, threshold
 /// `valueType` (16-bit types as `uint16_t` patterns); indices use `indexBase`. Column indices may be
 /// unsorted within a row; duplicates are summed. Everything needed is copied: the arrays may be freed
 /// afterwards. `colInd` and `values` may be NULL when `nnz` is 0; `rowPtr` never.
+///
+/// On a CUDA handle the three arrays may be host or device memory; the analysis runs on the host and
+/// its blocks are then uploaded once to the handle's device (on its stream; the call waits for the
+/// upload). Such a matrix multiplies only on CUDA handles of that device, and a CPU-built one only on
+/// CPU handles (`SGPU_STATUS_INVALID_VALUE` otherwise). For f16 / bf16, duplicate entries are summed
+/// in FP32 and, on CUDA, the sum is rounded once to the value type the tensor cores read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn smatCreateCsr(
     handle: smatHandle_t,
@@ -180,7 +187,9 @@ pub unsafe extern "C" fn smatCreateCsr(
         let core = &h.core;
         let matrix = match value_type {
             ValueType::F16 => unsafe { analyse::<f16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
-            ValueType::Bf16 => unsafe { analyse::<bf16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
+            ValueType::Bf16 => unsafe {
+                analyse::<bf16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings)
+            },
             ValueType::F32 => unsafe { analyse::<f32>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
             ValueType::F64 => unsafe { analyse::<f64>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
         }?;
@@ -274,7 +283,9 @@ pub unsafe extern "C" fn smatDestroyMatrix(A: smatMatrix_t) -> sgpuStatus_t {
 /// f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
 /// type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
 /// never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
-/// no elements (cols or n is 0), C when rows or n is 0.
+/// no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
+/// device memory, the work runs on the handle's stream, and the call returns without waiting unless C
+/// is host memory; A must have been created on a CUDA handle of the same device.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn smatSpMM(
     handle: smatHandle_t,
