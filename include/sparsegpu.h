@@ -230,7 +230,8 @@ typedef smatContext *smatHandle_t;
 // `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
 typedef int smatReorderMode_t;
 
-// An analysed sparse matrix (`smatMatrix*`), independent of the handle that created it.
+// An analysed sparse matrix (`smatMatrix*`). It outlives the handle that created it but is tied to
+// that handle's backend (and device): a CUDA-built matrix keeps its blocks on the device only.
 typedef smatMatrix *smatMatrix_t;
 
 // What `smatGetMatrixInfo` reports about an analysed matrix.
@@ -546,6 +547,12 @@ sgpuStatus_t smatGetJaccardThreshold(smatHandle_t handle, double *threshold);
 // `valueType` (16-bit types as `uint16_t` patterns); indices use `indexBase`. Column indices may be
 // unsorted within a row; duplicates are summed. Everything needed is copied: the arrays may be freed
 // afterwards. `colInd` and `values` may be NULL when `nnz` is 0; `rowPtr` never.
+//
+// On a CUDA handle the three arrays may be host or device memory; the analysis runs on the host and
+// its blocks are then uploaded once to the handle's device (on its stream; the call waits for the
+// upload). Such a matrix multiplies only on CUDA handles of that device, and a CPU-built one only on
+// CPU handles (`SGPU_STATUS_INVALID_VALUE` otherwise). For f16 / bf16, duplicate entries are summed
+// in FP32 and, on CUDA, the sum is rounded once to the value type the tensor cores read.
 sgpuStatus_t smatCreateCsr(smatHandle_t handle,
                            smatMatrix_t *A,
                            int rows,
@@ -570,7 +577,9 @@ sgpuStatus_t smatDestroyMatrix(smatMatrix_t A);
 // f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
 // type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
 // never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
-// no elements (cols or n is 0), C when rows or n is 0.
+// no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
+// device memory, the work runs on the handle's stream, and the call returns without waiting unless C
+// is host memory; A must have been created on a CUDA handle of the same device.
 sgpuStatus_t smatSpMM(smatHandle_t handle,
                       smatMatrix_t A,
                       int n,

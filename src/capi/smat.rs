@@ -4,17 +4,19 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
-    handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t,
-    sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, Registry, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
+    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::backend::cpu::smat::SpmmElement;
+use crate::backend::cuda;
+use crate::backend::cuda::smat::{DenseOperands, GpuSpmmElement};
 use crate::dense::{MatMut, MatRef, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
-use crate::smat::{BlockScalar, SmatHandle, SmatMatrix};
+use crate::smat::{BlockScalar, Placement, SmatHandle, SmatMatrix};
 use crate::sparse::{CSR_NAMES, CompressedRef};
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
@@ -23,7 +25,8 @@ use std::os::raw::c_int;
 
 /// An SMaT handle (`smatContext*`): backend, stream and analysis settings. One thread at a time.
 pub type smatHandle_t = *mut SmatHandle;
-/// An analysed sparse matrix (`smatMatrix*`), independent of the handle that created it.
+/// An analysed sparse matrix (`smatMatrix*`). It outlives the handle that created it but is tied to
+/// that handle's backend (and device): a CUDA-built matrix keeps its blocks on the device only.
 pub type smatMatrix_t = *mut SmatMatrix;
 /// `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
 pub type smatReorderMode_t = c_int;
@@ -153,6 +156,12 @@ pub unsafe extern "C" fn smatGetJaccardThreshold(handle: smatHandle_t, threshold
 /// `valueType` (16-bit types as `uint16_t` patterns); indices use `indexBase`. Column indices may be
 /// unsorted within a row; duplicates are summed. Everything needed is copied: the arrays may be freed
 /// afterwards. `colInd` and `values` may be NULL when `nnz` is 0; `rowPtr` never.
+///
+/// On a CUDA handle the three arrays may be host or device memory; the analysis runs on the host and
+/// its blocks are then uploaded once to the handle's device (on its stream; the call waits for the
+/// upload). Such a matrix multiplies only on CUDA handles of that device, and a CPU-built one only on
+/// CPU handles (`SGPU_STATUS_INVALID_VALUE` otherwise). For f16 / bf16, duplicate entries are summed
+/// in FP32 and, on CUDA, the sum is rounded once to the value type the tensor cores read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn smatCreateCsr(
     handle: smatHandle_t,
@@ -174,25 +183,35 @@ pub unsafe extern "C" fn smatCreateCsr(
         let nnz = size_arg(nnz, "nnz")?;
         let value_type: ValueType = enum_arg(valueType, "valueType")?;
         let base: IndexBase = enum_arg(indexBase, "indexBase")?;
-        let row_ptr = unsafe { slice_arg(rowPtr, rows + 1, "rowPtr") }?;
-        let col_ind = unsafe { slice_arg(colInd, nnz, "colInd") }?;
         let settings = h.settings;
+        let core = &h.core;
         let matrix = match value_type {
-            ValueType::F16 => unsafe { analyse::<f16>(rows, cols, row_ptr, col_ind, values, nnz, base, &settings) },
-            ValueType::Bf16 => unsafe { analyse::<bf16>(rows, cols, row_ptr, col_ind, values, nnz, base, &settings) },
-            ValueType::F32 => unsafe { analyse::<f32>(rows, cols, row_ptr, col_ind, values, nnz, base, &settings) },
-            ValueType::F64 => unsafe { analyse::<f64>(rows, cols, row_ptr, col_ind, values, nnz, base, &settings) },
+            ValueType::F16 => unsafe { analyse::<f16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
+            ValueType::Bf16 => unsafe {
+                analyse::<bf16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings)
+            },
+            ValueType::F32 => unsafe { analyse::<f32>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
+            ValueType::F64 => unsafe { analyse::<f64>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
         }?;
         *out = MATRICES.register(matrix);
         Ok(())
     })
 }
 
+/// NULL (when `len > 0`) and misalignment checks of a caller array, without dereferencing it.
+fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
+    if len == 0 { Ok(()) } else { check_ptr(ptr, name) }
+}
+
+/// The analysis on the host; on a CUDA handle the CSR arrays may also be device memory (downloaded
+/// first), and the blocks are then uploaded to the handle's device.
+#[allow(clippy::too_many_arguments)]
 unsafe fn analyse<T: Element>(
+    core: &HandleCore,
     rows: usize,
     cols: usize,
-    row_ptr: &[i32],
-    col_ind: &[i32],
+    row_ptr: *const c_int,
+    col_ind: *const c_int,
     values: *const c_void,
     nnz: usize,
     base: IndexBase,
@@ -201,9 +220,31 @@ unsafe fn analyse<T: Element>(
 where
     T::Compute: BlockScalar,
 {
-    let values = unsafe { slice_arg(values as *const T, nnz, "values") }?;
-    let csr = CompressedRef::new(rows, cols, row_ptr, col_ind, values, base, false, CSR_NAMES)?;
-    SmatMatrix::analyse(&csr, settings)
+    let values = values as *const T;
+    match core.backend() {
+        Backend::Cpu => {
+            let row_ptr = unsafe { slice_arg(row_ptr, rows + 1, "rowPtr") }?;
+            let col_ind = unsafe { slice_arg(col_ind, nnz, "colInd") }?;
+            let values = unsafe { slice_arg(values, nnz, "values") }?;
+            let csr = CompressedRef::new(rows, cols, row_ptr, col_ind, values, base, false, CSR_NAMES)?;
+            SmatMatrix::analyse(&csr, settings)
+        }
+        Backend::Cuda => {
+            let gpu = core.gpu()?;
+            gpu.bind()?;
+            let stream = core.cu_stream();
+            check_array(row_ptr, rows + 1, "rowPtr")?;
+            check_array(col_ind, nnz, "colInd")?;
+            check_array(values, nnz, "values")?;
+            let row_ptr = unsafe { cuda::smat::host_view(&gpu, stream, row_ptr, rows + 1, "rowPtr") }?;
+            let col_ind = unsafe { cuda::smat::host_view(&gpu, stream, col_ind, nnz, "colInd") }?;
+            let values = unsafe { cuda::smat::host_view(&gpu, stream, values, nnz, "values") }?;
+            let csr = CompressedRef::new(rows, cols, &row_ptr, &col_ind, &values, base, false, CSR_NAMES)?;
+            let mut matrix = SmatMatrix::analyse(&csr, settings)?;
+            matrix.move_to_device::<T>(&gpu, stream)?;
+            Ok(matrix)
+        }
+    }
 }
 
 /// Writes facts about an analysed matrix to `*info`: shape, tile, block counts before and after
@@ -242,7 +283,9 @@ pub unsafe extern "C" fn smatDestroyMatrix(A: smatMatrix_t) -> sgpuStatus_t {
 /// f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
 /// type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
 /// never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
-/// no elements (cols or n is 0), C when rows or n is 0.
+/// no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
+/// device memory, the work runs on the handle's stream, and the call returns without waiting unless C
+/// is host memory; A must have been created on a CUDA handle of the same device.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn smatSpMM(
     handle: smatHandle_t,
@@ -267,12 +310,12 @@ pub unsafe extern "C" fn smatSpMM(
         let b_len = required_len(info.cols, n, ldb, layout, "B")?;
         let c_len = required_len(info.rows, n, ldc, layout, "C")?;
         let operands = Operands { n, b: B, ldb, b_len, c: C, ldc, c_len, layout };
-        let backend = h.core.backend().clone();
+        let core = &h.core;
         match info.value_type {
-            ValueType::F16 => unsafe { spmm::<f16>(&backend, matrix, alpha, beta, operands) },
-            ValueType::Bf16 => unsafe { spmm::<bf16>(&backend, matrix, alpha, beta, operands) },
-            ValueType::F32 => unsafe { spmm::<f32>(&backend, matrix, alpha, beta, operands) },
-            ValueType::F64 => unsafe { spmm::<f64>(&backend, matrix, alpha, beta, operands) },
+            ValueType::F16 => unsafe { spmm::<f16>(core, matrix, alpha, beta, operands) },
+            ValueType::Bf16 => unsafe { spmm::<bf16>(core, matrix, alpha, beta, operands) },
+            ValueType::F32 => unsafe { spmm::<f32>(core, matrix, alpha, beta, operands) },
+            ValueType::F64 => unsafe { spmm::<f64>(core, matrix, alpha, beta, operands) },
         }
     })
 }
@@ -289,8 +332,8 @@ struct Operands {
     layout: Layout,
 }
 
-unsafe fn spmm<T: SpmmElement>(
-    backend: &Backend,
+unsafe fn spmm<T: SpmmElement + GpuSpmmElement>(
+    core: &HandleCore,
     matrix: &SmatMatrix,
     alpha: *const c_void,
     beta: *const c_void,
@@ -298,18 +341,33 @@ unsafe fn spmm<T: SpmmElement>(
 ) -> Result<()> {
     let alpha = unsafe { scalar_arg(alpha as *const T::Compute, "alpha") }?;
     let beta = unsafe { scalar_arg(beta as *const T::Compute, "beta") }?;
-    let b = unsafe { slice_arg(op.b as *const T, op.b_len, "B") }?;
-    let c = unsafe { slice_mut_arg(op.c as *mut T, op.c_len, "C") }?;
-    let (b_start, c_start) = (b.as_ptr() as usize, c.as_ptr() as usize);
-    let (b_end, c_end) = (b_start + std::mem::size_of_val(b), c_start + std::mem::size_of_val(c));
-    if !b.is_empty() && !c.is_empty() && b_start < c_end && c_start < b_end {
+    let (b, c) = (op.b as *const T, op.c as *mut T);
+    check_array(b, op.b_len, "B")?;
+    check_array(c as *const T, op.c_len, "C")?;
+    // Addresses only (host and device memory share one address space under CUDA's UVA).
+    let (b_start, c_start) = (b as usize, c as usize);
+    let (b_end, c_end) = (b_start + op.b_len * size_of::<T>(), c_start + op.c_len * size_of::<T>());
+    if op.b_len > 0 && op.c_len > 0 && b_start < c_end && c_start < b_end {
         return Err(Error::invalid_pointer("argument C overlaps B"));
     }
     let info = matrix.info();
-    let b = MatRef::new(b, info.cols, op.n, op.ldb, op.layout);
-    let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
-    match backend {
-        Backend::Cpu => T::spmm(matrix, alpha, b, beta, c),
-        Backend::Cuda => Err(crate::backend::cuda::not_yet("smatSpMM")),
+    match (core.backend(), matrix.placement()) {
+        (Backend::Cpu, Placement::Host(_)) => {
+            let b = unsafe { slice_arg(b, op.b_len, "B") }?;
+            let c = unsafe { slice_mut_arg(c, op.c_len, "C") }?;
+            let b = MatRef::new(b, info.cols, op.n, op.ldb, op.layout);
+            let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
+            T::spmm(matrix, alpha, b, beta, c)
+        }
+        (Backend::Cuda, Placement::Cuda(resident)) => {
+            let operands = DenseOperands { n: op.n, b, ldb: op.ldb, c, ldc: op.ldc, layout: op.layout };
+            unsafe { cuda::smat::spmm::<T>(core, matrix, resident, alpha, beta, operands) }
+        }
+        (Backend::Cpu, Placement::Cuda(_)) => Err(Error::invalid_value(
+            "argument A was analysed on the CUDA backend and the handle runs on the CPU; a matrix is used with the backend that created it",
+        )),
+        (Backend::Cuda, Placement::Host(_)) => Err(Error::invalid_value(
+            "argument A was analysed on the CPU backend and the handle runs on CUDA; a matrix is used with the backend that created it",
+        )),
     }
 }

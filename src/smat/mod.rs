@@ -10,6 +10,8 @@
 pub mod bcsr;
 pub mod reorder;
 
+use crate::backend::cuda::smat::DeviceBcsr;
+use crate::backend::cuda::{GpuDevice, Stream};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::{ComputeScalar, Element};
@@ -18,6 +20,7 @@ use crate::types::ValueType;
 use bcsr::Bcsr;
 use reorder::RowPatterns;
 use std::os::raw::c_int;
+use std::sync::Arc;
 
 /// When `smatCreateCsr` applies the Jaccard row reordering (`smatReorderMode`).
 #[repr(C)]
@@ -184,13 +187,22 @@ impl MatrixInfo {
     }
 }
 
+/// Where an analysed matrix's blocks live. A matrix is tied to the backend it was analysed on: a
+/// CUDA-built matrix keeps no host copy of its tiles (they may be large), so only handles of the
+/// CUDA backend on the same device can multiply with it, and a CPU-built one only CPU handles.
+#[derive(Debug)]
+pub enum Placement {
+    Host(BlockStorage),
+    Cuda(DeviceBcsr),
+}
+
 /// An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct SmatMatrix {
     info: MatrixInfo,
     /// Stored row `i` is the caller's row `row_order[i]`; `None` when the original order is kept.
     row_order: Option<Vec<usize>>,
-    storage: BlockStorage,
+    placement: Placement,
 }
 
 impl SmatMatrix {
@@ -226,7 +238,7 @@ impl SmatMatrix {
             reordered: row_order.is_some(),
             value_type: T::VALUE_TYPE,
         };
-        Ok(SmatMatrix { info, row_order, storage: T::Compute::wrap(bcsr) })
+        Ok(SmatMatrix { info, row_order, placement: Placement::Host(T::Compute::wrap(bcsr)) })
     }
 
     pub fn info(&self) -> &MatrixInfo {
@@ -239,11 +251,30 @@ impl SmatMatrix {
         self.row_order.as_ref().map_or(stored, |o| o[stored])
     }
 
-    /// The blocks, when `S` is the compute type of the matrix's value type.
+    /// The host blocks, when `S` is the compute type of the matrix's value type.
     pub fn blocks<S: BlockScalar>(&self) -> Result<&Bcsr<S>> {
-        S::unwrap(&self.storage).ok_or_else(|| {
+        let Placement::Host(storage) = &self.placement else {
+            return Err(Error::invalid_value(
+                "argument A was analysed on the CUDA backend; a matrix is used with the backend that created it",
+            ));
+        };
+        S::unwrap(storage).ok_or_else(|| {
             Error::internal(format!("block values of a {:?} matrix requested in another type", self.info.value_type))
         })
+    }
+
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Moves the blocks to `device` (uploaded on `stream`), dropping the host tiles.
+    pub fn move_to_device<T: Element>(&mut self, device: &Arc<GpuDevice>, stream: Stream) -> Result<()>
+    where
+        T::Compute: BlockScalar,
+    {
+        let resident = DeviceBcsr::upload::<T>(device, stream, self)?;
+        self.placement = Placement::Cuda(resident);
+        Ok(())
     }
 }
 

@@ -29,11 +29,12 @@ macro_rules! kernel_source {
 
 kernel_source!(UTIL, "util", false);
 kernel_source!(MSREP, "msrep", false);
+kernel_source!(SMAT, "smat", false);
 
 /// Every kernel source, for the compile test and for warming the cache.
 pub fn all() -> &'static [&'static KernelSource] {
-    static ALL: [&KernelSource; 2] = [&UTIL, &MSREP];
-    &ALL
+    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SMAT];
+    ALL
 }
 
 /// Architectures every kernel must compile for: Ampere and Hopper.

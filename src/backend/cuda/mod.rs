@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod memory;
 pub mod msrep;
 pub mod nvrtc;
+pub mod smat;
 pub mod util;
 
 use crate::error::{Error, Result, Status};

@@ -1,0 +1,224 @@
+//! SMaT on the GPU: the analysed BCSR resident on a device, and the launchers of `kernels/smat.cu`.
+//!
+//! The analysis (Jaccard reordering, BCSR blocking) runs on the host exactly as for the CPU backend;
+//! [`DeviceBcsr::upload`] then moves the blocks to the handle's device once. Device metadata is the
+//! block-row pointers, one column index per nonzero block, the dense tiles in the type the kernel
+//! consumes (f16 / bf16 bit patterns for the tensor-core path, f32, f64) and the row permutation.
+
+use super::kernels::SMAT;
+use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
+use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use crate::dense::required_len;
+use crate::error::{Error, Result, try_alloc};
+use crate::handle::HandleCore;
+use crate::kernel_args;
+use crate::scalar::Element;
+use crate::smat::{BlockScalar, SmatMatrix};
+use crate::types::{Layout, ValueType};
+use cudarc::driver::result as drv;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Warps per thread block and columns per warp of every SMaT kernel (SMAT_WARPS_PER_BLOCK and
+/// SMAT_STRIP in kernels/smat.cu).
+const WARPS_PER_BLOCK: usize = 4;
+const STRIP: usize = 32;
+
+/// A matrix's BCSR on one device. Freed (stream-ordered, on the creating stream) when dropped.
+pub struct DeviceBcsr {
+    device: Arc<GpuDevice>,
+    /// `block rows + 1` offsets (i64) into the blocks.
+    block_row_ptr: DeviceBuffer,
+    /// Column-block index (i32) of each nonzero block.
+    block_cols: DeviceBuffer,
+    /// `blocks · tile area` values of the element type, each tile row-major.
+    tiles: DeviceBuffer,
+    /// Caller's row (i32) of each stored row; `None` when the rows are not reordered.
+    row_order: Option<DeviceBuffer>,
+}
+
+impl std::fmt::Debug for DeviceBcsr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBcsr(device {}, {} tile bytes)", self.device.ordinal, self.tiles.bytes())
+    }
+}
+
+impl DeviceBcsr {
+    /// Uploads the host BCSR of `matrix` (analysed for element type `T`) to `device` on `stream`,
+    /// and waits for the copies so that later calls may run on any stream of the device.
+    pub fn upload<T: Element>(device: &Arc<GpuDevice>, stream: Stream, matrix: &SmatMatrix) -> Result<DeviceBcsr>
+    where
+        T::Compute: BlockScalar,
+    {
+        let bcsr = matrix.blocks::<T::Compute>()?;
+        let info = matrix.info();
+        let block_row_ptr: Vec<i64> = bcsr.block_row_ptr.iter().map(|&p| p as i64).collect();
+        let block_cols: Vec<i32> = bcsr.block_cols.iter().map(|&c| c as i32).collect();
+        let mut tiles: Vec<T> = try_alloc(bcsr.values.len(), "the device copy of the tiles")?;
+        // Halves were widened (and duplicates summed) in f32 at analysis: round once to the type the
+        // tensor cores read. A tile value that came from one entry round-trips exactly.
+        for (t, &v) in tiles.iter_mut().zip(&bcsr.values) {
+            *t = T::from_compute(v);
+        }
+        let row_order: Option<Vec<i32>> =
+            info.reordered.then(|| (0..info.rows).map(|r| matrix.original_row(r) as i32).collect());
+
+        let resident = DeviceBcsr {
+            device: device.clone(),
+            block_row_ptr: DeviceBuffer::from_host(device, &block_row_ptr, stream, "the BCSR block-row pointers")?,
+            block_cols: DeviceBuffer::from_host(device, &block_cols, stream, "the BCSR column indices")?,
+            tiles: DeviceBuffer::from_host(device, &tiles, stream, "the BCSR tiles")?,
+            row_order: match &row_order {
+                Some(order) => Some(DeviceBuffer::from_host(device, order, stream, "the row permutation")?),
+                None => None,
+            },
+        };
+        // The host vectors are freed on return: the copies must be done first.
+        device.synchronize(stream)?;
+        Ok(resident)
+    }
+
+    pub fn device_ordinal(&self) -> usize {
+        self.device.ordinal
+    }
+}
+
+/// A caller's CSR input array as host data: used in place when it is host memory, downloaded when it
+/// is device memory of `device` (the analysis runs on the host).
+///
+/// # Safety
+/// `ptr` must be valid for reading `len` elements of host or device memory, or `len` must be 0 (the
+/// caller has already rejected NULL and misaligned pointers).
+pub unsafe fn host_view<'a, T: Copy + Default>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    ptr: *const T,
+    len: usize,
+    name: &str,
+) -> Result<Cow<'a, [T]>> {
+    if len == 0 {
+        return Ok(Cow::Borrowed(&[]));
+    }
+    device.bind()?;
+    match locate(ptr.cast()) {
+        Location::Host => Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) })),
+        Location::Device(ordinal) => {
+            if ordinal != device.ordinal {
+                return Err(Error::invalid_pointer(format!(
+                    "argument {name} is memory of device {ordinal}, but the handle runs on device {}",
+                    device.ordinal
+                )));
+            }
+            let mut host: Vec<T> = try_alloc(len, name)?;
+            unsafe { drv::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
+                .map_err(driver_error("copying a CSR array to the host"))?;
+            device.synchronize(stream)?;
+            Ok(Cow::Owned(host))
+        }
+    }
+}
+
+/// SMaT's element types on the GPU: which kernel multiplies them.
+pub trait GpuSpmmElement: Element {
+    const KERNEL: &'static str;
+}
+
+impl GpuSpmmElement for half::f16 {
+    const KERNEL: &'static str = "smat_spmm_f16";
+}
+impl GpuSpmmElement for half::bf16 {
+    const KERNEL: &'static str = "smat_spmm_bf16";
+}
+impl GpuSpmmElement for f32 {
+    const KERNEL: &'static str = "smat_spmm_f32";
+}
+impl GpuSpmmElement for f64 {
+    const KERNEL: &'static str = "smat_spmm_f64";
+}
+
+/// smatSpMM's dense operands, validated (sizes, NULL, alignment, overlap) but not dereferenced.
+pub struct DenseOperands<T> {
+    pub n: usize,
+    pub b: *const T,
+    pub ldb: usize,
+    pub c: *mut T,
+    pub ldc: usize,
+    pub layout: Layout,
+}
+
+fn strides(layout: Layout, ld: usize) -> (i64, i64) {
+    match layout {
+        Layout::RowMajor => (ld as i64, 1),
+        Layout::ColMajor => (1, ld as i64),
+    }
+}
+
+/// `C = α·A·B + β·C` on the handle's device and stream. B and C may be host or device memory; the
+/// call returns without waiting unless C is host memory.
+///
+/// # Safety
+/// B and C must be valid for the lengths their shapes and leading dimensions imply.
+pub unsafe fn spmm<T: GpuSpmmElement>(
+    core: &HandleCore,
+    a: &SmatMatrix,
+    resident: &DeviceBcsr,
+    alpha: T::Compute,
+    beta: T::Compute,
+    op: DenseOperands<T>,
+) -> Result<()> {
+    let gpu = core.gpu()?;
+    gpu.bind()?;
+    let stream = core.cu_stream();
+    if resident.device_ordinal() != gpu.ordinal {
+        return Err(Error::invalid_value(format!(
+            "argument A was analysed on device {}, but the handle runs on device {}",
+            resident.device_ordinal(),
+            gpu.ordinal
+        )));
+    }
+    let info = a.info();
+    debug_assert_eq!(info.value_type, T::VALUE_TYPE);
+    let (rows, cols, n) = (info.rows, info.cols, op.n);
+    if rows == 0 || n == 0 {
+        return Ok(());
+    }
+    let b_len = required_len(cols, n, op.ldb, op.layout, "B")?;
+    let c_len = required_len(rows, n, op.ldc, op.layout, "C")?;
+    let b = unsafe { DeviceInput::new(&gpu, stream, op.b, b_len, "B") }?;
+    // A staged host C is copied back whole: upload it first unless the kernel overwrites all of it
+    // (β = 0 and no padding between leading dimensions).
+    let c_inner = if op.layout == Layout::RowMajor { n } else { rows };
+    let read_existing = beta != <T::Compute as crate::scalar::ComputeScalar>::ZERO || op.ldc != c_inner;
+    let c = unsafe { DeviceOutput::new(&gpu, stream, op.c, c_len, "C", read_existing) }?;
+
+    let f = gpu.function(&SMAT, T::KERNEL)?;
+    let block_rows = rows.div_ceil(info.tile.rows);
+    let strips = n.div_ceil(STRIP);
+    let cfg = Launch {
+        grid: (block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
+        block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
+        shared_bytes: 0,
+    };
+    let (rows_i, cols_i, n_i) = (rows as i32, cols as i32, n as i32);
+    let (brp, bcols, tiles) = (resident.block_row_ptr.ptr(), resident.block_cols.ptr(), resident.tiles.ptr());
+    let order = resident.row_order.as_ref().map_or(0, |o| o.ptr());
+    let (b_ptr, c_ptr) = (b.ptr(), c.ptr());
+    let (b_rs, b_cs) = strides(op.layout, op.ldb);
+    let (c_rs, c_cs) = strides(op.layout, op.ldc);
+    debug_assert!(matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16 | ValueType::F32 | ValueType::F64));
+    // SAFETY: the argument list matches smat_spmm_* (α / β are float for the half types, i.e.
+    // T::Compute); every pointer covers what the kernel reads or writes for these sizes.
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &rows_i, &cols_i, &n_i, &brp, &bcols, &tiles, &order, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
+                &c_rs, &c_cs
+            ],
+        )
+    }?;
+    drop(b);
+    c.finish()
+}

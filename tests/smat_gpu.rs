@@ -1,0 +1,615 @@
+//! SMaT on the CUDA backend (each test reports SKIPPED without a usable GPU): smatSpMM against the
+//! CPU backend and an f64 reference for every value type, layout, structure and reordering mode;
+//! host and device pointers; the caller's stream; matrices used with the wrong backend; injected
+//! allocation failures; and a rough timing at 16384² with 1 % nonzeros in 16×16 blocks.
+
+mod common;
+
+use common::{POISON, Rng};
+use cudarc::driver::sys::CUstream;
+use half::{bf16, f16};
+use sparsegpu::backend::cuda::{self, Stream, memory};
+use sparsegpu::capi::common::sgpuGetLastErrorMessage;
+use sparsegpu::capi::smat::*;
+use sparsegpu::scalar::Element;
+use sparsegpu::smat::ReorderMode;
+use sparsegpu::sparse::CsrMatrix;
+use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
+use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
+use std::ffi::{CStr, c_void};
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+const SUCCESS: i32 = Status::Success as i32;
+
+/// Allocation-failure injection is process-wide: every test here takes this lock.
+static GPU_LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+struct Handle(smatHandle_t);
+
+impl Handle {
+    fn new(backend: BackendKind, mode: ReorderMode) -> Handle {
+        let mut h = null_mut();
+        assert_eq!(unsafe { smatCreate(&mut h) }, SUCCESS, "{}", last_error());
+        assert_eq!(unsafe { smatSetBackend(h, backend as i32) }, SUCCESS, "{}", last_error());
+        assert_eq!(unsafe { smatSetReorderMode(h, mode as i32) }, SUCCESS);
+        Handle(h)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe { smatDestroy(self.0) };
+    }
+}
+
+struct Matrix(smatMatrix_t);
+
+impl Drop for Matrix {
+    fn drop(&mut self) {
+        unsafe { smatDestroyMatrix(self.0) };
+    }
+}
+
+impl Matrix {
+    fn info(&self) -> smatMatrixInfo_t {
+        let mut info = smatMatrixInfo_t::default();
+        assert_eq!(unsafe { smatGetMatrixInfo(self.0, &mut info) }, SUCCESS, "{}", last_error());
+        info
+    }
+}
+
+/// CSR arrays with the index base applied.
+struct CsrArrays {
+    row_ptr: Vec<i32>,
+    col_ind: Vec<i32>,
+}
+
+fn shifted<T>(csr: &CsrMatrix<T>, base: IndexBase) -> CsrArrays {
+    let shift = base as i32;
+    CsrArrays {
+        row_ptr: csr.row_ptr.iter().map(|p| p + shift).collect(),
+        col_ind: csr.col_ind.iter().map(|c| c + shift).collect(),
+    }
+}
+
+unsafe fn create_raw<T: Element>(
+    h: &Handle,
+    csr: &CsrMatrix<T>,
+    row_ptr: *const i32,
+    col_ind: *const i32,
+    values: *const T,
+    base: IndexBase,
+) -> (i32, smatMatrix_t) {
+    let mut a = null_mut();
+    let status = unsafe {
+        smatCreateCsr(
+            h.0,
+            &mut a,
+            csr.rows as i32,
+            csr.cols as i32,
+            csr.nnz() as i64,
+            row_ptr,
+            col_ind,
+            values as *const c_void,
+            T::VALUE_TYPE as i32,
+            base as i32,
+        )
+    };
+    (status, a)
+}
+
+fn create_matrix<T: Element>(h: &Handle, csr: &CsrMatrix<T>, base: IndexBase) -> Matrix {
+    let arrays = shifted(csr, base);
+    let (status, a) =
+        unsafe { create_raw(h, csr, arrays.row_ptr.as_ptr(), arrays.col_ind.as_ptr(), csr.values.as_ptr(), base) };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    Matrix(a)
+}
+
+/// A dense operand stored in `layout` with leading dimension `ld`.
+#[derive(Clone, Copy, Debug)]
+struct Dense {
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+impl Dense {
+    fn random_ld(rng: &mut Rng, rows: usize, cols: usize, layout: Layout) -> Dense {
+        let inner = if layout == Layout::RowMajor { cols } else { rows };
+        Dense { rows, cols, ld: inner.max(1) + rng.below(3), layout }
+    }
+    fn index(&self, i: usize, j: usize) -> usize {
+        if self.layout == Layout::RowMajor { i * self.ld + j } else { i + j * self.ld }
+    }
+    fn len(&self) -> usize {
+        if self.rows == 0 || self.cols == 0 {
+            0
+        } else if self.layout == Layout::RowMajor {
+            (self.rows - 1) * self.ld + self.cols
+        } else {
+            (self.cols - 1) * self.ld + self.rows
+        }
+    }
+}
+
+/// `smatSpMM` with raw B / C pointers (host or device).
+#[allow(clippy::too_many_arguments)]
+unsafe fn spmm_raw<T: Element>(
+    h: &Handle,
+    a: &Matrix,
+    alpha: T::Compute,
+    b: *const T,
+    db: Dense,
+    beta: T::Compute,
+    c: *mut T,
+    dc: Dense,
+) -> i32 {
+    unsafe {
+        smatSpMM(
+            h.0,
+            a.0,
+            db.cols as i32,
+            &alpha as *const T::Compute as *const c_void,
+            b as *const c_void,
+            db.ld as i32,
+            &beta as *const T::Compute as *const c_void,
+            c as *mut c_void,
+            dc.ld as i32,
+            db.layout as i32,
+        )
+    }
+}
+
+/// Unit roundoff of a type's storage and of the type it computes in.
+fn roundoffs(vt: ValueType) -> (f64, f64) {
+    match vt {
+        ValueType::F16 => (2f64.powi(-11), 2f64.powi(-24)),
+        ValueType::Bf16 => (2f64.powi(-8), 2f64.powi(-24)),
+        ValueType::F32 => (2f64.powi(-24), 2f64.powi(-24)),
+        ValueType::F64 => (2f64.powi(-53), 2f64.powi(-53)),
+    }
+}
+
+/// One problem: A, B, the old C (NaN in the written region when β = 0, poison in the padding).
+struct Problem<T: Element> {
+    csr: CsrMatrix<T>,
+    db: Dense,
+    dc: Dense,
+    b: Vec<T>,
+    c: Vec<T>,
+    alpha: T::Compute,
+    beta: T::Compute,
+}
+
+impl<T: Element> Problem<T> {
+    fn new(rng: &mut Rng, csr: CsrMatrix<T>, n: usize, layout: Layout, beta_zero: bool) -> Self {
+        let db = Dense::random_ld(rng, csr.cols, n, layout);
+        let dc = Dense::random_ld(rng, csr.rows, n, layout);
+        let b: Vec<T> = rng.vec(db.len());
+        let mut c = vec![T::from_f64(POISON); dc.len()];
+        for i in 0..dc.rows {
+            for j in 0..n {
+                c[dc.index(i, j)] = if beta_zero { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
+            }
+        }
+        let alpha = T::Compute::from_f64(rng.range(-2.0, 2.0));
+        let beta = T::Compute::from_f64(if beta_zero { 0.0 } else { rng.range(-2.0, 2.0) });
+        Problem { csr, db, dc, b, c, alpha, beta }
+    }
+
+    /// Checks every element of `got` against the f64 reference from the rounded inputs (bound of
+    /// the tests of the CPU backend), and that C's padding is untouched.
+    ///
+    /// `tiles_rounded`: the CUDA backend feeds half-type tiles to the tensor cores, so duplicate
+    /// entries, summed in f32 at analysis, reach it rounded once to the value type; the reference
+    /// then uses those rounded sums (sums of two halves in [-1, 1] are exact in f32).
+    fn check(&self, got: &[T], what: &str, tiles_rounded: bool) {
+        let (rows, cols, n) = (self.csr.rows, self.csr.cols, self.db.cols);
+        let mut dense_a = self.csr.to_dense_f64();
+        if tiles_rounded {
+            dense_a.iter_mut().for_each(|x| *x = T::from_f64(*x).to_f64());
+        }
+        let (alpha, beta) = (self.alpha.to_f64(), self.beta.to_f64());
+        let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
+        let tiny = if T::VALUE_TYPE == ValueType::F16 { 2f64.powi(-24) } else { 0.0 };
+        for i in 0..rows {
+            for j in 0..n {
+                let (mut exact, mut magnitude) = (0.0, 0.0);
+                for k in 0..cols {
+                    let product = dense_a[i * cols + k] * self.b[self.db.index(k, j)].to_f64();
+                    exact += product;
+                    magnitude += product.abs();
+                }
+                let mut want = alpha * exact;
+                let mut bound = alpha.abs() * magnitude;
+                if beta != 0.0 {
+                    let old = self.c[self.dc.index(i, j)].to_f64();
+                    want += beta * old;
+                    bound += (beta * old).abs();
+                }
+                let value = got[self.dc.index(i, j)].to_f64();
+                let tolerance = u_out * want.abs() + 4.0 * (cols as f64 + 2.0) * u_compute * bound + tiny;
+                assert!(
+                    (value - want).abs() <= tolerance,
+                    "{what}: C[{i},{j}] = {value}, want {want} (tolerance {tolerance})"
+                );
+            }
+        }
+        let poison = T::from_f64(POISON);
+        for (idx, (after, before)) in got.iter().zip(&self.c).enumerate() {
+            if *before == poison {
+                assert_eq!(after, before, "{what}: padding element {idx} of C was written");
+            }
+        }
+    }
+}
+
+fn random_size(rng: &mut Rng) -> usize {
+    const INTERESTING: [usize; 14] = [0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 47];
+    if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.below(90) }
+}
+
+fn random_matrix<T: Element>(rng: &mut Rng) -> (CsrMatrix<T>, &'static str) {
+    match rng.below(4) {
+        0 => {
+            let (rows, cols) = (random_size(rng), random_size(rng));
+            let density = rng.range(0.0, 0.4);
+            (random_csr(rng, rows, cols, density), "random")
+        }
+        1 => {
+            let n = random_size(rng);
+            let half_width = rng.below(6);
+            (band_csr(rng, n, half_width), "band")
+        }
+        2 => {
+            let (rows, cols) = (random_size(rng), random_size(rng));
+            let block = 1 + rng.below(20);
+            let (block_density, fill) = (rng.range(0.1, 0.6), rng.range(0.3, 1.0));
+            (block_csr(rng, rows, cols, block, block_density, fill), "block")
+        }
+        _ => {
+            let (scale, edge_factor) = (rng.below(7) as u32, 1 + rng.below(4));
+            (rmat_csr(rng, scale, edge_factor), "rmat")
+        }
+    }
+}
+
+/// Adds duplicate entries (they must sum) so the device tiles hold sums, too.
+fn with_duplicates<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>) -> CsrMatrix<T> {
+    let mut triplets = Vec::new();
+    for r in 0..csr.rows {
+        for e in csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize {
+            triplets.push((r, csr.col_ind[e] as usize, csr.values[e]));
+            if rng.below(10) == 0 {
+                triplets.push((r, csr.col_ind[e] as usize, T::from_f64(rng.range(-1.0, 1.0))));
+            }
+        }
+    }
+    CsrMatrix::from_triplets(csr.rows, csr.cols, triplets)
+}
+
+/// Random problems on CUDA and CPU handles: identical info, the GPU result within the reference
+/// bound, and CPU and GPU results within twice that bound of each other (checked by both passing).
+fn property_loop<T: Element>(cases: usize) {
+    let mut rng = Rng::fresh(&format!("smat gpu spmm {:?}", T::VALUE_TYPE));
+    for case in 0..cases {
+        let (base_matrix, structure) = random_matrix::<T>(&mut rng);
+        let csr = with_duplicates(&mut rng, &base_matrix);
+        let n = [0, 1, 2, 3, 8, 17, 31, 32, 33, 70, 129][rng.below(11)];
+        let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };
+        let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
+        let mode = ReorderMode::variants()[rng.below(3)];
+        let beta_zero = rng.below(3) == 0;
+        let p = Problem::new(&mut rng, csr, n, layout, beta_zero);
+        let what = format!(
+            "case {case} {:?} {structure} {}x{} nnz {} n {n} {layout:?} {base:?} {mode:?} alpha {:?} beta {:?} ldb {} ldc {}",
+            T::VALUE_TYPE,
+            p.csr.rows,
+            p.csr.cols,
+            p.csr.nnz(),
+            p.alpha,
+            p.beta,
+            p.db.ld,
+            p.dc.ld
+        );
+
+        let gpu_handle = Handle::new(BackendKind::Cuda, mode);
+        let cpu_handle = Handle::new(BackendKind::Cpu, mode);
+        let on_gpu = create_matrix(&gpu_handle, &p.csr, base);
+        let on_cpu = create_matrix(&cpu_handle, &p.csr, base);
+        assert_eq!(on_gpu.info(), on_cpu.info(), "{what}: info");
+
+        let mut c_gpu = p.c.clone();
+        let mut c_cpu = p.c.clone();
+        let status =
+            unsafe { spmm_raw(&gpu_handle, &on_gpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_gpu.as_mut_ptr(), p.dc) };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        let status =
+            unsafe { spmm_raw(&cpu_handle, &on_cpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_cpu.as_mut_ptr(), p.dc) };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        p.check(&c_gpu, &format!("{what} (CUDA)"), true);
+        p.check(&c_cpu, &format!("{what} (CPU)"), false);
+    }
+}
+
+#[test]
+fn spmm_matches_cpu_and_reference_f16() {
+    if !common::cuda_available("spmm_matches_cpu_and_reference_f16") {
+        return;
+    }
+    let _guard = lock();
+    property_loop::<f16>(60);
+}
+
+#[test]
+fn spmm_matches_cpu_and_reference_bf16() {
+    if !common::cuda_available("spmm_matches_cpu_and_reference_bf16") {
+        return;
+    }
+    let _guard = lock();
+    property_loop::<bf16>(60);
+}
+
+#[test]
+fn spmm_matches_cpu_and_reference_f32() {
+    if !common::cuda_available("spmm_matches_cpu_and_reference_f32") {
+        return;
+    }
+    let _guard = lock();
+    property_loop::<f32>(60);
+}
+
+#[test]
+fn spmm_matches_cpu_and_reference_f64() {
+    if !common::cuda_available("spmm_matches_cpu_and_reference_f64") {
+        return;
+    }
+    let _guard = lock();
+    property_loop::<f64>(60);
+}
+
+/// Device arrays for the CSR input and for B / C, on a non-default stream.
+fn device_pointers_on_a_stream<T: Element>(rng: &mut Rng) {
+    let gpu = cuda::device(0).unwrap();
+    let stream = gpu.ctx.new_stream().unwrap();
+    let raw: CUstream = stream.cu_stream();
+    let s = Stream(raw);
+    for (case, layout) in [Layout::RowMajor, Layout::ColMajor].into_iter().enumerate() {
+        let csr: CsrMatrix<T> = block_csr(rng, 150 + case, 97, 16, 0.3, 0.7);
+        let base = IndexBase::One;
+        let p = Problem::new(rng, csr, 45, layout, case == 1);
+        let what = format!("device pointers {:?} {layout:?}", T::VALUE_TYPE);
+        let h = Handle::new(BackendKind::Cuda, ReorderMode::Always);
+        assert_eq!(unsafe { smatSetStream(h.0, raw as *mut c_void) }, SUCCESS);
+        let arrays = shifted(&p.csr, base);
+        let d_row_ptr = memory::DeviceBuffer::from_host(&gpu, &arrays.row_ptr, s, "rowPtr").unwrap();
+        let d_col_ind = memory::DeviceBuffer::from_host(&gpu, &arrays.col_ind, s, "colInd").unwrap();
+        let d_values = memory::DeviceBuffer::from_host(&gpu, &p.csr.values, s, "values").unwrap();
+        let (status, a) = unsafe {
+            create_raw(
+                &h,
+                &p.csr,
+                d_row_ptr.ptr() as *const i32,
+                d_col_ind.ptr() as *const i32,
+                d_values.ptr() as *const T,
+                base,
+            )
+        };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        let a = Matrix(a);
+        let cpu = Handle::new(BackendKind::Cpu, ReorderMode::Always);
+        assert_eq!(a.info(), create_matrix(&cpu, &p.csr, base).info(), "{what}: info");
+
+        let d_b = memory::DeviceBuffer::from_host(&gpu, &p.b, s, "B").unwrap();
+        let d_c = memory::DeviceBuffer::from_host(&gpu, &p.c, s, "C").unwrap();
+        let status =
+            unsafe { spmm_raw(&h, &a, p.alpha, d_b.ptr() as *const T, p.db, p.beta, d_c.ptr() as *mut T, p.dc) };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        let mut got = vec![T::default(); p.c.len()];
+        d_c.copy_to_host(&mut got).unwrap();
+        p.check(&got, &what, true);
+
+        // Host B with device C, and device B with host C, on the same handle.
+        let d_c2 = memory::DeviceBuffer::from_host(&gpu, &p.c, s, "C").unwrap();
+        let status = unsafe { spmm_raw(&h, &a, p.alpha, p.b.as_ptr(), p.db, p.beta, d_c2.ptr() as *mut T, p.dc) };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        d_c2.copy_to_host(&mut got).unwrap();
+        p.check(&got, &format!("{what}, host B"), true);
+        let mut host_c = p.c.clone();
+        let status =
+            unsafe { spmm_raw(&h, &a, p.alpha, d_b.ptr() as *const T, p.db, p.beta, host_c.as_mut_ptr(), p.dc) };
+        assert_eq!(status, SUCCESS, "{what}: {}", last_error());
+        p.check(&host_c, &format!("{what}, host C"), true);
+        drop(a);
+        gpu.synchronize(s).unwrap();
+    }
+}
+
+#[test]
+fn device_pointers_and_a_caller_stream() {
+    if !common::cuda_available("device_pointers_and_a_caller_stream") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("smat gpu device pointers");
+    device_pointers_on_a_stream::<f16>(&mut rng);
+    device_pointers_on_a_stream::<bf16>(&mut rng);
+    device_pointers_on_a_stream::<f32>(&mut rng);
+    device_pointers_on_a_stream::<f64>(&mut rng);
+}
+
+#[test]
+fn a_matrix_is_used_with_the_backend_that_created_it() {
+    if !common::cuda_available("a_matrix_is_used_with_the_backend_that_created_it") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("smat gpu backend mismatch");
+    let csr: CsrMatrix<f32> = random_csr(&mut rng, 20, 20, 0.2);
+    let gpu = Handle::new(BackendKind::Cuda, ReorderMode::Auto);
+    let cpu = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
+    let on_gpu = create_matrix(&gpu, &csr, IndexBase::Zero);
+    let on_cpu = create_matrix(&cpu, &csr, IndexBase::Zero);
+    let d = Dense { rows: 20, cols: 4, ld: 4, layout: Layout::RowMajor };
+    let b = vec![1.0f32; d.len()];
+    for (h, a) in [(&gpu, &on_cpu), (&cpu, &on_gpu)] {
+        let mut c = vec![3.0f32; d.len()];
+        let status = unsafe { spmm_raw(h, a, 1.0, b.as_ptr(), d, 0.0, c.as_mut_ptr(), d) };
+        assert_eq!(status, Status::InvalidValue as i32, "{}", last_error());
+        let message = last_error();
+        assert!(message.contains("smatSpMM") && message.contains("backend"), "{message}");
+        assert!(c.iter().all(|&x| x == 3.0), "C was written");
+    }
+}
+
+#[test]
+fn injected_allocation_failures_leave_outputs_untouched() {
+    if !common::cuda_available("injected_allocation_failures_leave_outputs_untouched") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("smat gpu allocation failure");
+    // Even and odd rows use different column tiles, so the clustering reorders (and the row
+    // permutation is uploaded, too).
+    let mut triplets = Vec::new();
+    for r in 0..40 {
+        for c in (r % 2) * 16..(r % 2) * 16 + 16 {
+            if rng.below(4) != 0 {
+                triplets.push((r, c, f16::from_f64(rng.range(-1.0, 1.0))));
+            }
+        }
+    }
+    let csr: CsrMatrix<f16> = CsrMatrix::from_triplets(40, 33, triplets);
+    let h = Handle::new(BackendKind::Cuda, ReorderMode::Always);
+
+    let arrays = shifted(&csr, IndexBase::Zero);
+    {
+        memory::inject_allocation_failures(1);
+        let mut a = 0x5a5a as smatMatrix_t;
+        let status = unsafe {
+            smatCreateCsr(
+                h.0,
+                &mut a,
+                40,
+                33,
+                csr.nnz() as i64,
+                arrays.row_ptr.as_ptr(),
+                arrays.col_ind.as_ptr(),
+                csr.values.as_ptr() as *const c_void,
+                ValueType::F16 as i32,
+                0,
+            )
+        };
+        memory::inject_allocation_failures(0);
+        assert_eq!(status, Status::AllocationFailed as i32, "{}", last_error());
+        assert_eq!(a as usize, 0x5a5a, "*A written after a failure");
+    }
+
+    let a = create_matrix(&h, &csr, IndexBase::Zero);
+    assert_eq!(a.info().reordered, 1, "the permutation upload was not exercised");
+    let p = Problem::new(&mut rng, csr, 19, Layout::ColMajor, false);
+    let mut c = p.c.clone();
+    memory::inject_allocation_failures(1);
+    let status = unsafe { spmm_raw(&h, &a, p.alpha, p.b.as_ptr(), p.db, p.beta, c.as_mut_ptr(), p.dc) };
+    memory::inject_allocation_failures(0);
+    assert_eq!(status, Status::AllocationFailed as i32, "{}", last_error());
+    assert!(c.iter().zip(&p.c).all(|(x, y)| x.to_bits() == y.to_bits()), "C written after a failure");
+    let status = unsafe { spmm_raw(&h, &a, p.alpha, p.b.as_ptr(), p.db, p.beta, c.as_mut_ptr(), p.dc) };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    p.check(&c, "after the failure", true);
+}
+
+/// 16384² with 1 % nonzeros in 16×16 blocks, n = 256, B and C on the device: times smatSpMM and
+/// checks the result against the CPU backend.
+fn timing<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>) {
+    let gpu = cuda::device(0).unwrap();
+    let s = Stream::DEFAULT;
+    let n = 256;
+    let layout = Layout::RowMajor;
+    let db = Dense { rows: csr.cols, cols: n, ld: n, layout };
+    let dc = Dense { rows: csr.rows, cols: n, ld: n, layout };
+    let b: Vec<T> = rng.vec(db.len());
+    let h = Handle::new(BackendKind::Cuda, ReorderMode::Never);
+    let cpu = Handle::new(BackendKind::Cpu, ReorderMode::Never);
+    let a = create_matrix(&h, csr, IndexBase::Zero);
+    let a_cpu = create_matrix(&cpu, csr, IndexBase::Zero);
+    let d_b = memory::DeviceBuffer::from_host(&gpu, &b, s, "B").unwrap();
+    let d_c = memory::DeviceBuffer::alloc(&gpu, dc.len() * size_of::<T>(), s, "C").unwrap();
+    let (one, zero) = (T::Compute::from_f64(1.0), T::Compute::from_f64(0.0));
+    let call = || {
+        let status = unsafe { spmm_raw(&h, &a, one, d_b.ptr() as *const T, db, zero, d_c.ptr() as *mut T, dc) };
+        assert_eq!(status, SUCCESS, "{}", last_error());
+    };
+    call();
+    gpu.synchronize(s).unwrap();
+    let reps = 20;
+    let start = std::time::Instant::now();
+    for _ in 0..reps {
+        call();
+    }
+    gpu.synchronize(s).unwrap();
+    let seconds = start.elapsed().as_secs_f64() / reps as f64;
+    let info = a.info();
+    let flops = 2.0 * csr.nnz() as f64 * n as f64;
+    let padded = 2.0 * (info.blockCount * (info.tileRows * info.tileCols) as i64) as f64 * n as f64;
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "TIMING smatSpMM {:?} {}x{} nnz {} blocks {} n {n}: {:.3} ms, {:.1} GFLOP/s useful, {:.1} GFLOP/s on tiles",
+        T::VALUE_TYPE,
+        csr.rows,
+        csr.cols,
+        csr.nnz(),
+        info.blockCount,
+        seconds * 1e3,
+        flops / seconds * 1e-9,
+        padded / seconds * 1e-9
+    );
+
+    let mut got = vec![T::default(); dc.len()];
+    d_c.copy_to_host(&mut got).unwrap();
+    let mut want = vec![T::default(); dc.len()];
+    let status = unsafe { spmm_raw(&cpu, &a_cpu, one, b.as_ptr(), db, zero, want.as_mut_ptr(), dc) };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
+    // Each output sums about 164 products of magnitude < 1: bound their rounding differences.
+    let tolerance = 2.0 * u_out * 16.0 + 4.0 * 400.0 * u_compute * 164.0;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (g, w) = (g.to_f64(), w.to_f64());
+        assert!((g - w).abs() <= tolerance * (1.0 + w.abs()), "C element {i}: CUDA {g}, CPU {w}");
+    }
+}
+
+#[test]
+fn timing_16384_squared_one_percent_in_16x16_blocks() {
+    if !common::cuda_available("timing_16384_squared_one_percent_in_16x16_blocks") {
+        return;
+    }
+    let _guard = lock();
+    let mut rng = Rng::fresh("smat gpu timing");
+    let csr16: CsrMatrix<f16> = block_csr(&mut rng, 16384, 16384, 16, 0.01, 1.0);
+    timing(&mut rng, &csr16);
+    let csr32 = CsrMatrix::from_triplets(
+        csr16.rows,
+        csr16.cols,
+        (0..csr16.rows)
+            .flat_map(|r| {
+                let csr16 = &csr16;
+                (csr16.row_ptr[r] as usize..csr16.row_ptr[r + 1] as usize)
+                    .map(move |e| (r, csr16.col_ind[e] as usize, csr16.values[e].to_f32()))
+            })
+            .collect(),
+    );
+    timing::<f32>(&mut rng, &csr32);
+}
