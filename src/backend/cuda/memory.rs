@@ -19,30 +19,28 @@ pub enum Location {
     Device(usize),
 }
 
-/// Classifies a pointer with `cuPointerGetAttribute`. Memory the driver does not know is host memory.
+/// Classifies a pointer with `cuPointerGetAttributes`, which (unlike `cuPointerGetAttribute`) answers
+/// for memory the driver does not know without raising an API error, so sanitizer runs stay clean.
+/// Unknown memory and registered (pinned) host memory are host memory; device and managed memory
+/// are used in place.
 pub fn locate(ptr: *const c_void) -> Location {
     let mut memory_type: u32 = 0;
+    let mut ordinal: i32 = -1;
+    let mut attributes = [
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ];
+    let mut values: [*mut c_void; 2] = [(&mut memory_type as *mut u32).cast(), (&mut ordinal as *mut i32).cast()];
     let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut memory_type as *mut u32).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            ptr as CUdeviceptr,
-        )
+        sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), values.as_mut_ptr(), ptr as CUdeviceptr)
     };
-    if r != cudaError_enum::CUDA_SUCCESS || memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
-        // Unregistered memory fails the query; registered (pinned) host memory reports HOST. Managed
-        // memory reports DEVICE, and is used in place.
+    if r != cudaError_enum::CUDA_SUCCESS
+        || memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+        || ordinal < 0
+    {
         return Location::Host;
     }
-    let mut ordinal: i32 = 0;
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut ordinal as *mut i32).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-            ptr as CUdeviceptr,
-        )
-    };
-    if r == cudaError_enum::CUDA_SUCCESS { Location::Device(ordinal as usize) } else { Location::Host }
+    Location::Device(ordinal as usize)
 }
 
 static FAILING_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
