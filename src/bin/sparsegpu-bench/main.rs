@@ -196,6 +196,43 @@ pub fn download_as(gpu: &Gpu, ty: ValueType, buffer: &DeviceBuffer, len: usize) 
     }
 }
 
+/// A host array of one value type, for the calls that take host data (analysis, τ tuning).
+pub enum HostArray {
+    F16(Vec<half::f16>),
+    Bf16(Vec<half::bf16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl HostArray {
+    pub fn new(ty: ValueType, data: &[f64]) -> HostArray {
+        match ty {
+            ValueType::F16 => HostArray::F16(data.iter().map(|&v| half::f16::from_f64(v)).collect()),
+            ValueType::Bf16 => HostArray::Bf16(data.iter().map(|&v| half::bf16::from_f64(v)).collect()),
+            ValueType::F32 => HostArray::F32(data.iter().map(|&v| v as f32).collect()),
+            ValueType::F64 => HostArray::F64(data.to_vec()),
+        }
+    }
+
+    pub fn ptr(&self) -> *const std::ffi::c_void {
+        match self {
+            HostArray::F16(v) => v.as_ptr().cast(),
+            HostArray::Bf16(v) => v.as_ptr().cast(),
+            HostArray::F32(v) => v.as_ptr().cast(),
+            HostArray::F64(v) => v.as_ptr().cast(),
+        }
+    }
+}
+
+/// Whether a family runs on a CUDA handle, found with a tiny call on host arrays (always valid
+/// memory). Only then is it given device pointers: an implementation still missing could read
+/// them as host memory, which no status can report.
+pub fn announce_probe(family: &str, probe: &Outcome<()>) {
+    if let Err(why) = probe {
+        println!("({family} on a CUDA handle is not available: {why}; our rows report it, the vendor's still run)");
+    }
+}
+
 /// A CSR matrix's structure and values (as `ty`) on the device.
 pub fn upload_csr(gpu: &Gpu, ty: ValueType, a: &CsrMatrix<f64>) -> Outcome<vendor::DeviceCsr> {
     Ok(vendor::DeviceCsr {

@@ -5,7 +5,10 @@
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::{Scalar, SpMV};
-use crate::{Bench, check, download_as, mtx_name, read_mtx, tolerance, type_name, type_size, upload_as, upload_csr};
+use crate::{
+    Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, tolerance, type_name, type_size,
+    upload_as, upload_csr,
+};
 use sparsegpu::ValueType;
 use sparsegpu::capi::msrep::*;
 use sparsegpu::sparse::CsrMatrix;
@@ -48,6 +51,8 @@ pub fn run(b: &mut Bench) {
     table_header(&format!(
         "MSREP: y = A·x on 1..{devices} device(s); vendor cusparseSpMV (CSR) on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth"
     ));
+    let available = probe(b);
+    announce_probe("MSREP", &available);
     let mut rng = Rng::new(b.seed ^ 0x4d);
     let mut inputs: Vec<(String, CsrMatrix<f64>)> = vec![
         (format!("R-MAT scale {scale} ef 16"), testgen::rmat_csr(&mut rng, scale, 16)),
@@ -65,7 +70,7 @@ pub fn run(b: &mut Bench) {
     }
     for (input, a) in &inputs {
         for ty in [ValueType::F32, ValueType::F64] {
-            if let Err(why) = case(b, input, a, ty, devices, &mut rng) {
+            if let Err(why) = case(b, &available, input, a, ty, devices, &mut rng) {
                 let mut m = Measurement::new("msrep", "msrepSpMV", "cusparseSpMV", type_name(ty), input, shape(a));
                 m.not_available(format!("harness or vendor failure: {why}"));
                 b.report.push(m);
@@ -78,7 +83,15 @@ fn shape(a: &CsrMatrix<f64>) -> String {
     format!("{}x{} nnz={}", a.rows, a.cols, a.nnz())
 }
 
-fn case(b: &mut Bench, input: &str, a: &CsrMatrix<f64>, ty: ValueType, devices: usize, rng: &mut Rng) -> Outcome<()> {
+fn case(
+    b: &mut Bench,
+    available: &Outcome<()>,
+    input: &str,
+    a: &CsrMatrix<f64>,
+    ty: ValueType,
+    devices: usize,
+    rng: &mut Rng,
+) -> Outcome<()> {
     let gpu = &b.gpu;
     let s = type_size(ty);
     let csr = upload_csr(gpu, ty, a)?;
@@ -103,13 +116,10 @@ fn case(b: &mut Bench, input: &str, a: &CsrMatrix<f64>, ty: ValueType, devices: 
         m.devices = k;
         m.peak = Some((b.peaks.copy_gbps * k as f64, "GB/s"));
         let result = (|| -> Outcome<()> {
-            let mut h = std::ptr::null_mut();
-            check(unsafe { msrepCreate(&mut h) }, "msrepCreate")?;
-            let handle = Handle(h);
-            check(unsafe { msrepSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "msrepSetBackend(CUDA)")?;
-            let ordinals: Vec<i32> = (0..k as i32).collect();
-            check(unsafe { msrepSetDevices(h, k as i32, ordinals.as_ptr()) }, "msrepSetDevices")?;
-            check(unsafe { msrepSetStream(h, b.gpu.raw_stream()) }, "msrepSetStream")?;
+            available.clone()?;
+            let handle = new_handle(b, k)?;
+            // Partitioning from the host CSR: setup, timed apart (in the note).
+            let values = HostArray::new(ty, &a.values);
             let mut mat = std::ptr::null_mut();
             let began = Instant::now();
             check(
@@ -120,9 +130,9 @@ fn case(b: &mut Bench, input: &str, a: &CsrMatrix<f64>, ty: ValueType, devices: 
                         a.rows as i32,
                         a.cols as i32,
                         a.nnz() as i64,
-                        csr.row_ptr.ptr() as *const i32,
-                        csr.col_ind.ptr() as *const i32,
-                        csr.values.ptr() as *const _,
+                        a.row_ptr.as_ptr(),
+                        a.col_ind.as_ptr(),
+                        values.ptr(),
                         ty as i32,
                         sparsegpu::IndexBase::Zero as i32,
                         0,
@@ -169,4 +179,58 @@ fn case(b: &mut Bench, input: &str, a: &CsrMatrix<f64>, ty: ValueType, devices: 
         b.report.push(m);
     }
     Ok(())
+}
+
+/// A CUDA handle over devices 0..k on the harness's stream.
+fn new_handle(b: &Bench, k: usize) -> Outcome<Handle> {
+    let mut h = std::ptr::null_mut();
+    check(unsafe { msrepCreate(&mut h) }, "msrepCreate")?;
+    let handle = Handle(h);
+    check(unsafe { msrepSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "msrepSetBackend(CUDA)")?;
+    let ordinals: Vec<i32> = (0..k as i32).collect();
+    check(unsafe { msrepSetDevices(h, k as i32, ordinals.as_ptr()) }, "msrepSetDevices")?;
+    check(unsafe { msrepSetStream(h, b.gpu.raw_stream()) }, "msrepSetStream")?;
+    Ok(handle)
+}
+
+/// y = I·x for a 2×2 identity on host arrays through a CUDA handle.
+fn probe(b: &Bench) -> Outcome<()> {
+    let handle = new_handle(b, 1)?;
+    let (row_ptr, col_ind, values) = ([0i32, 1, 2], [0i32, 1], [1.0f64, 1.0]);
+    let mut m = std::ptr::null_mut();
+    check(
+        unsafe {
+            msrepCreateCsr(
+                handle.0,
+                &mut m,
+                2,
+                2,
+                2,
+                row_ptr.as_ptr(),
+                col_ind.as_ptr(),
+                values.as_ptr().cast(),
+                ValueType::F64 as i32,
+                sparsegpu::IndexBase::Zero as i32,
+                0,
+            )
+        },
+        "msrepCreateCsr",
+    )?;
+    let matrix = Matrix(m);
+    let (one, zero) = (1.0f64, 0.0f64);
+    let x = [1.0f64, 2.0];
+    let mut y = [0.0f64; 2];
+    check(
+        unsafe {
+            msrepSpMV(
+                handle.0,
+                matrix.0,
+                (&one as *const f64).cast(),
+                x.as_ptr().cast(),
+                (&zero as *const f64).cast(),
+                y.as_mut_ptr().cast(),
+            )
+        },
+        "msrepSpMV",
+    )
 }

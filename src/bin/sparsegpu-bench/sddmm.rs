@@ -6,7 +6,7 @@
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::{Scalar, Sddmm};
-use crate::{Bench, check, download_as, tolerance, type_name, type_size, upload_as};
+use crate::{Bench, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
 use sparsegpu::capi::sddmm::*;
 use sparsegpu::testgen::{self, Rng};
 use sparsegpu::{Layout, ValueType};
@@ -35,13 +35,15 @@ pub fn run(b: &mut Bench) {
     table_header(&format!(
         "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {size}x{size}, k = {k}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic"
     ));
+    let available = probe(b);
+    announce_probe("SDDMM", &available);
     let mut rng = Rng::new(b.seed ^ 0x5d);
     let a_host: Vec<f64> = rng.vec(size * k);
     let b_host: Vec<f64> = rng.vec(size * k);
     for &density in densities {
         let pattern = testgen::random_csr::<f64>(&mut rng, size, size, density);
         for &ty in types {
-            if let Err(why) = case(b, &pattern, ty, k, &a_host, &b_host) {
+            if let Err(why) = case(b, &available, &pattern, ty, k, &a_host, &b_host) {
                 let mut m = Measurement::new(
                     "sddmm",
                     "sddmmDynamic",
@@ -58,8 +60,10 @@ pub fn run(b: &mut Bench) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn case(
     b: &mut Bench,
+    available: &Outcome<()>,
     s: &sparsegpu::sparse::CsrMatrix<f64>,
     ty: ValueType,
     k: usize,
@@ -95,12 +99,7 @@ fn case(
     base.bytes = Some(((m_rows + n_cols) * k * size + nnz * (4 + size) + (m_rows + 1) * 4) as f64);
     base.peak = Some((b.peaks.copy_gbps, "GB/s"));
 
-    let mut h = std::ptr::null_mut();
-    let handle = check(unsafe { sddmmCreate(&mut h) }, "sddmmCreate").map(|_| Handle(h)).and_then(|handle| {
-        check(unsafe { sddmmSetBackend(handle.0, sparsegpu::BackendKind::Cuda as i32) }, "sddmmSetBackend(CUDA)")?;
-        check(unsafe { sddmmSetStream(handle.0, b.gpu.raw_stream()) }, "sddmmSetStream")?;
-        Ok(handle)
-    });
+    let handle = available.clone().and_then(|_| new_handle(b));
     let alpha = Scalar::new(ty, 1.0);
     let (ki, layout) = (k as i32, Layout::RowMajor as i32);
 
@@ -154,8 +153,8 @@ fn case(
                     m_rows as i32,
                     n_cols as i32,
                     nnz as i64,
-                    pattern.row_ptr.ptr() as *const i32,
-                    pattern.col_ind.ptr() as *const i32,
+                    s.row_ptr.as_ptr(),
+                    s.col_ind.as_ptr(),
                     sparsegpu::IndexBase::Zero as i32,
                 )
             },
@@ -218,4 +217,46 @@ fn measure(
             Verdict::Mismatch(format!("relative error {err:.3e} against cusparseSDDMM exceeds {:.0e}", tolerance(ty)));
     }
     Ok(())
+}
+
+fn new_handle(b: &Bench) -> Outcome<Handle> {
+    let mut h = std::ptr::null_mut();
+    check(unsafe { sddmmCreate(&mut h) }, "sddmmCreate")?;
+    let handle = Handle(h);
+    check(unsafe { sddmmSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "sddmmSetBackend(CUDA)")?;
+    check(unsafe { sddmmSetStream(h, b.gpu.raw_stream()) }, "sddmmSetStream")?;
+    Ok(handle)
+}
+
+/// A 2×2 identity pattern, k = 1, on host arrays through a CUDA handle.
+fn probe(b: &Bench) -> Outcome<()> {
+    let handle = new_handle(b)?;
+    let (row_ptr, col_ind) = ([0i32, 1, 2], [0i32, 1]);
+    let (a, bm) = ([1.0f32, 2.0], [3.0f32, 4.0]);
+    let one = 1.0f32;
+    let mut out = [0.0f32; 2];
+    check(
+        unsafe {
+            sddmmDynamic(
+                handle.0,
+                2,
+                2,
+                1,
+                (&one as *const f32).cast(),
+                a.as_ptr().cast(),
+                1,
+                bm.as_ptr().cast(),
+                1,
+                Layout::RowMajor as i32,
+                2,
+                row_ptr.as_ptr(),
+                col_ind.as_ptr(),
+                std::ptr::null(),
+                sparsegpu::IndexBase::Zero as i32,
+                ValueType::F32 as i32,
+                out.as_mut_ptr().cast(),
+            )
+        },
+        "sddmmDynamic",
+    )
 }

@@ -6,12 +6,11 @@
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::Cublas;
-use crate::{Bench, check, download_as, tolerance, type_name, type_size, upload_as};
+use crate::{Bench, HostArray, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
 use sparsegpu::ValueType;
 use sparsegpu::backend::cuda::memory::DeviceBuffer;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::testgen::{self, Rng};
-use std::ffi::c_void;
 use std::time::Instant;
 
 struct Handle(spammHandle_t);
@@ -106,7 +105,9 @@ impl Handle {
         }
     }
 
-    fn tune(&self, ty: ValueType, n: usize, a: &DeviceBuffer, bm: &DeviceBuffer, target: f64) -> Outcome<(f64, f64)> {
+    /// τ for a target valid ratio, searched on host copies of A and B: tuning is setup, not timed,
+    /// and host arrays are valid on every backend.
+    fn tune(&self, ty: ValueType, n: usize, a: &HostArray, bm: &HostArray, target: f64) -> Outcome<(f64, f64)> {
         let ni = n as i32;
         let (mut tau, mut achieved) = (0.0, 0.0);
         check(
@@ -119,9 +120,9 @@ impl Handle {
                     ni,
                     ni,
                     ni,
-                    a.ptr() as *const c_void,
+                    a.ptr(),
                     ni,
-                    bm.ptr() as *const c_void,
+                    bm.ptr(),
                     ni,
                     target,
                     0.005,
@@ -165,6 +166,8 @@ pub fn run(b: &mut Bench) {
     table_header(&format!(
         "SpAMM: C = A·B, N = {n}, column-major, LoNum 32; vendor cuBLAS; dens/vr = valid ratio; GFLOP/s dense-equivalent (2N³/t), %peak of the vendor GEMM rate"
     ));
+    let available = probe(b);
+    announce_probe("SpAMM", &available);
     let mut rng = Rng::new(b.seed ^ 0x5a);
     let inputs: [(&str, Generator); 2] = [
         ("algebraic 0.1/(|i-j|^0.1+1)", |rng, n| testgen::algebraic_decay(rng, n, n, 0.1, 0.1)),
@@ -174,7 +177,7 @@ pub fn run(b: &mut Bench) {
         let a_host = generate(&mut rng, n);
         let b_host = generate(&mut rng, n);
         for ty in [ValueType::F32, ValueType::F16, ValueType::F64] {
-            if let Err(why) = case(b, input, ty, n, &a_host, &b_host, targets) {
+            if let Err(why) = case(b, &available, input, ty, n, &a_host, &b_host, targets) {
                 let mut m = Measurement::new(
                     "spamm",
                     op_name(ty),
@@ -193,6 +196,7 @@ pub fn run(b: &mut Bench) {
 #[allow(clippy::too_many_arguments)]
 fn case(
     b: &mut Bench,
+    available: &Outcome<()>,
     input: &str,
     ty: ValueType,
     n: usize,
@@ -216,7 +220,8 @@ fn case(
     base.flops = Some(2.0 * (n as f64).powi(3));
     base.peak = b.peaks.gemm(ty).map(|p| (p, "GFLOP/s"));
 
-    let handle = match Handle::new(b) {
+    let (a_typed, b_typed) = (HostArray::new(ty, a_host), HostArray::new(ty, b_host));
+    let handle = match available.clone().and_then(|_| Handle::new(b)) {
         Ok(h) => h,
         Err(why) => {
             base.not_available(why);
@@ -233,7 +238,7 @@ fn case(
                 None => 0.0,
                 Some(t) => {
                     let began = Instant::now();
-                    let (tau, achieved) = handle.tune(ty, n, &a, &bm, t)?;
+                    let (tau, achieved) = handle.tune(ty, n, &a_typed, &b_typed, t)?;
                     m.note =
                         format!("target {t}, tuned to {achieved:.4} in {:.0} ms", began.elapsed().as_secs_f64() * 1e3);
                     tau
@@ -269,4 +274,18 @@ fn case(
         b.report.push(m);
     }
     Ok(())
+}
+
+/// A 2×2 product on host arrays through a CUDA handle.
+fn probe(b: &Bench) -> Outcome<()> {
+    let handle = Handle::new(b)?;
+    let (one, zero) = (1.0f32, 0.0f32);
+    let a = [1.0f32, 0.0, 0.0, 1.0];
+    let mut c = [0.0f32; 4];
+    check(
+        unsafe {
+            spammSgemm(handle.0, 0, 0, 2, 2, 2, &one, a.as_ptr(), 2, a.as_ptr(), 2, &zero, c.as_mut_ptr(), 2, 0.0)
+        },
+        "spammSgemm",
+    )
 }
