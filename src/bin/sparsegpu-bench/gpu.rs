@@ -42,13 +42,14 @@ pub struct Timing {
     pub repeats: usize,
 }
 
+/// Fields drop in declaration order: the flush buffer (freed on the stream) before the stream.
 pub struct Gpu {
-    pub device: Arc<GpuDevice>,
-    pub stream: Arc<CudaStream>,
-    pub name: String,
-    pub repeats: Repeats,
     /// Written between repeats so that no operand is still in L2 (50 MB on an H100) from the last.
     l2_flush: DeviceBuffer,
+    pub stream: Arc<CudaStream>,
+    pub device: Arc<GpuDevice>,
+    pub name: String,
+    pub repeats: Repeats,
     start: CUevent,
     stop: CUevent,
 }

@@ -132,16 +132,17 @@ impl Peaks {
     }
 }
 
-/// Everything a family run needs.
+/// Everything a family run needs. Fields drop in declaration order: the vendor handles, bound to
+/// the harness's stream, go before the stream does (with `gpu`, last).
 pub struct Bench {
-    pub opts: Options,
-    pub gpu: Gpu,
     pub blas: vendor::Cublas,
     pub sparse: vendor::Cusparse,
+    pub opts: Options,
     pub peaks: Peaks,
     pub report: Report,
     pub device_count: usize,
     pub seed: u64,
+    pub gpu: Gpu,
 }
 
 pub fn type_name(ty: ValueType) -> &'static str {

@@ -87,6 +87,14 @@ impl Measurement {
         Some(self.bytes? / (self.ours_ms? * 1e-3) / 1e9)
     }
 
+    pub fn vendor_gflops(&self) -> Option<f64> {
+        Some(self.flops? / (self.vendor_ms? * 1e-3) / 1e9)
+    }
+
+    pub fn vendor_gbps(&self) -> Option<f64> {
+        Some(self.bytes? / (self.vendor_ms? * 1e-3) / 1e9)
+    }
+
     /// Ours as a percentage of the peak: GFLOP/s against a GEMM rate, or GB/s against the copy bandwidth.
     pub fn pct_of_peak(&self) -> Option<f64> {
         let (peak, unit) = self.peak?;
@@ -257,6 +265,8 @@ fn json_line(m: &Measurement, gpu: &str, date: &str) -> String {
         ("gflops", json_opt(m.gflops())),
         ("gbps", json_opt(m.gbps())),
         ("pct_of_peak", json_opt(m.pct_of_peak())),
+        ("vendor_gflops", json_opt(m.vendor_gflops())),
+        ("vendor_gbps", json_opt(m.vendor_gbps())),
         ("peak", json_opt(m.peak.map(|p| p.0))),
         ("peak_unit", m.peak.map(|p| json_str(p.1)).unwrap_or_else(|| "null".into())),
         ("error", json_opt(m.error)),
