@@ -1,0 +1,408 @@
+//! sparsegpu-bench: each family of libsparsegpu against the vendor library doing the same job, in one
+//! process and one run, on device-resident inputs, timed with CUDA events on one stream.
+//!
+//!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
+//!                     [--mtx PATH]... [--devices K]
+//!
+//! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
+//! stream idle; medians of CUDA-event times. Our result is compared with the vendor's (relative
+//! Frobenius error); a disagreement beyond the type's tolerance is flagged MISMATCH and makes the exit
+//! status 1. Without a usable GPU the binary exits with status 2.
+
+mod gpu;
+mod msrep;
+mod report;
+mod sddmm;
+mod smat;
+mod spamm;
+mod vendor;
+
+use gpu::{Gpu, Outcome, Repeats};
+use report::Report;
+use sparsegpu::ValueType;
+use sparsegpu::backend::cuda::{self, memory::DeviceBuffer};
+use sparsegpu::capi::common::{sgpuGetLastErrorMessage, sgpuGetStatusName};
+use sparsegpu::sparse::CsrMatrix;
+use std::ffi::CStr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
+                       [--mtx PATH]... [--devices K]
+
+Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
+SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time,
+GFLOP/s or GB/s, speedup over the vendor, percentage of the peaks measured at start (device copy
+bandwidth, vendor GEMM rate), and the relative error of our result against the vendor's.
+
+  --family F   spamm, smat, msrep, sddmm or all (default all)
+  --n N        matrix dimension of the generated inputs (SpAMM N×N, SMaT and SDDMM N×N sparse,
+               MSREP band N×N and R-MAT 2^ceil(log2 N)); default per family
+  --quick      small sizes and few repeats: finishes in well under a minute
+  --json PATH  also write one JSON object per measurement to PATH (JSON lines)
+  --mtx PATH   add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
+  --devices K  MSREP on 1..K devices (default: every visible device)
+  --help       this text
+
+Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor
+library, 64 bad arguments.";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Spamm,
+    Smat,
+    Msrep,
+    Sddmm,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub families: Vec<Family>,
+    pub n: Option<usize>,
+    pub quick: bool,
+    pub json: Option<PathBuf>,
+    pub mtx: Vec<PathBuf>,
+    pub devices: Option<usize>,
+}
+
+fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
+    let mut o = Options::default();
+    let mut i = 0;
+    let value = |i: &mut usize, flag: &str| -> Result<String, String> {
+        *i += 1;
+        args.get(*i).cloned().ok_or_else(|| format!("{flag} needs a value"))
+    };
+    while i < args.len() {
+        let arg = args[i].as_str();
+        match arg {
+            "--help" | "-h" => return Ok(None),
+            "--quick" => o.quick = true,
+            "--family" => {
+                let v = value(&mut i, arg)?;
+                o.families = match v.as_str() {
+                    "spamm" => vec![Family::Spamm],
+                    "smat" => vec![Family::Smat],
+                    "msrep" => vec![Family::Msrep],
+                    "sddmm" => vec![Family::Sddmm],
+                    "all" => vec![],
+                    _ => return Err(format!("unknown family '{v}' (spamm, smat, msrep, sddmm or all)")),
+                }
+            }
+            "--n" => {
+                let v = value(&mut i, arg)?;
+                let n: usize = v.parse().map_err(|_| format!("--n takes a positive integer, not '{v}'"))?;
+                if n == 0 || n > i32::MAX as usize {
+                    return Err(format!("--n {n} is out of range"));
+                }
+                o.n = Some(n);
+            }
+            "--json" => o.json = Some(PathBuf::from(value(&mut i, arg)?)),
+            "--mtx" => o.mtx.push(PathBuf::from(value(&mut i, arg)?)),
+            "--devices" => {
+                let v = value(&mut i, arg)?;
+                let k: usize = v.parse().map_err(|_| format!("--devices takes a positive integer, not '{v}'"))?;
+                if k == 0 {
+                    return Err("--devices must be at least 1".into());
+                }
+                o.devices = Some(k);
+            }
+            _ => return Err(format!("unknown argument '{arg}'")),
+        }
+        i += 1;
+    }
+    if o.families.is_empty() {
+        o.families = vec![Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm];
+    }
+    Ok(Some(o))
+}
+
+/// The peaks measured at start that results are reported against.
+#[derive(Clone, Debug, Default)]
+pub struct Peaks {
+    /// Device-to-device copy, bytes read plus bytes written per second, in GB/s.
+    pub copy_gbps: f64,
+    /// Vendor GEMM rate at 8192³ per value type, GFLOP/s.
+    pub gemm_gflops: Vec<(ValueType, f64)>,
+}
+
+impl Peaks {
+    pub fn gemm(&self, ty: ValueType) -> Option<f64> {
+        self.gemm_gflops.iter().find(|(t, _)| *t == ty).map(|p| p.1)
+    }
+}
+
+/// Everything a family run needs. Fields drop in declaration order: the vendor handles, bound to
+/// the harness's stream, go before the stream does (with `gpu`, last).
+pub struct Bench {
+    pub blas: vendor::Cublas,
+    pub sparse: vendor::Cusparse,
+    pub opts: Options,
+    pub peaks: Peaks,
+    pub report: Report,
+    pub device_count: usize,
+    pub seed: u64,
+    pub gpu: Gpu,
+}
+
+pub fn type_name(ty: ValueType) -> &'static str {
+    match ty {
+        ValueType::F16 => "f16",
+        ValueType::Bf16 => "bf16",
+        ValueType::F32 => "f32",
+        ValueType::F64 => "f64",
+    }
+}
+
+pub fn type_size(ty: ValueType) -> usize {
+    match ty {
+        ValueType::F16 | ValueType::Bf16 => 2,
+        ValueType::F32 => 4,
+        ValueType::F64 => 8,
+    }
+}
+
+/// The relative Frobenius difference two correct implementations may show, from rounding of the
+/// data type (16-bit outputs round to 11 / 8 significant bits; sums run in different orders).
+pub fn tolerance(ty: ValueType) -> f64 {
+    match ty {
+        ValueType::F16 => 5e-3,
+        ValueType::Bf16 => 3e-2,
+        ValueType::F32 => 1e-4,
+        ValueType::F64 => 1e-10,
+    }
+}
+
+/// `data` converted to `ty` and copied to the device.
+pub fn upload_as(gpu: &Gpu, ty: ValueType, data: &[f64], what: &str) -> Outcome<DeviceBuffer> {
+    use sparsegpu::scalar::Element;
+    fn conv<T: Element>(d: &[f64]) -> Vec<T> {
+        d.iter().map(|&v| T::from_f64(v)).collect()
+    }
+    match ty {
+        ValueType::F16 => gpu.upload(&conv::<half::f16>(data), what),
+        ValueType::Bf16 => gpu.upload(&conv::<half::bf16>(data), what),
+        ValueType::F32 => gpu.upload(&conv::<f32>(data), what),
+        ValueType::F64 => gpu.upload(data, what),
+    }
+}
+
+/// The first `len` elements of a device array of `ty`, as f64.
+pub fn download_as(gpu: &Gpu, ty: ValueType, buffer: &DeviceBuffer, len: usize) -> Outcome<Vec<f64>> {
+    match ty {
+        ValueType::F16 => gpu.download::<half::f16>(buffer, len),
+        ValueType::Bf16 => gpu.download::<half::bf16>(buffer, len),
+        ValueType::F32 => gpu.download::<f32>(buffer, len),
+        ValueType::F64 => gpu.download::<f64>(buffer, len),
+    }
+}
+
+/// A host array of one value type, for the calls that take host data (analysis, τ tuning).
+pub enum HostArray {
+    F16(Vec<half::f16>),
+    Bf16(Vec<half::bf16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl HostArray {
+    pub fn new(ty: ValueType, data: &[f64]) -> HostArray {
+        match ty {
+            ValueType::F16 => HostArray::F16(data.iter().map(|&v| half::f16::from_f64(v)).collect()),
+            ValueType::Bf16 => HostArray::Bf16(data.iter().map(|&v| half::bf16::from_f64(v)).collect()),
+            ValueType::F32 => HostArray::F32(data.iter().map(|&v| v as f32).collect()),
+            ValueType::F64 => HostArray::F64(data.to_vec()),
+        }
+    }
+
+    pub fn ptr(&self) -> *const std::ffi::c_void {
+        match self {
+            HostArray::F16(v) => v.as_ptr().cast(),
+            HostArray::Bf16(v) => v.as_ptr().cast(),
+            HostArray::F32(v) => v.as_ptr().cast(),
+            HostArray::F64(v) => v.as_ptr().cast(),
+        }
+    }
+}
+
+/// Whether a family runs on a CUDA handle, found with a tiny call on host arrays (always valid
+/// memory). Only then is it given device pointers: an implementation still missing could read
+/// them as host memory, which no status can report.
+pub fn announce_probe(family: &str, probe: &Outcome<()>) {
+    if let Err(why) = probe {
+        println!("({family} on a CUDA handle is not available: {why}; our rows report it, the vendor's still run)");
+    }
+}
+
+/// A CSR matrix's structure and values (as `ty`) on the device.
+pub fn upload_csr(gpu: &Gpu, ty: ValueType, a: &CsrMatrix<f64>) -> Outcome<vendor::DeviceCsr> {
+    Ok(vendor::DeviceCsr {
+        rows: a.rows,
+        cols: a.cols,
+        nnz: a.nnz(),
+        row_ptr: gpu.upload(&a.row_ptr, "rowPtr")?,
+        col_ind: gpu.upload(&a.col_ind, "colInd")?,
+        values: upload_as(gpu, ty, &a.values, "values")?,
+        ty,
+    })
+}
+
+/// A status of our C API as a result; the failure carries the status name and the library's message.
+pub fn check(status: i32, call: &str) -> Outcome<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    let name = unsafe { CStr::from_ptr(sgpuGetStatusName(status)) }.to_string_lossy().into_owned();
+    let message = unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned();
+    Err(format!("{call}: {name}: {message}"))
+}
+
+/// Reads a Matrix Market file (gzip-compressed when the name ends in .gz, through `gzip -dc`).
+pub fn read_mtx(path: &std::path::Path) -> Outcome<CsrMatrix<f64>> {
+    let shown = path.display();
+    let parsed = if path.extension().is_some_and(|e| e == "gz") {
+        let out = std::process::Command::new("gzip")
+            .arg("-dc")
+            .arg(path)
+            .output()
+            .map_err(|e| format!("{shown}: cannot run gzip: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{shown}: gzip -dc failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        sparsegpu::matrix_market::read_matrix_market(std::io::Cursor::new(out.stdout))
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+        sparsegpu::matrix_market::read_matrix_market(std::io::BufReader::new(file))
+    };
+    parsed.map_err(|e| format!("{shown}: {e}"))
+}
+
+/// A short name for a Matrix Market input: its file name without extensions.
+pub fn mtx_name(path: &std::path::Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name.trim_end_matches(".gz").trim_end_matches(".mtx").to_string()
+}
+
+fn measure_peaks(b: &mut Bench) -> Outcome<()> {
+    let gpu = &b.gpu;
+    let copy_bytes: usize = if b.opts.quick { 256 << 20 } else { 1 << 30 };
+    let src = gpu.zeros(copy_bytes, "the copy source")?;
+    let dst = gpu.zeros(copy_bytes, "the copy destination")?;
+    let stream = gpu.stream.cu_stream();
+    let t = gpu.time(|| {
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr(), src.ptr(), copy_bytes, stream) }
+            .map_err(gpu::driver("cuMemcpyDtoDAsync"))
+    })?;
+    b.peaks.copy_gbps = 2.0 * copy_bytes as f64 / (t.gpu_ms * 1e-3) / 1e9;
+    drop((src, dst));
+    println!(
+        "peak: device-to-device copy {:.0} GB/s (cuMemcpyDtoDAsync of {} MiB, read + write counted, median of {})",
+        b.peaks.copy_gbps,
+        copy_bytes >> 20,
+        t.repeats
+    );
+    let how = format!("cuMemcpyDtoDAsync of {} MiB, (read + written bytes) / time", copy_bytes >> 20);
+    b.report.push_peak("device copy", b.peaks.copy_gbps, "GB/s", &how);
+
+    let n = 8192usize;
+    let mut rng = sparsegpu::testgen::Rng::new(b.seed ^ 0x9e37);
+    let host: Vec<f64> = rng.vec(n * n);
+    for ty in [ValueType::F32, ValueType::F64, ValueType::F16] {
+        let gpu = &b.gpu;
+        let a = upload_as(gpu, ty, &host, "GEMM A")?;
+        let c = gpu.zeros(n * n * type_size(ty), "GEMM C")?;
+        let t = gpu.time(|| b.blas.gemm(ty, (n, n, n), 1.0, a.ptr(), n, a.ptr(), n, 0.0, c.ptr(), n))?;
+        let rate = 2.0 * (n as f64).powi(3) / (t.gpu_ms * 1e-3) / 1e9;
+        println!(
+            "peak: {} {ty_name} {n}³: {rate:.0} GFLOP/s ({:.2} ms, median of {})",
+            vendor::Cublas::gemm_name(ty),
+            t.gpu_ms,
+            t.repeats,
+            ty_name = type_name(ty)
+        );
+        b.peaks.gemm_gflops.push((ty, rate));
+        let how = format!("{} {n}x{n}x{n}, column-major, no transposes", vendor::Cublas::gemm_name(ty));
+        b.report.push_peak(&format!("gemm {}", type_name(ty)), rate, "GFLOP/s", &how);
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse_args(&args) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(why) => {
+            eprintln!("sparsegpu-bench: {why}\n\n{USAGE}");
+            return ExitCode::from(64);
+        }
+    };
+    let device_count = match cuda::availability() {
+        Ok(count) => *count,
+        Err(why) => {
+            eprintln!(
+                "sparsegpu-bench: no usable GPU: {why}. The benchmark compares GPU implementations and needs one."
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let missing = vendor::missing_libraries();
+    if !missing.is_empty() {
+        eprintln!(
+            "sparsegpu-bench: the vendor libraries the benchmark compares with are missing: {} (put the CUDA toolkit's lib directory on LD_LIBRARY_PATH)",
+            missing.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    match run(opts, device_count) {
+        Ok(mismatches) if mismatches > 0 => {
+            eprintln!("sparsegpu-bench: {mismatches} result(s) disagreed with the vendor's (flagged MISMATCH above)");
+            ExitCode::from(1)
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("sparsegpu-bench: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(opts: Options, device_count: usize) -> Outcome<usize> {
+    let repeats = if opts.quick {
+        Repeats { warmup: 1, min: 3, max: 5, budget_s: 0.2 }
+    } else {
+        Repeats { warmup: 2, min: 5, max: 20, budget_s: 2.0 }
+    };
+    let json = match &opts.json {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?),
+        None => None,
+    };
+    let gpu = Gpu::new(0, repeats)?;
+    let blas = vendor::Cublas::new(&gpu)?;
+    let sparse = vendor::Cusparse::new(&gpu)?;
+    let seed = std::env::var("SPARSEGPU_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20240601);
+    println!(
+        "sparsegpu-bench on {} (sm_{}{}, {} visible device(s), driver CUDA {}), {}; seed {seed}",
+        gpu.name,
+        gpu.device.capability.0,
+        gpu.device.capability.1,
+        device_count,
+        cuda::driver_version_string(),
+        report::utc_now()
+    );
+    let report = Report::new(gpu.name.clone(), json);
+    let mut bench = Bench { opts, gpu, blas, sparse, peaks: Peaks::default(), report, device_count, seed };
+    measure_peaks(&mut bench)?;
+    for family in bench.opts.families.clone() {
+        match family {
+            Family::Spamm => spamm::run(&mut bench),
+            Family::Smat => smat::run(&mut bench),
+            Family::Msrep => msrep::run(&mut bench),
+            Family::Sddmm => sddmm::run(&mut bench),
+        }
+    }
+    Ok(bench.report.mismatches())
+}

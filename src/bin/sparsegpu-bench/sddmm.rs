@@ -1,0 +1,262 @@
+//! SDDMM against cuSPARSE over densities: sddmmDynamic (algorithm chosen per call, preprocessing
+//! redone each call) and sddmmExecutePlan (pattern preprocessed once) vs cusparseSDDMM (CSR,
+//! CUSPARSE_SDDMM_ALG_DEFAULT, cusparseSDDMM_preprocess once, outside the timing). S is a pattern
+//! (values 1): ours computes out[e] = ⟨A_i, B_j⟩ at e = (i, j), cuSPARSE (A·Bᵀ) ∘ spy(S).
+
+use crate::gpu::Outcome;
+use crate::report::{Measurement, Verdict, table_header};
+use crate::vendor::{Scalar, Sddmm};
+use crate::{Bench, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
+use sparsegpu::capi::sddmm::*;
+use sparsegpu::testgen::{self, Rng};
+use sparsegpu::{Layout, ValueType};
+
+struct Handle(sddmmHandle_t);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe { sddmmDestroy(self.0) };
+    }
+}
+
+struct Plan(sddmmPlan_t);
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        unsafe { sddmmDestroyPlan(self.0) };
+    }
+}
+
+pub fn run(b: &mut Bench) {
+    let size = b.opts.n.unwrap_or(if b.opts.quick { 4096 } else { 8192 });
+    let k = 64usize;
+    let densities: &[f64] = if b.opts.quick { &[1e-4, 1e-2] } else { &[1e-5, 1e-4, 1e-3, 1e-2, 5e-2] };
+    let types: &[ValueType] = if b.opts.quick { &[ValueType::F32] } else { &[ValueType::F32, ValueType::F64] };
+    table_header(&format!(
+        "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {size}x{size}, k = {k}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic"
+    ));
+    let available = probe(b);
+    announce_probe("SDDMM", &available);
+    let mut rng = Rng::new(b.seed ^ 0x5d);
+    let a_host: Vec<f64> = rng.vec(size * k);
+    let b_host: Vec<f64> = rng.vec(size * k);
+    for &density in densities {
+        let pattern = testgen::random_csr::<f64>(&mut rng, size, size, density);
+        for &ty in types {
+            if let Err(why) = case(b, &available, &pattern, ty, k, &a_host, &b_host) {
+                let mut m = Measurement::new(
+                    "sddmm",
+                    "sddmmDynamic",
+                    "cusparseSDDMM",
+                    type_name(ty),
+                    "random",
+                    format!("{size}x{size} k={k}"),
+                );
+                m.density = Some(density);
+                m.not_available(format!("harness or vendor failure: {why}"));
+                b.report.push(m);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    b: &mut Bench,
+    available: &Outcome<()>,
+    s: &sparsegpu::sparse::CsrMatrix<f64>,
+    ty: ValueType,
+    k: usize,
+    a_host: &[f64],
+    b_host: &[f64],
+) -> Outcome<()> {
+    let gpu = &b.gpu;
+    let (m_rows, n_cols, nnz) = (s.rows, s.cols, s.nnz());
+    let size = type_size(ty);
+    let a = upload_as(gpu, ty, a_host, "A")?;
+    let bm = upload_as(gpu, ty, b_host, "B")?;
+    let pattern = crate::upload_csr(gpu, ty, s)?;
+    let out = gpu.zeros(nnz * size, "out (ours)")?;
+
+    let vendor_op = Sddmm::new(&b.sparse, gpu, &pattern, k, a.ptr(), bm.ptr())?;
+    vendor_op.run()?;
+    let vendor = gpu.time(|| vendor_op.run())?;
+    let reference = download_as(gpu, ty, &pattern.values, nnz)?;
+
+    let mut base = Measurement::new(
+        "sddmm",
+        "sddmmDynamic",
+        "cusparseSDDMM CSR",
+        type_name(ty),
+        "random",
+        format!("{m_rows}x{n_cols} k={k} nnz={nnz}"),
+    );
+    base.density = Some(nnz as f64 / (m_rows as f64 * n_cols as f64));
+    base.vendor_ms = Some(vendor.gpu_ms);
+    base.vendor_wall_ms = Some(vendor.wall_ms);
+    base.flops = Some(2.0 * nnz as f64 * k as f64);
+    // A and B read once, the pattern read, out written.
+    base.bytes = Some(((m_rows + n_cols) * k * size + nnz * (4 + size) + (m_rows + 1) * 4) as f64);
+    base.peak = Some((b.peaks.copy_gbps, "GB/s"));
+
+    let handle = available.clone().and_then(|_| new_handle(b));
+    let alpha = Scalar::new(ty, 1.0);
+    let (ki, layout) = (k as i32, Layout::RowMajor as i32);
+
+    // sddmmDynamic: the whole call, pattern analysis included, as a caller without a plan pays it.
+    let mut dynamic = base.clone();
+    let result = handle.as_ref().map_err(Clone::clone).and_then(|handle| {
+        let call = || {
+            check(
+                unsafe {
+                    sddmmDynamic(
+                        handle.0,
+                        m_rows as i32,
+                        n_cols as i32,
+                        ki,
+                        alpha.ptr(),
+                        a.ptr() as *const _,
+                        ki,
+                        bm.ptr() as *const _,
+                        ki,
+                        layout,
+                        nnz as i64,
+                        pattern.row_ptr.ptr() as *const i32,
+                        pattern.col_ind.ptr() as *const i32,
+                        std::ptr::null(),
+                        sparsegpu::IndexBase::Zero as i32,
+                        ty as i32,
+                        out.ptr() as *mut _,
+                    )
+                },
+                "sddmmDynamic",
+            )
+        };
+        call()?;
+        measure(b, &mut dynamic, handle, call, &out, ty, nnz, &reference)
+    });
+    if let Err(why) = result {
+        dynamic.not_available(why);
+    }
+    b.report.push(dynamic);
+
+    // sddmmExecutePlan: the pattern preprocessed once (as cuSPARSE's preprocess is).
+    let mut planned = base.clone();
+    planned.op = "sddmmExecutePlan".into();
+    let result = handle.as_ref().map_err(Clone::clone).and_then(|handle| {
+        let mut p = std::ptr::null_mut();
+        check(
+            unsafe {
+                sddmmCreatePlan(
+                    handle.0,
+                    &mut p,
+                    m_rows as i32,
+                    n_cols as i32,
+                    nnz as i64,
+                    s.row_ptr.as_ptr(),
+                    s.col_ind.as_ptr(),
+                    sparsegpu::IndexBase::Zero as i32,
+                )
+            },
+            "sddmmCreatePlan",
+        )?;
+        let plan = Plan(p);
+        let call = || {
+            check(
+                unsafe {
+                    sddmmExecutePlan(
+                        handle.0,
+                        plan.0,
+                        ki,
+                        alpha.ptr(),
+                        a.ptr() as *const _,
+                        ki,
+                        bm.ptr() as *const _,
+                        ki,
+                        layout,
+                        std::ptr::null(),
+                        ty as i32,
+                        out.ptr() as *mut _,
+                    )
+                },
+                "sddmmExecutePlan",
+            )
+        };
+        call()?;
+        measure(b, &mut planned, handle, call, &out, ty, nnz, &reference)
+    });
+    if let Err(why) = result {
+        planned.not_available(why);
+    }
+    b.report.push(planned);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    b: &Bench,
+    m: &mut Measurement,
+    handle: &Handle,
+    call: impl FnMut() -> Outcome<()>,
+    out: &sparsegpu::backend::cuda::memory::DeviceBuffer,
+    ty: ValueType,
+    nnz: usize,
+    reference: &[f64],
+) -> Outcome<()> {
+    let t = b.gpu.time(call)?;
+    m.ours_ms = Some(t.gpu_ms);
+    m.ours_wall_ms = Some(t.wall_ms);
+    let mut algorithm = 0;
+    check(unsafe { sddmmGetLastAlgorithm(handle.0, &mut algorithm) }, "sddmmGetLastAlgorithm")?;
+    m.note = format!("algorithm {}", if algorithm == 1 { "tiled" } else { "COO" });
+    let got = download_as(&b.gpu, ty, out, nnz)?;
+    let (err, _) = crate::gpu::relative_error(&got, reference);
+    m.error = Some(err);
+    if !crate::gpu::within(err, tolerance(ty)) {
+        m.verdict =
+            Verdict::Mismatch(format!("relative error {err:.3e} against cusparseSDDMM exceeds {:.0e}", tolerance(ty)));
+    }
+    Ok(())
+}
+
+fn new_handle(b: &Bench) -> Outcome<Handle> {
+    let mut h = std::ptr::null_mut();
+    check(unsafe { sddmmCreate(&mut h) }, "sddmmCreate")?;
+    let handle = Handle(h);
+    check(unsafe { sddmmSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "sddmmSetBackend(CUDA)")?;
+    check(unsafe { sddmmSetStream(h, b.gpu.raw_stream()) }, "sddmmSetStream")?;
+    Ok(handle)
+}
+
+/// A 2×2 identity pattern, k = 1, on host arrays through a CUDA handle.
+fn probe(b: &Bench) -> Outcome<()> {
+    let handle = new_handle(b)?;
+    let (row_ptr, col_ind) = ([0i32, 1, 2], [0i32, 1]);
+    let (a, bm) = ([1.0f32, 2.0], [3.0f32, 4.0]);
+    let one = 1.0f32;
+    let mut out = [0.0f32; 2];
+    check(
+        unsafe {
+            sddmmDynamic(
+                handle.0,
+                2,
+                2,
+                1,
+                (&one as *const f32).cast(),
+                a.as_ptr().cast(),
+                1,
+                bm.as_ptr().cast(),
+                1,
+                Layout::RowMajor as i32,
+                2,
+                row_ptr.as_ptr(),
+                col_ind.as_ptr(),
+                std::ptr::null(),
+                sparsegpu::IndexBase::Zero as i32,
+                ValueType::F32 as i32,
+                out.as_mut_ptr().cast(),
+            )
+        },
+        "sddmmDynamic",
+    )
+}

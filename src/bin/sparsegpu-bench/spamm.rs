@@ -1,0 +1,291 @@
+//! SpAMM against cuBLAS GEMM: spammSgemm / spammDgemm vs cublasSgemm / cublasDgemm, spammHgemm vs
+//! cublasGemmEx (FP16 data, CUBLAS_COMPUTE_32F, FP32 α / β: the same semantics). At τ = 0 the two
+//! must agree to rounding; at the τ spammTuneTau finds for each target valid ratio, the actual error
+//! against the vendor result must stay within the bound the library reports.
+
+use crate::gpu::Outcome;
+use crate::report::{Measurement, Verdict, table_header};
+use crate::vendor::Cublas;
+use crate::{Bench, HostArray, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
+use sparsegpu::ValueType;
+use sparsegpu::backend::cuda::memory::DeviceBuffer;
+use sparsegpu::capi::spamm::*;
+use sparsegpu::testgen::{self, Rng};
+use std::time::Instant;
+
+struct Handle(spammHandle_t);
+
+impl Handle {
+    fn new(b: &Bench) -> Outcome<Handle> {
+        let mut h = std::ptr::null_mut();
+        check(unsafe { spammCreate(&mut h) }, "spammCreate")?;
+        let handle = Handle(h);
+        check(unsafe { spammSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "spammSetBackend(CUDA)")?;
+        check(unsafe { spammSetStream(h, b.gpu.raw_stream()) }, "spammSetStream")?;
+        Ok(handle)
+    }
+
+    /// C = A·B (column-major N×N, no transposes) at τ.
+    fn gemm(
+        &self,
+        ty: ValueType,
+        n: usize,
+        a: &DeviceBuffer,
+        bm: &DeviceBuffer,
+        c: &DeviceBuffer,
+        tau: f64,
+    ) -> Outcome<()> {
+        let ni = n as i32;
+        let (one, zero) = (1.0f32, 0.0f32);
+        let (done, dzero) = (1.0f64, 0.0f64);
+        let h = self.0;
+        unsafe {
+            match ty {
+                ValueType::F32 => check(
+                    spammSgemm(
+                        h,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        &one,
+                        a.ptr() as _,
+                        ni,
+                        bm.ptr() as _,
+                        ni,
+                        &zero,
+                        c.ptr() as _,
+                        ni,
+                        tau,
+                    ),
+                    "spammSgemm",
+                ),
+                ValueType::F64 => check(
+                    spammDgemm(
+                        h,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        &done,
+                        a.ptr() as _,
+                        ni,
+                        bm.ptr() as _,
+                        ni,
+                        &dzero,
+                        c.ptr() as _,
+                        ni,
+                        tau,
+                    ),
+                    "spammDgemm",
+                ),
+                _ => check(
+                    spammHgemm(
+                        h,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        &one,
+                        a.ptr() as _,
+                        ni,
+                        bm.ptr() as _,
+                        ni,
+                        &zero,
+                        c.ptr() as _,
+                        ni,
+                        tau,
+                    ),
+                    "spammHgemm",
+                ),
+            }
+        }
+    }
+
+    /// τ for a target valid ratio, searched on host copies of A and B: tuning is setup, not timed,
+    /// and host arrays are valid on every backend.
+    fn tune(&self, ty: ValueType, n: usize, a: &HostArray, bm: &HostArray, target: f64) -> Outcome<(f64, f64)> {
+        let ni = n as i32;
+        let (mut tau, mut achieved) = (0.0, 0.0);
+        check(
+            unsafe {
+                spammTuneTau(
+                    self.0,
+                    ty as i32,
+                    0,
+                    0,
+                    ni,
+                    ni,
+                    ni,
+                    a.ptr(),
+                    ni,
+                    bm.ptr(),
+                    ni,
+                    target,
+                    0.005,
+                    30,
+                    &mut tau,
+                    &mut achieved,
+                )
+            },
+            "spammTuneTau",
+        )?;
+        Ok((tau, achieved))
+    }
+
+    fn stats(&self) -> Outcome<spammStats_t> {
+        let mut stats = unsafe { std::mem::zeroed::<spammStats_t>() };
+        check(unsafe { spammGetStats(self.0, &mut stats) }, "spammGetStats")?;
+        Ok(stats)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe { spammDestroy(self.0) };
+    }
+}
+
+fn op_name(ty: ValueType) -> &'static str {
+    match ty {
+        ValueType::F32 => "spammSgemm",
+        ValueType::F64 => "spammDgemm",
+        _ => "spammHgemm",
+    }
+}
+
+/// Fills an N×N column-major decay matrix.
+type Generator = fn(&mut Rng, usize) -> Vec<f64>;
+
+pub fn run(b: &mut Bench) {
+    let n = b.opts.n.unwrap_or(if b.opts.quick { 1024 } else { 4096 });
+    let targets: &[f64] = if b.opts.quick { &[0.2, 0.05] } else { &[0.5, 0.2, 0.1, 0.05, 0.02] };
+    table_header(&format!(
+        "SpAMM: C = A·B, N = {n}, column-major, LoNum 32; vendor cuBLAS; dens/vr = valid ratio; GFLOP/s dense-equivalent (2N³/t), %peak of the vendor GEMM rate"
+    ));
+    let available = probe(b);
+    announce_probe("SpAMM", &available);
+    let mut rng = Rng::new(b.seed ^ 0x5a);
+    let inputs: [(&str, Generator); 2] = [
+        ("algebraic 0.1/(|i-j|^0.1+1)", |rng, n| testgen::algebraic_decay(rng, n, n, 0.1, 0.1)),
+        ("exponential 0.99^|i-j|", |rng, n| testgen::exponential_decay(rng, n, n, 1.0, 0.99)),
+    ];
+    for (input, generate) in inputs {
+        let a_host = generate(&mut rng, n);
+        let b_host = generate(&mut rng, n);
+        for ty in [ValueType::F32, ValueType::F16, ValueType::F64] {
+            if let Err(why) = case(b, &available, input, ty, n, &a_host, &b_host, targets) {
+                let mut m = Measurement::new(
+                    "spamm",
+                    op_name(ty),
+                    Cublas::gemm_name(ty),
+                    type_name(ty),
+                    input,
+                    format!("N={n}"),
+                );
+                m.not_available(format!("harness or vendor failure: {why}"));
+                b.report.push(m);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    b: &mut Bench,
+    available: &Outcome<()>,
+    input: &str,
+    ty: ValueType,
+    n: usize,
+    a_host: &[f64],
+    b_host: &[f64],
+    targets: &[f64],
+) -> Outcome<()> {
+    let gpu = &b.gpu;
+    let bytes = n * n * type_size(ty);
+    let a = upload_as(gpu, ty, a_host, "A")?;
+    let bm = upload_as(gpu, ty, b_host, "B")?;
+    let c_vendor = gpu.zeros(bytes, "C (vendor)")?;
+    let c_ours = gpu.zeros(bytes, "C (ours)")?;
+    let vendor = gpu.time(|| b.blas.gemm(ty, (n, n, n), 1.0, a.ptr(), n, bm.ptr(), n, 0.0, c_vendor.ptr(), n))?;
+    let reference = download_as(gpu, ty, &c_vendor, n * n)?;
+
+    let mut base =
+        Measurement::new("spamm", op_name(ty), Cublas::gemm_name(ty), type_name(ty), input, format!("N={n}"));
+    base.vendor_ms = Some(vendor.gpu_ms);
+    base.vendor_wall_ms = Some(vendor.wall_ms);
+    base.flops = Some(2.0 * (n as f64).powi(3));
+    base.peak = b.peaks.gemm(ty).map(|p| (p, "GFLOP/s"));
+
+    let (a_typed, b_typed) = (HostArray::new(ty, a_host), HostArray::new(ty, b_host));
+    let handle = match available.clone().and_then(|_| Handle::new(b)) {
+        Ok(h) => h,
+        Err(why) => {
+            base.not_available(why);
+            b.report.push(base);
+            return Ok(());
+        }
+    };
+    let mut points: Vec<Option<f64>> = vec![None];
+    points.extend(targets.iter().map(|&t| Some(t)));
+    for target in points {
+        let mut m = base.clone();
+        let result = (|| -> Outcome<()> {
+            let tau = match target {
+                None => 0.0,
+                Some(t) => {
+                    let began = Instant::now();
+                    let (tau, achieved) = handle.tune(ty, n, &a_typed, &b_typed, t)?;
+                    m.note =
+                        format!("target {t}, tuned to {achieved:.4} in {:.0} ms", began.elapsed().as_secs_f64() * 1e3);
+                    tau
+                }
+            };
+            m.tau = Some(tau);
+            handle.gemm(ty, n, &a, &bm, &c_ours, tau)?;
+            let stats = handle.stats()?;
+            let t = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, tau))?;
+            m.ours_ms = Some(t.gpu_ms);
+            m.ours_wall_ms = Some(t.wall_ms);
+            m.valid_ratio = Some(stats.validRatio);
+            let ours = download_as(&b.gpu, ty, &c_ours, n * n)?;
+            let (err, norm) = crate::gpu::relative_error(&ours, &reference);
+            m.error = Some(err);
+            let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
+            m.error_bound = Some(bound);
+            // The bound holds against the exact product; the vendor's result differs from that by
+            // rounding, which the type's tolerance covers.
+            let allowed = bound * 1.001 + tolerance(ty);
+            if !crate::gpu::within(err, allowed) {
+                m.verdict = Verdict::Mismatch(format!(
+                    "relative error {err:.3e} against {} exceeds {allowed:.3e} (reported bound {bound:.3e} + tolerance {:.0e})",
+                    Cublas::gemm_name(ty),
+                    tolerance(ty)
+                ));
+            }
+            Ok(())
+        })();
+        if let Err(why) = result {
+            m.not_available(why);
+        }
+        b.report.push(m);
+    }
+    Ok(())
+}
+
+/// A 2×2 product on host arrays through a CUDA handle.
+fn probe(b: &Bench) -> Outcome<()> {
+    let handle = Handle::new(b)?;
+    let (one, zero) = (1.0f32, 0.0f32);
+    let a = [1.0f32, 0.0, 0.0, 1.0];
+    let mut c = [0.0f32; 4];
+    check(
+        unsafe {
+            spammSgemm(handle.0, 0, 0, 2, 2, 2, &one, a.as_ptr(), 2, a.as_ptr(), 2, &zero, c.as_mut_ptr(), 2, 0.0)
+        },
+        "spammSgemm",
+    )
+}

@@ -1,0 +1,547 @@
+//! The vendor side: cuBLAS GEMM and cuSPARSE SpMM / SpMV / SDDMM through cudarc's sys bindings,
+//! on the harness's stream, every operand device-resident. Each prepared operation owns its
+//! descriptors and workspace, so the timed call is the library call alone.
+
+use crate::gpu::{Gpu, Outcome};
+use cudarc::cublas::sys as cb;
+use cudarc::cusparse::sys as sp;
+use sparsegpu::ValueType;
+use sparsegpu::backend::cuda::memory::DeviceBuffer;
+use std::ffi::{CStr, c_void};
+
+/// Whether libcublas and libcusparse can be loaded (cudarc panics on a missing library).
+pub fn missing_libraries() -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if !unsafe { cb::is_culib_present() } {
+        missing.push("libcublas");
+    }
+    if !unsafe { sp::is_culib_present() } {
+        missing.push("libcusparse");
+    }
+    missing
+}
+
+fn cublas_check(status: cb::cublasStatus_t, call: &str) -> Outcome<()> {
+    if status == cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS { Ok(()) } else { Err(format!("{call} failed: {status:?}")) }
+}
+
+fn cusparse_check(status: sp::cusparseStatus_t, call: &str) -> Outcome<()> {
+    if status == sp::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        let text = unsafe { CStr::from_ptr(sp::cusparseGetErrorString(status)) }.to_string_lossy().into_owned();
+        Err(format!("{call} failed: {status:?} ({text})"))
+    }
+}
+
+/// A scalar α or β in the precision the vendor call takes it: FP32 for 16-bit data (FP32 compute,
+/// like our APIs), the data type otherwise.
+#[derive(Clone, Copy)]
+pub enum Scalar {
+    F32(f32),
+    F64(f64),
+}
+
+impl Scalar {
+    pub fn new(ty: ValueType, v: f64) -> Scalar {
+        if ty == ValueType::F64 { Scalar::F64(v) } else { Scalar::F32(v as f32) }
+    }
+
+    pub fn ptr(&self) -> *const c_void {
+        match self {
+            Scalar::F32(v) => (v as *const f32).cast(),
+            Scalar::F64(v) => (v as *const f64).cast(),
+        }
+    }
+}
+
+fn sparse_data_type(ty: ValueType) -> sp::cudaDataType {
+    match ty {
+        ValueType::F16 => sp::cudaDataType::CUDA_R_16F,
+        ValueType::Bf16 => sp::cudaDataType::CUDA_R_16BF,
+        ValueType::F32 => sp::cudaDataType::CUDA_R_32F,
+        ValueType::F64 => sp::cudaDataType::CUDA_R_64F,
+    }
+}
+
+fn sparse_compute_type(ty: ValueType) -> sp::cudaDataType {
+    if ty == ValueType::F64 { sp::cudaDataType::CUDA_R_64F } else { sp::cudaDataType::CUDA_R_32F }
+}
+
+pub struct Cublas {
+    handle: cb::cublasHandle_t,
+}
+
+impl Cublas {
+    /// A handle on the harness's stream, default math mode: FP32 GEMM without TF32, FP16 GemmEx on
+    /// tensor cores with FP32 accumulation.
+    pub fn new(gpu: &Gpu) -> Outcome<Cublas> {
+        gpu.device.bind().map_err(crate::gpu::lib)?;
+        let mut handle = std::ptr::null_mut();
+        cublas_check(unsafe { cb::cublasCreate_v2(&mut handle) }, "cublasCreate")?;
+        let blas = Cublas { handle };
+        cublas_check(unsafe { cb::cublasSetStream_v2(handle, gpu.raw_stream().cast()) }, "cublasSetStream")?;
+        Ok(blas)
+    }
+
+    /// The name of the call `gemm` makes for a value type.
+    pub fn gemm_name(ty: ValueType) -> &'static str {
+        match ty {
+            ValueType::F32 => "cublasSgemm",
+            ValueType::F64 => "cublasDgemm",
+            _ => "cublasGemmEx(16F, COMPUTE_32F)",
+        }
+    }
+
+    /// C = α·A·B + β·C, column-major, no transposes. f32 → cublasSgemm, f64 → cublasDgemm, f16 /
+    /// bf16 → cublasGemmEx with 16-bit A, B, C and CUBLAS_COMPUTE_32F (FP32 α, β and accumulation:
+    /// the semantics of spammHgemm; cublasHgemm would accumulate in FP16).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        &self,
+        ty: ValueType,
+        (m, n, k): (usize, usize, usize),
+        alpha: f64,
+        a: u64,
+        lda: usize,
+        b: u64,
+        ldb: usize,
+        beta: f64,
+        c: u64,
+        ldc: usize,
+    ) -> Outcome<()> {
+        let op = cb::cublasOperation_t::CUBLAS_OP_N;
+        let (m, n, k, lda, ldb, ldc) = (m as i32, n as i32, k as i32, lda as i32, ldb as i32, ldc as i32);
+        let status = unsafe {
+            match ty {
+                ValueType::F32 => {
+                    let (alpha, beta) = (alpha as f32, beta as f32);
+                    cb::cublasSgemm_v2(
+                        self.handle,
+                        op,
+                        op,
+                        m,
+                        n,
+                        k,
+                        &alpha,
+                        a as *const f32,
+                        lda,
+                        b as *const f32,
+                        ldb,
+                        &beta,
+                        c as *mut f32,
+                        ldc,
+                    )
+                }
+                ValueType::F64 => cb::cublasDgemm_v2(
+                    self.handle,
+                    op,
+                    op,
+                    m,
+                    n,
+                    k,
+                    &alpha,
+                    a as *const f64,
+                    lda,
+                    b as *const f64,
+                    ldb,
+                    &beta,
+                    c as *mut f64,
+                    ldc,
+                ),
+                ValueType::F16 | ValueType::Bf16 => {
+                    let (alpha, beta) = (alpha as f32, beta as f32);
+                    let data =
+                        if ty == ValueType::F16 { cb::cudaDataType::CUDA_R_16F } else { cb::cudaDataType::CUDA_R_16BF };
+                    cb::cublasGemmEx(
+                        self.handle,
+                        op,
+                        op,
+                        m,
+                        n,
+                        k,
+                        (&alpha as *const f32).cast(),
+                        a as *const c_void,
+                        data,
+                        lda,
+                        b as *const c_void,
+                        data,
+                        ldb,
+                        (&beta as *const f32).cast(),
+                        c as *mut c_void,
+                        data,
+                        ldc,
+                        cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        cb::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+                    )
+                }
+            }
+        };
+        cublas_check(status, Self::gemm_name(ty))
+    }
+}
+
+impl Drop for Cublas {
+    fn drop(&mut self) {
+        unsafe { cb::cublasDestroy_v2(self.handle) };
+    }
+}
+
+pub struct Cusparse {
+    handle: sp::cusparseHandle_t,
+}
+
+impl Cusparse {
+    pub fn new(gpu: &Gpu) -> Outcome<Cusparse> {
+        gpu.device.bind().map_err(crate::gpu::lib)?;
+        let mut handle = std::ptr::null_mut();
+        cusparse_check(unsafe { sp::cusparseCreate(&mut handle) }, "cusparseCreate")?;
+        let s = Cusparse { handle };
+        cusparse_check(unsafe { sp::cusparseSetStream(handle, gpu.raw_stream().cast()) }, "cusparseSetStream")?;
+        Ok(s)
+    }
+}
+
+impl Drop for Cusparse {
+    fn drop(&mut self) {
+        unsafe { sp::cusparseDestroy(self.handle) };
+    }
+}
+
+/// A zero-based CSR matrix with 32-bit indices, on the device.
+pub struct DeviceCsr {
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: usize,
+    pub row_ptr: DeviceBuffer,
+    pub col_ind: DeviceBuffer,
+    pub values: DeviceBuffer,
+    pub ty: ValueType,
+}
+
+/// The descriptors of one call, destroyed together.
+#[derive(Default)]
+struct Descriptors {
+    sparse: Vec<sp::cusparseSpMatDescr_t>,
+    dense: Vec<sp::cusparseDnMatDescr_t>,
+    vectors: Vec<sp::cusparseDnVecDescr_t>,
+}
+
+impl Descriptors {
+    fn csr(&mut self, a: &DeviceCsr, values: u64) -> Outcome<sp::cusparseSpMatDescr_t> {
+        let mut d = std::ptr::null_mut();
+        cusparse_check(
+            unsafe {
+                sp::cusparseCreateCsr(
+                    &mut d,
+                    a.rows as i64,
+                    a.cols as i64,
+                    a.nnz as i64,
+                    a.row_ptr.ptr() as *mut c_void,
+                    a.col_ind.ptr() as *mut c_void,
+                    values as *mut c_void,
+                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    sparse_data_type(a.ty),
+                )
+            },
+            "cusparseCreateCsr",
+        )?;
+        self.sparse.push(d);
+        Ok(d)
+    }
+
+    /// A row-major `rows × cols` dense matrix with leading dimension `ld`.
+    fn row_major(
+        &mut self,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        ptr: u64,
+        ty: ValueType,
+    ) -> Outcome<sp::cusparseDnMatDescr_t> {
+        let mut d = std::ptr::null_mut();
+        cusparse_check(
+            unsafe {
+                sp::cusparseCreateDnMat(
+                    &mut d,
+                    rows as i64,
+                    cols as i64,
+                    ld as i64,
+                    ptr as *mut c_void,
+                    sparse_data_type(ty),
+                    sp::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+                )
+            },
+            "cusparseCreateDnMat",
+        )?;
+        self.dense.push(d);
+        Ok(d)
+    }
+
+    fn vector(&mut self, len: usize, ptr: u64, ty: ValueType) -> Outcome<sp::cusparseDnVecDescr_t> {
+        let mut d = std::ptr::null_mut();
+        cusparse_check(
+            unsafe { sp::cusparseCreateDnVec(&mut d, len as i64, ptr as *mut c_void, sparse_data_type(ty)) },
+            "cusparseCreateDnVec",
+        )?;
+        self.vectors.push(d);
+        Ok(d)
+    }
+}
+
+impl Drop for Descriptors {
+    fn drop(&mut self) {
+        unsafe {
+            for &d in &self.sparse {
+                sp::cusparseDestroySpMat(d as _);
+            }
+            for &d in &self.dense {
+                sp::cusparseDestroyDnMat(d as _);
+            }
+            for &d in &self.vectors {
+                sp::cusparseDestroyDnVec(d as _);
+            }
+        }
+    }
+}
+
+fn workspace(gpu: &Gpu, bytes: usize, call: &str) -> Outcome<DeviceBuffer> {
+    gpu.zeros(bytes, &format!("the {call} workspace"))
+}
+
+/// cusparseSpMM: C = α·A·B + β·C with A CSR, B and C row-major, CUSPARSE_SPMM_ALG_DEFAULT, compute
+/// type FP32 for 16-bit and f32 data, FP64 for f64.
+pub struct SpMM<'a> {
+    sparse: &'a Cusparse,
+    descriptors: Descriptors,
+    a: sp::cusparseSpMatDescr_t,
+    b: sp::cusparseDnMatDescr_t,
+    c: sp::cusparseDnMatDescr_t,
+    alpha: Scalar,
+    beta: Scalar,
+    compute: sp::cudaDataType,
+    buffer: DeviceBuffer,
+}
+
+const SPMM_ALG: sp::cusparseSpMMAlg_t = sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT;
+
+impl<'a> SpMM<'a> {
+    /// B is `a.cols × n` (ld n), C `a.rows × n` (ld n), both row-major.
+    pub fn new(sparse: &'a Cusparse, gpu: &Gpu, a: &DeviceCsr, n: usize, b: u64, c: u64) -> Outcome<SpMM<'a>> {
+        let mut descriptors = Descriptors::default();
+        let da = descriptors.csr(a, a.values.ptr())?;
+        let db = descriptors.row_major(a.cols, n, n, b, a.ty)?;
+        let dc = descriptors.row_major(a.rows, n, n, c, a.ty)?;
+        let (alpha, beta) = (Scalar::new(a.ty, 1.0), Scalar::new(a.ty, 0.0));
+        let compute = sparse_compute_type(a.ty);
+        let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let mut bytes = 0usize;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSpMM_bufferSize(
+                    sparse.handle,
+                    op,
+                    op,
+                    alpha.ptr(),
+                    da as _,
+                    db as _,
+                    beta.ptr(),
+                    dc,
+                    compute,
+                    SPMM_ALG,
+                    &mut bytes,
+                )
+            },
+            "cusparseSpMM_bufferSize",
+        )?;
+        let buffer = workspace(gpu, bytes, "cusparseSpMM")?;
+        Ok(SpMM { sparse, descriptors, a: da, b: db, c: dc, alpha, beta, compute, buffer })
+    }
+
+    pub fn run(&self) -> Outcome<()> {
+        let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let _ = &self.descriptors;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSpMM(
+                    self.sparse.handle,
+                    op,
+                    op,
+                    self.alpha.ptr(),
+                    self.a as _,
+                    self.b as _,
+                    self.beta.ptr(),
+                    self.c,
+                    self.compute,
+                    SPMM_ALG,
+                    self.buffer.ptr() as *mut c_void,
+                )
+            },
+            "cusparseSpMM",
+        )
+    }
+}
+
+/// cusparseSpMV: y = α·A·x + β·y with A CSR, CUSPARSE_SPMV_ALG_DEFAULT, compute type = value type.
+pub struct SpMV<'a> {
+    sparse: &'a Cusparse,
+    descriptors: Descriptors,
+    a: sp::cusparseSpMatDescr_t,
+    x: sp::cusparseDnVecDescr_t,
+    y: sp::cusparseDnVecDescr_t,
+    alpha: Scalar,
+    beta: Scalar,
+    compute: sp::cudaDataType,
+    buffer: DeviceBuffer,
+}
+
+const SPMV_ALG: sp::cusparseSpMVAlg_t = sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT;
+
+impl<'a> SpMV<'a> {
+    pub fn new(sparse: &'a Cusparse, gpu: &Gpu, a: &DeviceCsr, x: u64, y: u64) -> Outcome<SpMV<'a>> {
+        let mut descriptors = Descriptors::default();
+        let da = descriptors.csr(a, a.values.ptr())?;
+        let dx = descriptors.vector(a.cols, x, a.ty)?;
+        let dy = descriptors.vector(a.rows, y, a.ty)?;
+        let (alpha, beta) = (Scalar::new(a.ty, 1.0), Scalar::new(a.ty, 0.0));
+        let compute = sparse_compute_type(a.ty);
+        let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let mut bytes = 0usize;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSpMV_bufferSize(
+                    sparse.handle,
+                    op,
+                    alpha.ptr(),
+                    da as _,
+                    dx as _,
+                    beta.ptr(),
+                    dy,
+                    compute,
+                    SPMV_ALG,
+                    &mut bytes,
+                )
+            },
+            "cusparseSpMV_bufferSize",
+        )?;
+        let buffer = workspace(gpu, bytes, "cusparseSpMV")?;
+        Ok(SpMV { sparse, descriptors, a: da, x: dx, y: dy, alpha, beta, compute, buffer })
+    }
+
+    pub fn run(&self) -> Outcome<()> {
+        let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let _ = &self.descriptors;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSpMV(
+                    self.sparse.handle,
+                    op,
+                    self.alpha.ptr(),
+                    self.a as _,
+                    self.x as _,
+                    self.beta.ptr(),
+                    self.y,
+                    self.compute,
+                    SPMV_ALG,
+                    self.buffer.ptr() as *mut c_void,
+                )
+            },
+            "cusparseSpMV",
+        )
+    }
+}
+
+/// cusparseSDDMM: C = α·(A·Bᵀ) ∘ spy(C) + β·C with C CSR (values written in the pattern's entry
+/// order), A `m × k` and B `n × k` row-major (B used with CUSPARSE_OPERATION_TRANSPOSE), β = 0,
+/// CUSPARSE_SDDMM_ALG_DEFAULT. cusparseSDDMM_preprocess runs once at creation, outside the timing.
+pub struct Sddmm<'a> {
+    sparse: &'a Cusparse,
+    descriptors: Descriptors,
+    a: sp::cusparseDnMatDescr_t,
+    b: sp::cusparseDnMatDescr_t,
+    c: sp::cusparseSpMatDescr_t,
+    alpha: Scalar,
+    beta: Scalar,
+    compute: sp::cudaDataType,
+    buffer: DeviceBuffer,
+}
+
+const SDDMM_ALG: sp::cusparseSDDMMAlg_t = sp::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT;
+const SDDMM_OPS: (sp::cusparseOperation_t, sp::cusparseOperation_t) =
+    (sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE, sp::cusparseOperation_t::CUSPARSE_OPERATION_TRANSPOSE);
+
+impl<'a> Sddmm<'a> {
+    /// `pattern` gives C's structure; its `values` array receives C's nnz values.
+    pub fn new(sparse: &'a Cusparse, gpu: &Gpu, pattern: &DeviceCsr, k: usize, a: u64, b: u64) -> Outcome<Sddmm<'a>> {
+        let ty = pattern.ty;
+        let mut descriptors = Descriptors::default();
+        let da = descriptors.row_major(pattern.rows, k, k, a, ty)?;
+        let db = descriptors.row_major(pattern.cols, k, k, b, ty)?;
+        let dc = descriptors.csr(pattern, pattern.values.ptr())?;
+        let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
+        let compute = sparse_compute_type(ty);
+        let mut bytes = 0usize;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSDDMM_bufferSize(
+                    sparse.handle,
+                    SDDMM_OPS.0,
+                    SDDMM_OPS.1,
+                    alpha.ptr(),
+                    da as _,
+                    db as _,
+                    beta.ptr(),
+                    dc,
+                    compute,
+                    SDDMM_ALG,
+                    &mut bytes,
+                )
+            },
+            "cusparseSDDMM_bufferSize",
+        )?;
+        let buffer = workspace(gpu, bytes, "cusparseSDDMM")?;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSDDMM_preprocess(
+                    sparse.handle,
+                    SDDMM_OPS.0,
+                    SDDMM_OPS.1,
+                    alpha.ptr(),
+                    da as _,
+                    db as _,
+                    beta.ptr(),
+                    dc,
+                    compute,
+                    SDDMM_ALG,
+                    buffer.ptr() as *mut c_void,
+                )
+            },
+            "cusparseSDDMM_preprocess",
+        )?;
+        Ok(Sddmm { sparse, descriptors, a: da, b: db, c: dc, alpha, beta, compute, buffer })
+    }
+
+    pub fn run(&self) -> Outcome<()> {
+        let _ = &self.descriptors;
+        cusparse_check(
+            unsafe {
+                sp::cusparseSDDMM(
+                    self.sparse.handle,
+                    SDDMM_OPS.0,
+                    SDDMM_OPS.1,
+                    self.alpha.ptr(),
+                    self.a as _,
+                    self.b as _,
+                    self.beta.ptr(),
+                    self.c,
+                    self.compute,
+                    SDDMM_ALG,
+                    self.buffer.ptr() as *mut c_void,
+                )
+            },
+            "cusparseSDDMM",
+        )
+    }
+}

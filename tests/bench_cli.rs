@@ -1,0 +1,48 @@
+//! The benchmark binary's command line, on any machine: `--help`, bad arguments, and the clear
+//! message (exit status 2) where no GPU is usable. The benchmark itself runs on the GPU machine.
+
+use std::process::Command;
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sparsegpu-bench"))
+}
+
+#[test]
+fn help_describes_every_option() {
+    let out = bench().arg("--help").output().unwrap();
+    assert!(out.status.success(), "--help failed: {out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for option in ["--family", "--n", "--quick", "--json", "--mtx", "--devices", "spamm|smat|msrep|sddmm|all"] {
+        assert!(text.contains(option), "--help does not mention {option}:\n{text}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_with_usage() {
+    for args in [&["--family", "gemm"][..], &["--n", "zero"], &["--n"], &["--devices", "0"], &["--frobnicate"]] {
+        let out = bench().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("usage: sparsegpu-bench"), "{args:?} printed no usage:\n{err}");
+    }
+}
+
+#[test]
+fn without_a_gpu_it_exits_2_with_a_clear_message() {
+    if let Ok(devices) = sparsegpu::backend::cuda::availability() {
+        // Written to stderr directly so the skip shows even when output is captured.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED without_a_gpu_it_exits_2_with_a_clear_message: {devices} GPU(s) are usable here"
+        );
+        return;
+    }
+    let json = std::env::temp_dir().join(format!("sparsegpu-bench-cli-{}.jsonl", std::process::id()));
+    let out = bench().args(["--quick", "--json"]).arg(&json).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no usable GPU"), "unclear message: {err}");
+    assert!(!err.contains("panicked"), "the binary panicked: {err}");
+    assert!(!json.exists(), "a JSON file was written without any measurement");
+}
