@@ -31,12 +31,8 @@ pub fn locate(ptr: *const c_void) -> Location {
         sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
     ];
     let mut values: [*mut c_void; 2] = [(&mut memory_type as *mut u32).cast(), (&mut ordinal as *mut i32).cast()];
-    let r = unsafe {
-        sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), values.as_mut_ptr(), ptr as CUdeviceptr)
-    };
-    if r != cudaError_enum::CUDA_SUCCESS
-        || memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
-        || ordinal < 0
+    let r = unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), values.as_mut_ptr(), ptr as CUdeviceptr) };
+    if r != cudaError_enum::CUDA_SUCCESS || memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 || ordinal < 0
     {
         return Location::Host;
     }
