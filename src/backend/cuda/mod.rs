@@ -9,6 +9,7 @@
 pub mod kernels;
 pub mod memory;
 pub mod nvrtc;
+pub mod sddmm;
 pub mod util;
 
 use crate::error::{Error, Result, Status};
