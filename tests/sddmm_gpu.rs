@@ -420,3 +420,72 @@ fn an_allocation_failure_is_reported_and_leaves_the_output_untouched() {
     }
     unsafe { sddmmDestroy(h) };
 }
+
+/// Rough timings of both kernels at m = n = 16384, k = 128, f32, device pointers (printed; the
+/// outputs are spot-checked against an f64 dot product so a wrong kernel still fails).
+#[test]
+fn timing_of_both_kernels_at_16384() {
+    if !common::cuda_available("timing_of_both_kernels_at_16384") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("sddmm gpu timing");
+    let device = cuda::device(0).unwrap();
+    let stream = cuda::Stream::DEFAULT;
+    let (m, k) = (16384usize, 128usize);
+    let a: Vec<f32> = rng.vec(m * k);
+    let b: Vec<f32> = rng.vec(m * k);
+    let da = memory::DeviceBuffer::from_host(&device, &a, stream, "A").unwrap();
+    let db = memory::DeviceBuffer::from_host(&device, &b, stream, "B").unwrap();
+    for density in [1e-2, 1e-5] {
+        let c = Case::new(&mut rng, m, m, k, density, Layout::RowMajor, IndexBase::Zero);
+        let dr = memory::DeviceBuffer::from_host(&device, &c.row_ptr, stream, "rowPtr").unwrap();
+        let dc = memory::DeviceBuffer::from_host(&device, &c.col_ind, stream, "colInd").unwrap();
+        let dout = memory::DeviceBuffer::alloc(&device, c.nnz() * 4, stream, "out").unwrap();
+        let p = Ptrs {
+            a: da.ptr() as *const f32,
+            b: db.ptr() as *const f32,
+            s: std::ptr::null(),
+            row_ptr: dr.ptr() as *const i32,
+            col_ind: dc.ptr() as *const i32,
+            out: dout.ptr() as *mut f32,
+        };
+        let h = handle(BackendKind::Cuda);
+        let plan = unsafe { create_plan(h, &c, p.row_ptr, p.col_ind) };
+        for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+            for way in ["dynamic", "plan"] {
+                let mut times = Vec::new();
+                for _ in 0..6 {
+                    let start = std::time::Instant::now();
+                    let status =
+                        if way == "dynamic" { unsafe { dynamic(h, &c, &1.0f32, p) } } else { unsafe { execute(h, plan, &c, &1.0f32, p) } };
+                    assert_eq!(status, OK, "{}", last_message());
+                    device.synchronize(stream).unwrap();
+                    times.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+                times.remove(0);
+                times.sort_by(f64::total_cmp);
+                let mut got = vec![0f32; c.nnz()];
+                dout.copy_to_host(&mut got).unwrap();
+                for _ in 0..200 {
+                    let e = rng.below(c.nnz());
+                    let i = c.row_ptr.partition_point(|&r| r as usize <= e) - 1;
+                    let j = c.col_ind[e] as usize;
+                    let want: f64 = (0..k).map(|q| a[i * k + q] as f64 * b[j * k + q] as f64).sum();
+                    let scale: f64 = (0..k).map(|q| (a[i * k + q] as f64 * b[j * k + q] as f64).abs()).sum();
+                    assert!((got[e] as f64 - want).abs() <= 3e-5 * scale, "{alg:?} {way}: entry {e}");
+                }
+                eprintln!(
+                    "TIMING sddmm f32 m=n={m} k={k} density={density} nnz={} {alg:?} {way}: median {:.3} ms (includes the call's own preprocessing when dynamic; host wall clock)",
+                    c.nnz(),
+                    times[times.len() / 2]
+                );
+            }
+        }
+        unsafe {
+            sddmmDestroyPlan(plan);
+            sddmmDestroy(h);
+        }
+    }
+}
