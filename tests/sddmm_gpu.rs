@@ -75,8 +75,8 @@ impl Case {
         col_ind.iter_mut().for_each(|c| *c += offset);
         let pad = rng.below(3);
         let (lda, ldb) = match layout {
-            Layout::RowMajor => (k + pad, k + pad),
-            Layout::ColMajor => (m + pad, n + pad),
+            Layout::RowMajor => (k.max(1) + pad, k.max(1) + pad),
+            Layout::ColMajor => (m.max(1) + pad, n.max(1) + pad),
         };
         let label = format!("{m}x{n} k={k} density={density} {layout:?} {base:?} lda={lda}");
         Case { label, m, n, k, layout, base, lda, ldb, row_ptr, col_ind }
@@ -438,7 +438,8 @@ fn timing_of_both_kernels_at_16384() {
     let da = memory::DeviceBuffer::from_host(&device, &a, stream, "A").unwrap();
     let db = memory::DeviceBuffer::from_host(&device, &b, stream, "B").unwrap();
     for density in [1e-2, 1e-5] {
-        let c = Case::new(&mut rng, m, m, k, density, Layout::RowMajor, IndexBase::Zero);
+        let mut c = Case::new(&mut rng, m, m, k, density, Layout::RowMajor, IndexBase::Zero);
+        (c.lda, c.ldb) = (k, k);
         let dr = memory::DeviceBuffer::from_host(&device, &c.row_ptr, stream, "rowPtr").unwrap();
         let dc = memory::DeviceBuffer::from_host(&device, &c.col_ind, stream, "colInd").unwrap();
         let dout = memory::DeviceBuffer::alloc(&device, c.nnz() * 4, stream, "out").unwrap();
@@ -458,8 +459,11 @@ fn timing_of_both_kernels_at_16384() {
                 let mut times = Vec::new();
                 for _ in 0..6 {
                     let start = std::time::Instant::now();
-                    let status =
-                        if way == "dynamic" { unsafe { dynamic(h, &c, &1.0f32, p) } } else { unsafe { execute(h, plan, &c, &1.0f32, p) } };
+                    let status = if way == "dynamic" {
+                        unsafe { dynamic(h, &c, &1.0f32, p) }
+                    } else {
+                        unsafe { execute(h, plan, &c, &1.0f32, p) }
+                    };
                     assert_eq!(status, OK, "{}", last_message());
                     device.synchronize(stream).unwrap();
                     times.push(start.elapsed().as_secs_f64() * 1e3);

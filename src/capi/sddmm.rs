@@ -1,7 +1,7 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    FamilyHandle, check_ptr, Registry, arg_err, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    FamilyHandle, Registry, arg_err, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
     handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
     sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
@@ -11,10 +11,10 @@ use crate::error::{Error, Result, try_alloc};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sddmm::{CudaCall, SddmmHandle, SddmmOperands, SddmmPlan};
-use std::borrow::Cow;
 use crate::sparse::{CSR_NAMES, CompressedRef};
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 

@@ -222,7 +222,12 @@ fn vector_width<T: Element>(op: &DeviceOperands<T>) -> usize {
 }
 
 /// GPU-Convert: equal chunks of consecutive nonzeros per group of lanes, vector loads along K.
-pub fn coo<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &DeviceOperands<T>, rows: CUdeviceptr) -> Result<()> {
+pub fn coo<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    rows: CUdeviceptr,
+) -> Result<()> {
     if op.nnz == 0 {
         return Ok(());
     }
