@@ -144,6 +144,9 @@ unsafe fn caller_ints<'a>(core: &HandleCore, ptr: *const c_int, len: usize, name
     Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
 }
 
+/// rowPtr and colInd as host slices.
+type PatternArrays<'a> = (Cow<'a, [i32]>, Cow<'a, [i32]>);
+
 /// The caller's CSR pattern read to the host (see [`caller_ints`]) and validated: rowPtr's first
 /// and last entries are checked against the index base and nnz before colInd is touched, so a wrong
 /// nnz cannot make the validation read past the caller's colInd.
@@ -154,7 +157,7 @@ unsafe fn csr_pattern_arrays<'a>(
     col_ind: *const c_int,
     index_base: IndexBase,
     nnz: usize,
-) -> Result<(Cow<'a, [i32]>, Cow<'a, [i32]>)> {
+) -> Result<PatternArrays<'a>> {
     let row_ptr = unsafe { caller_ints(core, row_ptr, m + 1, "rowPtr") }?;
     let base = index_base.offset();
     if row_ptr[0] as i64 != base {
@@ -173,7 +176,7 @@ unsafe fn csr_pattern_arrays<'a>(
 fn csr_pattern<'a>(
     m: usize,
     n: usize,
-    arrays: &'a (Cow<'a, [i32]>, Cow<'a, [i32]>),
+    arrays: &'a PatternArrays<'a>,
     index_base: IndexBase,
     units: &'a [()],
 ) -> Result<CompressedRef<'a, ()>> {

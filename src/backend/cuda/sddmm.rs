@@ -208,11 +208,11 @@ fn vector_width<T: Element>(op: &DeviceOperands<T>) -> usize {
     let mut width = 16 / size;
     while width > 1 {
         let bytes = (width * size) as u64;
-        if op.k % width == 0
-            && op.a_strides.0 % width == 0
-            && op.b_strides.0 % width == 0
-            && op.a % bytes == 0
-            && op.b % bytes == 0
+        if op.k.is_multiple_of(width)
+            && op.a_strides.0.is_multiple_of(width)
+            && op.b_strides.0.is_multiple_of(width)
+            && op.a.is_multiple_of(bytes)
+            && op.b.is_multiple_of(bytes)
         {
             break;
         }
