@@ -11,10 +11,8 @@ use crate::types::ValueType;
 use cudarc::driver::sys::CUdeviceptr;
 use std::sync::Arc;
 
-/// Rows of S per band of the tiled kernel (`SD_TI`).
-pub const BAND_ROWS: usize = 64;
-/// Columns of S per tile (`SD_TJ`).
-pub const TILE_COLS: usize = 64;
+/// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
+use crate::sddmm::{TILE_COLS, TILE_ROWS as BAND_ROWS};
 const TILED_THREADS: u32 = 256;
 /// The schedule kernel's histograms (one per block) are capped at this many counters in all.
 const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
