@@ -75,7 +75,7 @@ pub(crate) fn size_arg(value: i64, name: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::invalid_size(format!("argument {name} = {value} is negative")))
 }
 
-fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
+pub(crate) fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
     if ptr.is_null() {
         return Err(Error::invalid_pointer(format!("argument {name} is NULL")));
     }

@@ -1,18 +1,20 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    FamilyHandle, Registry, arg_err, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    FamilyHandle, Registry, arg_err, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
     handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
     sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
+use crate::backend::Backend;
 use crate::dense::{MatRef, required_len};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, try_alloc};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
-use crate::sddmm::{SddmmHandle, SddmmOperands, SddmmPlan};
+use crate::sddmm::{CudaCall, SddmmHandle, SddmmOperands, SddmmPlan};
 use crate::sparse::{CSR_NAMES, CompressedRef};
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -118,19 +120,45 @@ pub unsafe extern "C" fn sddmmGetLastAlgorithm(
     })
 }
 
-/// Validates a CSR pattern given by the caller: pointers, then the structure. rowPtr's first and
-/// last entries are checked against the index base and nnz before colInd is touched, so a wrong
+/// An int array of the caller's as a host slice: borrowed when it is host memory; copied from the
+/// device (waiting for the handle's stream) when a CUDA handle was given device memory, since the
+/// structure of S is validated on the host before anything runs.
+unsafe fn caller_ints<'a>(core: &HandleCore, ptr: *const c_int, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
+    if len == 0 {
+        return Ok(Cow::Borrowed(&[]));
+    }
+    check_ptr(ptr, name)?;
+    if *core.backend() == Backend::Cuda {
+        use crate::backend::cuda::{driver_error, memory};
+        if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
+            let gpu = core.gpu()?;
+            gpu.bind()?;
+            let mut host = try_alloc::<i32>(len, name)?;
+            let stream = core.cu_stream();
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
+                .map_err(driver_error(&format!("reading {name} from the device")))?;
+            gpu.synchronize(stream)?;
+            return Ok(Cow::Owned(host));
+        }
+    }
+    Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
+}
+
+/// rowPtr and colInd as host slices.
+type PatternArrays<'a> = (Cow<'a, [i32]>, Cow<'a, [i32]>);
+
+/// The caller's CSR pattern read to the host (see [`caller_ints`]) and validated: rowPtr's first
+/// and last entries are checked against the index base and nnz before colInd is touched, so a wrong
 /// nnz cannot make the validation read past the caller's colInd.
-unsafe fn csr_pattern_arg<'a>(
+unsafe fn csr_pattern_arrays<'a>(
+    core: &HandleCore,
     m: usize,
-    n: usize,
     row_ptr: *const c_int,
     col_ind: *const c_int,
     index_base: IndexBase,
-    units: &'a [()],
-) -> Result<CompressedRef<'a, ()>> {
-    let nnz = units.len();
-    let row_ptr = unsafe { slice_arg(row_ptr, m + 1, "rowPtr") }?;
+    nnz: usize,
+) -> Result<PatternArrays<'a>> {
+    let row_ptr = unsafe { caller_ints(core, row_ptr, m + 1, "rowPtr") }?;
     let base = index_base.offset();
     if row_ptr[0] as i64 != base {
         return Err(Error::invalid_sparse(format!("rowPtr[0] = {} but the index base is {base}", row_ptr[0])));
@@ -141,8 +169,18 @@ unsafe fn csr_pattern_arg<'a>(
             row_ptr[m] as i64 - base
         )));
     }
-    let col_ind = unsafe { slice_arg(col_ind, nnz, "colInd") }?;
-    CompressedRef::new(m, n, row_ptr, col_ind, units, index_base, false, CSR_NAMES)
+    let col_ind = unsafe { caller_ints(core, col_ind, nnz, "colInd") }?;
+    Ok((row_ptr, col_ind))
+}
+
+fn csr_pattern<'a>(
+    m: usize,
+    n: usize,
+    arrays: &'a PatternArrays<'a>,
+    index_base: IndexBase,
+    units: &'a [()],
+) -> Result<CompressedRef<'a, ()>> {
+    CompressedRef::new(m, n, &arrays.0, &arrays.1, units, index_base, false, CSR_NAMES)
 }
 
 /// A non-negative nnz that int row pointers can express. Duplicated entries are allowed, so nnz may
@@ -166,6 +204,10 @@ struct DenseArgs {
     layout: Layout,
     s_values: *const c_void,
     out: *mut c_void,
+    /// S's structure as the device should read it (the caller's arrays, or a plan's zero-based host
+    /// copy when the plan has no copy on the handle's device).
+    row_ptr: *const c_int,
+    col_ind: *const c_int,
 }
 
 /// Checks the value-typed pointers and runs the handle's SDDMM for element type `T`.
@@ -179,6 +221,33 @@ unsafe fn compute_typed<T: Element>(
     let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
+    if *handle.core.backend() == Backend::Cuda {
+        // Device or host memory: never viewed as Rust slices here, only checked for NULL.
+        for (ptr, len, name) in [(args.a, a_len, "A"), (args.b, b_len, "B"), (args.out as *const c_void, nnz, "out")] {
+            if len > 0 {
+                check_ptr(ptr, name)?;
+            }
+        }
+        let strides = |ld: usize| match args.layout {
+            Layout::ColMajor => (1, ld),
+            Layout::RowMajor => (ld, 1),
+        };
+        let call = CudaCall::<T> {
+            k: args.k,
+            alpha,
+            a: args.a.cast(),
+            a_len,
+            a_strides: strides(args.lda),
+            b: args.b.cast(),
+            b_len,
+            b_strides: strides(args.ldb),
+            s_values: args.s_values.cast(),
+            row_ptr: args.row_ptr,
+            col_ind: args.col_ind,
+            out: args.out.cast(),
+        };
+        return handle.compute_cuda(&call, &pattern, plan);
+    }
     let a = unsafe { slice_arg(args.a as *const T, a_len, "A") }?;
     let b = unsafe { slice_arg(args.b as *const T, b_len, "B") }?;
     let s_values = if args.s_values.is_null() {
@@ -260,8 +329,21 @@ pub unsafe extern "C" fn sddmmDynamic(
         let ldb = size_arg(ldb as i64, "ldb")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let pattern = unsafe { csr_pattern_arg(m, n, rowPtr, colInd, index_base, &units) }?;
-        let args = DenseArgs { k, alpha, a: A, lda, b: B, ldb, layout, s_values: sValues, out };
+        let arrays = unsafe { csr_pattern_arrays(&h.core, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
+        let args = DenseArgs {
+            k,
+            alpha,
+            a: A,
+            lda,
+            b: B,
+            ldb,
+            layout,
+            s_values: sValues,
+            out,
+            row_ptr: rowPtr,
+            col_ind: colInd,
+        };
         unsafe { compute(h, None, pattern, value_type, &args) }
     })
 }
@@ -283,15 +365,20 @@ pub unsafe extern "C" fn sddmmCreatePlan(
     indexBase: sgpuIndexBase_t,
 ) -> sgpuStatus_t {
     boundary("sddmmCreatePlan", || {
-        unsafe { HANDLES.get(handle, "handle") }?;
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
         let plan_out = unsafe { out_arg(plan, "plan") }?;
         let index_base = enum_arg(indexBase, "indexBase")?;
         let m = size_arg(m as i64, "m")?;
         let n = size_arg(n as i64, "n")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let pattern = unsafe { csr_pattern_arg(m, n, rowPtr, colInd, index_base, &units) }?;
-        *plan_out = PLANS.register(SddmmPlan::new(&pattern)?);
+        let arrays = unsafe { csr_pattern_arrays(&h.core, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
+        let mut planned = SddmmPlan::new(&pattern)?;
+        if *h.core.backend() == Backend::Cuda {
+            planned.upload(&h.core)?;
+        }
+        *plan_out = PLANS.register(planned);
         Ok(())
     })
 }
@@ -322,8 +409,21 @@ pub unsafe extern "C" fn sddmmExecutePlan(
         let k = size_arg(k as i64, "k")?;
         let lda = size_arg(lda as i64, "lda")?;
         let ldb = size_arg(ldb as i64, "ldb")?;
-        let args = DenseArgs { k, alpha, a: A, lda, b: B, ldb, layout, s_values: sValues, out };
-        unsafe { compute(h, Some(p), p.pattern(), value_type, &args) }
+        let pattern = p.pattern();
+        let args = DenseArgs {
+            k,
+            alpha,
+            a: A,
+            lda,
+            b: B,
+            ldb,
+            layout,
+            s_values: sValues,
+            out,
+            row_ptr: pattern.ptr.as_ptr(),
+            col_ind: pattern.idx.as_ptr(),
+        };
+        unsafe { compute(h, Some(p), pattern, value_type, &args) }
     })
 }
 

@@ -161,10 +161,132 @@ impl SddmmHandle {
                     cpu::sddmm::coo(operands, rows, out);
                 }
             },
-            Backend::Cuda => return Err(crate::backend::cuda::not_yet("sddmm")),
+            Backend::Cuda => {
+                return Err(Error::internal("a CUDA SDDMM handle computes through compute_cuda, on raw pointers"));
+            }
         }
         self.last_algorithm = Some(algorithm);
         Ok(())
+    }
+}
+
+impl SddmmHandle {
+    /// The CUDA backend's compute: `call`'s arrays may be host or device memory (validated by the
+    /// caller for size and NULL; `pattern` is a host view of S's structure, validated in full). With
+    /// a plan uploaded to this device its COO rows / tile schedule are used; otherwise the chosen
+    /// algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out` is host
+    /// memory.
+    pub fn compute_cuda<T: Element>(
+        &mut self,
+        call: &CudaCall<T>,
+        pattern: &CompressedRef<'_, ()>,
+        plan: Option<&SddmmPlan>,
+    ) -> Result<()> {
+        use crate::backend::cuda::memory::{DeviceInput, DeviceOutput};
+        use crate::backend::cuda::sddmm as gpu_sddmm;
+        let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+        let algorithm = self.choose(m, n, nnz);
+        let gpu = self.core.gpu()?;
+        gpu.bind()?;
+        let stream = self.core.cu_stream();
+        let a = unsafe { DeviceInput::new(&gpu, stream, call.a, call.a_len, "A") }?;
+        let b = unsafe { DeviceInput::new(&gpu, stream, call.b, call.b_len, "B") }?;
+        let s = if call.s_values.is_null() {
+            None
+        } else {
+            Some(unsafe { DeviceInput::new(&gpu, stream, call.s_values, nnz, "sValues") }?)
+        };
+        let resident = plan.and_then(|p| p.device.as_ref()).filter(|d| d.ordinal == gpu.ordinal);
+        let (staged_ptr, staged_idx);
+        let (row_ptr, col_ind, base) = match resident {
+            Some(d) => (d.row_ptr.ptr(), d.col_ind.ptr(), 0),
+            None => {
+                staged_ptr = unsafe { DeviceInput::new(&gpu, stream, call.row_ptr, m + 1, "rowPtr") }?;
+                staged_idx = unsafe { DeviceInput::new(&gpu, stream, call.col_ind, nnz, "colInd") }?;
+                (staged_ptr.ptr(), staged_idx.ptr(), pattern.base.offset() as i32)
+            }
+        };
+        let out = unsafe { DeviceOutput::new(&gpu, stream, call.out, nnz, "out", false) }?;
+        let operands = gpu_sddmm::DeviceOperands::<T> {
+            m,
+            n,
+            k: call.k,
+            nnz,
+            alpha: call.alpha,
+            a: a.ptr(),
+            a_strides: call.a_strides,
+            b: b.ptr(),
+            b_strides: call.b_strides,
+            s_values: s.as_ref().map_or(0, |s| s.ptr()),
+            row_ptr,
+            col_ind,
+            base,
+            out: out.ptr(),
+        };
+        if nnz > 0 {
+            match algorithm {
+                SddmmAlgorithm::Tiled => {
+                    let built;
+                    let schedule = match resident {
+                        Some(d) => &d.tiles,
+                        None => {
+                            built = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
+                            &built
+                        }
+                    };
+                    gpu_sddmm::tiled(&gpu, stream, &operands, schedule)?;
+                }
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+                    let built;
+                    let rows = match resident {
+                        Some(d) => d.coo_rows.ptr(),
+                        None => {
+                            built = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
+                            built.ptr()
+                        }
+                    };
+                    gpu_sddmm::coo(&gpu, stream, &operands, rows)?;
+                }
+            }
+        }
+        out.finish()?;
+        self.last_algorithm = Some(algorithm);
+        Ok(())
+    }
+}
+
+/// The caller's arrays of one CUDA SDDMM as raw pointers (host or device memory) with their lengths;
+/// element (r, p) of A is at `r·a_strides.0 + p·a_strides.1`, likewise B.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaCall<T: Element> {
+    pub k: usize,
+    pub alpha: T::Compute,
+    pub a: *const T,
+    pub a_len: usize,
+    pub a_strides: (usize, usize),
+    pub b: *const T,
+    pub b_len: usize,
+    pub b_strides: (usize, usize),
+    /// NULL: S is a pattern.
+    pub s_values: *const T,
+    pub row_ptr: *const i32,
+    pub col_ind: *const i32,
+    pub out: *mut T,
+}
+
+/// A plan's copy on one GPU (made at sddmmCreatePlan on a CUDA handle): the zero-based pattern, its
+/// COO rows and its tile schedule, both built on the device once.
+pub struct DevicePlan {
+    ordinal: usize,
+    row_ptr: crate::backend::cuda::memory::DeviceBuffer,
+    col_ind: crate::backend::cuda::memory::DeviceBuffer,
+    coo_rows: crate::backend::cuda::memory::DeviceBuffer,
+    tiles: crate::backend::cuda::sddmm::TileSchedule,
+}
+
+impl std::fmt::Debug for DevicePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.tiles)
     }
 }
 
@@ -198,6 +320,8 @@ pub struct SddmmPlan {
     entries: Vec<()>,
     coo_rows: Vec<u32>,
     tiles: TileSchedule,
+    /// Resident copy for the CUDA backend, when the plan was created on a CUDA handle.
+    device: Option<DevicePlan>,
 }
 
 impl SddmmPlan {
@@ -216,6 +340,7 @@ impl SddmmPlan {
             entries: vec![(); pattern.nnz()],
             coo_rows: Vec::new(),
             tiles: TileSchedule::default(),
+            device: None,
         };
         let (coo_rows, tiles) = {
             let zero_based = plan.pattern();
@@ -224,6 +349,25 @@ impl SddmmPlan {
         plan.coo_rows = coo_rows;
         plan.tiles = tiles;
         Ok(plan)
+    }
+
+    /// Uploads the pattern to the handle's GPU and builds its COO rows and tile schedule there, once
+    /// (GPU-Preprocessing), so that sddmmExecutePlan on that device does no per-call preprocessing.
+    /// Waits for the stream, so the plan may be used on any stream of the device afterwards.
+    pub fn upload(&mut self, core: &HandleCore) -> Result<()> {
+        use crate::backend::cuda::memory::DeviceBuffer;
+        use crate::backend::cuda::sddmm as gpu_sddmm;
+        let gpu = core.gpu()?;
+        gpu.bind()?;
+        let stream = core.cu_stream();
+        let (m, n, nnz) = (self.rows, self.cols, self.nnz());
+        let row_ptr = DeviceBuffer::from_host(&gpu, &self.row_ptr, stream, "the plan's row pointers")?;
+        let col_ind = DeviceBuffer::from_host(&gpu, &self.col_ind, stream, "the plan's column indices")?;
+        let coo_rows = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?;
+        let tiles = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?;
+        gpu.synchronize(stream)?;
+        self.device = Some(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles });
+        Ok(())
     }
 
     pub fn rows(&self) -> usize {

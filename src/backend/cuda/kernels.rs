@@ -29,11 +29,12 @@ macro_rules! kernel_source {
 
 kernel_source!(UTIL, "util", false);
 kernel_source!(MSREP, "msrep", false);
+kernel_source!(SDDMM, "sddmm", false);
 kernel_source!(SMAT, "smat", false);
 
 /// Every kernel source, for the compile test and for warming the cache.
 pub fn all() -> &'static [&'static KernelSource] {
-    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SMAT];
+    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SDDMM, &SMAT];
     ALL
 }
 

@@ -1,0 +1,346 @@
+// SDDMM (Costa et al., GPU-Dynamic): out[e] = alpha * S[e] * <A[i,:], B[j,:]> for every nonzero
+// e = (i, j) of a CSR matrix S. Element (r, p) of A / B is at r * rs + p * cs, so one kernel serves
+// both layouts and any leading dimension. 16-bit types are loaded as bit patterns and computed in f32.
+//
+// Entry points per type suffix (f32, f64, f16, bf16):
+//   sddmm_coo_rows         CSR -> COO row expansion (GPU-Convert's conversion, Algorithm 4)
+//   sddmm_coo_<ty>_v<V>    nnz-balanced COO kernel, V-wide vector loads (GPU-Convert / GPU-Dynamic)
+//   sddmm_tile_schedule    groups each Ti-row band's nonzeros by Tj-column tile (counting sort)
+//   sddmm_tiled_<ty>       GPU-Shared (Algorithm 2): A and B panels of a tile staged in shared memory
+//                          Tk columns at a time, each thread accumulating its nonzeros' dot products
+
+#define SD_TI 64        // rows of S per band (Ti), equal to the CPU's TILE_ROWS
+#define SD_TJ 64        // columns of S per tile (Tj), equal to the CPU's TILE_COLS
+#define SD_TK 32        // K slice staged in shared memory (Tk): two f64 panels fit in 48 KiB
+#define SD_THREADS 256  // block size of the tiled and schedule kernels
+#define SD_EPT 4        // nonzeros a thread of the tiled kernel accumulates at once (registers)
+
+template <int TY> struct sd_type;
+template <> struct sd_type<0> {
+    typedef float elem;
+    typedef float comp;
+    static __device__ __forceinline__ comp load(elem x) { return x; }
+    static __device__ __forceinline__ elem store(comp x) { return x; }
+};
+template <> struct sd_type<1> {
+    typedef double elem;
+    typedef double comp;
+    static __device__ __forceinline__ comp load(elem x) { return x; }
+    static __device__ __forceinline__ elem store(comp x) { return x; }
+};
+template <> struct sd_type<2> {
+    typedef sgpu_f16 elem;
+    typedef float comp;
+    static __device__ __forceinline__ comp load(elem x) { return sgpu_f16_to_f32(x); }
+    static __device__ __forceinline__ elem store(comp x) { return sgpu_f32_to_f16(x); }
+};
+template <> struct sd_type<3> {
+    typedef sgpu_bf16 elem;
+    typedef float comp;
+    static __device__ __forceinline__ comp load(elem x) { return sgpu_bf16_to_f32(x); }
+    static __device__ __forceinline__ elem store(comp x) { return sgpu_f32_to_bf16(x); }
+};
+
+struct __attribute__((aligned(16))) sd_bits16 { unsigned int x, y, z, w; };
+struct __attribute__((aligned(8))) sd_bits8 { unsigned int x, y; };
+
+// V consecutive elements from p (aligned to V elements by the launcher's choice of V) in one load.
+template <int TY, int V>
+__device__ __forceinline__ void sd_load_vec(const typename sd_type<TY>::elem* p, typename sd_type<TY>::comp* out) {
+    typedef typename sd_type<TY>::elem elem;
+    union {
+        elem e[V];
+        sd_bits16 b16;
+        sd_bits8 b8;
+        unsigned int b4;
+        unsigned short b2;
+    } u;
+    const int bytes = V * (int)sizeof(elem);
+    if (bytes == 16) u.b16 = *(const sd_bits16*)p;
+    else if (bytes == 8) u.b8 = *(const sd_bits8*)p;
+    else if (bytes == 4) u.b4 = *(const unsigned int*)p;
+    else u.b2 = *(const unsigned short*)p;
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = sd_type<TY>::load(u.e[v]);
+}
+
+// alpha * S[e] * dot in the order the CPU backend uses: (alpha * S[e]) * dot.
+template <int TY>
+__device__ __forceinline__ typename sd_type<TY>::elem sd_finish(typename sd_type<TY>::comp alpha,
+                                                               const typename sd_type<TY>::elem* s, long long e,
+                                                               typename sd_type<TY>::comp dot) {
+    typename sd_type<TY>::comp scaled = s ? alpha * sd_type<TY>::load(s[e]) : alpha;
+    return sd_type<TY>::store(scaled * dot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU-Convert
+// ---------------------------------------------------------------------------------------------
+
+// One warp per row writes the row's index into each of its entries: rows of any length stay
+// balanced within a warp and consecutive lanes write consecutive entries.
+extern "C" __global__ void sddmm_coo_rows(int m, const int* row_ptr, int base, unsigned int* rows) {
+    int lane = threadIdx.x & 31;
+    long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = warp; r < m; r += warps) {
+        long long begin = row_ptr[r] - base, end = row_ptr[r + 1] - base;
+        for (long long e = begin + lane; e < end; e += 32) rows[e] = (unsigned int)r;
+    }
+}
+
+// Groups of G = 2^group_log2 lanes (inside one warp) each take an equal chunk of `chunk`
+// consecutive nonzeros; the lanes of a group split K, V elements per load, and reduce with shuffles.
+// V > 1 only when rows are contiguous (cs == 1) and every row start is V-aligned.
+template <int TY, int V>
+__device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha,
+                          const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
+                          const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
+                          const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* col_ind,
+                          int base, int group_log2, long long chunk, typename sd_type<TY>::elem* out) {
+    typedef typename sd_type<TY>::comp comp;
+    const int G = 1 << group_log2;
+    long long thread = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    int lane = threadIdx.x & 31;
+    int member = lane & (G - 1);
+    unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1) << (lane & ~(G - 1)));
+    long long group = thread >> group_log2;
+    long long first = group * chunk;
+    long long last = first + chunk < nnz ? first + chunk : nnz;
+    for (long long e = first; e < last; ++e) {
+        long long i = rows[e], j = col_ind[e] - base;
+        const typename sd_type<TY>::elem* a = A + i * a_rs;
+        const typename sd_type<TY>::elem* b = B + j * b_rs;
+        comp sum = 0;
+        if (V > 1) {
+#pragma unroll 4
+            for (int p = member * V; p < k; p += G * V) {
+                comp x[V], y[V];
+                sd_load_vec<TY, V>(a + p, x);
+                sd_load_vec<TY, V>(b + p, y);
+#pragma unroll
+                for (int v = 0; v < V; ++v) sum += x[v] * y[v];
+            }
+        } else {
+#pragma unroll 4
+            for (int p = member; p < k; p += G)
+                sum += sd_type<TY>::load(a[p * a_cs]) * sd_type<TY>::load(b[p * b_cs]);
+        }
+        for (int offset = G >> 1; offset > 0; offset >>= 1) sum += __shfl_xor_sync(mask, sum, offset);
+        if (member == 0) out[e] = sd_finish<TY>(alpha, s, e, sum);
+    }
+}
+
+#define SD_COO(SUFFIX, TY, V)                                                                                      \
+    extern "C" __global__ void sddmm_coo_##SUFFIX##_v##V(                                                          \
+        long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
+        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
+        const unsigned int* rows, const int* col_ind, int base, int group_log2, long long chunk,                   \
+        sd_type<TY>::elem* out) {                                                                                  \
+        sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, group_log2, chunk,   \
+                         out);                                                                                     \
+    }
+SD_COO(f32, 0, 1)
+SD_COO(f32, 0, 2)
+SD_COO(f32, 0, 4)
+SD_COO(f64, 1, 1)
+SD_COO(f64, 1, 2)
+SD_COO(f16, 2, 1)
+SD_COO(f16, 2, 2)
+SD_COO(f16, 2, 4)
+SD_COO(f16, 2, 8)
+SD_COO(bf16, 3, 1)
+SD_COO(bf16, 3, 2)
+SD_COO(bf16, 3, 4)
+SD_COO(bf16, 3, 8)
+
+// ---------------------------------------------------------------------------------------------
+// GPU-Shared
+// ---------------------------------------------------------------------------------------------
+
+// Exclusive block scan of two counters at once; returns the block totals through *total0/*total1.
+__device__ __forceinline__ void sd_block_scan2(int v0, int v1, int* ex0, int* ex1, int* total0, int* total1) {
+    __shared__ int warp_sums[SD_THREADS / 32][2];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int in0 = v0, in1 = v1;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        int t0 = __shfl_up_sync(0xffffffffu, in0, offset);
+        int t1 = __shfl_up_sync(0xffffffffu, in1, offset);
+        if (lane >= offset) {
+            in0 += t0;
+            in1 += t1;
+        }
+    }
+    if (lane == 31) {
+        warp_sums[warp][0] = in0;
+        warp_sums[warp][1] = in1;
+    }
+    __syncthreads();
+    int before0 = 0, before1 = 0, all0 = 0, all1 = 0;
+    for (int w = 0; w < SD_THREADS / 32; ++w) {
+        if (w < warp) {
+            before0 += warp_sums[w][0];
+            before1 += warp_sums[w][1];
+        }
+        all0 += warp_sums[w][0];
+        all1 += warp_sums[w][1];
+    }
+    *ex0 = before0 + in0 - v0;
+    *ex1 = before1 + in1 - v1;
+    *total0 = all0;
+    *total1 = all1;
+    __syncthreads();  // warp_sums is reused by the next call
+}
+
+// The per-call preprocessing of the tiled kernel, on the GPU: for each band of Ti rows, a counting
+// sort of its nonzeros by column tile (c / Tj). Band b's output lives at its own entry range
+// [e0, e1) of `order` / `order_rs` and at [e0 + b, e1 + b + 1) of the tile arrays (a band has at
+// most one tile per nonzero), so bands need no global coordination. `scratch` holds one histogram
+// of ceil(n / Tj) counters per block.
+//   order[e0 + g]     the entry (index into S) at position g of the band, tile after tile
+//   order_rs[e0 + g]  its row within the band << 8 | its column within the tile
+//   tile_cb / tile_start [e0 + b + t]  tile t's column block and first position
+//   band_tiles[b]     the band's tile count
+extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr, const int* col_ind, int base,
+                                               int* scratch, int* order, int* order_rs, int* tile_cb,
+                                               int* tile_start, int* band_tiles) {
+    __shared__ int carry[2];
+    const int ncb = (n + SD_TJ - 1) / SD_TJ;
+    const int bands = (m + SD_TI - 1) / SD_TI;
+    int* hist = scratch + (long long)blockIdx.x * ncb;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int band = blockIdx.x; band < bands; band += gridDim.x) {
+        int r0 = band * SD_TI;
+        int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
+        long long e0 = row_ptr[r0] - base;
+        long long toff = e0 + band;
+        for (int c = threadIdx.x; c < ncb; c += SD_THREADS) hist[c] = 0;
+        if (threadIdx.x == 0) carry[0] = carry[1] = 0;
+        __syncthreads();
+        for (int r = warp; r < rows; r += SD_THREADS / 32)
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
+                atomicAdd(&hist[(col_ind[e] - base) / SD_TJ], 1);
+        __syncthreads();
+        for (int c0 = 0; c0 < ncb; c0 += SD_THREADS) {
+            int c = c0 + threadIdx.x;
+            int count = c < ncb ? hist[c] : 0;
+            int ex_count, ex_tiles, total_count, total_tiles;
+            sd_block_scan2(count, count > 0, &ex_count, &ex_tiles, &total_count, &total_tiles);
+            if (count > 0) {
+                tile_cb[toff + carry[1] + ex_tiles] = c;
+                tile_start[toff + carry[1] + ex_tiles] = carry[0] + ex_count;
+            }
+            if (c < ncb) hist[c] = carry[0] + ex_count;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                carry[0] += total_count;
+                carry[1] += total_tiles;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) band_tiles[band] = carry[1];
+        for (int r = warp; r < rows; r += SD_THREADS / 32)
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
+                int col = col_ind[e] - base;
+                int pos = atomicAdd(&hist[col / SD_TJ], 1);
+                order[e0 + pos] = (int)e;
+                order_rs[e0 + pos] = (r << 8) | (col % SD_TJ);
+            }
+        __syncthreads();
+    }
+}
+
+// Stages rows [r0, r0 + rows) x columns [k0, k0 + w) of a matrix into a shared panel, reading along
+// whichever direction is contiguous in memory so the loads coalesce.
+template <int TY>
+__device__ __forceinline__ void sd_stage(typename sd_type<TY>::comp (*panel)[SD_TK + 1],
+                                         const typename sd_type<TY>::elem* X, long long rs, long long cs, long long r0,
+                                         int rows, int k0, int w) {
+    for (int idx = threadIdx.x; idx < rows * w; idx += SD_THREADS) {
+        int r, p;
+        if (cs == 1) {
+            r = idx / w;
+            p = idx % w;
+        } else {
+            p = idx / rows;
+            r = idx % rows;
+        }
+        panel[r][p] = sd_type<TY>::load(X[(r0 + r) * rs + (long long)(k0 + p) * cs]);
+    }
+}
+
+// One block per band of Ti rows of S. For each of the band's tiles (Tj columns with nonzeros) and
+// each K slice of Tk: the tile's A rows and B rows are staged in shared memory, then each thread
+// accumulates the dot products of up to SD_EPT of the tile's nonzeros in registers; results are
+// written once, after the last slice (no atomics, deterministic).
+template <int TY>
+__device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alpha,
+                            const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
+                            const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
+                            const typename sd_type<TY>::elem* s, const int* row_ptr, int base, const int* order,
+                            const int* order_rs, const int* tile_cb, const int* tile_start, const int* band_tiles,
+                            typename sd_type<TY>::elem* out) {
+    typedef typename sd_type<TY>::comp comp;
+    __shared__ comp panel_a[SD_TI][SD_TK + 1];
+    __shared__ comp panel_b[SD_TJ][SD_TK + 1];
+    int band = blockIdx.x;
+    int r0 = band * SD_TI;
+    int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
+    long long e0 = row_ptr[r0] - base, e1 = row_ptr[r0 + rows] - base;
+    long long toff = e0 + band;
+    int tiles = band_tiles[band];
+    for (int t = 0; t < tiles; ++t) {
+        int c0 = tile_cb[toff + t] * SD_TJ;
+        int cols = n - c0 < SD_TJ ? n - c0 : SD_TJ;
+        long long g0 = e0 + tile_start[toff + t];
+        long long g1 = t + 1 < tiles ? e0 + tile_start[toff + t + 1] : e1;
+        for (long long chunk = g0; chunk < g1; chunk += SD_THREADS * SD_EPT) {
+            comp acc[SD_EPT];
+            int rs[SD_EPT];
+#pragma unroll
+            for (int q = 0; q < SD_EPT; ++q) {
+                long long g = chunk + threadIdx.x + q * SD_THREADS;
+                acc[q] = 0;
+                rs[q] = g < g1 ? order_rs[g] : -1;
+            }
+            for (int k0 = 0; k0 < k; k0 += SD_TK) {
+                int w = k - k0 < SD_TK ? k - k0 : SD_TK;
+                __syncthreads();
+                sd_stage<TY>(panel_a, A, a_rs, a_cs, r0, rows, k0, w);
+                sd_stage<TY>(panel_b, B, b_rs, b_cs, c0, cols, k0, w);
+                __syncthreads();
+#pragma unroll
+                for (int q = 0; q < SD_EPT; ++q) {
+                    if (rs[q] >= 0) {
+                        const comp* x = panel_a[rs[q] >> 8];
+                        const comp* y = panel_b[rs[q] & 255];
+                        comp sum = 0;
+                        for (int p = 0; p < w; ++p) sum += x[p] * y[p];
+                        acc[q] += sum;
+                    }
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < SD_EPT; ++q) {
+                if (rs[q] >= 0) {
+                    long long e = order[chunk + threadIdx.x + q * SD_THREADS];
+                    out[e] = sd_finish<TY>(alpha, s, e, acc[q]);
+                }
+            }
+        }
+    }
+}
+
+#define SD_TILED(SUFFIX, TY)                                                                                       \
+    extern "C" __global__ void sddmm_tiled_##SUFFIX(                                                               \
+        int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs,  \
+        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s, const int* row_ptr, \
+        int base, const int* order, const int* order_rs, const int* tile_cb, const int* tile_start,                \
+        const int* band_tiles, sd_type<TY>::elem* out) {                                                           \
+        sddmm_tiled<TY>(m, n, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, row_ptr, base, order, order_rs, tile_cb,  \
+                        tile_start, band_tiles, out);                                                              \
+    }
+SD_TILED(f32, 0)
+SD_TILED(f64, 1)
+SD_TILED(f16, 2)
+SD_TILED(bf16, 3)

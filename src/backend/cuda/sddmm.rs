@@ -1,0 +1,271 @@
+//! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and nnz-balanced COO kernel
+//! (GPU-Convert), the on-device tile schedule and the shared-memory tiled kernel (GPU-Shared).
+
+use super::kernels::SDDMM;
+use super::memory::DeviceBuffer;
+use super::{GpuDevice, Launch, Stream, launch};
+use crate::error::Result;
+use crate::kernel_args;
+use crate::scalar::Element;
+use crate::types::ValueType;
+use cudarc::driver::sys::CUdeviceptr;
+use std::sync::Arc;
+
+/// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
+use crate::sddmm::{TILE_COLS, TILE_ROWS as BAND_ROWS};
+const TILED_THREADS: u32 = 256;
+/// The schedule kernel's histograms (one per block) are capped at this many counters in all.
+const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
+
+/// Device pointers and strides of one SDDMM; element (r, p) of A / B is at `r·rs + p·cs`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceOperands<T: Element> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub nnz: usize,
+    pub alpha: T::Compute,
+    pub a: CUdeviceptr,
+    pub a_strides: (usize, usize),
+    pub b: CUdeviceptr,
+    pub b_strides: (usize, usize),
+    /// 0 when S is a pattern (every S[e] is 1).
+    pub s_values: CUdeviceptr,
+    pub row_ptr: CUdeviceptr,
+    pub col_ind: CUdeviceptr,
+    pub base: i32,
+    pub out: CUdeviceptr,
+}
+
+fn suffix(value_type: ValueType) -> &'static str {
+    match value_type {
+        ValueType::F32 => "f32",
+        ValueType::F64 => "f64",
+        ValueType::F16 => "f16",
+        ValueType::Bf16 => "bf16",
+    }
+}
+
+/// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32.
+pub fn coo_rows(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    m: usize,
+    nnz: usize,
+    row_ptr: CUdeviceptr,
+    base: i32,
+) -> Result<DeviceBuffer> {
+    let rows = DeviceBuffer::alloc(device, nnz * 4, stream, "the COO row indices")?;
+    if nnz == 0 {
+        return Ok(rows);
+    }
+    let f = device.function(&SDDMM, "sddmm_coo_rows")?;
+    let warps_per_block = 8;
+    let blocks = m.div_ceil(warps_per_block).clamp(1, device.multiprocessors * 32) as u32;
+    let cfg = Launch { grid: (blocks, 1, 1), block: (32 * warps_per_block as u32, 1, 1), shared_bytes: 0 };
+    let (m32, out) = (m as i32, rows.ptr());
+    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &row_ptr, &base, &out]) }?;
+    Ok(rows)
+}
+
+/// Each band's nonzeros grouped by column tile, built on the device (see `sddmm_tile_schedule`).
+pub struct TileSchedule {
+    order: DeviceBuffer,
+    order_rs: DeviceBuffer,
+    tile_cb: DeviceBuffer,
+    tile_start: DeviceBuffer,
+    band_tiles: DeviceBuffer,
+}
+
+impl std::fmt::Debug for TileSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TileSchedule({} entries)", self.order.bytes() / 4)
+    }
+}
+
+/// Builds the tile schedule of an m×n pattern on the device.
+#[allow(clippy::too_many_arguments)]
+pub fn tile_schedule(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    m: usize,
+    n: usize,
+    nnz: usize,
+    row_ptr: CUdeviceptr,
+    col_ind: CUdeviceptr,
+    base: i32,
+) -> Result<TileSchedule> {
+    let bands = m.div_ceil(BAND_ROWS);
+    let column_blocks = n.div_ceil(TILE_COLS).max(1);
+    let alloc = |count: usize, what| DeviceBuffer::alloc(device, count * 4, stream, what);
+    let schedule = TileSchedule {
+        order: alloc(nnz, "the tile order of the nonzeros")?,
+        order_rs: alloc(nnz, "the tile positions of the nonzeros")?,
+        tile_cb: alloc(nnz + bands, "the tiles' column blocks")?,
+        tile_start: alloc(nnz + bands, "the tiles' first nonzeros")?,
+        band_tiles: alloc(bands, "the bands' tile counts")?,
+    };
+    if bands == 0 {
+        return Ok(schedule);
+    }
+    let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / column_blocks).max(1));
+    let scratch = alloc(blocks * column_blocks, "the tile histograms")?;
+    let f = device.function(&SDDMM, "sddmm_tile_schedule")?;
+    let cfg = Launch { grid: (blocks as u32, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    let (m32, n32, scratch_ptr) = (m as i32, n as i32, scratch.ptr());
+    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
+        schedule.order.ptr(),
+        schedule.order_rs.ptr(),
+        schedule.tile_cb.ptr(),
+        schedule.tile_start.ptr(),
+        schedule.band_tiles.ptr(),
+    );
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m32,
+                &n32,
+                &row_ptr,
+                &col_ind,
+                &base,
+                &scratch_ptr,
+                &order,
+                &order_rs,
+                &tile_cb,
+                &tile_start,
+                &band_tiles
+            ],
+        )
+    }?;
+    Ok(schedule)
+}
+
+/// GPU-Shared: one block per band of `BAND_ROWS` rows, panels of A and B in shared memory.
+pub fn tiled<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    schedule: &TileSchedule,
+) -> Result<()> {
+    if op.nnz == 0 {
+        return Ok(());
+    }
+    let f = device.function(&SDDMM, &format!("sddmm_tiled_{}", suffix(T::VALUE_TYPE)))?;
+    let bands = op.m.div_ceil(BAND_ROWS) as u32;
+    let cfg = Launch { grid: (bands, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
+    let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
+    let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
+    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
+        schedule.order.ptr(),
+        schedule.order_rs.ptr(),
+        schedule.tile_cb.ptr(),
+        schedule.tile_start.ptr(),
+        schedule.band_tiles.ptr(),
+    );
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m,
+                &n,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &a_cs,
+                &op.b,
+                &b_rs,
+                &b_cs,
+                &op.s_values,
+                &op.row_ptr,
+                &op.base,
+                &order,
+                &order_rs,
+                &tile_cb,
+                &tile_start,
+                &band_tiles,
+                &op.out
+            ],
+        )
+    }
+}
+
+/// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
+/// K, the leading dimensions and both base addresses multiples of it.
+fn vector_width<T: Element>(op: &DeviceOperands<T>) -> usize {
+    let size = std::mem::size_of::<T>();
+    if op.a_strides.1 != 1 || op.b_strides.1 != 1 {
+        return 1;
+    }
+    let mut width = 16 / size;
+    while width > 1 {
+        let bytes = (width * size) as u64;
+        if op.k.is_multiple_of(width)
+            && op.a_strides.0.is_multiple_of(width)
+            && op.b_strides.0.is_multiple_of(width)
+            && op.a.is_multiple_of(bytes)
+            && op.b.is_multiple_of(bytes)
+        {
+            break;
+        }
+        width /= 2;
+    }
+    width
+}
+
+/// GPU-Convert: equal chunks of consecutive nonzeros per group of lanes, vector loads along K.
+pub fn coo<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    rows: CUdeviceptr,
+) -> Result<()> {
+    if op.nnz == 0 {
+        return Ok(());
+    }
+    let width = vector_width(op);
+    let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", suffix(T::VALUE_TYPE)))?;
+    // Enough lanes per nonzero that each loads about one vector of the row (a whole warp at K ≥ 32
+    // vectors), so short rows do not leave lanes idle.
+    let group = op.k.div_ceil(width).next_power_of_two().clamp(1, 32);
+    let group_log2 = group.trailing_zeros() as i32;
+    let resident_groups = device.multiprocessors * 2048 / group;
+    let chunk = op.nnz.div_ceil(resident_groups).max(1);
+    let groups = op.nnz.div_ceil(chunk);
+    let blocks = (groups * group).div_ceil(256) as u32;
+    let cfg = Launch { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    let (nnz, k, chunk) = (op.nnz as i64, op.k as i32, chunk as i64);
+    let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
+    let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &nnz,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &a_cs,
+                &op.b,
+                &b_rs,
+                &b_cs,
+                &op.s_values,
+                &rows,
+                &op.col_ind,
+                &op.base,
+                &group_log2,
+                &chunk,
+                &op.out
+            ],
+        )
+    }
+}

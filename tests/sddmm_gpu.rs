@@ -1,0 +1,495 @@
+//! SDDMM on the CUDA backend: TILED, COO, AUTO and a plan against the CPU backend and an f64
+//! reference, for every value type, both layouts with padded leading dimensions, both index bases,
+//! S with and without values, unsorted and repeated columns, densities from 1e-5 to dense; host and
+//! device pointers, a non-default stream, and an injected allocation failure. Every test prints
+//! SKIPPED and returns where no GPU is usable.
+
+mod common;
+
+use common::{POISON, Rng};
+use half::{bf16, f16};
+use sparsegpu::backend::cuda::{self, memory};
+use sparsegpu::capi::sddmm::*;
+use sparsegpu::scalar::Element;
+use sparsegpu::sddmm::SddmmAlgorithm;
+use sparsegpu::testgen::random_csr;
+use sparsegpu::{BackendKind, IndexBase, Layout, Status};
+use std::ffi::{CStr, c_void};
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+const OK: i32 = Status::Success as i32;
+
+/// The allocation-failure injection is process-wide: tests touching the GPU run one at a time.
+static GPU: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    GPU.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn last_message() -> String {
+    unsafe { CStr::from_ptr(sparsegpu::capi::common::sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+fn handle(backend: BackendKind) -> sddmmHandle_t {
+    let mut h: sddmmHandle_t = null_mut();
+    assert_eq!(unsafe { sddmmCreate(&mut h) }, OK);
+    assert_eq!(unsafe { sddmmSetBackend(h, backend as i32) }, OK, "{}", last_message());
+    h
+}
+
+/// One problem as a C caller passes it.
+struct Case {
+    label: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    layout: Layout,
+    base: IndexBase,
+    lda: usize,
+    ldb: usize,
+    row_ptr: Vec<i32>,
+    col_ind: Vec<i32>,
+}
+
+impl Case {
+    /// A random pattern of the given density whose rows are shuffled and, in some rows, hold a
+    /// repeated column (both allowed by the API).
+    fn new(rng: &mut Rng, m: usize, n: usize, k: usize, density: f64, layout: Layout, base: IndexBase) -> Case {
+        let s = random_csr::<f64>(rng, m, n, density);
+        let mut row_ptr = vec![0i32];
+        let mut col_ind = Vec::new();
+        for r in 0..m {
+            let mut cols: Vec<i32> = s.col_ind[s.row_ptr[r] as usize..s.row_ptr[r + 1] as usize].to_vec();
+            if !cols.is_empty() && rng.below(4) == 0 {
+                cols.push(cols[rng.below(cols.len())]);
+            }
+            for i in (1..cols.len()).rev() {
+                cols.swap(i, rng.below(i + 1));
+            }
+            col_ind.extend(cols);
+            row_ptr.push(col_ind.len() as i32);
+        }
+        let offset = base.offset() as i32;
+        row_ptr.iter_mut().for_each(|p| *p += offset);
+        col_ind.iter_mut().for_each(|c| *c += offset);
+        let pad = rng.below(3);
+        let (lda, ldb) = match layout {
+            Layout::RowMajor => (k.max(1) + pad, k.max(1) + pad),
+            Layout::ColMajor => (m.max(1) + pad, n.max(1) + pad),
+        };
+        let label = format!("{m}x{n} k={k} density={density} {layout:?} {base:?} lda={lda}");
+        Case { label, m, n, k, layout, base, lda, ldb, row_ptr, col_ind }
+    }
+
+    fn nnz(&self) -> usize {
+        self.col_ind.len()
+    }
+
+    fn len(&self, rows: usize, ld: usize) -> usize {
+        let outer = if self.layout == Layout::RowMajor { rows } else { self.k };
+        if outer == 0 { 0 } else { (outer - 1) * ld + if self.layout == Layout::RowMajor { self.k } else { rows } }
+    }
+
+    fn at(&self, r: usize, p: usize, ld: usize) -> usize {
+        if self.layout == Layout::RowMajor { r * ld + p } else { r + p * ld }
+    }
+
+    /// The f64 product of the rounded inputs and, per entry, the bound Σ|α·S·a·b| that scales
+    /// rounding errors.
+    fn reference<T: Element>(&self, alpha: f64, a: &[T], b: &[T], s: Option<&[T]>) -> (Vec<f64>, Vec<f64>) {
+        let offset = self.base.offset() as usize;
+        let (mut want, mut scale) = (Vec::new(), Vec::new());
+        for i in 0..self.m {
+            for e in self.row_ptr[i] as usize - offset..self.row_ptr[i + 1] as usize - offset {
+                let j = self.col_ind[e] as usize - offset;
+                let sv = alpha * s.map_or(1.0, |s| s[e].to_f64());
+                let (mut dot, mut abs) = (0.0, 0.0);
+                for p in 0..self.k {
+                    let x = a[self.at(i, p, self.lda)].to_f64() * b[self.at(j, p, self.ldb)].to_f64();
+                    dot += x;
+                    abs += x.abs();
+                }
+                want.push(sv * dot);
+                scale.push((sv * abs).abs());
+            }
+        }
+        (want, scale)
+    }
+}
+
+fn tolerance<T: Element>() -> f64 {
+    match std::mem::size_of::<T>() {
+        8 => 1e-12,
+        4 => 3e-5,
+        _ if format!("{:?}", T::VALUE_TYPE) == "Bf16" => 2e-2,
+        _ => 3e-3,
+    }
+}
+
+fn check<T: Element>(what: &str, got: &[T], want: &[f64], scale: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let tol = tolerance::<T>();
+    for (e, ((g, w), s)) in got.iter().zip(want).zip(scale).enumerate() {
+        let g = g.to_f64();
+        assert!(
+            (g - w).abs() <= tol * s.max(f64::MIN_POSITIVE) + 1e-300,
+            "{what}: entry {e}: got {g}, want {w} (scale {s})"
+        );
+    }
+}
+
+/// The caller's arrays, as pointers (host or device memory).
+#[derive(Clone, Copy)]
+struct Ptrs<T> {
+    a: *const T,
+    b: *const T,
+    s: *const T,
+    row_ptr: *const i32,
+    col_ind: *const i32,
+    out: *mut T,
+}
+
+unsafe fn dynamic<T: Element>(h: sddmmHandle_t, c: &Case, alpha: &T::Compute, p: Ptrs<T>) -> i32 {
+    unsafe {
+        sddmmDynamic(
+            h,
+            c.m as i32,
+            c.n as i32,
+            c.k as i32,
+            (alpha as *const T::Compute).cast(),
+            p.a.cast(),
+            c.lda as i32,
+            p.b.cast(),
+            c.ldb as i32,
+            c.layout as i32,
+            c.nnz() as i64,
+            p.row_ptr,
+            p.col_ind,
+            p.s.cast(),
+            c.base as i32,
+            T::VALUE_TYPE as i32,
+            p.out.cast(),
+        )
+    }
+}
+
+unsafe fn create_plan(h: sddmmHandle_t, c: &Case, row_ptr: *const i32, col_ind: *const i32) -> sddmmPlan_t {
+    let mut plan: sddmmPlan_t = null_mut();
+    let status = unsafe {
+        sddmmCreatePlan(h, &mut plan, c.m as i32, c.n as i32, c.nnz() as i64, row_ptr, col_ind, c.base as i32)
+    };
+    assert_eq!(status, OK, "{}: {}", c.label, last_message());
+    plan
+}
+
+unsafe fn execute<T: Element>(h: sddmmHandle_t, plan: sddmmPlan_t, c: &Case, alpha: &T::Compute, p: Ptrs<T>) -> i32 {
+    unsafe {
+        sddmmExecutePlan(
+            h,
+            plan,
+            c.k as i32,
+            (alpha as *const T::Compute).cast(),
+            p.a.cast(),
+            c.lda as i32,
+            p.b.cast(),
+            c.ldb as i32,
+            c.layout as i32,
+            p.s.cast(),
+            T::VALUE_TYPE as i32,
+            p.out.cast(),
+        )
+    }
+}
+
+fn last_algorithm(h: sddmmHandle_t) -> i32 {
+    let mut alg = -1;
+    assert_eq!(unsafe { sddmmGetLastAlgorithm(h, &mut alg) }, OK);
+    alg
+}
+
+/// Every algorithm (forced and AUTO), dynamically and through plans made on the CUDA and on the
+/// CPU handle, on host pointers: each output against the reference and the CPU backend, and the
+/// chosen algorithm against the CPU's choice.
+fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
+    let a: Vec<T> = rng.vec(c.len(c.m, c.lda));
+    let b: Vec<T> = rng.vec(c.len(c.n, c.ldb));
+    let s: Vec<T> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
+    let alpha_f = rng.range(-2.0, 2.0);
+    let alpha = T::from_f64(alpha_f).to_compute();
+    let alpha_f = alpha.to_f64();
+    let (want, scale) = c.reference(alpha_f, &a, &b, with_values.then_some(&s[..]));
+    let (gpu, cpu) = (handle(BackendKind::Cuda), handle(BackendKind::Cpu));
+    let gpu_plan = unsafe { create_plan(gpu, c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+    let cpu_plan = unsafe { create_plan(cpu, c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+    for alg in SddmmAlgorithm::variants() {
+        for h in [gpu, cpu] {
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, *alg as i32) }, OK);
+        }
+        let mut cpu_out = vec![T::from_f64(POISON); c.nnz()];
+        let ptrs = |out: &mut Vec<T>| Ptrs {
+            a: a.as_ptr(),
+            b: b.as_ptr(),
+            s: if with_values { s.as_ptr() } else { std::ptr::null() },
+            row_ptr: c.row_ptr.as_ptr(),
+            col_ind: c.col_ind.as_ptr(),
+            out: out.as_mut_ptr(),
+        };
+        assert_eq!(unsafe { dynamic(cpu, c, &alpha, ptrs(&mut cpu_out)) }, OK, "{}", last_message());
+        let cpu_alg = last_algorithm(cpu);
+        for (way, plan) in [("dynamic", None), ("GPU plan", Some(gpu_plan)), ("CPU plan", Some(cpu_plan))] {
+            let what = format!("{} {:?} {alg:?} {way} values={with_values}", c.label, T::VALUE_TYPE);
+            let mut out = vec![T::from_f64(POISON); c.nnz()];
+            let status = match plan {
+                None => unsafe { dynamic(gpu, c, &alpha, ptrs(&mut out)) },
+                Some(p) => unsafe { execute(gpu, p, c, &alpha, ptrs(&mut out)) },
+            };
+            assert_eq!(status, OK, "{what}: {}", last_message());
+            assert_eq!(last_algorithm(gpu), cpu_alg, "{what}: algorithm differs from the CPU's");
+            check(&what, &out, &want, &scale);
+            let cpu_vals: Vec<f64> = cpu_out.iter().map(|v| v.to_f64()).collect();
+            check(&format!("{what} vs CPU"), &out, &cpu_vals, &scale);
+        }
+    }
+    unsafe {
+        sddmmDestroyPlan(gpu_plan);
+        sddmmDestroyPlan(cpu_plan);
+        sddmmDestroy(gpu);
+        sddmmDestroy(cpu);
+    }
+}
+
+fn shapes_for<T: Element>(label: &str, shapes: &[(usize, usize, usize, f64)]) {
+    let _serial = serial();
+    let mut rng = Rng::fresh(label);
+    for (idx, &(m, n, k, density)) in shapes.iter().enumerate() {
+        let layout = if idx % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+        let base = if idx % 3 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let c = Case::new(&mut rng, m, n, k, density, layout, base);
+        all_ways::<T>(&mut rng, &c, idx % 4 != 1);
+        let other = if layout == Layout::RowMajor { Layout::ColMajor } else { Layout::RowMajor };
+        let c = Case::new(&mut rng, m, n, k, density, other, base);
+        all_ways::<T>(&mut rng, &c, idx % 4 == 1);
+    }
+}
+
+/// Shapes with 0 and 1, sizes that are not multiples of the 64-row band, 64-column tile or 32-deep
+/// K slice, K below / at / above a vector and a slice, densities from 1e-5 to dense.
+const SHAPES: &[(usize, usize, usize, f64)] = &[
+    (0, 5, 3, 0.5),
+    (5, 0, 3, 0.5),
+    (1, 1, 1, 1.0),
+    (3, 7, 0, 1.0),
+    (65, 130, 33, 1.0),
+    (129, 67, 7, 0.3),
+    (200, 300, 64, 0.05),
+    (64, 64, 32, 1.0),
+    (300, 500, 128, 0.01),
+    (1000, 1000, 16, 1e-3),
+    (2000, 3000, 5, 1e-4),
+    (5000, 4000, 40, 1e-5),
+    (1, 5000, 129, 0.2),
+    (700, 2, 31, 0.9),
+];
+
+#[test]
+fn f32_every_algorithm_matches_cpu_and_reference() {
+    if !common::cuda_available("f32_every_algorithm_matches_cpu_and_reference") {
+        return;
+    }
+    shapes_for::<f32>("sddmm gpu f32", SHAPES);
+}
+
+#[test]
+fn f64_every_algorithm_matches_cpu_and_reference() {
+    if !common::cuda_available("f64_every_algorithm_matches_cpu_and_reference") {
+        return;
+    }
+    shapes_for::<f64>("sddmm gpu f64", SHAPES);
+}
+
+#[test]
+fn f16_every_algorithm_matches_cpu_and_reference() {
+    if !common::cuda_available("f16_every_algorithm_matches_cpu_and_reference") {
+        return;
+    }
+    shapes_for::<f16>("sddmm gpu f16", SHAPES);
+}
+
+#[test]
+fn bf16_every_algorithm_matches_cpu_and_reference() {
+    if !common::cuda_available("bf16_every_algorithm_matches_cpu_and_reference") {
+        return;
+    }
+    shapes_for::<bf16>("sddmm gpu bf16", SHAPES);
+}
+
+/// Device pointers for every array (S's structure included), on a non-default stream, dynamic and
+/// planned (the plan built from device arrays), against the CPU backend on the same data.
+#[test]
+fn device_pointers_on_a_non_default_stream() {
+    if !common::cuda_available("device_pointers_on_a_non_default_stream") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("sddmm gpu device pointers");
+    let device = cuda::device(0).unwrap();
+    let stream = device.ctx.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    for (density, alg) in [(0.2, SddmmAlgorithm::Tiled), (1e-3, SddmmAlgorithm::Coo), (0.02, SddmmAlgorithm::Auto)] {
+        let c = Case::new(&mut rng, 333, 271, 36, density, Layout::RowMajor, IndexBase::One);
+        let a: Vec<f32> = rng.vec(c.len(c.m, c.lda));
+        let b: Vec<f32> = rng.vec(c.len(c.n, c.ldb));
+        let s: Vec<f32> = rng.vec(c.nnz());
+        let alpha = 0.75f32;
+        let (want, scale) = c.reference(alpha as f64, &a, &b, Some(&s));
+        let up = |bytes: &[u8], what| memory::DeviceBuffer::from_host(&device, bytes, raw, what).unwrap();
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let ints = |v: &[i32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let (da, db, ds) = (up(&bytes(&a), "A"), up(&bytes(&b), "B"), up(&bytes(&s), "S"));
+        let (dr, dc) = (up(&ints(&c.row_ptr), "rowPtr"), up(&ints(&c.col_ind), "colInd"));
+        let dout = up(&bytes(&vec![POISON as f32; c.nnz()]), "out");
+        let ptrs = Ptrs {
+            a: da.ptr() as *const f32,
+            b: db.ptr() as *const f32,
+            s: ds.ptr() as *const f32,
+            row_ptr: dr.ptr() as *const i32,
+            col_ind: dc.ptr() as *const i32,
+            out: dout.ptr() as *mut f32,
+        };
+        let h = handle(BackendKind::Cuda);
+        assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+        assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+        let plan = unsafe { create_plan(h, &c, ptrs.row_ptr, ptrs.col_ind) };
+        for way in ["dynamic", "plan"] {
+            let status = if way == "dynamic" {
+                unsafe { dynamic(h, &c, &alpha, ptrs) }
+            } else {
+                unsafe { execute(h, plan, &c, &alpha, ptrs) }
+            };
+            assert_eq!(status, OK, "{way}: {}", last_message());
+            let mut got = vec![0f32; c.nnz()];
+            dout.copy_to_host(&mut got).unwrap();
+            check(&format!("device pointers {alg:?} {way} density {density}"), &got, &want, &scale);
+            let expected = if alg == SddmmAlgorithm::Auto { SddmmAlgorithm::Tiled } else { alg };
+            assert_eq!(last_algorithm(h), expected as i32);
+            // Poison again so the plan's result is its own.
+            let poison = bytes(&vec![POISON as f32; c.nnz()]);
+            let fresh = up(&poison, "poison");
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(dout.ptr(), fresh.ptr(), poison.len(), raw.0).unwrap();
+            }
+        }
+        unsafe {
+            sddmmDestroyPlan(plan);
+            sddmmDestroy(h);
+        }
+    }
+}
+
+/// A device allocation that fails gives ALLOCATION_FAILED and leaves the host output untouched.
+#[test]
+fn an_allocation_failure_is_reported_and_leaves_the_output_untouched() {
+    if !common::cuda_available("an_allocation_failure_is_reported_and_leaves_the_output_untouched") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("sddmm gpu allocation failure");
+    let c = Case::new(&mut rng, 100, 90, 20, 0.1, Layout::ColMajor, IndexBase::Zero);
+    let a: Vec<f64> = rng.vec(c.len(c.m, c.lda));
+    let b: Vec<f64> = rng.vec(c.len(c.n, c.ldb));
+    let h = handle(BackendKind::Cuda);
+    for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+        assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+        {
+            let mut out = vec![POISON; c.nnz()];
+            let p = Ptrs {
+                a: a.as_ptr(),
+                b: b.as_ptr(),
+                s: std::ptr::null(),
+                row_ptr: c.row_ptr.as_ptr(),
+                col_ind: c.col_ind.as_ptr(),
+                out: out.as_mut_ptr(),
+            };
+            memory::inject_allocation_failures(1);
+            let status = unsafe { dynamic(h, &c, &1.0f64, p) };
+            memory::inject_allocation_failures(0);
+            assert_eq!(status, Status::AllocationFailed as i32, "{alg:?}: {}", last_message());
+            assert!(out.iter().all(|&v| v == POISON), "{alg:?}: output written after a failed allocation");
+        }
+    }
+    unsafe { sddmmDestroy(h) };
+}
+
+/// Rough timings of both kernels at m = n = 16384, k = 128, f32, device pointers (printed; the
+/// outputs are spot-checked against an f64 dot product so a wrong kernel still fails).
+#[test]
+fn timing_of_both_kernels_at_16384() {
+    if !common::cuda_available("timing_of_both_kernels_at_16384") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("sddmm gpu timing");
+    let device = cuda::device(0).unwrap();
+    let stream = cuda::Stream::DEFAULT;
+    let (m, k) = (16384usize, 128usize);
+    let a: Vec<f32> = rng.vec(m * k);
+    let b: Vec<f32> = rng.vec(m * k);
+    let da = memory::DeviceBuffer::from_host(&device, &a, stream, "A").unwrap();
+    let db = memory::DeviceBuffer::from_host(&device, &b, stream, "B").unwrap();
+    for density in [1e-2, 1e-5] {
+        let mut c = Case::new(&mut rng, m, m, k, density, Layout::RowMajor, IndexBase::Zero);
+        (c.lda, c.ldb) = (k, k);
+        let dr = memory::DeviceBuffer::from_host(&device, &c.row_ptr, stream, "rowPtr").unwrap();
+        let dc = memory::DeviceBuffer::from_host(&device, &c.col_ind, stream, "colInd").unwrap();
+        let dout = memory::DeviceBuffer::alloc(&device, c.nnz() * 4, stream, "out").unwrap();
+        let p = Ptrs {
+            a: da.ptr() as *const f32,
+            b: db.ptr() as *const f32,
+            s: std::ptr::null(),
+            row_ptr: dr.ptr() as *const i32,
+            col_ind: dc.ptr() as *const i32,
+            out: dout.ptr() as *mut f32,
+        };
+        let h = handle(BackendKind::Cuda);
+        let plan = unsafe { create_plan(h, &c, p.row_ptr, p.col_ind) };
+        for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+            for way in ["dynamic", "plan"] {
+                let mut times = Vec::new();
+                for _ in 0..6 {
+                    let start = std::time::Instant::now();
+                    let status = if way == "dynamic" {
+                        unsafe { dynamic(h, &c, &1.0f32, p) }
+                    } else {
+                        unsafe { execute(h, plan, &c, &1.0f32, p) }
+                    };
+                    assert_eq!(status, OK, "{}", last_message());
+                    device.synchronize(stream).unwrap();
+                    times.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+                times.remove(0);
+                times.sort_by(f64::total_cmp);
+                let mut got = vec![0f32; c.nnz()];
+                dout.copy_to_host(&mut got).unwrap();
+                for _ in 0..200 {
+                    let e = rng.below(c.nnz());
+                    let i = c.row_ptr.partition_point(|&r| r as usize <= e) - 1;
+                    let j = c.col_ind[e] as usize;
+                    let want: f64 = (0..k).map(|q| a[i * k + q] as f64 * b[j * k + q] as f64).sum();
+                    let scale: f64 = (0..k).map(|q| (a[i * k + q] as f64 * b[j * k + q] as f64).abs()).sum();
+                    assert!((got[e] as f64 - want).abs() <= 3e-5 * scale, "{alg:?} {way}: entry {e}");
+                }
+                eprintln!(
+                    "TIMING sddmm f32 m=n={m} k={k} density={density} nnz={} {alg:?} {way}: median {:.3} ms (includes the call's own preprocessing when dynamic; host wall clock)",
+                    c.nnz(),
+                    times[times.len() / 2]
+                );
+            }
+        }
+        unsafe {
+            sddmmDestroyPlan(plan);
+            sddmmDestroy(h);
+        }
+    }
+}
