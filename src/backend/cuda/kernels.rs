@@ -28,10 +28,11 @@ macro_rules! kernel_source {
 }
 
 kernel_source!(UTIL, "util", false);
+kernel_source!(SPAMM, "spamm", false);
 
 /// Every kernel source, for the compile test and for warming the cache.
 pub fn all() -> &'static [&'static KernelSource] {
-    static ALL: [&KernelSource; 1] = [&UTIL];
+    static ALL: [&KernelSource; 2] = [&UTIL, &SPAMM];
     &ALL
 }
 

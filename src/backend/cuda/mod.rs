@@ -9,6 +9,7 @@
 pub mod kernels;
 pub mod memory;
 pub mod nvrtc;
+pub mod spamm;
 pub mod util;
 
 use crate::error::{Error, Result, Status};
