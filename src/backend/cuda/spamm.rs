@@ -145,7 +145,9 @@ pub fn gemm<T: Element>(
     let b_norms = norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?;
     let (mb, nb, kb) = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
     let block_stats = device_block_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb))?;
-    let reads_c = beta != T::Compute::ZERO;
+    // A staged host C goes back whole, padding rows m..ldc included, which the kernel never writes:
+    // with ldc > m those must be uploaded first so that they come back unchanged.
+    let reads_c = beta != T::Compute::ZERO || (ldc > m && n > 1);
     let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c) }?;
     if m > 0 && n > 0 {
         let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
