@@ -333,7 +333,7 @@ fn norm_maps_identical<T: GpuElement>(rng: &mut Rng) {
                 x.data[last] = T::from_f64(1e-3);
                 let cpu = NormMap::of_operand(&x.gemm_operand(), bs);
                 let raw = x.gemm_operand().raw();
-                let map = cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, bs).unwrap();
+                let map = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, bs) }.unwrap();
                 let got = map.to_host().unwrap();
                 assert_eq!((got.block_rows, got.block_cols), (cpu.block_rows, cpu.block_cols));
                 for (idx, (g, c)) in got.norms.iter().zip(&cpu.norms).enumerate() {
@@ -371,7 +371,7 @@ fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng) {
                 case += 1;
                 let a = Operand::<T>::random(rng, ta, m, k, case % 3);
                 let b = Operand::<T>::random(rng, tb, k, n, (case + 1) % 3);
-                let (alpha, beta) = if case % 2 == 0 { (1.0, 0.0) } else { (0.75, -0.5) };
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
                     let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
                     let what =

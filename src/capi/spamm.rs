@@ -224,7 +224,7 @@ unsafe fn gemm_c<T: Element>(
         }
         if *h.core().backend() == Backend::Cuda {
             // Host or device memory: never made into Rust slices.
-            return h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau);
+            return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
         }
         let a = unsafe { host_operand(&a) };
         let b = unsafe { host_operand(&b) };
@@ -352,7 +352,7 @@ unsafe fn tune_c<T: Element>(
     let a = raw_operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda")?;
     let b = raw_operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb")?;
     let choice = if *h.core().backend() == Backend::Cuda {
-        h.tune_tau_raw(&a, &b, target, tolerance, max_iterations)?
+        unsafe { h.tune_tau_raw(&a, &b, target, tolerance, max_iterations) }?
     } else {
         let (a, b) = unsafe { (host_operand(&a), host_operand(&b)) };
         h.tune_tau(&a, &b, target, tolerance, max_iterations)?

@@ -106,7 +106,9 @@ impl SpammHandle {
         }
         if *self.core.backend() == Backend::Cuda {
             let c_len = c.len();
-            return self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau);
+            // SAFETY: the slices were checked above to hold the operands and C, and a mutable C
+            // cannot overlap the shared A and B.
+            return unsafe { self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) };
         }
         let plan = ProductPlan::new(a, b, tau, self.block_size);
         cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc);
@@ -117,9 +119,13 @@ impl SpammHandle {
 
     /// [`SpammHandle::gemm`] on the CUDA backend, for operands by pointer to host or device memory
     /// (a CUDA handle never makes Rust slices of the caller's arrays). The caller has validated the
-    /// arguments: shapes agree, `a.len` / `b.len` / `c_len` elements are readable (C writable), τ ≥ 0.
+    /// arguments: shapes agree and τ ≥ 0.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c` readable and writable
+    /// for `c_len`, host memory or memory of the handle's device, C overlapping neither.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm_raw<T: Element>(
+    pub unsafe fn gemm_raw<T: Element>(
         &mut self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
@@ -135,7 +141,7 @@ impl SpammHandle {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
-        let blocks = cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size)?;
+        let blocks = unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size) }?;
         let alpha_abs = alpha.to_f64().abs();
         self.last_stats = Some(blocks.statistics(tau, self.block_size, alpha_abs, started.elapsed().as_secs_f64()));
         Ok(())
@@ -155,7 +161,8 @@ impl SpammHandle {
             return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
         }
         if *self.core.backend() == Backend::Cuda {
-            return self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations);
+            // SAFETY: the operands are slices of the stated lengths.
+            return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
         }
         let (a_norms, b_norms) =
             rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size));
@@ -165,7 +172,10 @@ impl SpammHandle {
     /// [`SpammHandle::tune_tau`] on the CUDA backend for operands by pointer (host or device memory):
     /// norm maps by the get-norm kernel, each candidate's valid ratio counted on the device, the
     /// search itself on the host.
-    pub fn tune_tau_raw<T: Element>(
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
+    pub unsafe fn tune_tau_raw<T: Element>(
         &self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
@@ -180,8 +190,8 @@ impl SpammHandle {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
-        let a_device = cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size)?;
-        let b_device = cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size)?;
+        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
+        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
         let counter = cuda_spamm::DeviceValidCounter::new(&gpu, stream, &a_device, &b_device)?;
         // The mean of the norm products is summed on the host, in the CPU backend's order, so both
         // backends search the same candidates.

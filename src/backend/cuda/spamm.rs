@@ -67,6 +67,7 @@ fn flat_launch(device: &GpuDevice, items: usize) -> Launch {
 
 /// The get-norm kernel: the Frobenius norm of every `bs × bs` block of `op(X)`, stored at `x` on the
 /// device, summed in [`NormMap::of_operand`]'s order so that the map is bit-identical to the CPU's.
+#[allow(clippy::too_many_arguments)]
 pub fn norm_map<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -110,7 +111,10 @@ pub fn norm_map<T: Element>(
 }
 
 /// [`norm_map`] of an operand the caller passed (host or device memory).
-pub fn operand_norm_map<T: Element>(
+///
+/// # Safety
+/// `x.ptr` must be readable for `x.len` elements (host or device memory of this device).
+pub unsafe fn operand_norm_map<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     x: &RawOperand<T>,
@@ -123,8 +127,12 @@ pub fn operand_norm_map<T: Element>(
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
 /// `c_ptr` (host or device, `c_len` elements). Returns the per-C-block statistics (this waits for
 /// the stream: they are host results).
+///
+/// # Safety
+/// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
+/// writable for `c_len`, host memory or memory of this device, not overlapping.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm<T: Element>(
+pub unsafe fn gemm<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     a: &RawOperand<T>,
