@@ -3,13 +3,14 @@
 use super::{
     FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
     handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t,
-    sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
 };
+use crate::backend::Backend;
 use crate::dense::{op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
-use crate::spamm::{GemmOperand, SpammHandle, check_tau};
+use crate::spamm::{GemmOperand, RawOperand, SpammHandle, check_tau};
 use crate::types::{Layout, Operation, ValueType};
 use half::f16;
 use std::ffi::c_void;
@@ -138,8 +139,9 @@ pub unsafe extern "C" fn spammGetDevices(
     })
 }
 
-/// Checks one stored operand and returns its description; messages name `name` and `ld_name`.
-unsafe fn operand_arg<'a, T>(
+/// Checks one stored operand and returns its description by pointer (no memory is touched: it may be
+/// device memory); messages name `name` and `ld_name`.
+fn raw_operand_arg<T>(
     data: *const T,
     op: Operation,
     op_rows: usize,
@@ -147,19 +149,36 @@ unsafe fn operand_arg<'a, T>(
     ld: c_int,
     name: &str,
     ld_name: &str,
-) -> Result<GemmOperand<'a, T>> {
+) -> Result<RawOperand<T>> {
     let ld = size_arg(ld as i64, ld_name)?;
     let (stored_rows, stored_cols) = op_shape(op, op_rows, op_cols);
     let len = required_len(stored_rows, stored_cols, ld, Layout::ColMajor, name)
         .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
-    let data = unsafe { slice_arg(data, len, name) }?;
-    Ok(GemmOperand { data, op, stored_rows, stored_cols, ld })
+    check_array(data, len, name)?;
+    Ok(RawOperand { ptr: data, len, op, stored_rows, stored_cols, ld })
 }
 
-/// Byte range of a slice, for the aliasing check.
-fn byte_range<T>(s: &[T]) -> std::ops::Range<usize> {
-    let start = s.as_ptr() as usize;
-    start..start + std::mem::size_of_val(s)
+/// NULL and alignment checks of a caller array of `len` elements (NULL is accepted when `len` is 0),
+/// without reading it.
+fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
+    if len > 0 {
+        if ptr.is_null() {
+            return Err(Error::invalid_pointer(format!("argument {name} is NULL")));
+        }
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return Err(Error::invalid_pointer(format!(
+                "argument {name} = {ptr:p} is not aligned to {} bytes",
+                std::mem::align_of::<T>()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Byte range of `len` elements at `ptr`, for the aliasing check.
+fn byte_range<T>(ptr: *const T, len: usize) -> std::ops::Range<usize> {
+    let start = ptr as usize;
+    start..start + len * std::mem::size_of::<T>()
 }
 
 /// The shared body of the three gemm entry points.
@@ -191,20 +210,36 @@ unsafe fn gemm_c<T: Element>(
         let alpha = unsafe { scalar_arg(alpha, "alpha") }?;
         let beta = unsafe { scalar_arg(beta, "beta") }?;
         check_tau(tau)?;
-        let a = unsafe { operand_arg(a, op_a, m, k, lda, "A", "lda") }?;
-        let b = unsafe { operand_arg(b, op_b, k, n, ldb, "B", "ldb") }?;
+        let a = raw_operand_arg(a, op_a, m, k, lda, "A", "lda")?;
+        let b = raw_operand_arg(b, op_b, k, n, ldb, "B", "ldb")?;
         let ldc = size_arg(ldc as i64, "ldc")?;
         let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
             .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
-        let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
-        for (input, name) in [(a.data, "A"), (b.data, "B")] {
-            let (x, y) = (byte_range(input), byte_range(c));
-            if !input.is_empty() && !c.is_empty() && x.start < y.end && y.start < x.end {
+        check_array(c as *const T, c_len, "C")?;
+        for (input, name) in [(&a, "A"), (&b, "B")] {
+            let (x, y) = (byte_range(input.ptr, input.len), byte_range(c as *const T, c_len));
+            if input.len > 0 && c_len > 0 && x.start < y.end && y.start < x.end {
                 return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
             }
         }
+        if *h.core().backend() == Backend::Cuda {
+            // Host or device memory: never made into Rust slices.
+            return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
+        }
+        let a = unsafe { host_operand(&a) };
+        let b = unsafe { host_operand(&b) };
+        let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
         h.gemm(&a, &b, alpha, beta, c, ldc, tau)
     })
+}
+
+/// The host operand of a CPU handle.
+///
+/// # Safety
+/// `x` was checked by [`raw_operand_arg`] and the caller promised `x.len` readable host elements.
+unsafe fn host_operand<'a, T>(x: &RawOperand<T>) -> GemmOperand<'a, T> {
+    let data = if x.len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(x.ptr, x.len) } };
+    GemmOperand { data, op: x.op, stored_rows: x.stored_rows, stored_cols: x.stored_cols, ld: x.ld }
 }
 
 /// SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
@@ -314,9 +349,14 @@ unsafe fn tune_c<T: Element>(
     ldb: c_int,
     (target, tolerance, max_iterations): (f64, f64, usize),
 ) -> Result<(f64, f64)> {
-    let a = unsafe { operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda") }?;
-    let b = unsafe { operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb") }?;
-    let choice = h.tune_tau(&a, &b, target, tolerance, max_iterations)?;
+    let a = raw_operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda")?;
+    let b = raw_operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb")?;
+    let choice = if *h.core().backend() == Backend::Cuda {
+        unsafe { h.tune_tau_raw(&a, &b, target, tolerance, max_iterations) }?
+    } else {
+        let (a, b) = unsafe { (host_operand(&a), host_operand(&b)) };
+        h.tune_tau(&a, &b, target, tolerance, max_iterations)?
+    };
     Ok((choice.tau, choice.valid_ratio))
 }
 

@@ -13,6 +13,8 @@
 
 use crate::backend::Backend;
 use crate::backend::cpu::spamm as cpu_spamm;
+use crate::backend::cuda::spamm as cuda_spamm;
+pub use crate::backend::cuda::spamm::RawOperand;
 use crate::dense::{MatRef, op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
@@ -102,13 +104,46 @@ impl SpammHandle {
         if c.len() < needed {
             return Err(Error::invalid_size(format!("C holds {} elements, needs {needed}", c.len())));
         }
-        let plan = ProductPlan::new(a, b, tau, self.block_size);
-        match self.core.backend() {
-            Backend::Cpu => cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc),
-            Backend::Cuda => return Err(crate::backend::cuda::not_yet("spamm gemm")),
+        if *self.core.backend() == Backend::Cuda {
+            let c_len = c.len();
+            // SAFETY: the slices were checked above to hold the operands and C, and a mutable C
+            // cannot overlap the shared A and B.
+            return unsafe { self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) };
         }
+        let plan = ProductPlan::new(a, b, tau, self.block_size);
+        cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc);
         let alpha_abs = alpha.to_f64().abs();
         self.last_stats = Some(plan.statistics(alpha_abs, started.elapsed().as_secs_f64()));
+        Ok(())
+    }
+
+    /// [`SpammHandle::gemm`] on the CUDA backend, for operands by pointer to host or device memory
+    /// (a CUDA handle never makes Rust slices of the caller's arrays). The caller has validated the
+    /// arguments: shapes agree and τ ≥ 0.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c` readable and writable
+    /// for `c_len`, host memory or memory of the handle's device, C overlapping neither.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn gemm_raw<T: Element>(
+        &mut self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        alpha: T::Compute,
+        beta: T::Compute,
+        c: *mut T,
+        c_len: usize,
+        ldc: usize,
+        tau: f64,
+    ) -> Result<()> {
+        let started = Instant::now();
+        check_tau(tau)?;
+        let gpu = self.core.gpu()?;
+        gpu.bind()?;
+        let stream = self.core.cu_stream();
+        let blocks = unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size) }?;
+        let alpha_abs = alpha.to_f64().abs();
+        self.last_stats = Some(blocks.statistics(tau, self.block_size, alpha_abs, started.elapsed().as_secs_f64()));
         Ok(())
     }
 
@@ -125,9 +160,43 @@ impl SpammHandle {
         if a.op_shape().1 != b.op_shape().0 {
             return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
         }
+        if *self.core.backend() == Backend::Cuda {
+            // SAFETY: the operands are slices of the stated lengths.
+            return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
+        }
         let (a_norms, b_norms) =
             rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size));
         tune::tune_tau(&a_norms, &b_norms, target, tolerance, max_iterations)
+    }
+
+    /// [`SpammHandle::tune_tau`] on the CUDA backend for operands by pointer (host or device memory):
+    /// norm maps by the get-norm kernel, each candidate's valid ratio counted on the device, the
+    /// search itself on the host.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
+    pub unsafe fn tune_tau_raw<T: Element>(
+        &self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        target: f64,
+        tolerance: f64,
+        max_iterations: usize,
+    ) -> Result<tune::TauChoice> {
+        if a.op_shape().1 != b.op_shape().0 {
+            return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
+        }
+        tune::check_search(target, tolerance, max_iterations)?;
+        let gpu = self.core.gpu()?;
+        gpu.bind()?;
+        let stream = self.core.cu_stream();
+        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
+        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
+        let counter = cuda_spamm::DeviceValidCounter::new(&gpu, stream, &a_device, &b_device)?;
+        // The mean of the norm products is summed on the host, in the CPU backend's order, so both
+        // backends search the same candidates.
+        let (a_norms, b_norms) = (a_device.to_host()?, b_device.to_host()?);
+        tune::tune_tau_with(&a_norms, &b_norms, target, tolerance, max_iterations, |tau| counter.count(tau))
     }
 }
 
@@ -152,6 +221,18 @@ impl<'a, T: Copy> GemmOperand<'a, T> {
     pub fn op_shape(&self) -> (usize, usize) {
         op_shape(self.op, self.stored_rows, self.stored_cols)
     }
+
+    /// The operand by pointer, for the CUDA backend.
+    pub fn raw(&self) -> RawOperand<T> {
+        RawOperand {
+            ptr: self.data.as_ptr(),
+            len: self.data.len(),
+            op: self.op,
+            stored_rows: self.stored_rows,
+            stored_cols: self.stored_cols,
+            ld: self.ld,
+        }
+    }
 }
 
 /// Number of `block_size` blocks covering `len` (the last one partial).
@@ -175,11 +256,13 @@ impl NormMap {
 
     /// Norm map of `op(X)` for the blocks of the stored matrix.
     ///
-    /// The reproducible order (a GPU backend must use the same one to make the same skip decisions):
-    /// each block's elements are visited in the *stored* matrix's column-major order (stored column
-    /// by stored column, top to bottom within a column), each converted exactly to f64 and
-    /// accumulated as `acc = f64::mul_add(x, x, acc)` from `acc = 0`, then `sqrt(acc)`. A transposed
-    /// operand uses the stored matrix's norms, transposed, so the order does not depend on `op`.
+    /// The reproducible order (the CUDA backend uses the same one, so both make the same skip
+    /// decisions): every element is converted exactly to f64; for each *stored* row of a block, its
+    /// squares are accumulated over the block's columns left to right as
+    /// `row = f64::mul_add(x, x, row)` from `row = 0`; the block's row sums are then added top to
+    /// bottom, `acc = acc + row` from `acc = 0`, and the norm is `sqrt(acc)`. (On a GPU one thread
+    /// per row walks the columns, so a warp reads consecutive rows: coalesced.) A transposed operand
+    /// uses the stored matrix's norms, transposed, so the order does not depend on `op`.
     pub fn of_operand<T: Element>(x: &GemmOperand<'_, T>, block_size: usize) -> NormMap {
         let stored = Self::of_col_major(x.data, x.stored_rows, x.stored_cols, x.ld, block_size);
         match x.op {
@@ -193,22 +276,22 @@ impl NormMap {
         let block_cols = block_count(cols, block_size);
         let mut norms = vec![0.0f64; block_rows * block_cols];
         if block_rows > 0 {
-            norms.par_chunks_mut(block_rows).enumerate().for_each(|(col_block, sums)| {
-                // Column by column, each column's rows feeding their row block's running sum: per
-                // block this is exactly the column-major order documented above, and it reads memory
-                // contiguously.
+            norms.par_chunks_mut(block_rows).enumerate().for_each(|(col_block, block_norms)| {
+                // Column by column (contiguous reads), each row keeping its own running sum: per row
+                // this is exactly the left-to-right order documented above.
+                let mut row_sums = vec![0.0f64; rows];
                 for j in col_block * block_size..((col_block + 1) * block_size).min(cols) {
-                    let column = &data[j * ld..j * ld + rows];
-                    for (row_block, sum) in sums.iter_mut().enumerate() {
-                        let start = row_block * block_size;
-                        for &x in &column[start..(start + block_size).min(rows)] {
-                            let x = x.to_f64();
-                            *sum = x.mul_add(x, *sum);
-                        }
+                    for (sum, &x) in row_sums.iter_mut().zip(&data[j * ld..j * ld + rows]) {
+                        let x = x.to_f64();
+                        *sum = x.mul_add(x, *sum);
                     }
                 }
-                for sum in sums.iter_mut() {
-                    *sum = sum.sqrt();
+                for (norm, block) in block_norms.iter_mut().zip(row_sums.chunks(block_size)) {
+                    let mut acc = 0.0f64;
+                    for &row in block {
+                        acc += row;
+                    }
+                    *norm = acc.sqrt();
                 }
             });
         }
@@ -280,11 +363,10 @@ impl ProductPlan {
         valid.extend((0..kb).filter(|&k| self.is_valid(i, k, j)));
     }
 
-    /// Counts and error bound, with `alpha` scaling the bound and `elapsed_seconds` recorded as given.
-    /// The sum over C blocks runs in column-major block order, so the bound is reproducible.
-    pub fn statistics(&self, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
+    /// Per-C-block counts of performed products and sums of skipped norm products.
+    pub fn block_stats(&self) -> BlockStats {
         let (mb, nb, kb) = self.block_dims();
-        let per_block: Vec<(u64, f64)> = (0..mb * nb)
+        let (performed, skipped): (Vec<u64>, Vec<f64>) = (0..mb * nb)
             .into_par_iter()
             .map(|c_block| {
                 let (i, j) = (c_block % mb, c_block / mb);
@@ -300,17 +382,42 @@ impl ProductPlan {
                 }
                 (performed, skipped)
             })
-            .collect();
-        let performed: u64 = per_block.iter().map(|p| p.0).sum();
-        let squared: f64 = per_block.iter().map(|p| p.1 * p.1).sum();
+            .unzip();
+        BlockStats { dims: (mb, nb, kb), performed, skipped }
+    }
+
+    /// Counts and error bound, with `alpha` scaling the bound and `elapsed_seconds` recorded as given.
+    pub fn statistics(&self, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
+        self.block_stats().statistics(self.tau, self.block_size, alpha_abs, elapsed_seconds)
+    }
+}
+
+/// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
+/// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
+/// rounded separately. Both backends produce exactly these numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockStats {
+    /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
+    pub dims: (usize, usize, usize),
+    pub performed: Vec<u64>,
+    pub skipped: Vec<f64>,
+}
+
+impl BlockStats {
+    /// Counts and error bound. The sum over C blocks runs in column-major block order, so the bound
+    /// is reproducible and the same on every backend.
+    pub fn statistics(&self, tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
+        let (mb, nb, kb) = self.dims;
+        let performed: u64 = self.performed.iter().sum();
+        let squared: f64 = self.skipped.iter().map(|s| s * s).sum();
         let total = (mb * nb * kb) as u64;
         SpammStats {
             valid_ratio: if total == 0 { 1.0 } else { performed as f64 / total as f64 },
             performed_products: performed,
             total_products: total,
             error_bound: alpha_abs * squared.sqrt(),
-            tau: self.tau,
-            block_size: self.block_size,
+            tau,
+            block_size,
             elapsed_seconds,
         }
     }

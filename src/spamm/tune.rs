@@ -77,15 +77,8 @@ pub struct TauChoice {
     pub iterations: usize,
 }
 
-/// Searches τ so that the valid ratio is within `tolerance` of `target` (0 < target ≤ 1), spending at
-/// most `max_iterations` valid-ratio evaluations; returns the τ whose ratio was closest to the target.
-pub fn tune_tau(
-    a_norms: &NormMap,
-    b_norms: &NormMap,
-    target: f64,
-    tolerance: f64,
-    max_iterations: usize,
-) -> Result<TauChoice> {
+/// Checks the search arguments (before any expensive work).
+pub fn check_search(target: f64, tolerance: f64, max_iterations: usize) -> Result<()> {
     if !(target > 0.0 && target <= 1.0) {
         return Err(Error::invalid_value(format!("argument targetValidRatio = {target} is outside (0, 1]")));
     }
@@ -97,8 +90,36 @@ pub fn tune_tau(
     if max_iterations == 0 {
         return Err(Error::invalid_value("argument maxIterations = 0 must be at least 1"));
     }
+    Ok(())
+}
+
+/// Searches τ so that the valid ratio is within `tolerance` of `target` (0 < target ≤ 1), spending at
+/// most `max_iterations` valid-ratio evaluations; returns the τ whose ratio was closest to the target.
+pub fn tune_tau(
+    a_norms: &NormMap,
+    b_norms: &NormMap,
+    target: f64,
+    tolerance: f64,
+    max_iterations: usize,
+) -> Result<TauChoice> {
+    check_search(target, tolerance, max_iterations)?;
     let counter = ValidProductCounter::new(a_norms, b_norms);
-    if counter.total() == 0 {
+    tune_tau_with(a_norms, b_norms, target, tolerance, max_iterations, |tau| Ok(counter.count(tau)))
+}
+
+/// [`tune_tau`] with the valid products at a τ counted by `count` (which must decide exactly as
+/// [`is_performed`]; a backend may count on its device).
+pub fn tune_tau_with(
+    a_norms: &NormMap,
+    b_norms: &NormMap,
+    target: f64,
+    tolerance: f64,
+    max_iterations: usize,
+    mut count: impl FnMut(f64) -> Result<u64>,
+) -> Result<TauChoice> {
+    check_search(target, tolerance, max_iterations)?;
+    let total = (a_norms.block_rows * b_norms.block_cols * a_norms.block_cols) as u64;
+    if total == 0 {
         return Err(Error::invalid_size("m, n and k must be positive to tune tau: there are no block products"));
     }
     // Mean of all products nA[i,k]·nB[k,j] = Σ_k (Σ_i nA[i,k]) (Σ_j nB[k,j]) / total.
@@ -109,7 +130,7 @@ pub fn tune_tau(
             a * b
         })
         .sum();
-    let ave = sum / counter.total() as f64;
+    let ave = sum / total as f64;
     if !ave.is_finite() {
         return Err(Error::invalid_value(
             "A or B contains Inf or NaN, so block norms are not finite and tau cannot be searched",
@@ -118,26 +139,26 @@ pub fn tune_tau(
 
     let mut best: Option<(f64, f64)> = None;
     let mut evaluations = 0usize;
-    let mut consider = |tau: f64| {
+    let mut consider = |tau: f64| -> Result<f64> {
         evaluations += 1;
-        let ratio = counter.ratio(tau);
+        let ratio = count(tau)? as f64 / total as f64;
         if best.is_none_or(|(_, r)| (ratio - target).abs() < (r - target).abs()) {
             best = Some((tau, ratio));
         }
-        ratio
+        Ok(ratio)
     };
 
     if ave == 0.0 {
         // Every product is zero: τ = 0 performs all of them, any τ > 0 none. Nothing to search.
-        consider(0.0);
+        consider(0.0)?;
         if max_iterations > 1 {
-            consider(f64::MIN_POSITIVE);
+            consider(f64::MIN_POSITIVE)?;
         }
     } else {
         let (mut lower, mut upper, mut expansion) = (0.0f64, ave, 1.0f64);
         let mut tau = ave;
         for _ in 0..max_iterations {
-            let ratio = consider(tau);
+            let ratio = consider(tau)?;
             if (ratio - target).abs() <= tolerance {
                 break;
             }

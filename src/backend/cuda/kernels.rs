@@ -31,10 +31,11 @@ kernel_source!(UTIL, "util", false);
 kernel_source!(MSREP, "msrep", false);
 kernel_source!(SDDMM, "sddmm", false);
 kernel_source!(SMAT, "smat", false);
+kernel_source!(SPAMM, "spamm", false);
 
 /// Every kernel source, for the compile test and for warming the cache.
 pub fn all() -> &'static [&'static KernelSource] {
-    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SDDMM, &SMAT];
+    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SDDMM, &SMAT, &SPAMM];
     ALL
 }
 

@@ -12,6 +12,7 @@ pub mod msrep;
 pub mod nvrtc;
 pub mod sddmm;
 pub mod smat;
+pub mod spamm;
 pub mod util;
 
 use crate::error::{Error, Result, Status};

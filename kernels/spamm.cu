@@ -1,0 +1,405 @@
+// SpAMM after cuSpAMM (Liu et al.): the get-norm kernel, the multiplication kernel of Algorithm 2
+// (SIMT, f32 / f64) and Algorithm 3 (tensor cores, f16 in / f32 accumulation), and the counting
+// kernels behind the statistics and the tau search. The CPU backend (src/spamm) is the specification:
+// norms are summed in exactly its order and every skip decision is its f64 rule `nA * nB >= tau`.
+//
+// Matrices are BLAS column-major; op(X) = X or X^T is applied by the tile loads. Block norm maps are
+// column-major over blocks of op(X): norm(i, k) at [i + k * block_rows].
+
+#define SPAMM_TILE 32        // rows / columns of C one thread block computes
+#define SPAMM_CHUNK 32       // inner-dimension elements per shared-memory stage
+#define SPAMM_WINDOW_MAX 256 // k blocks decided per pass of the bitmap phase (= threads per block)
+
+// ---------------------------------------------------------------------------------------------
+// get-norm
+
+// Row sums of squares: thread (r, cb) sums x(r, c)^2 over the columns c of stored column block cb,
+// sequentially with fma in f64. Consecutive threads read consecutive rows: coalesced.
+template <typename T>
+__device__ void norm_row_sums(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* row_sums) {
+    int col_blocks = (cols + bs - 1) / bs;
+    for (sgpu_i64 r = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; r < rows; r += (sgpu_i64)gridDim.x * blockDim.x) {
+        for (int cb = blockIdx.y; cb < col_blocks; cb += gridDim.y) {
+            sgpu_i64 c0 = (sgpu_i64)cb * bs;
+            sgpu_i64 c1 = c0 + bs < cols ? c0 + bs : cols;
+            double s = 0.0;
+            for (sgpu_i64 c = c0; c < c1; ++c) {
+                double v = (double)sgpu_elem<T>::load(x[r + c * ld]);
+                s = __fma_rn(v, v, s);
+            }
+            row_sums[r + (sgpu_i64)cb * rows] = s;
+        }
+    }
+}
+
+extern "C" __global__ void spamm_norm_rows_f32(int rows, int cols, const float* x, sgpu_i64 ld, int bs, double* out) {
+    norm_row_sums<float>(rows, cols, x, ld, bs, out);
+}
+extern "C" __global__ void spamm_norm_rows_f64(int rows, int cols, const double* x, sgpu_i64 ld, int bs, double* out) {
+    norm_row_sums<double>(rows, cols, x, ld, bs, out);
+}
+extern "C" __global__ void spamm_norm_rows_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* out) {
+    norm_row_sums<sgpu_f16>(rows, cols, x, ld, bs, out);
+}
+
+// Block norms from the row sums: the block's row sums added in row order from 0, then sqrt (both
+// correctly rounded, as on the CPU). `transpose` writes the norm of stored block (rb, cb) at op
+// position (cb, rb), so the map describes op(X).
+extern "C" __global__ void spamm_norm_blocks(int rows, int cols, int bs, const double* row_sums, int transpose,
+                                              double* norms) {
+    sgpu_i64 block_rows = (rows + bs - 1) / bs, block_cols = (cols + bs - 1) / bs;
+    sgpu_i64 total = block_rows * block_cols;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 rb = idx % block_rows, cb = idx / block_rows;
+        sgpu_i64 r0 = rb * bs, r1 = r0 + bs < rows ? r0 + bs : rows;
+        double acc = 0.0;
+        for (sgpu_i64 r = r0; r < r1; ++r) acc = __dadd_rn(acc, row_sums[r + cb * rows]);
+        norms[transpose ? cb + rb * block_cols : idx] = __dsqrt_rn(acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and counting
+
+// Per C block (i, j): how many k are performed, and the sum over the skipped k of nA * nB, in
+// increasing k (the CPU's order, products and sums rounded separately), so the host reduces exactly
+// the CPU's numbers.
+extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const double* an, const double* bn, double tau,
+                                             unsigned long long* performed, double* skipped) {
+    sgpu_i64 total = (sgpu_i64)mb * nb;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 i = idx % mb, j = idx / mb;
+        unsigned long long count = 0;
+        double sum = 0.0;
+        for (sgpu_i64 k = 0; k < kb; ++k) {
+            double p = __dmul_rn(an[i + k * mb], bn[k + j * kb]);
+            if (p >= tau) ++count;
+            else sum = __dadd_rn(sum, p);
+        }
+        performed[idx] = count;
+        skipped[idx] = sum;
+    }
+}
+
+// Number of block products with nA * nB >= tau, added to *count (zeroed by the caller).
+extern "C" __global__ void spamm_count_valid(int mb, int nb, int kb, const double* an, const double* bn, double tau,
+                                             unsigned long long* count) {
+    sgpu_i64 total = (sgpu_i64)mb * nb;
+    unsigned long long mine = 0;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 i = idx % mb, j = idx / mb;
+        for (sgpu_i64 k = 0; k < kb; ++k) mine += __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, offset);
+    if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(count, mine);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multiplication (Algorithm 2): one thread block per 32 x 32 tile of one C block (i, j). A C block of
+// b > 32 is covered by ceil(b/32)^2 tiles, each walking the same valid k; b < 32 clips the tile.
+
+struct SpammOperand {
+    sgpu_i64 ld;
+    int transposed;
+};
+
+// The bitmap phase for the window of k blocks [w, w + blockDim.x): valid k compacted, in increasing
+// order, into `list` (the paper's map_offset); returns how many. Ends with a barrier.
+__device__ int spamm_valid_window(sgpu_i64 i, sgpu_i64 j, int mb, int kb, sgpu_i64 w, const double* an,
+                                  const double* bn, double tau, int* list, int* warp_counts) {
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+    sgpu_i64 k = w + tid;
+    bool valid = k < kb && __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
+    unsigned ballot = __ballot_sync(0xffffffffu, valid);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int offset = 0, total = 0;
+    for (int q = 0; q < warps; ++q) {
+        offset += q < warp ? warp_counts[q] : 0;
+        total += warp_counts[q];
+    }
+    if (valid) list[offset + __popc(ballot & ((1u << lane) - 1u))] = (int)k;
+    __syncthreads();
+    return total;
+}
+
+// Walks the inner-dimension chunks of the valid k of one window. Consecutive valid k form one
+// contiguous inner range (on decay matrices usually a single run around the diagonal), cut into
+// chunks of SPAMM_CHUNK; every thread holds the same cursor.
+struct SpammChunks {
+    const int* list;
+    int count, next;
+    sgpu_i64 pos, run_end, bs, k_total;
+
+    __device__ bool advance(sgpu_i64& start, sgpu_i64& end) {
+        if (pos >= run_end) {
+            if (next >= count) return false;
+            int first = list[next];
+            while (next + 1 < count && list[next + 1] == list[next] + 1) ++next;
+            pos = (sgpu_i64)first * bs;
+            run_end = ((sgpu_i64)list[next] + 1) * bs;
+            if (run_end > k_total) run_end = k_total;
+            ++next;
+        }
+        start = pos;
+        end = pos + SPAMM_CHUNK < run_end ? pos + SPAMM_CHUNK : run_end;
+        pos = end;
+        return true;
+    }
+};
+
+// Element (r, p) of op(X) as the compute type; zero outside [0, rows) x [p_start, p_end).
+template <typename T>
+__device__ __forceinline__ typename sgpu_elem<T>::compute spamm_load(const T* x, SpammOperand op, sgpu_i64 r,
+                                                                      sgpu_i64 rows, sgpu_i64 p, sgpu_i64 p_end) {
+    if (r >= rows || p >= p_end) return 0;
+    return sgpu_elem<T>::load(op.transposed ? x[p + r * op.ld] : x[r + p * op.ld]);
+}
+
+// Which element of a 32 x 32 tile (first index along the 32 rows of op(A) / columns of op(B), second
+// along the chunk) the e-th load of a thread block fetches: consecutive threads walk the stored
+// matrix's contiguous dimension, so the loads coalesce whatever the transpose.
+__device__ __forceinline__ void spamm_tile_coord(int e, bool contiguous_first, int& outer, int& inner) {
+    if (contiguous_first) { outer = e & 31; inner = e >> 5; }
+    else { outer = e >> 5; inner = e & 31; }
+}
+
+// The C tile of thread block (tile_row, tile_col): its C block (i, j) and its rows / columns.
+__device__ __forceinline__ bool spamm_tile(sgpu_i64 tile_row, sgpu_i64 tile_col, int m, int n, int bs,
+                                           sgpu_i64& i, sgpu_i64& j, sgpu_i64& row0, sgpu_i64& row_end,
+                                           sgpu_i64& col0, sgpu_i64& col_end) {
+    sgpu_i64 tiles_per_block = (bs + SPAMM_TILE - 1) / SPAMM_TILE;
+    i = tile_row / tiles_per_block;
+    j = tile_col / tiles_per_block;
+    row0 = i * bs + (tile_row % tiles_per_block) * SPAMM_TILE;
+    col0 = j * bs + (tile_col % tiles_per_block) * SPAMM_TILE;
+    row_end = row0 + SPAMM_TILE;
+    if (row_end > (i + 1) * bs) row_end = (i + 1) * bs;
+    if (row_end > m) row_end = m;
+    col_end = col0 + SPAMM_TILE;
+    if (col_end > (j + 1) * bs) col_end = (j + 1) * bs;
+    if (col_end > n) col_end = n;
+    return row0 < row_end && col0 < col_end;
+}
+
+// SIMT kernel, 256 threads: thread (tr, tc) accumulates C rows {tr, tr + 16} x columns {tc, tc + 16}
+// of the tile in registers. Stages are double-buffered: the next chunk's global loads are issued into
+// registers before the current chunk is multiplied from shared memory, and stored to the other buffer
+// after, so one barrier per chunk separates the buffers.
+template <typename T>
+__device__ void spamm_multiply_simt(int m, int n, int k, int bs, typename sgpu_elem<T>::compute alpha,
+                                    const T* a, SpammOperand op_a, const T* b, SpammOperand op_b,
+                                    typename sgpu_elem<T>::compute beta, T* c, sgpu_i64 ldc, const double* an,
+                                    const double* bn, double tau) {
+    typedef typename sgpu_elem<T>::compute F;
+    __shared__ F tile_a[2][SPAMM_CHUNK][SPAMM_TILE + 1];  // [p][row]
+    __shared__ F tile_b[2][SPAMM_CHUNK][SPAMM_TILE + 1];  // [p][column]
+    __shared__ int list[SPAMM_WINDOW_MAX];
+    __shared__ int warp_counts[SPAMM_WINDOW_MAX / 32];
+
+    int mb = (m + bs - 1) / bs, nb = (n + bs - 1) / bs, kb = (k + bs - 1) / bs;
+    sgpu_i64 tiles_per_block = (bs + SPAMM_TILE - 1) / SPAMM_TILE;
+    sgpu_i64 col_tiles = (sgpu_i64)nb * tiles_per_block;
+    int tid = threadIdx.x, tr = tid & 15, tc = tid >> 4;
+    // Loads of op(A) are contiguous along rows when A is not transposed; of op(B) along p when B is not.
+    bool a_rows_contiguous = !op_a.transposed, b_cols_contiguous = op_b.transposed;
+
+    for (sgpu_i64 tile_col = blockIdx.y; tile_col < col_tiles; tile_col += gridDim.y) {
+        sgpu_i64 i, j, row0, row_end, col0, col_end;
+        if (!spamm_tile(blockIdx.x, tile_col, m, n, bs, i, j, row0, row_end, col0, col_end)) continue;
+        F acc[2][2] = {{0, 0}, {0, 0}};
+        F next_a[4], next_b[4];
+
+        for (sgpu_i64 w = 0; w < kb; w += blockDim.x) {
+            int count = spamm_valid_window(i, j, mb, kb, w, an, bn, tau, list, warp_counts);
+            SpammChunks chunks = {list, count, 0, 0, 0, bs, k};
+            sgpu_i64 start, end;
+            bool have = chunks.advance(start, end);
+            int stage = 0;
+            auto fetch = [&](sgpu_i64 s, sgpu_i64 e) {
+                for (int q = 0; q < 4; ++q) {
+                    int outer, inner;
+                    spamm_tile_coord(tid + 256 * q, a_rows_contiguous, outer, inner);
+                    next_a[q] = spamm_load(a, op_a, row0 + outer, row_end, s + inner, e);
+                    spamm_tile_coord(tid + 256 * q, b_cols_contiguous, outer, inner);
+                    // op(B)(p, col): for B^T the stored index is col + p * ld, i.e. the roles of
+                    // "row" and "p" of spamm_load swap.
+                    next_b[q] = op_b.transposed
+                                    ? (col0 + outer < col_end && s + inner < e
+                                           ? sgpu_elem<T>::load(b[(col0 + outer) + (s + inner) * op_b.ld])
+                                           : (F)0)
+                                    : (col0 + outer < col_end && s + inner < e
+                                           ? sgpu_elem<T>::load(b[(s + inner) + (col0 + outer) * op_b.ld])
+                                           : (F)0);
+                }
+            };
+            auto store = [&](int buffer) {
+                for (int q = 0; q < 4; ++q) {
+                    int outer, inner;
+                    spamm_tile_coord(tid + 256 * q, a_rows_contiguous, outer, inner);
+                    tile_a[buffer][inner][outer] = next_a[q];
+                    spamm_tile_coord(tid + 256 * q, b_cols_contiguous, outer, inner);
+                    tile_b[buffer][inner][outer] = next_b[q];
+                }
+            };
+            if (have) {
+                fetch(start, end);
+                store(0);
+            }
+            __syncthreads();
+            while (have) {
+                have = chunks.advance(start, end);
+                if (have) fetch(start, end);
+#pragma unroll 8
+                for (int p = 0; p < SPAMM_CHUNK; ++p) {
+                    F a0 = tile_a[stage][p][tr], a1 = tile_a[stage][p][tr + 16];
+                    F b0 = tile_b[stage][p][tc], b1 = tile_b[stage][p][tc + 16];
+                    acc[0][0] += a0 * b0;
+                    acc[0][1] += a0 * b1;
+                    acc[1][0] += a1 * b0;
+                    acc[1][1] += a1 * b1;
+                }
+                if (have) store(stage ^ 1);
+                stage ^= 1;
+                __syncthreads();
+            }
+        }
+
+        for (int x = 0; x < 2; ++x) {
+            for (int y = 0; y < 2; ++y) {
+                sgpu_i64 r = row0 + tr + 16 * x, col = col0 + tc + 16 * y;
+                if (r < row_end && col < col_end) {
+                    T* out = c + r + col * ldc;
+                    F value = alpha * acc[x][y];
+                    if (beta != (F)0) value += beta * sgpu_elem<T>::load(*out);
+                    *out = sgpu_elem<T>::store(value);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) spamm_multiply_f32(int m, int n, int k, int bs, float alpha,
+        const float* a, sgpu_i64 lda, int ta, const float* b, sgpu_i64 ldb, int tb, float beta, float* c,
+        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
+    spamm_multiply_simt<float>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta, c, ldc,
+                               an, bn, tau);
+}
+extern "C" __global__ void __launch_bounds__(256) spamm_multiply_f64(int m, int n, int k, int bs, double alpha,
+        const double* a, sgpu_i64 lda, int ta, const double* b, sgpu_i64 ldb, int tb, double beta, double* c,
+        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
+    spamm_multiply_simt<double>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta, c,
+                                ldc, an, bn, tau);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor cores (Algorithm 3): f16 inputs, f32 accumulation, 128 threads = 4 warps, warp (wm, wn)
+// owning the 16 x 16 quarter of the 32 x 32 tile as two m16n8k16 accumulators. Shared tiles hold
+// f16 bit patterns, op(A) as [row][p] and op(B) as [column][p], so every fragment register is one
+// aligned 32-bit load of two consecutive p (the layout mma.sync's row.col operands expect).
+
+#define SPAMM_HSTRIDE (SPAMM_CHUNK + 8)  // padded row of a shared f16 tile (bank spread, 4-byte aligned)
+
+__device__ __forceinline__ void spamm_mma_16816(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int n, int k, int bs, float alpha,
+        const sgpu_f16* a, sgpu_i64 lda, int ta, const sgpu_f16* b, sgpu_i64 ldb, int tb, float beta, sgpu_f16* c,
+        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
+    __shared__ __align__(16) sgpu_f16 tile_a[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [row][p]
+    __shared__ __align__(16) sgpu_f16 tile_b[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [column][p]
+    __shared__ int list[SPAMM_WINDOW_MAX];
+    __shared__ int warp_counts[SPAMM_WINDOW_MAX / 32];
+
+    int mb = (m + bs - 1) / bs, nb = (n + bs - 1) / bs, kb = (k + bs - 1) / bs;
+    sgpu_i64 tiles_per_block = (bs + SPAMM_TILE - 1) / SPAMM_TILE;
+    sgpu_i64 col_tiles = (sgpu_i64)nb * tiles_per_block;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int wm = warp & 1, wn = warp >> 1, group = lane >> 2, quad = lane & 3;
+    bool a_rows_contiguous = !ta, b_cols_contiguous = tb;
+
+    for (sgpu_i64 tile_col = blockIdx.y; tile_col < col_tiles; tile_col += gridDim.y) {
+        sgpu_i64 i, j, row0, row_end, col0, col_end;
+        if (!spamm_tile(blockIdx.x, tile_col, m, n, bs, i, j, row0, row_end, col0, col_end)) continue;
+        float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        sgpu_f16 next_a[8], next_b[8];
+
+        for (sgpu_i64 w = 0; w < kb; w += blockDim.x) {
+            int count = spamm_valid_window(i, j, mb, kb, w, an, bn, tau, list, warp_counts);
+            SpammChunks chunks = {list, count, 0, 0, 0, bs, k};
+            sgpu_i64 start, end;
+            bool have = chunks.advance(start, end);
+            int stage = 0;
+            auto fetch = [&](sgpu_i64 s, sgpu_i64 e) {
+                for (int q = 0; q < 8; ++q) {
+                    int outer, inner;
+                    spamm_tile_coord(tid + 128 * q, a_rows_contiguous, outer, inner);
+                    sgpu_i64 r = row0 + outer, p = s + inner;
+                    next_a[q] = (r < row_end && p < e) ? (ta ? a[p + r * lda] : a[r + p * lda]) : (sgpu_f16)0;
+                    spamm_tile_coord(tid + 128 * q, b_cols_contiguous, outer, inner);
+                    sgpu_i64 col = col0 + outer;
+                    p = s + inner;
+                    next_b[q] = (col < col_end && p < e) ? (tb ? b[col + p * ldb] : b[p + col * ldb]) : (sgpu_f16)0;
+                }
+            };
+            auto store = [&](int buffer) {
+                for (int q = 0; q < 8; ++q) {
+                    int outer, inner;
+                    spamm_tile_coord(tid + 128 * q, a_rows_contiguous, outer, inner);
+                    tile_a[buffer][outer][inner] = next_a[q];
+                    spamm_tile_coord(tid + 128 * q, b_cols_contiguous, outer, inner);
+                    tile_b[buffer][outer][inner] = next_b[q];
+                }
+            };
+            if (have) {
+                fetch(start, end);
+                store(0);
+            }
+            __syncthreads();
+            while (have) {
+                have = chunks.advance(start, end);
+                if (have) fetch(start, end);
+#pragma unroll
+                for (int kk = 0; kk < SPAMM_CHUNK; kk += 16) {
+                    unsigned fa[4], fb[2][2];
+                    const sgpu_f16* arow = &tile_a[stage][wm * 16 + group][kk + quad * 2];
+                    fa[0] = *(const unsigned*)arow;
+                    fa[1] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE);
+                    fa[2] = *(const unsigned*)(arow + 8);
+                    fa[3] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE + 8);
+                    for (int h = 0; h < 2; ++h) {
+                        const sgpu_f16* bcol = &tile_b[stage][wn * 16 + h * 8 + group][kk + quad * 2];
+                        fb[h][0] = *(const unsigned*)bcol;
+                        fb[h][1] = *(const unsigned*)(bcol + 8);
+                    }
+                    spamm_mma_16816(acc[0], fa, fb[0]);
+                    spamm_mma_16816(acc[1], fa, fb[1]);
+                }
+                if (have) store(stage ^ 1);
+                stage ^= 1;
+                __syncthreads();
+            }
+        }
+
+        for (int h = 0; h < 2; ++h) {
+            for (int q = 0; q < 4; ++q) {
+                sgpu_i64 r = row0 + wm * 16 + group + (q >> 1) * 8;
+                sgpu_i64 col = col0 + wn * 16 + h * 8 + quad * 2 + (q & 1);
+                if (r < row_end && col < col_end) {
+                    sgpu_f16* out = c + r + col * ldc;
+                    float value = alpha * acc[h][q];
+                    if (beta != 0.0f) value += beta * sgpu_f16_to_f32(*out);
+                    *out = sgpu_f32_to_f16(value);
+                }
+            }
+        }
+    }
+}

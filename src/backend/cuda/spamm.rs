@@ -1,0 +1,275 @@
+//! SpAMM on the GPU: launchers of `kernels/spamm.cu` and the call sequence of one product (get-norm
+//! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and of the τ search's
+//! valid-ratio evaluations.
+
+use super::kernels::SPAMM;
+use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
+use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use crate::error::Result;
+use crate::kernel_args;
+use crate::scalar::{ComputeScalar, Element};
+use crate::spamm::{BlockStats, NormMap, block_count};
+use crate::types::{Operation, ValueType};
+use cudarc::driver::result as drv;
+use cudarc::driver::sys::CUdeviceptr;
+use std::sync::Arc;
+
+/// A caller's column-major operand by raw pointer (host or device memory), validated by the caller:
+/// `ptr` is readable for `len` elements, the stored matrix is `stored_rows × stored_cols` with
+/// leading dimension `ld`, used as `op(X)`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawOperand<T> {
+    pub ptr: *const T,
+    pub len: usize,
+    pub op: Operation,
+    pub stored_rows: usize,
+    pub stored_cols: usize,
+    pub ld: usize,
+}
+
+impl<T> RawOperand<T> {
+    /// Shape of `op(X)`.
+    pub fn op_shape(&self) -> (usize, usize) {
+        crate::dense::op_shape(self.op, self.stored_rows, self.stored_cols)
+    }
+}
+
+/// A block norm map of `op(X)` in device memory, laid out as [`NormMap`].
+pub struct DeviceNormMap {
+    pub block_rows: usize,
+    pub block_cols: usize,
+    pub norms: DeviceBuffer,
+}
+
+impl DeviceNormMap {
+    /// Copies the map back (waits for the stream).
+    pub fn to_host(&self) -> Result<NormMap> {
+        let mut norms = vec![0.0f64; self.block_rows * self.block_cols];
+        self.norms.copy_to_host(&mut norms)?;
+        Ok(NormMap { block_rows: self.block_rows, block_cols: self.block_cols, norms })
+    }
+}
+
+fn type_suffix<T: Element>() -> &'static str {
+    match T::VALUE_TYPE {
+        ValueType::F32 => "f32",
+        ValueType::F64 => "f64",
+        ValueType::F16 => "f16",
+        ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
+    }
+}
+
+/// Threads per block and a grid-stride grid for `items` independent work items.
+fn flat_launch(device: &GpuDevice, items: usize) -> Launch {
+    let blocks = items.div_ceil(256).clamp(1, device.multiprocessors * 32) as u32;
+    Launch { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 }
+}
+
+/// The get-norm kernel: the Frobenius norm of every `bs × bs` block of `op(X)`, stored at `x` on the
+/// device, summed in [`NormMap::of_operand`]'s order so that the map is bit-identical to the CPU's.
+#[allow(clippy::too_many_arguments)]
+pub fn norm_map<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    x: CUdeviceptr,
+    op: Operation,
+    stored_rows: usize,
+    stored_cols: usize,
+    ld: usize,
+    bs: usize,
+) -> Result<DeviceNormMap> {
+    let (stored_block_rows, stored_block_cols) = (block_count(stored_rows, bs), block_count(stored_cols, bs));
+    let blocks = stored_block_rows * stored_block_cols;
+    let norms = DeviceBuffer::alloc(device, blocks * 8, stream, "the block norm map")?;
+    if blocks > 0 {
+        let row_sums = DeviceBuffer::alloc(device, stored_rows * stored_block_cols * 8, stream, "block norm row sums")?;
+        let rows_fn = device.function(&SPAMM, &format!("spamm_norm_rows_{}", type_suffix::<T>()))?;
+        let (rows, cols, bs_i) = (stored_rows as i32, stored_cols as i32, bs as i32);
+        let ld = ld as i64;
+        let grid_x = stored_rows.div_ceil(256).min(device.multiprocessors * 8) as u32;
+        let grid_y = stored_block_cols.min(65535) as u32;
+        let cfg = Launch { grid: (grid_x, grid_y, 1), block: (256, 1, 1), shared_bytes: 0 };
+        let sums = row_sums.ptr();
+        unsafe { launch(&rows_fn, cfg, stream, kernel_args![&rows, &cols, &x, &ld, &bs_i, &sums]) }?;
+        let blocks_fn = device.function(&SPAMM, "spamm_norm_blocks")?;
+        let transpose = (op == Operation::T) as i32;
+        let out = norms.ptr();
+        unsafe {
+            launch(
+                &blocks_fn,
+                flat_launch(device, blocks),
+                stream,
+                kernel_args![&rows, &cols, &bs_i, &sums, &transpose, &out],
+            )
+        }?;
+    }
+    let (block_rows, block_cols) = match op {
+        Operation::N => (stored_block_rows, stored_block_cols),
+        Operation::T => (stored_block_cols, stored_block_rows),
+    };
+    Ok(DeviceNormMap { block_rows, block_cols, norms })
+}
+
+/// [`norm_map`] of an operand the caller passed (host or device memory).
+///
+/// # Safety
+/// `x.ptr` must be readable for `x.len` elements (host or device memory of this device).
+pub unsafe fn operand_norm_map<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    x: &RawOperand<T>,
+    bs: usize,
+) -> Result<DeviceNormMap> {
+    let input = unsafe { DeviceInput::new(device, stream, x.ptr, x.len, "the operand") }?;
+    norm_map::<T>(device, stream, input.ptr(), x.op, x.stored_rows, x.stored_cols, x.ld, bs)
+}
+
+/// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
+/// `c_ptr` (host or device, `c_len` elements). Returns the per-C-block statistics (this waits for
+/// the stream: they are host results).
+///
+/// # Safety
+/// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
+/// writable for `c_len`, host memory or memory of this device, not overlapping.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    a: &RawOperand<T>,
+    b: &RawOperand<T>,
+    alpha: T::Compute,
+    beta: T::Compute,
+    c_ptr: *mut T,
+    c_len: usize,
+    ldc: usize,
+    tau: f64,
+    bs: usize,
+) -> Result<BlockStats> {
+    let (m, k) = a.op_shape();
+    let n = b.op_shape().1;
+    let a_in = unsafe { DeviceInput::new(device, stream, a.ptr, a.len, "A") }?;
+    let b_in = unsafe { DeviceInput::new(device, stream, b.ptr, b.len, "B") }?;
+    let a_norms = norm_map::<T>(device, stream, a_in.ptr(), a.op, a.stored_rows, a.stored_cols, a.ld, bs)?;
+    let b_norms = norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?;
+    let (mb, nb, kb) = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
+    let block_stats = device_block_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb))?;
+    // A staged host C goes back whole, padding rows m..ldc included, which the kernel never writes:
+    // with ldc > m those must be uploaded first so that they come back unchanged.
+    let reads_c = beta != T::Compute::ZERO || (ldc > m && n > 1);
+    let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c) }?;
+    if m > 0 && n > 0 {
+        let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
+        let tiles_per_block = bs.div_ceil(32);
+        let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
+        let cfg = Launch {
+            grid: ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1),
+            block: (threads, 1, 1),
+            shared_bytes: 0,
+        };
+        let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
+        let (a_ptr, lda, ta) = (a_in.ptr(), a.ld as i64, (a.op == Operation::T) as i32);
+        let (b_ptr, ldb, tb) = (b_in.ptr(), b.ld as i64, (b.op == Operation::T) as i32);
+        let (c_dev, ldc) = (c.ptr(), ldc as i64);
+        let (an, bn) = (a_norms.norms.ptr(), b_norms.norms.ptr());
+        unsafe {
+            launch(
+                &f,
+                cfg,
+                stream,
+                kernel_args![
+                    &m_i, &n_i, &k_i, &bs_i, &alpha, &a_ptr, &lda, &ta, &b_ptr, &ldb, &tb, &beta, &c_dev, &ldc, &an,
+                    &bn, &tau
+                ],
+            )
+        }?;
+    }
+    let stats = block_stats.finish()?;
+    c.finish()?;
+    Ok(stats)
+}
+
+/// Per-C-block counts being computed on the device; `finish` copies them back.
+struct PendingBlockStats {
+    performed: DeviceBuffer,
+    skipped: DeviceBuffer,
+    blocks: usize,
+    dims: (usize, usize, usize),
+}
+
+impl PendingBlockStats {
+    fn finish(self) -> Result<BlockStats> {
+        let mut performed = vec![0u64; self.blocks];
+        let mut skipped = vec![0.0f64; self.blocks];
+        self.performed.copy_to_host(&mut performed)?;
+        self.skipped.copy_to_host(&mut skipped)?;
+        Ok(BlockStats { dims: self.dims, performed, skipped })
+    }
+}
+
+fn device_block_stats(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    a_norms: &DeviceNormMap,
+    b_norms: &DeviceNormMap,
+    tau: f64,
+    (mb, nb, kb): (usize, usize, usize),
+) -> Result<PendingBlockStats> {
+    let blocks = mb * nb;
+    let performed = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+    let skipped = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+    if blocks > 0 {
+        let f = device.function(&SPAMM, "spamm_block_stats")?;
+        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+        let (an, bn, p, s) = (a_norms.norms.ptr(), b_norms.norms.ptr(), performed.ptr(), skipped.ptr());
+        unsafe {
+            launch(&f, flat_launch(device, blocks), stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &p, &s])
+        }?;
+    }
+    Ok(PendingBlockStats { performed, skipped, blocks, dims: (mb, nb, kb) })
+}
+
+/// Counts the block products `nA[i,k]·nB[k,j] ≥ τ` of two device norm maps, on the device (the τ
+/// search's valid-ratio evaluation); waits for the result.
+pub struct DeviceValidCounter<'a> {
+    device: &'a Arc<GpuDevice>,
+    stream: Stream,
+    a_norms: &'a DeviceNormMap,
+    b_norms: &'a DeviceNormMap,
+    counter: DeviceBuffer,
+}
+
+impl<'a> DeviceValidCounter<'a> {
+    pub fn new(
+        device: &'a Arc<GpuDevice>,
+        stream: Stream,
+        a_norms: &'a DeviceNormMap,
+        b_norms: &'a DeviceNormMap,
+    ) -> Result<Self> {
+        let counter = DeviceBuffer::alloc(device, 8, stream, "the valid-product counter")?;
+        Ok(DeviceValidCounter { device, stream, a_norms, b_norms, counter })
+    }
+
+    pub fn count(&self, tau: f64) -> Result<u64> {
+        let (mb, nb, kb) = (self.a_norms.block_rows, self.b_norms.block_cols, self.a_norms.block_cols);
+        let mut count = [0u64];
+        if mb * nb * kb == 0 {
+            return Ok(0);
+        }
+        self.device.bind()?;
+        unsafe { drv::memset_d8_async(self.counter.ptr(), 0, 8, self.stream.0) }
+            .map_err(driver_error("clearing the valid-product counter"))?;
+        let f = self.device.function(&SPAMM, "spamm_count_valid")?;
+        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+        let (an, bn, out) = (self.a_norms.norms.ptr(), self.b_norms.norms.ptr(), self.counter.ptr());
+        unsafe {
+            launch(
+                &f,
+                flat_launch(self.device, mb * nb),
+                self.stream,
+                kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &out],
+            )
+        }?;
+        self.counter.copy_to_host(&mut count)?;
+        Ok(count[0])
+    }
+}

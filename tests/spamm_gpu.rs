@@ -1,0 +1,694 @@
+//! SpAMM on the CUDA backend against the CPU backend (the specification) and an f64 reference: norm
+//! maps bit-identical, identical skip decisions and statistics, results equal to rounding, τ = 0
+//! equal to GEMM, the error bound holding, τ tuning identical, host and device pointers, a caller's
+//! stream, and an injected allocation failure. Every test is skipped (and says so) without a GPU.
+
+mod common;
+
+use common::{POISON, Rng, relative_error};
+use half::f16;
+use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
+use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
+use sparsegpu::capi::common::sgpuGetLastErrorMessage;
+use sparsegpu::capi::spamm::*;
+use sparsegpu::scalar::Element;
+use sparsegpu::spamm::{GemmOperand, NormMap};
+use sparsegpu::testgen::{algebraic_decay, exponential_decay};
+use sparsegpu::{BackendKind, Operation, Status, ValueType};
+use std::ffi::{CStr, c_void};
+use std::ptr::null_mut;
+
+const OK: i32 = Status::Success as i32;
+
+/// The injected allocation failure is process-wide: the tests of this file take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
+}
+
+fn handle(backend: BackendKind, block_size: usize) -> spammHandle_t {
+    let mut h = null_mut();
+    assert_eq!(unsafe { spammCreate(&mut h) }, OK);
+    assert_eq!(unsafe { spammSetBackend(h, backend as i32) }, OK, "{}", last_error());
+    assert_eq!(unsafe { spammSetBlockSize(h, block_size as i32) }, OK);
+    h
+}
+
+fn stats(h: spammHandle_t) -> spammStats_t {
+    let mut s = spammStats_t::default();
+    assert_eq!(unsafe { spammGetStats(h, &mut s) }, OK, "{}", last_error());
+    s
+}
+
+trait GpuElement: Element {
+    /// Tolerance of a GPU element against the CPU's, relative to Σ|α·a·b| + |β·c|.
+    const RTOL: f64;
+    /// Relative Frobenius error of τ = 0 against an f64 GEMM of the same (rounded) inputs.
+    const GEMM_RTOL: f64;
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const Self::Compute,
+        a: *const Self,
+        lda: i32,
+        b: *const Self,
+        ldb: i32,
+        beta: *const Self::Compute,
+        c: *mut Self,
+        ldc: i32,
+        tau: f64,
+    ) -> i32;
+}
+
+impl GpuElement for f32 {
+    const RTOL: f64 = 2e-5;
+    const GEMM_RTOL: f64 = 1e-5;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f32,
+        a: *const f32,
+        lda: i32,
+        b: *const f32,
+        ldb: i32,
+        beta: *const f32,
+        c: *mut f32,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
+    }
+}
+
+impl GpuElement for f64 {
+    const RTOL: f64 = 1e-13;
+    const GEMM_RTOL: f64 = 1e-12;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f64,
+        a: *const f64,
+        lda: i32,
+        b: *const f64,
+        ldb: i32,
+        beta: *const f64,
+        c: *mut f64,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
+    }
+}
+
+impl GpuElement for f16 {
+    // Both backends accumulate in f32 and round the result to f16 (2^-11 relative) once.
+    const RTOL: f64 = 2e-3;
+    const GEMM_RTOL: f64 = 1e-2;
+    unsafe fn gemm(
+        h: spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f32,
+        a: *const f16,
+        lda: i32,
+        b: *const f16,
+        ldb: i32,
+        beta: *const f32,
+        c: *mut f16,
+        ldc: i32,
+        tau: f64,
+    ) -> i32 {
+        unsafe { spammHgemm(h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau) }
+    }
+}
+
+/// One stored operand: data (column-major, leading dimension `ld`) and its op.
+struct Operand<T> {
+    data: Vec<T>,
+    op: Operation,
+    stored_rows: usize,
+    stored_cols: usize,
+    ld: usize,
+}
+
+impl<T: Element> Operand<T> {
+    /// A random `op(X)` of shape rows × cols, with `pad` extra rows of leading dimension.
+    fn random(rng: &mut Rng, op: Operation, rows: usize, cols: usize, pad: usize) -> Self {
+        let (stored_rows, stored_cols) = if op == Operation::N { (rows, cols) } else { (cols, rows) };
+        let ld = stored_rows.max(1) + pad;
+        Operand { data: rng.vec(ld * stored_cols), op, stored_rows, stored_cols, ld }
+    }
+
+    fn at(&self, i: usize, j: usize) -> f64 {
+        let (r, c) = if self.op == Operation::N { (i, j) } else { (j, i) };
+        self.data[r + c * self.ld].to_f64()
+    }
+
+    fn gemm_operand(&self) -> GemmOperand<'_, T> {
+        GemmOperand {
+            data: &self.data,
+            op: self.op,
+            stored_rows: self.stored_rows,
+            stored_cols: self.stored_cols,
+            ld: self.ld,
+        }
+    }
+}
+
+/// Where the arrays of a call live and which stream it uses.
+#[derive(Clone, Copy, PartialEq)]
+enum Memory {
+    Host,
+    /// Device arrays, on a stream of the caller's (not the default stream).
+    DeviceOnOwnStream,
+}
+
+struct Call<'a, T: GpuElement> {
+    a: &'a Operand<T>,
+    b: &'a Operand<T>,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f64,
+    beta: f64,
+    tau: f64,
+    block_size: usize,
+}
+
+impl<T: GpuElement> Call<'_, T> {
+    /// Runs the product on `backend`; C starts as `c0` (ldc = m + 3). Returns C and the statistics.
+    fn run(&self, backend: BackendKind, c0: &[T], memory: Memory) -> (Vec<T>, spammStats_t) {
+        let h = handle(backend, self.block_size);
+        let ldc = self.m + 3;
+        let mut c = c0.to_vec();
+        let alpha = T::Compute::from_f64(self.alpha);
+        let beta = T::Compute::from_f64(self.beta);
+        let (ta, tb) = (self.a.op as i32, self.b.op as i32);
+        let dims = (self.m as i32, self.n as i32, self.k as i32);
+        let (lda, ldb) = (self.a.ld as i32, self.b.ld as i32);
+        if memory == Memory::Host {
+            let status = unsafe {
+                T::gemm(
+                    h,
+                    ta,
+                    tb,
+                    dims.0,
+                    dims.1,
+                    dims.2,
+                    &alpha,
+                    self.a.data.as_ptr(),
+                    lda,
+                    self.b.data.as_ptr(),
+                    ldb,
+                    &beta,
+                    c.as_mut_ptr(),
+                    ldc as i32,
+                    self.tau,
+                )
+            };
+            assert_eq!(status, OK, "{}", last_error());
+        } else {
+            let gpu = cuda::device(0).unwrap();
+            let stream = gpu.ctx.new_stream().unwrap();
+            let own = Stream(stream.cu_stream());
+            assert_eq!(unsafe { spammSetStream(h, own.0 as *mut c_void) }, OK);
+            let a = DeviceBuffer::from_host(&gpu, &self.a.data, own, "A").unwrap();
+            let b = DeviceBuffer::from_host(&gpu, &self.b.data, own, "B").unwrap();
+            let c_dev = DeviceBuffer::from_host(&gpu, &c, own, "C").unwrap();
+            let status = unsafe {
+                T::gemm(
+                    h,
+                    ta,
+                    tb,
+                    dims.0,
+                    dims.1,
+                    dims.2,
+                    &alpha,
+                    a.ptr() as *const T,
+                    lda,
+                    b.ptr() as *const T,
+                    ldb,
+                    &beta,
+                    c_dev.ptr() as *mut T,
+                    ldc as i32,
+                    self.tau,
+                )
+            };
+            assert_eq!(status, OK, "{}", last_error());
+            c_dev.copy_to_host(&mut c).unwrap();
+        }
+        let s = stats(h);
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+        (c, s)
+    }
+
+    /// Σ_p |α·a_ip·b_pj| + |β·c_ij|, the scale of element (i, j)'s rounding.
+    fn magnitude(&self, c0: &[T], i: usize, j: usize) -> f64 {
+        let mut s = 0.0;
+        for p in 0..self.k {
+            s += (self.alpha * self.a.at(i, p) * self.b.at(p, j)).abs();
+        }
+        let old = if self.beta == 0.0 { 0.0 } else { (self.beta * c0[i + j * (self.m + 3)].to_f64()).abs() };
+        s + old
+    }
+
+    /// The GPU against the CPU: identical statistics, every element equal to rounding, the padding
+    /// between columns of C untouched.
+    fn check_against_cpu(&self, what: &str, memory: Memory, rng: &mut Rng) -> (Vec<T>, spammStats_t) {
+        let ldc = self.m + 3;
+        let mut c0: Vec<T> = rng.vec(ldc * self.n);
+        if self.beta == 0.0 {
+            c0.iter_mut().for_each(|x| *x = T::from_f64(f64::NAN));
+        }
+        let (cpu, cpu_stats) = self.run(BackendKind::Cpu, &c0, Memory::Host);
+        let (gpu, gpu_stats) = self.run(BackendKind::Cuda, &c0, memory);
+        assert_eq!(gpu_stats.performedProducts, cpu_stats.performedProducts, "{what}: performed products");
+        assert_eq!(gpu_stats.totalProducts, cpu_stats.totalProducts, "{what}: total products");
+        assert_eq!(gpu_stats.validRatio.to_bits(), cpu_stats.validRatio.to_bits(), "{what}: valid ratio");
+        let bound_diff = (gpu_stats.errorBound - cpu_stats.errorBound).abs();
+        assert!(bound_diff <= 1e-12 * cpu_stats.errorBound, "{what}: bound {gpu_stats:?} vs {cpu_stats:?}");
+        assert_eq!((gpu_stats.tau, gpu_stats.blockSize), (cpu_stats.tau, cpu_stats.blockSize), "{what}");
+        for j in 0..self.n {
+            for i in 0..ldc {
+                let idx = i + j * ldc;
+                let (g, c) = (gpu[idx].to_f64(), cpu[idx].to_f64());
+                if i >= self.m {
+                    assert_eq!(gpu[idx].to_f64().to_bits(), c0[idx].to_f64().to_bits(), "{what}: padding ({i},{j})");
+                    continue;
+                }
+                let tol = T::RTOL * self.magnitude(&c0, i, j) + 1e-30;
+                assert!(g.is_finite() && (g - c).abs() <= tol, "{what}: C({i},{j}) gpu {g} cpu {c} tol {tol}");
+            }
+        }
+        (gpu, gpu_stats)
+    }
+}
+
+/// The median of all block norm products, a τ that skips about half of the products.
+fn median_norm_product<T: GpuElement>(a: &Operand<T>, b: &Operand<T>, bs: usize) -> f64 {
+    let an = NormMap::of_operand(&a.gemm_operand(), bs);
+    let bn = NormMap::of_operand(&b.gemm_operand(), bs);
+    let mut products = Vec::new();
+    for i in 0..an.block_rows {
+        for k in 0..an.block_cols {
+            for j in 0..bn.block_cols {
+                products.push(an.get(i, k) * bn.get(k, j));
+            }
+        }
+    }
+    products.sort_by(f64::total_cmp);
+    products.get(products.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn norm_maps_identical<T: GpuElement>(rng: &mut Rng) {
+    let gpu = cuda::device(0).unwrap();
+    for &(rows, cols) in &[(1, 1), (33, 70), (128, 64), (97, 250)] {
+        for &bs in &[1, 7, 32, 48, 1024] {
+            for op in [Operation::N, Operation::T] {
+                let mut x = Operand::<T>::random(rng, op, rows, cols, 2);
+                // A few exact zeros and a huge / tiny value exercise the order of the sums.
+                x.data[0] = T::from_f64(0.0);
+                let last = x.data.len() - 1;
+                x.data[last] = T::from_f64(1e-3);
+                let cpu = NormMap::of_operand(&x.gemm_operand(), bs);
+                let raw = x.gemm_operand().raw();
+                let map = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, bs) }.unwrap();
+                let got = map.to_host().unwrap();
+                assert_eq!((got.block_rows, got.block_cols), (cpu.block_rows, cpu.block_cols));
+                for (idx, (g, c)) in got.norms.iter().zip(&cpu.norms).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        c.to_bits(),
+                        "{:?} {rows}x{cols} {op:?} bs {bs}: norm {idx}: gpu {g} cpu {c}",
+                        T::VALUE_TYPE
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn norm_maps_are_bit_identical_to_the_cpu() {
+    if !common::cuda_available("norm_maps_are_bit_identical_to_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu norm maps");
+    norm_maps_identical::<f32>(&mut rng);
+    norm_maps_identical::<f64>(&mut rng);
+    norm_maps_identical::<f16>(&mut rng);
+}
+
+fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng) {
+    let shapes = [(0, 5, 3), (4, 0, 3), (5, 4, 0), (1, 1, 1), (33, 17, 45), (70, 65, 100), (40, 97, 64)];
+    let ops = [Operation::N, Operation::T];
+    let mut case = 0usize;
+    for &(m, n, k) in &shapes {
+        for &bs in &[32, 8, 48] {
+            for (ta, tb) in [(ops[0], ops[0]), (ops[1], ops[0]), (ops[0], ops[1]), (ops[1], ops[1])] {
+                case += 1;
+                let a = Operand::<T>::random(rng, ta, m, k, case % 3);
+                let b = Operand::<T>::random(rng, tb, k, n, (case + 1) % 3);
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
+                for tau in [0.0, median_norm_product(&a, &b, bs)] {
+                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
+                    let what =
+                        format!("{:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} α {alpha} β {beta} τ {tau}", T::VALUE_TYPE);
+                    let memory = if case % 4 == 1 { Memory::DeviceOnOwnStream } else { Memory::Host };
+                    call.check_against_cpu(&what, memory, rng);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_shape_type_and_transpose_matches_the_cpu() {
+    if !common::cuda_available("every_shape_type_and_transpose_matches_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu shapes");
+    shapes_against_cpu::<f32>(&mut rng);
+    shapes_against_cpu::<f64>(&mut rng);
+    shapes_against_cpu::<f16>(&mut rng);
+}
+
+#[test]
+fn block_sizes_from_one_to_the_maximum() {
+    if !common::cuda_available("block_sizes_from_one_to_the_maximum") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu block sizes");
+    for &bs in &[1, 2, 16, 31, 33, 64, 100, 1024] {
+        let (m, n, k) = (45, 70, 130);
+        let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
+        let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
+        let tau = median_norm_product(&a, &b, bs);
+        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau, block_size: bs };
+        call.check_against_cpu(&format!("f32 bs {bs}"), Memory::Host, &mut rng);
+        let ah = Operand::<f16>::random(&mut rng, Operation::T, m, k, 0);
+        let bh = Operand::<f16>::random(&mut rng, Operation::N, k, n, 0);
+        let tau = median_norm_product(&ah, &bh, bs);
+        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs };
+        call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
+    }
+}
+
+/// A decay matrix `n × n` as an operand (no transpose).
+fn decay_operand<T: GpuElement>(rng: &mut Rng, n: usize, exponential: bool) -> Operand<T> {
+    let data = if exponential { exponential_decay(rng, n, n, 1.0, 0.9) } else { algebraic_decay(rng, n, n, 1.0, 2.0) };
+    Operand { data, op: Operation::N, stored_rows: n, stored_cols: n, ld: n }
+}
+
+/// Frobenius norm of the difference of the m × n part of two column-major matrices with ldc = m + 3.
+fn difference_norm<T: Element>(x: &[T], reference: &[f64], m: usize, n: usize) -> f64 {
+    let mut s = 0.0;
+    for j in 0..n {
+        for i in 0..m {
+            let d = x[i + j * (m + 3)].to_f64() - reference[i + j * m];
+            s += d * d;
+        }
+    }
+    s.sqrt()
+}
+
+fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize) {
+    let a = decay_operand::<T>(rng, n, false);
+    let b = decay_operand::<T>(rng, n, true);
+    let mut full = vec![0.0; n * n];
+    common::reference_gemm(n, n, n, 1.0, |i, p| a.at(i, p), |p, j| b.at(p, j), 0.0, &mut full);
+    let full_norm = full.iter().map(|x| x * x).sum::<f64>().sqrt();
+
+    // τ = 0 is GEMM.
+    let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32 };
+    let (c, s) = call.check_against_cpu(&format!("{:?} decay τ = 0", T::VALUE_TYPE), Memory::Host, rng);
+    assert_eq!(s.performedProducts, s.totalProducts);
+    let compact: Vec<f64> = (0..n * n).map(|idx| c[idx % n + (idx / n) * (n + 3)].to_f64()).collect();
+    let err = relative_error(&compact, &full);
+    assert!(err <= T::GEMM_RTOL, "{:?}: τ = 0 relative error {err} against GEMM", T::VALUE_TYPE);
+
+    // τ > 0: tuned on the GPU exactly as on the CPU, same skips, error within the bound.
+    for &bs in &[32, 8, 48] {
+        let mut tuned = [(0.0f64, 0.0f64); 2];
+        for (slot, backend) in [BackendKind::Cpu, BackendKind::Cuda].into_iter().enumerate() {
+            let h = handle(backend, bs);
+            let (mut tau, mut ratio) = (0.0, 0.0);
+            let status = unsafe {
+                spammTuneTau(
+                    h,
+                    T::VALUE_TYPE as i32,
+                    Operation::N as i32,
+                    Operation::N as i32,
+                    n as i32,
+                    n as i32,
+                    n as i32,
+                    a.data.as_ptr().cast(),
+                    n as i32,
+                    b.data.as_ptr().cast(),
+                    n as i32,
+                    0.1,
+                    0.005,
+                    40,
+                    &mut tau,
+                    &mut ratio,
+                )
+            };
+            assert_eq!(status, OK, "{}", last_error());
+            tuned[slot] = (tau, ratio);
+            assert_eq!(unsafe { spammDestroy(h) }, OK);
+        }
+        assert_eq!(
+            tuned[0].0.to_bits(),
+            tuned[1].0.to_bits(),
+            "bs {bs}: tuned τ cpu {:?} gpu {:?}",
+            tuned[0],
+            tuned[1]
+        );
+        assert_eq!(tuned[0].1.to_bits(), tuned[1].1.to_bits(), "bs {bs}: tuned ratio");
+        let tau = tuned[1].0;
+        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau, block_size: bs };
+        let what = format!("{:?} decay bs {bs} τ {tau}", T::VALUE_TYPE);
+        let (c, s) = call.check_against_cpu(&what, Memory::Host, rng);
+        assert_eq!(s.validRatio, tuned[1].1, "{what}: the product reports the tuned ratio");
+        assert!(s.validRatio < 0.5, "{what}: tuning skipped too little ({})", s.validRatio);
+        let err = difference_norm(&c, &full, n, n);
+        let rounding = T::GEMM_RTOL * full_norm;
+        assert!(err <= s.errorBound + rounding, "{what}: error {err} above bound {} + {rounding}", s.errorBound);
+    }
+}
+
+#[test]
+fn decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned() {
+    if !common::cuda_available("decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu decay");
+    decay_products::<f32>(&mut rng, 600);
+    decay_products::<f64>(&mut rng, 530);
+    decay_products::<f16>(&mut rng, 600);
+}
+
+#[test]
+fn tuning_from_device_pointers_matches_host_pointers() {
+    if !common::cuda_available("tuning_from_device_pointers_matches_host_pointers") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu tune device");
+    let (m, n, k) = (200, 150, 170);
+    let a = Operand::<f64>::random(&mut rng, Operation::T, m, k, 1);
+    let b = Operand::<f64>::random(&mut rng, Operation::N, k, n, 0);
+    let gpu = cuda::device(0).unwrap();
+    let a_dev = DeviceBuffer::from_host(&gpu, &a.data, Stream::DEFAULT, "A").unwrap();
+    let b_dev = DeviceBuffer::from_host(&gpu, &b.data, Stream::DEFAULT, "B").unwrap();
+    let mut results = Vec::new();
+    for (backend, pa, pb) in [
+        (BackendKind::Cpu, a.data.as_ptr() as *const c_void, b.data.as_ptr() as *const c_void),
+        (BackendKind::Cuda, a.data.as_ptr() as *const c_void, b.data.as_ptr() as *const c_void),
+        (BackendKind::Cuda, a_dev.ptr() as *const c_void, b_dev.ptr() as *const c_void),
+    ] {
+        let h = handle(backend, 16);
+        let (mut tau, mut ratio) = (0.0, 0.0);
+        let status = unsafe {
+            spammTuneTau(
+                h,
+                ValueType::F64 as i32,
+                Operation::T as i32,
+                Operation::N as i32,
+                m as i32,
+                n as i32,
+                k as i32,
+                pa,
+                a.ld as i32,
+                pb,
+                b.ld as i32,
+                0.3,
+                0.0,
+                30,
+                &mut tau,
+                &mut ratio,
+            )
+        };
+        assert_eq!(status, OK, "{}", last_error());
+        results.push((tau.to_bits(), ratio.to_bits()));
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+    }
+    assert_eq!(results[0], results[1], "host pointers");
+    assert_eq!(results[0], results[2], "device pointers");
+}
+
+#[test]
+fn an_allocation_failure_leaves_c_untouched() {
+    if !common::cuda_available("an_allocation_failure_leaves_c_untouched") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu allocation");
+    let (m, n, k) = (40, 30, 50);
+    let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
+    let b = Operand::<f32>::random(&mut rng, Operation::N, k, n, 0);
+    let h = handle(BackendKind::Cuda, 32);
+    let mut c = vec![POISON as f32; m * n];
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    memory::inject_allocation_failures(1);
+    let status = unsafe {
+        spammSgemm(
+            h,
+            0,
+            0,
+            m as i32,
+            n as i32,
+            k as i32,
+            &alpha,
+            a.data.as_ptr(),
+            m as i32,
+            b.data.as_ptr(),
+            k as i32,
+            &beta,
+            c.as_mut_ptr(),
+            m as i32,
+            0.0,
+        )
+    };
+    memory::inject_allocation_failures(0);
+    assert_eq!(status, Status::AllocationFailed as i32, "{}", last_error());
+    assert!(c.iter().all(|&x| x == POISON as f32), "C was written");
+    let mut s = spammStats_t::default();
+    assert_eq!(unsafe { spammGetStats(h, &mut s) }, Status::InvalidValue as i32, "no stats after failures");
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+}
+
+/// Rough timings at N = 4096 (device arrays, wall clock of the call after a warm-up, which includes
+/// the get-norm kernels, the statistics and their copy back). Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn timing_at_4096() {
+    if !common::cuda_available("timing_at_4096") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu timing");
+    let n = 4096;
+    time_type::<f32>(&mut rng, n);
+    time_type::<f64>(&mut rng, n);
+    time_type::<f16>(&mut rng, n);
+}
+
+fn time_type<T: GpuElement>(rng: &mut Rng, n: usize) {
+    let gpu = cuda::device(0).unwrap();
+    let a = decay_operand::<T>(rng, n, false);
+    let b = decay_operand::<T>(rng, n, false);
+    let a_dev = DeviceBuffer::from_host(&gpu, &a.data, Stream::DEFAULT, "A").unwrap();
+    let b_dev = DeviceBuffer::from_host(&gpu, &b.data, Stream::DEFAULT, "B").unwrap();
+    let c_dev = DeviceBuffer::alloc(&gpu, n * n * std::mem::size_of::<T>(), Stream::DEFAULT, "C").unwrap();
+    let h = handle(BackendKind::Cuda, 32);
+    let (mut tuned, mut ratio) = (0.0, 0.0);
+    let status = unsafe {
+        spammTuneTau(
+            h,
+            T::VALUE_TYPE as i32,
+            0,
+            0,
+            n as i32,
+            n as i32,
+            n as i32,
+            a_dev.ptr() as *const c_void,
+            n as i32,
+            b_dev.ptr() as *const c_void,
+            n as i32,
+            0.1,
+            0.01,
+            40,
+            &mut tuned,
+            &mut ratio,
+        )
+    };
+    assert_eq!(status, OK, "{}", last_error());
+    let (alpha, beta) = (T::Compute::from_f64(1.0), T::Compute::from_f64(0.0));
+    for tau in [0.0, tuned] {
+        let call = || {
+            let status = unsafe {
+                T::gemm(
+                    h,
+                    0,
+                    0,
+                    n as i32,
+                    n as i32,
+                    n as i32,
+                    &alpha,
+                    a_dev.ptr() as *const T,
+                    n as i32,
+                    b_dev.ptr() as *const T,
+                    n as i32,
+                    &beta,
+                    c_dev.ptr() as *mut T,
+                    n as i32,
+                    tau,
+                )
+            };
+            assert_eq!(status, OK, "{}", last_error());
+        };
+        call();
+        let repeats = 5;
+        let started = std::time::Instant::now();
+        for _ in 0..repeats {
+            call();
+        }
+        let seconds = started.elapsed().as_secs_f64() / repeats as f64;
+        let s = stats(h);
+        let flops = 2.0 * (n as f64).powi(3) * s.validRatio;
+        println!(
+            "TIMING {:?} N {n} bs 32 tau {tau:.3e} valid ratio {:.4}: {:.3} ms, {:.2} TFLOP/s effective",
+            T::VALUE_TYPE,
+            s.validRatio,
+            seconds * 1e3,
+            flops / seconds / 1e12
+        );
+    }
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+}
