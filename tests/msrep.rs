@@ -497,10 +497,12 @@ fn large_matrix_with_many_partitions_matches_reference() {
     let y0: Vec<f64> = rng.vec(a.rows);
     let want = reference(&a, 1.5, &x, -0.5, &y0);
     for input in inputs(&a, IndexBase::Zero) {
+        // A cut lands exactly on a row boundary now and then; over all the counts some row is split.
+        let mut some_row_split = false;
         for np in [1, 2, 7, 64] {
             let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, np);
             let infos = partition_infos(m);
-            assert!(np == 1 || infos.iter().any(|i| i.startFlag == 1), "{:?}: no row was split", input.format);
+            some_row_split |= infos.iter().any(|i| i.startFlag == 1);
             let mut y = y0.clone();
             let (alpha, beta) = (1.5f64, -0.5f64);
             let st = unsafe {
@@ -519,6 +521,7 @@ fn large_matrix_with_many_partitions_matches_reference() {
             assert!(relative_error(&y, &exact) < 1e-13, "{:?} np {np}", input.format);
             assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
         }
+        assert!(some_row_split, "{:?}: no partition count split a row", input.format);
     }
 }
 

@@ -28,19 +28,12 @@ impl Backend {
     }
 }
 
-/// Whether `Auto` chooses CUDA where it is usable. Off until every family runs on the GPU, so that
-/// `Auto` never picks a backend that would answer "not supported"; an explicit CUDA request already
-/// reaches the families that have GPU implementations.
-const AUTO_CHOOSES_CUDA: bool = false;
-
 /// Resolves a requested kind. `Auto` falls back to the CPU silently; an explicit `Cuda` where CUDA is
 /// unusable is `BackendUnavailable` with the reason.
 pub fn resolve(kind: BackendKind) -> Result<Backend> {
     match kind {
         BackendKind::Cpu => Ok(Backend::Cpu),
-        BackendKind::Auto => {
-            Ok(if AUTO_CHOOSES_CUDA && cuda::availability().is_ok() { Backend::Cuda } else { Backend::Cpu })
-        }
+        BackendKind::Auto => Ok(if cuda::availability().is_ok() { Backend::Cuda } else { Backend::Cpu }),
         BackendKind::Cuda => match cuda::availability() {
             Ok(_) => Ok(Backend::Cuda),
             Err(why) => Err(Error::backend_unavailable(format!("CUDA backend requested but unavailable: {why}"))),

@@ -243,9 +243,3 @@ macro_rules! kernel_args {
         &mut [$(($arg) as *const _ as *mut ::std::ffi::c_void),*]
     };
 }
-
-/// The error of an operation whose GPU implementation has not landed yet (while `Auto` still picks
-/// the CPU, only an explicit CUDA handle reaches it).
-pub fn not_yet(operation: &str) -> Error {
-    Error::not_supported(format!("{operation} has no CUDA implementation yet; use SGPU_BACKEND_CPU or AUTO"))
-}
