@@ -255,6 +255,9 @@ impl Handle {
     fn new() -> Self {
         let mut h = null_mut();
         assert_eq!(unsafe { msrepCreate(&mut h) }, OK, "{}", last_error());
+        // The specification's tests run on the CPU backend, where any device list is accepted and
+        // pCSR / pCOO agree bit for bit; tests/msrep_gpu.rs covers CUDA.
+        assert_eq!(unsafe { msrepSetBackend(h, BackendKind::Cpu as i32) }, OK, "{}", last_error());
         Handle(h)
     }
 }
@@ -600,6 +603,8 @@ fn handle_lifecycle_stream_backend_and_devices() {
     assert_eq!(unsafe { msrepSetBackend(h.0, BackendKind::Auto as c_int) }, OK);
     assert_eq!(unsafe { msrepGetBackend(h.0, &mut backend) }, OK);
     assert_ne!(backend, BackendKind::Auto as c_int, "auto resolves to a concrete backend");
+    // Arbitrary device lists below: the CPU backend accepts any (a CUDA handle only existing ones).
+    assert_eq!(unsafe { msrepSetBackend(h.0, BackendKind::Cpu as c_int) }, OK);
 
     assert_eq!(devices_of(h.0), vec![0], "a new handle uses device 0");
     assert_eq!(unsafe { msrepSetDevices(h.0, 3, [4, 0, 2].as_ptr()) }, OK);

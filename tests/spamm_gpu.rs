@@ -50,6 +50,8 @@ trait GpuElement: Element {
     const RTOL: f64;
     /// Relative Frobenius error of τ = 0 against an f64 GEMM of the same (rounded) inputs.
     const GEMM_RTOL: f64;
+    /// The type's subnormal spacing: two correctly rounded outputs near zero may differ by it.
+    const ATOL: f64;
     #[allow(clippy::too_many_arguments)]
     unsafe fn gemm(
         h: spammHandle_t,
@@ -73,6 +75,7 @@ trait GpuElement: Element {
 impl GpuElement for f32 {
     const RTOL: f64 = 2e-5;
     const GEMM_RTOL: f64 = 1e-5;
+    const ATOL: f64 = 1.401298464324817e-45;
     unsafe fn gemm(
         h: spammHandle_t,
         ta: i32,
@@ -97,6 +100,7 @@ impl GpuElement for f32 {
 impl GpuElement for f64 {
     const RTOL: f64 = 1e-13;
     const GEMM_RTOL: f64 = 1e-12;
+    const ATOL: f64 = 0.0;
     unsafe fn gemm(
         h: spammHandle_t,
         ta: i32,
@@ -122,6 +126,7 @@ impl GpuElement for f16 {
     // Both backends accumulate in f32 and round the result to f16 (2^-11 relative) once.
     const RTOL: f64 = 2e-3;
     const GEMM_RTOL: f64 = 1e-2;
+    const ATOL: f64 = 5.960464477539063e-8;
     unsafe fn gemm(
         h: spammHandle_t,
         ta: i32,
@@ -297,7 +302,7 @@ impl<T: GpuElement> Call<'_, T> {
                     assert_eq!(gpu[idx].to_f64().to_bits(), c0[idx].to_f64().to_bits(), "{what}: padding ({i},{j})");
                     continue;
                 }
-                let tol = T::RTOL * self.magnitude(&c0, i, j) + 1e-30;
+                let tol = T::RTOL * self.magnitude(&c0, i, j) + T::ATOL + 1e-30;
                 assert!(g.is_finite() && (g - c).abs() <= tol, "{what}: C({i},{j}) gpu {g} cpu {c} tol {tol}");
             }
         }

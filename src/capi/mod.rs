@@ -88,12 +88,18 @@ pub(crate) fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// NULL and alignment checks of a caller array of `len` elements (NULL is accepted when `len` is 0),
+/// without reading it: it may be device memory.
+pub(crate) fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
+    if len == 0 { Ok(()) } else { check_ptr(ptr, name) }
+}
+
 /// A caller array of `len` elements. NULL is accepted only when `len` is 0 (as BLAS does).
 pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, name: &str) -> Result<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
     }
-    check_ptr(ptr, name)?;
+    check_array(ptr, len, name)?;
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 

@@ -432,17 +432,13 @@ unsafe fn spmv_typed<T: ComputeScalar>(
     let size = std::mem::size_of::<T>();
     // Checked as slice_arg would (NULL, alignment) without making slices: on CUDA they may be device
     // memory.
-    if a.cols > 0 {
-        super::check_ptr(x as *const T, "x")?;
-    }
+    super::check_array(x as *const T, a.cols, "x")?;
     let (x_start, x_end) = (x as usize, x as usize + a.cols * size);
     let (y_start, y_end) = (y as usize, y as usize + a.rows * size);
     if x_start < x_end && y_start < y_end && x_start < y_end && y_start < x_end {
         return Err(Error::invalid_value("arguments x and y overlap; y is written while x is read"));
     }
-    if a.rows > 0 {
-        super::check_ptr(y as *const T, "y")?;
-    }
+    super::check_array(y as *const T, a.rows, "y")?;
     match core.backend() {
         Backend::Cpu => {
             let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;

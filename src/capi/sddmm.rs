@@ -1,9 +1,9 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    FamilyHandle, Registry, arg_err, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
-    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, Registry, arg_err, boundary, check_array, check_ptr, enum_arg, handle_create, handle_destroy,
+    handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
+    sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::dense::{MatRef, required_len};
@@ -222,11 +222,13 @@ unsafe fn compute_typed<T: Element>(
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
     if *handle.core.backend() == Backend::Cuda {
-        // Device or host memory: never viewed as Rust slices here, only checked for NULL.
+        // Device or host memory: never viewed as Rust slices here, only checked for NULL and for the
+        // alignment of the element type.
         for (ptr, len, name) in [(args.a, a_len, "A"), (args.b, b_len, "B"), (args.out as *const c_void, nnz, "out")] {
-            if len > 0 {
-                check_ptr(ptr, name)?;
-            }
+            check_array(ptr as *const T, len, name)?;
+        }
+        if !args.s_values.is_null() {
+            check_array(args.s_values as *const T, nnz, "sValues")?;
         }
         let strides = |ld: usize| match args.layout {
             Layout::ColMajor => (1, ld),

@@ -4,7 +4,7 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, boundary, check_ptr, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
     handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
     sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
@@ -196,11 +196,6 @@ pub unsafe extern "C" fn smatCreateCsr(
         *out = MATRICES.register(matrix);
         Ok(())
     })
-}
-
-/// NULL (when `len > 0`) and misalignment checks of a caller array, without dereferencing it.
-fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
-    if len == 0 { Ok(()) } else { check_ptr(ptr, name) }
 }
 
 /// The analysis on the host; on a CUDA handle the CSR arrays may also be device memory (downloaded

@@ -1,9 +1,9 @@
 //! The SpAMM family's C API: `spamm*`.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
-    handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t,
-    sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
+    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
+    sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::dense::{op_shape, required_len};
@@ -156,23 +156,6 @@ fn raw_operand_arg<T>(
         .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
     check_array(data, len, name)?;
     Ok(RawOperand { ptr: data, len, op, stored_rows, stored_cols, ld })
-}
-
-/// NULL and alignment checks of a caller array of `len` elements (NULL is accepted when `len` is 0),
-/// without reading it.
-fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
-    if len > 0 {
-        if ptr.is_null() {
-            return Err(Error::invalid_pointer(format!("argument {name} is NULL")));
-        }
-        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
-            return Err(Error::invalid_pointer(format!(
-                "argument {name} = {ptr:p} is not aligned to {} bytes",
-                std::mem::align_of::<T>()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Byte range of `len` elements at `ptr`, for the aliasing check.
