@@ -314,10 +314,10 @@ static void test_msrep(void) {
     check_status(msrepGetBackend(h, &backend), "msrepGetBackend");
     device_count = backend == SGPU_BACKEND_CPU ? 3 : 1;
     check_status(msrepSetDevices(h, device_count, devices), "msrepSetDevices");
-    check(msrepGetDeviceCount(h, &count) == 0 && count == device_count &&
-              msrepGetDevices(h, device_count, got) == 0 && got[0] == 0 &&
+    check(msrepGetDevices(h, 0, &count, NULL) == 0 && count == device_count &&
+              msrepGetDevices(h, device_count, &count, got) == 0 && got[0] == 0 &&
               (device_count == 1 || (got[1] == 1 && got[2] == 2)),
-          "msrepGetDeviceCount / msrepGetDevices");
+          "msrepGetDevices: count query, then the ordinals");
     test_msrep_format(h, SGPU_SPARSE_FORMAT_CSR, SGPU_VALUE_TYPE_F64, 5, SGPU_INDEX_BASE_ZERO);
     test_msrep_format(h, SGPU_SPARSE_FORMAT_CSR, SGPU_VALUE_TYPE_F32, 0, SGPU_INDEX_BASE_ONE);
     test_msrep_format(h, SGPU_SPARSE_FORMAT_CSC, SGPU_VALUE_TYPE_F64, 4, SGPU_INDEX_BASE_ONE);

@@ -26,15 +26,13 @@ module sparsegpu
   integer(c_int), parameter :: SGPU_VERSION_PATCH = 0
   integer(c_int), parameter :: SGPU_VERSION = 100
   integer(c_int), parameter :: MSREP_MAX_PARTITIONS = 65536
-  integer(c_int), parameter :: TILE_ROWS = 64
-  integer(c_int), parameter :: TILE_COLS = 64
-  integer(c_int), parameter :: TILE_K = 64
-  integer(c_int), parameter :: DEFAULT_BLOCK_SIZE = 32
-  integer(c_int), parameter :: MAX_BLOCK_SIZE = 1024
+  integer(c_int), parameter :: SPAMM_DEFAULT_BLOCK_SIZE = 32
+  integer(c_int), parameter :: SPAMM_MAX_BLOCK_SIZE = 1024
 
-  ! Floating-point defaults of the header (#define DEFAULT_DENSITY_THRESHOLD / _JACCARD_THRESHOLD).
-  real(c_double), protected :: DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
-  real(c_double), protected :: DEFAULT_JACCARD_THRESHOLD = 0.5_c_double
+  ! Floating-point defaults of the header (#define SDDMM_DEFAULT_DENSITY_THRESHOLD,
+  ! SMAT_DEFAULT_JACCARD_THRESHOLD).
+  real(c_double), protected :: SDDMM_DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
+  real(c_double), protected :: SMAT_DEFAULT_JACCARD_THRESHOLD = 0.5_c_double
 
   ! sgpuStatus
   integer(c_int), parameter :: SGPU_STATUS_SUCCESS = 0
@@ -182,21 +180,16 @@ module sparsegpu
       integer(c_int), value :: count
       integer(c_int), intent(in) :: devices(*)
     end function msrepSetDevices
-    function msrepGetDeviceCount(handle, count) bind(c, name="msrepGetDeviceCount")
-      import
-      integer(c_int) :: msrepGetDeviceCount
-      type(c_ptr), value :: handle
-      integer(c_int), intent(out) :: count
-    end function msrepGetDeviceCount
-    function msrepGetDevices(handle, capacity, devices) bind(c, name="msrepGetDevices")
+    function msrepGetDevices(handle, capacity, count, devices) bind(c, name="msrepGetDevices")
       import
       integer(c_int) :: msrepGetDevices
       type(c_ptr), value :: handle
       integer(c_int), value :: capacity
+      integer(c_int), intent(out) :: count
       integer(c_int), intent(out) :: devices(*)
     end function msrepGetDevices
     function msrepCreateCsr( &
-        handle, matrix, rows, cols, nnz, rowPtr, colInd, values, valueType, idxBase, numPartitions) &
+        handle, matrix, rows, cols, nnz, rowPtr, colInd, values, valueType, indexBase, numPartitions) &
         bind(c, name="msrepCreateCsr")
       import
       integer(c_int) :: msrepCreateCsr
@@ -209,11 +202,11 @@ module sparsegpu
       integer(c_int), intent(in) :: colInd(*)
       type(c_ptr), value :: values
       integer(c_int), value :: valueType
-      integer(c_int), value :: idxBase
+      integer(c_int), value :: indexBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCsr
     function msrepCreateCsc( &
-        handle, matrix, rows, cols, nnz, colPtr, rowInd, values, valueType, idxBase, numPartitions) &
+        handle, matrix, rows, cols, nnz, colPtr, rowInd, values, valueType, indexBase, numPartitions) &
         bind(c, name="msrepCreateCsc")
       import
       integer(c_int) :: msrepCreateCsc
@@ -226,11 +219,11 @@ module sparsegpu
       integer(c_int), intent(in) :: rowInd(*)
       type(c_ptr), value :: values
       integer(c_int), value :: valueType
-      integer(c_int), value :: idxBase
+      integer(c_int), value :: indexBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCsc
     function msrepCreateCoo( &
-        handle, matrix, rows, cols, nnz, rowInd, colInd, values, valueType, idxBase, numPartitions) &
+        handle, matrix, rows, cols, nnz, rowInd, colInd, values, valueType, indexBase, numPartitions) &
         bind(c, name="msrepCreateCoo")
       import
       integer(c_int) :: msrepCreateCoo
@@ -243,7 +236,7 @@ module sparsegpu
       integer(c_int), intent(in) :: colInd(*)
       type(c_ptr), value :: values
       integer(c_int), value :: valueType
-      integer(c_int), value :: idxBase
+      integer(c_int), value :: indexBase
       integer(c_int), value :: numPartitions
     end function msrepCreateCoo
     function msrepDestroyMatrix(matrix) bind(c, name="msrepDestroyMatrix")

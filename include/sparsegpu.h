@@ -27,32 +27,22 @@
 // most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
 #define MSREP_MAX_PARTITIONS 65536
 
-// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
-#define TILE_ROWS 64
-
-// Columns of S per tile (Tj): bounds the B panel of a tile.
-#define TILE_COLS 64
-
-// Length of a K slice (Tk): 64 × 64 panels of f64 are 32 KiB, so a tile's A and B panels stay in
-// L1/L2 while all of its nonzeros use them.
-#define TILE_K 64
-
 // The paper's switch point: GPU-Shared above 0.01 % density.
-#define DEFAULT_DENSITY_THRESHOLD 1e-4
+#define SDDMM_DEFAULT_DENSITY_THRESHOLD 1e-4
 
 // Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's
 // column-block union is below τ; at τ = 0.5 that means the row shares more column blocks with the
 // cluster than the merge adds, so a merge never costs more new blocks than it saves — the break-even
 // point of the padding trade-off. Smaller τ merges only near-identical rows (little gain), larger τ
 // pulls dissimilar rows together and adds padding. AUTO mode guards against a bad choice anyway.
-#define DEFAULT_JACCARD_THRESHOLD 0.5
+#define SMAT_DEFAULT_JACCARD_THRESHOLD 0.5
 
 // The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
-#define DEFAULT_BLOCK_SIZE 32
+#define SPAMM_DEFAULT_BLOCK_SIZE 32
 
 // Largest accepted block size. Beyond this a block no longer fits any GPU's shared memory, and the
 // approximation degenerates to a handful of blocks.
-#define MAX_BLOCK_SIZE 1024
+#define SPAMM_MAX_BLOCK_SIZE 1024
 
 // Result status of every C API call (`sgpuStatus_t`). `SUCCESS` is 0; numbers are never reused.
 typedef enum {
@@ -325,12 +315,12 @@ sgpuStatus_t msrepSetDevices(msrepHandle_t handle,
                              int count,
                              const int *devices);
 
-// Writes the number of devices of the handle to `*count`.
-sgpuStatus_t msrepGetDeviceCount(msrepHandle_t handle, int *count);
-
-// Copies the handle's device ordinals to `devices`, which holds `capacity` ints; a capacity below
-// the device count is SGPU_STATUS_INVALID_SIZE.
-sgpuStatus_t msrepGetDevices(msrepHandle_t handle, int capacity, int *devices);
+// Writes the number of devices to `*count` and the first min(count, capacity) ordinals to `devices`.
+// Query the count with capacity 0 and devices NULL; devices may be NULL only when capacity is 0.
+sgpuStatus_t msrepGetDevices(msrepHandle_t handle,
+                             int capacity,
+                             int *count,
+                             int *devices);
 
 // Creates a matrix from CSR and cuts it into `numPartitions` pCSR partitions of ⌊nnz/numPartitions⌋
 // or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
@@ -347,7 +337,7 @@ sgpuStatus_t msrepCreateCsr(msrepHandle_t handle,
                             const int *colInd,
                             const void *values,
                             sgpuValueType_t valueType,
-                            sgpuIndexBase_t idxBase,
+                            sgpuIndexBase_t indexBase,
                             int numPartitions);
 
 // Creates a matrix from CSC and cuts it into pCSC partitions, as `msrepCreateCsr` does for CSR:
@@ -362,7 +352,7 @@ sgpuStatus_t msrepCreateCsc(msrepHandle_t handle,
                             const int *rowInd,
                             const void *values,
                             sgpuValueType_t valueType,
-                            sgpuIndexBase_t idxBase,
+                            sgpuIndexBase_t indexBase,
                             int numPartitions);
 
 // Creates a matrix from COO sorted by row (rows non-decreasing; unsorted is
@@ -377,7 +367,7 @@ sgpuStatus_t msrepCreateCoo(msrepHandle_t handle,
                             const int *colInd,
                             const void *values,
                             sgpuValueType_t valueType,
-                            sgpuIndexBase_t idxBase,
+                            sgpuIndexBase_t indexBase,
                             int numPartitions);
 
 // Destroys a matrix. NULL is accepted.

@@ -33,3 +33,32 @@ fn version_macros_match_the_crate_version() {
     assert_eq!(unsafe { sparsegpu::capi::common::sgpuGetVersion(&mut reported) }, 0);
     assert_eq!(reported, major * 10000 + minor * 100 + patch);
 }
+
+#[test]
+fn every_name_the_header_defines_is_namespaced() {
+    // A C header shares one namespace with the program that includes it: every macro, enumerator,
+    // type and function must carry the library's prefixes (a bare TILE_ROWS once leaked in).
+    const PREFIXES: [&str; 10] =
+        ["SGPU_", "SPAMM_", "SMAT_", "MSREP_", "SDDMM_", "sgpu", "spamm", "smat", "msrep", "sddmm"];
+    let namespaced = |name: &str| name == "SPARSEGPU_H" || PREFIXES.iter().any(|p| name.starts_with(p));
+    for line in GENERATED.lines() {
+        let line = line.split("//").next().unwrap_or("").trim();
+        if line.starts_with('*') || line.starts_with("/*") || line.starts_with("//") {
+            continue;
+        }
+        let name = if let Some(rest) = line.strip_prefix("#define ") {
+            rest.split_whitespace().next()
+        } else if let Some((name, _)) = line.trim_end_matches(',').split_once(" = ") {
+            Some(name)
+        } else if line.starts_with("} ") || (line.starts_with("typedef ") && line.ends_with(';')) {
+            line.trim_end_matches(';').rsplit([' ', '*']).next()
+        } else if line.contains('(') && !line.starts_with('#') {
+            line.split('(').next().and_then(|head| head.rsplit([' ', '*']).next())
+        } else {
+            None
+        };
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            assert!(namespaced(name), "include/sparsegpu.h defines `{name}` without a library prefix: {line}");
+        }
+    }
+}

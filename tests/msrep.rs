@@ -563,9 +563,11 @@ const SENTINEL_MATRIX: msrepMatrix_t = 0x5a5a_5a50 as msrepMatrix_t;
 
 fn devices_of(h: msrepHandle_t) -> Vec<c_int> {
     let mut count = -1;
-    assert_eq!(unsafe { msrepGetDeviceCount(h, &mut count) }, OK);
+    assert_eq!(unsafe { msrepGetDevices(h, 0, &mut count, null_mut()) }, OK, "count query");
     let mut devices = vec![-1; count as usize];
-    assert_eq!(unsafe { msrepGetDevices(h, count, devices.as_mut_ptr()) }, OK);
+    let mut again = -1;
+    assert_eq!(unsafe { msrepGetDevices(h, count, &mut again, devices.as_mut_ptr()) }, OK);
+    assert_eq!(again, count);
     devices
 }
 
@@ -620,28 +622,29 @@ fn handle_lifecycle_stream_backend_and_devices() {
         assert_fails(unsafe { msrepSetDevices(h.0, count, devices) }, status, "msrepSetDevices", &[word]);
         assert_eq!(devices_of(h.0), vec![4, 0, 2], "a refused device list leaves the handle unchanged");
     }
-    let mut out = [-9; 3];
-    for capacity in [2, -1] {
-        assert_fails(
-            unsafe { msrepGetDevices(h.0, capacity, out.as_mut_ptr()) },
-            Status::InvalidSize,
-            "msrepGetDevices",
-            &["capacity"],
-        );
-        assert_eq!(out, [-9; 3]);
-    }
+    // A capacity below the count writes the first ordinals and still reports the whole count.
+    let (mut out, mut count) = ([-9; 3], -1);
+    assert_eq!(unsafe { msrepGetDevices(h.0, 2, &mut count, out.as_mut_ptr()) }, OK);
+    assert_eq!((out, count), ([4, 0, -9], 3));
     assert_fails(
-        unsafe { msrepGetDevices(h.0, 3, null_mut()) },
+        unsafe { msrepGetDevices(h.0, -1, &mut count, out.as_mut_ptr()) },
+        Status::InvalidSize,
+        "msrepGetDevices",
+        &["capacity"],
+    );
+    assert_fails(
+        unsafe { msrepGetDevices(h.0, 3, &mut count, null_mut()) },
         Status::InvalidPointer,
         "msrepGetDevices",
         &["devices"],
     );
     assert_fails(
-        unsafe { msrepGetDeviceCount(h.0, null_mut()) },
+        unsafe { msrepGetDevices(h.0, 0, null_mut(), null_mut()) },
         Status::InvalidPointer,
-        "msrepGetDeviceCount",
+        "msrepGetDevices",
         &["count"],
     );
+    assert_eq!((out, count), ([4, 0, -9], 3), "failed calls leave outputs untouched");
 }
 
 /// Every handle-taking function refuses `h` with INVALID_HANDLE naming the handle.
@@ -656,8 +659,7 @@ fn assert_handle_refused(h: msrepHandle_t) {
     refused("msrepSetBackend", unsafe { msrepSetBackend(h, BackendKind::Cpu as c_int) });
     refused("msrepGetBackend", unsafe { msrepGetBackend(h, &mut int_out) });
     refused("msrepSetDevices", unsafe { msrepSetDevices(h, 1, [0].as_ptr()) });
-    refused("msrepGetDeviceCount", unsafe { msrepGetDeviceCount(h, &mut int_out) });
-    refused("msrepGetDevices", unsafe { msrepGetDevices(h, 1, &mut int_out) });
+    refused("msrepGetDevices", unsafe { msrepGetDevices(h, 0, &mut int_out, null_mut()) });
     for format in [SparseFormat::Csr, SparseFormat::Csc, SparseFormat::Coo] {
         refused(function_name(format), CreateArgs::valid(format).call(h, &mut m));
     }
@@ -811,8 +813,8 @@ fn matrix_creation_refuses_bad_input_and_leaves_the_output_untouched() {
             (with(&|a| a.value_type = 9), Status::InvalidValue, "valueType"),
             (with(&|a| a.value_type = ValueType::F16 as c_int), Status::NotSupported, "valueType"),
             (with(&|a| a.value_type = ValueType::Bf16 as c_int), Status::NotSupported, "valueType"),
-            (with(&|a| a.base = 2), Status::InvalidValue, "idxBase"),
-            (with(&|a| a.base = -1), Status::InvalidValue, "idxBase"),
+            (with(&|a| a.base = 2), Status::InvalidValue, "indexBase"),
+            (with(&|a| a.base = -1), Status::InvalidValue, "indexBase"),
             (with(&|a| a.partitions = -1), Status::InvalidSize, "numPartitions"),
             (with(&|a| a.partitions = MSREP_MAX_PARTITIONS + 1), Status::InvalidSize, "numPartitions"),
             (with(&|a| a.partitions = c_int::MAX), Status::InvalidSize, "numPartitions"),

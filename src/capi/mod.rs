@@ -239,6 +239,27 @@ pub(crate) unsafe fn handle_get_backend<H: FamilyHandle>(function: &str, h: *mut
 }
 
 #[allow(dead_code)] // until a family with a device list (spamm, msrep) calls it
+/// `xxxGetDevices(h, capacity, count, devices)`: the device count to `*count` and the first
+/// min(count, capacity) ordinals to `devices` (NULL allowed when capacity is 0: a count query).
+pub(crate) unsafe fn handle_get_devices<H: FamilyHandle>(
+    function: &str,
+    h: *mut H,
+    capacity: c_int,
+    count: *mut c_int,
+    devices: *mut c_int,
+) -> sgpuStatus_t {
+    boundary(function, || {
+        let handle = unsafe { H::registry().get(h, "handle") }?;
+        let capacity = size_arg(capacity as i64, "capacity")?;
+        let count = unsafe { out_arg(count, "count") }?;
+        let ids = handle.core().devices();
+        let written = capacity.min(ids.len());
+        unsafe { slice_mut_arg(devices, written, "devices") }?.copy_from_slice(&ids[..written]);
+        *count = ids.len() as c_int;
+        Ok(())
+    })
+}
+
 pub(crate) unsafe fn handle_set_devices<H: FamilyHandle>(
     function: &str,
     h: *mut H,

@@ -2,9 +2,9 @@
 //! over several devices.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream,
-    handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
-    sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_devices,
+    handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
+    sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::{Backend, cpu, cuda};
 use crate::error::{Error, Result};
@@ -110,33 +110,16 @@ pub unsafe extern "C" fn msrepSetDevices(handle: msrepHandle_t, count: c_int, de
     unsafe { handle_set_devices("msrepSetDevices", handle, count, devices) }
 }
 
-/// Writes the number of devices of the handle to `*count`.
+/// Writes the number of devices to `*count` and the first min(count, capacity) ordinals to `devices`.
+/// Query the count with capacity 0 and devices NULL; devices may be NULL only when capacity is 0.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn msrepGetDeviceCount(handle: msrepHandle_t, count: *mut c_int) -> sgpuStatus_t {
-    boundary("msrepGetDeviceCount", || {
-        let handle = unsafe { HANDLES.get(handle, "handle") }?;
-        *unsafe { out_arg(count, "count") }? = handle.core().devices().len() as c_int;
-        Ok(())
-    })
-}
-
-/// Copies the handle's device ordinals to `devices`, which holds `capacity` ints; a capacity below
-/// the device count is SGPU_STATUS_INVALID_SIZE.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn msrepGetDevices(handle: msrepHandle_t, capacity: c_int, devices: *mut c_int) -> sgpuStatus_t {
-    boundary("msrepGetDevices", || {
-        let handle = unsafe { HANDLES.get(handle, "handle") }?;
-        let capacity = size_arg(capacity as i64, "capacity")?;
-        let current = handle.core().devices();
-        if capacity < current.len() {
-            return Err(Error::invalid_size(format!(
-                "argument capacity = {capacity} is smaller than the device count {}",
-                current.len()
-            )));
-        }
-        unsafe { slice_mut_arg(devices, current.len(), "devices") }?.copy_from_slice(current);
-        Ok(())
-    })
+pub unsafe extern "C" fn msrepGetDevices(
+    handle: msrepHandle_t,
+    capacity: c_int,
+    count: *mut c_int,
+    devices: *mut c_int,
+) -> sgpuStatus_t {
+    unsafe { handle_get_devices("msrepGetDevices", handle, capacity, count, devices) }
 }
 
 /// The arguments every matrix constructor shares, checked.
@@ -169,7 +152,7 @@ unsafe fn matrix_args<'a>(
     let cols = size_arg(cols as i64, "cols")?;
     let nnz = size_arg(nnz, "nnz")?;
     let value_type: ValueType = enum_arg(value_type, "valueType")?;
-    let base = enum_arg(idx_base, "idxBase")?;
+    let base = enum_arg(idx_base, "indexBase")?;
     let partitions = match size_arg(num_partitions as i64, "numPartitions")? {
         0 => handle.core().devices().len(),
         n if n > MSREP_MAX_PARTITIONS as usize => {
@@ -280,7 +263,7 @@ pub unsafe extern "C" fn msrepCreateCsr(
     colInd: *const c_int,
     values: *const c_void,
     valueType: sgpuValueType_t,
-    idxBase: sgpuIndexBase_t,
+    indexBase: sgpuIndexBase_t,
     numPartitions: c_int,
 ) -> sgpuStatus_t {
     unsafe {
@@ -296,7 +279,7 @@ pub unsafe extern "C" fn msrepCreateCsr(
             colInd,
             values,
             valueType,
-            idxBase,
+            indexBase,
             numPartitions,
         )
     }
@@ -316,7 +299,7 @@ pub unsafe extern "C" fn msrepCreateCsc(
     rowInd: *const c_int,
     values: *const c_void,
     valueType: sgpuValueType_t,
-    idxBase: sgpuIndexBase_t,
+    indexBase: sgpuIndexBase_t,
     numPartitions: c_int,
 ) -> sgpuStatus_t {
     unsafe {
@@ -332,7 +315,7 @@ pub unsafe extern "C" fn msrepCreateCsc(
             rowInd,
             values,
             valueType,
-            idxBase,
+            indexBase,
             numPartitions,
         )
     }
@@ -352,7 +335,7 @@ pub unsafe extern "C" fn msrepCreateCoo(
     colInd: *const c_int,
     values: *const c_void,
     valueType: sgpuValueType_t,
-    idxBase: sgpuIndexBase_t,
+    indexBase: sgpuIndexBase_t,
     numPartitions: c_int,
 ) -> sgpuStatus_t {
     unsafe {
@@ -368,7 +351,7 @@ pub unsafe extern "C" fn msrepCreateCoo(
             colInd,
             values,
             valueType,
-            idxBase,
+            indexBase,
             numPartitions,
         )
     }

@@ -2,8 +2,8 @@
 
 use super::{
     FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
-    sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
+    handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg,
+    scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::dense::{op_shape, required_len};
@@ -126,17 +126,7 @@ pub unsafe extern "C" fn spammGetDevices(
     count: *mut c_int,
     devices: *mut c_int,
 ) -> sgpuStatus_t {
-    boundary("spammGetDevices", || {
-        let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let capacity = size_arg(capacity as i64, "capacity")?;
-        let count = unsafe { out_arg(count, "count") }?;
-        let ids = h.core().devices();
-        let written = capacity.min(ids.len());
-        let out = unsafe { slice_mut_arg(devices, written, "devices") }?;
-        out.copy_from_slice(&ids[..written]);
-        *count = ids.len() as c_int;
-        Ok(())
-    })
+    unsafe { handle_get_devices("spammGetDevices", handle, capacity, count, devices) }
 }
 
 /// Checks one stored operand and returns its description by pointer (no memory is touched: it may be

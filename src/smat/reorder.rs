@@ -137,9 +137,9 @@ pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Vec<usize> {
 }
 
 /// Work units (index entries scanned + pattern entries compared) allowed per row-pattern entry.
-pub const WORK_PER_PATTERN_ENTRY: usize = 48;
+const WORK_PER_PATTERN_ENTRY: usize = 48;
 /// Work always allowed, so small matrices are clustered exactly whatever their structure.
-pub const MIN_WORK: usize = 4_000_000;
+const MIN_WORK: usize = 4_000_000;
 
 /// Working state of [`jaccard_row_order`]. Column-block ids are compacted to `0..used`, so every
 /// array is O(rows + nnz), never O(cols / tile).
