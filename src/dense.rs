@@ -49,10 +49,7 @@ pub struct MatRef<'a, T> {
 impl<'a, T: Copy> MatRef<'a, T> {
     /// A stored matrix in the given layout with leading dimension `ld`.
     pub fn new(data: &'a [T], rows: usize, cols: usize, ld: usize, layout: Layout) -> Self {
-        let (row_stride, col_stride) = match layout {
-            Layout::ColMajor => (1, ld),
-            Layout::RowMajor => (ld, 1),
-        };
+        let (row_stride, col_stride) = layout.strides(ld);
         MatRef { data, rows, cols, row_stride, col_stride }
     }
 
@@ -97,10 +94,7 @@ pub struct MatMut<'a, T> {
 
 impl<'a, T: Copy> MatMut<'a, T> {
     pub fn new(data: &'a mut [T], rows: usize, cols: usize, ld: usize, layout: Layout) -> Self {
-        let (row_stride, col_stride) = match layout {
-            Layout::ColMajor => (1, ld),
-            Layout::RowMajor => (ld, 1),
-        };
+        let (row_stride, col_stride) = layout.strides(ld);
         MatMut { data, rows, cols, row_stride, col_stride }
     }
 

@@ -101,6 +101,16 @@ impl IndexBase {
     }
 }
 
+impl Layout {
+    /// (row stride, column stride) of a matrix stored in this layout with leading dimension `ld`.
+    pub fn strides(self, ld: usize) -> (usize, usize) {
+        match self {
+            Layout::ColMajor => (1, ld),
+            Layout::RowMajor => (ld, 1),
+        }
+    }
+}
+
 impl ValueType {
     /// Size in bytes of one element.
     pub fn size(self) -> usize {

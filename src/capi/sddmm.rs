@@ -230,10 +230,7 @@ unsafe fn compute_typed<T: Element>(
         if !args.s_values.is_null() {
             check_array(args.s_values as *const T, nnz, "sValues")?;
         }
-        let strides = |ld: usize| match args.layout {
-            Layout::ColMajor => (1, ld),
-            Layout::RowMajor => (ld, 1),
-        };
+        let strides = |ld: usize| args.layout.strides(ld);
         let call = CudaCall::<T> {
             k: args.k,
             alpha,

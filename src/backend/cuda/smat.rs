@@ -147,10 +147,8 @@ pub struct DenseOperands<T> {
 }
 
 fn strides(layout: Layout, ld: usize) -> (i64, i64) {
-    match layout {
-        Layout::RowMajor => (ld as i64, 1),
-        Layout::ColMajor => (1, ld as i64),
-    }
+    let (rs, cs) = layout.strides(ld);
+    (rs as i64, cs as i64)
 }
 
 /// `C = α·A·B + β·C` on the handle's device and stream. B and C may be host or device memory; the
