@@ -158,13 +158,19 @@ pub unsafe fn gemm<T: Element>(
     let reads_c = beta != T::Compute::ZERO || (ldc > m && n > 1);
     let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c) }?;
     if m > 0 && n > 0 {
-        let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
-        let tiles_per_block = bs.div_ceil(32);
-        let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
-        let cfg = Launch {
-            grid: ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1),
-            block: (threads, 1, 1),
-            shared_bytes: 0,
+        // Block sizes that are multiples of 32: the tile kernels (several C blocks per thread block,
+        // register-blocked / tensor-core warp tiles). Others: one 32 × 32 tile per thread block.
+        let (f, cfg) = if bs.is_multiple_of(32) {
+            let tile = if T::VALUE_TYPE == ValueType::F64 { 64 } else { 128 };
+            let f = device.function(&SPAMM, &format!("spamm_multiply_tiled_{}", type_suffix::<T>()))?;
+            let grid = (m.div_ceil(tile) as u32, n.div_ceil(tile).min(65535) as u32, 1);
+            (f, Launch { grid, block: (256, 1, 1), shared_bytes: 0 })
+        } else {
+            let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
+            let tiles_per_block = bs.div_ceil(32);
+            let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
+            let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
+            (f, Launch { grid, block: (threads, 1, 1), shared_bytes: 0 })
         };
         let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
         let (a_ptr, lda, ta) = (a_in.ptr(), a.ld as i64, (a.op == Operation::T) as i32);
