@@ -114,3 +114,33 @@ fn devices_outside_the_machine_are_rejected() {
     let count = cuda::device_count().unwrap();
     assert_eq!(cuda::device(count).unwrap_err().status, Status::InvalidValue);
 }
+
+#[test]
+fn resident_memory_outlives_the_stream_it_was_made_on() {
+    if !common::cuda_available("resident_memory_outlives_the_stream_it_was_made_on") {
+        return;
+    }
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
+    let gpu = cuda::device(0).unwrap();
+    gpu.bind().unwrap();
+    gpu.ctx.synchronize().unwrap();
+    let free_before = gpu.ctx.mem_get_info().unwrap().0;
+    let stream = gpu.ctx.new_stream().unwrap();
+    let data = vec![1.5f32; 1 << 22];
+    let buffer =
+        memory::DeviceBuffer::from_host(&gpu, &data, cuda::Stream(stream.cu_stream()), "test").unwrap().resident();
+    gpu.synchronize(cuda::Stream(stream.cu_stream())).unwrap();
+    // The caller destroys its stream while the analysed data lives on (as after smatCreateCsr).
+    drop(stream);
+    let mut back = vec![0.0f32; 4];
+    let tail = memory::DeviceBuffer::alloc(&gpu, 16, cuda::Stream::DEFAULT, "test").unwrap();
+    unsafe {
+        cudarc::driver::result::memcpy_dtod_async(tail.ptr(), buffer.ptr(), 16, std::ptr::null_mut()).unwrap();
+    }
+    tail.copy_to_host(&mut back).unwrap();
+    assert_eq!(back, [1.5; 4]);
+    drop(tail);
+    drop(buffer);
+    gpu.ctx.synchronize().unwrap();
+    assert_eq!(gpu.ctx.mem_get_info().unwrap().0, free_before, "the resident buffer was not freed");
+}

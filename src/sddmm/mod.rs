@@ -361,10 +361,10 @@ impl SddmmPlan {
         gpu.bind()?;
         let stream = core.cu_stream();
         let (m, n, nnz) = (self.rows, self.cols, self.nnz());
-        let row_ptr = DeviceBuffer::from_host(&gpu, &self.row_ptr, stream, "the plan's row pointers")?;
-        let col_ind = DeviceBuffer::from_host(&gpu, &self.col_ind, stream, "the plan's column indices")?;
-        let coo_rows = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?;
-        let tiles = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?;
+        let row_ptr = DeviceBuffer::from_host(&gpu, &self.row_ptr, stream, "the plan's row pointers")?.resident();
+        let col_ind = DeviceBuffer::from_host(&gpu, &self.col_ind, stream, "the plan's column indices")?.resident();
+        let coo_rows = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
+        let tiles = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
         gpu.synchronize(stream)?;
         self.device = Some(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles });
         Ok(())

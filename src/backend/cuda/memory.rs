@@ -52,12 +52,14 @@ fn injected_failure() -> bool {
     FAILING_ALLOCATIONS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
-/// A stream-ordered device allocation, freed on its stream when dropped.
+/// A stream-ordered device allocation, freed on its stream when dropped — or, once marked
+/// [`DeviceBuffer::resident`], freed the way `cudaFree` frees (after all work on the device).
 pub struct DeviceBuffer {
     ptr: CUdeviceptr,
     bytes: usize,
     stream: Stream,
     device: Arc<GpuDevice>,
+    resident: bool,
 }
 
 impl DeviceBuffer {
@@ -71,7 +73,7 @@ impl DeviceBuffer {
         }
         let ptr = unsafe { drv::malloc_async(stream.0, bytes.max(1)) }
             .map_err(|e| driver_error(&format!("allocating {bytes} bytes of device memory for {what}"))(e))?;
-        Ok(DeviceBuffer { ptr, bytes, stream, device: device.clone() })
+        Ok(DeviceBuffer { ptr, bytes, stream, device: device.clone(), resident: false })
     }
 
     /// A zero-filled allocation.
@@ -88,6 +90,15 @@ impl DeviceBuffer {
             unsafe { drv::memcpy_htod_async(b.ptr, data, stream.0) }.map_err(driver_error("copying to the device"))?;
         }
         Ok(b)
+    }
+
+    /// Marks data that outlives the call that made it (an analysed matrix, a plan, partitions): it
+    /// may be used on other streams later, and the stream it was made on may be gone by the time it
+    /// is freed, so a stream-ordered free on that stream would be unsafe. A resident buffer is freed
+    /// with `cuMemFree`, which waits for the device as `cudaFree` does.
+    pub fn resident(mut self) -> Self {
+        self.resident = true;
+        self
     }
 
     pub fn ptr(&self) -> CUdeviceptr {
@@ -115,7 +126,11 @@ impl Drop for DeviceBuffer {
         if self.device.bind().is_ok() {
             // A failure here means the context is already broken; the error has been reported by the
             // operation that broke it.
-            let _ = unsafe { drv::free_async(self.ptr, self.stream.0) };
+            let _ = if self.resident {
+                unsafe { drv::free_sync(self.ptr) }
+            } else {
+                unsafe { drv::free_async(self.ptr, self.stream.0) }
+            };
         }
     }
 }

@@ -273,9 +273,9 @@ impl GpuResident {
                 index,
                 side,
                 bounds: p.bounds,
-                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?,
-                minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?,
-                values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?,
+                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?.resident(),
+                minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
+                values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
             });
         }
         resident.ensure_lead(a, lead)?;
@@ -298,14 +298,17 @@ impl GpuResident {
         let size = std::mem::size_of::<T>();
         let alloc_stream = new_stream(lead)?;
         let lead_stream = Stream(alloc_stream.cu_stream());
-        let on_lead = |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what);
+        let on_lead =
+            |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what).map(DeviceBuffer::resident);
         let staged: Vec<bool> = self.sides.iter().map(|s| s.gpu.ordinal != lead.ordinal || self.stage_lead).collect();
         let mut x_copies = Vec::new();
         let mut accumulators = Vec::new();
         let mut accumulator_staging = Vec::new();
         let csc = a.format == SparseFormat::Csc;
         for (s, side) in self.sides.iter().enumerate() {
-            let side_alloc = |bytes: usize, what: &str| DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what);
+            let side_alloc = |bytes: usize, what: &str| {
+                DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what).map(DeviceBuffer::resident)
+            };
             x_copies.push(if staged[s] { Some(side_alloc(a.cols * size, "a copy of x")?) } else { None });
             accumulators.push(if csc { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
             accumulator_staging.push(if csc && staged[s] {
@@ -321,7 +324,7 @@ impl GpuResident {
                 .map(|s| if staged[s] { ptr_of(&accumulator_staging[s]) } else { ptr_of(&accumulators[s]) })
                 .collect();
             csc_source_count = sources.len() as i32;
-            csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?);
+            csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?.resident());
         }
         let mut raw = Vec::new();
         let mut raw_staging = Vec::new();
@@ -330,7 +333,7 @@ impl GpuResident {
             let needs_raw = !csc && (a.format == SparseFormat::Coo || staged[p.side]);
             let bytes = p.bounds.major_count() * size;
             raw.push(if needs_raw {
-                Some(DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?)
+                Some(DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident())
             } else {
                 None
             });
@@ -362,8 +365,9 @@ impl GpuResident {
                 }
             }
             merged_runs = starts.len() as i32;
-            merged_starts = Some(DeviceBuffer::from_host(lead, &starts, lead_stream, "MSREP merged rows")?);
-            merged_offsets = Some(DeviceBuffer::from_host(lead, &offsets, lead_stream, "MSREP merged rows")?);
+            merged_starts = Some(DeviceBuffer::from_host(lead, &starts, lead_stream, "MSREP merged rows")?.resident());
+            merged_offsets =
+                Some(DeviceBuffer::from_host(lead, &offsets, lead_stream, "MSREP merged rows")?.resident());
 
             let mut contributions: Vec<(usize, i32)> = Vec::new();
             for (p, b) in bounds.iter().enumerate() {
@@ -385,9 +389,9 @@ impl GpuResident {
             first.push(contributions.len() as i32);
             let slots: Vec<i32> = contributions.iter().map(|&(_, s)| s).collect();
             shared_count = rows.len() as i32;
-            shared_rows = Some(DeviceBuffer::from_host(lead, &rows, lead_stream, "MSREP shared rows")?);
-            shared_first = Some(DeviceBuffer::from_host(lead, &first, lead_stream, "MSREP shared rows")?);
-            shared_slots = Some(DeviceBuffer::from_host(lead, &slots, lead_stream, "MSREP shared rows")?);
+            shared_rows = Some(DeviceBuffer::from_host(lead, &rows, lead_stream, "MSREP shared rows")?.resident());
+            shared_first = Some(DeviceBuffer::from_host(lead, &first, lead_stream, "MSREP shared rows")?.resident());
+            shared_slots = Some(DeviceBuffer::from_host(lead, &slots, lead_stream, "MSREP shared rows")?.resident());
             shared_sums = Some(on_lead(2 * bounds.len() * size, "MSREP shared-row sums")?);
         }
         let lead_side = LeadSide {

@@ -77,6 +77,19 @@ pub struct TileSchedule {
     band_tiles: DeviceBuffer,
 }
 
+impl TileSchedule {
+    /// Marks every buffer resident (a plan keeps its schedule beyond the call that built it).
+    pub fn resident(self) -> Self {
+        TileSchedule {
+            order: self.order.resident(),
+            order_rs: self.order_rs.resident(),
+            tile_cb: self.tile_cb.resident(),
+            tile_start: self.tile_start.resident(),
+            band_tiles: self.band_tiles.resident(),
+        }
+    }
+}
+
 impl std::fmt::Debug for TileSchedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "TileSchedule({} entries)", self.order.bytes() / 4)

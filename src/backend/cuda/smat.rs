@@ -24,7 +24,7 @@ use std::sync::Arc;
 const WARPS_PER_BLOCK: usize = 4;
 const STRIP: usize = 32;
 
-/// A matrix's BCSR on one device. Freed (stream-ordered, on the creating stream) when dropped.
+/// A matrix's BCSR on one device, resident (see `DeviceBuffer::resident`).
 pub struct DeviceBcsr {
     device: Arc<GpuDevice>,
     /// `block rows + 1` offsets (i64) into the blocks.
@@ -65,11 +65,12 @@ impl DeviceBcsr {
 
         let resident = DeviceBcsr {
             device: device.clone(),
-            block_row_ptr: DeviceBuffer::from_host(device, &block_row_ptr, stream, "the BCSR block-row pointers")?,
-            block_cols: DeviceBuffer::from_host(device, &block_cols, stream, "the BCSR column indices")?,
-            tiles: DeviceBuffer::from_host(device, &tiles, stream, "the BCSR tiles")?,
+            block_row_ptr: DeviceBuffer::from_host(device, &block_row_ptr, stream, "the BCSR block-row pointers")?
+                .resident(),
+            block_cols: DeviceBuffer::from_host(device, &block_cols, stream, "the BCSR column indices")?.resident(),
+            tiles: DeviceBuffer::from_host(device, &tiles, stream, "the BCSR tiles")?.resident(),
             row_order: match &row_order {
-                Some(order) => Some(DeviceBuffer::from_host(device, order, stream, "the row permutation")?),
+                Some(order) => Some(DeviceBuffer::from_host(device, order, stream, "the row permutation")?.resident()),
                 None => None,
             },
         };
