@@ -1,4 +1,5 @@
-// Small kernels every family needs.
+// The runtime's own kernel: C ← β·C over a strided matrix. No family needs it (each applies β in its
+// own epilogue); tests/cuda_runtime.rs launches it to check staging, streams and the cache.
 
 // C ← β·C over a strided rows × cols matrix (element (i, j) at i·rs + j·cs). β = 0 writes zeros
 // without reading C, so NaN there does not propagate (the BLAS rule).

@@ -1,4 +1,4 @@
-//! Launchers of `kernels/util.cu`.
+//! Launcher of `kernels/util.cu`, the runtime's own kernel (used by its tests: staging, streams, cache).
 
 use super::kernels::UTIL;
 use super::{GpuDevice, Launch, Stream, launch};
