@@ -157,12 +157,12 @@ impl SpammHandle {
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<tune::TauChoice> {
+        if *self.core.backend() == Backend::Cuda {
+            // SAFETY: the operands are slices of the stated lengths. tune_tau_raw checks the shapes.
+            return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
+        }
         if a.op_shape().1 != b.op_shape().0 {
             return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
-        }
-        if *self.core.backend() == Backend::Cuda {
-            // SAFETY: the operands are slices of the stated lengths.
-            return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
         }
         let (a_norms, b_norms) =
             rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size));
