@@ -44,77 +44,21 @@ fn stats(h: spammHandle_t) -> spammStats_t {
 }
 
 /// The element types with a spamm gemm, and how to call it.
-trait SpammElement: Element {
+trait SpammElement: common::SpammGemm {
     /// Relative tolerance against the magnitude Σ|α·a·b| + |β·c| of an element.
     const RTOL: f64;
     /// Absolute tolerance: the spacing of the storage format's subnormals.
     const ATOL: f64;
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const Self::Compute,
-        a: *const Self,
-        lda: i32,
-        b: *const Self,
-        ldb: i32,
-        beta: *const Self::Compute,
-        c: *mut Self,
-        ldc: i32,
-        tau: f64,
-    ) -> i32;
 }
 
 impl SpammElement for f32 {
     const RTOL: f64 = 2e-5;
     const ATOL: f64 = 1e-44;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f32,
-        a: *const f32,
-        lda: i32,
-        b: *const f32,
-        ldb: i32,
-        beta: *const f32,
-        c: *mut f32,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
-    }
 }
 
 impl SpammElement for f64 {
     const RTOL: f64 = 1e-12;
     const ATOL: f64 = 1e-300;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f64,
-        a: *const f64,
-        lda: i32,
-        b: *const f64,
-        ldb: i32,
-        beta: *const f64,
-        c: *mut f64,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
-    }
 }
 
 impl SpammElement for f16 {
@@ -122,25 +66,6 @@ impl SpammElement for f16 {
     // final rounding of C to f16 (2^-11 relative) remain.
     const RTOL: f64 = 2e-3;
     const ATOL: f64 = 6e-8;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f32,
-        a: *const f16,
-        lda: i32,
-        b: *const f16,
-        ldb: i32,
-        beta: *const f32,
-        c: *mut f16,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammHgemm(h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau) }
-    }
 }
 
 /// A stored column-major matrix used as op(X), in f64 as the library sees it (after rounding to T).

@@ -45,81 +45,25 @@ fn stats(h: spammHandle_t) -> spammStats_t {
     s
 }
 
-trait GpuElement: Element {
+trait GpuElement: common::SpammGemm {
     /// Tolerance of a GPU element against the CPU's, relative to Σ|α·a·b| + |β·c|.
     const RTOL: f64;
     /// Relative Frobenius error of τ = 0 against an f64 GEMM of the same (rounded) inputs.
     const GEMM_RTOL: f64;
     /// The type's subnormal spacing: two correctly rounded outputs near zero may differ by it.
     const ATOL: f64;
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const Self::Compute,
-        a: *const Self,
-        lda: i32,
-        b: *const Self,
-        ldb: i32,
-        beta: *const Self::Compute,
-        c: *mut Self,
-        ldc: i32,
-        tau: f64,
-    ) -> i32;
 }
 
 impl GpuElement for f32 {
     const RTOL: f64 = 2e-5;
     const GEMM_RTOL: f64 = 1e-5;
     const ATOL: f64 = 1.401298464324817e-45;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f32,
-        a: *const f32,
-        lda: i32,
-        b: *const f32,
-        ldb: i32,
-        beta: *const f32,
-        c: *mut f32,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
-    }
 }
 
 impl GpuElement for f64 {
     const RTOL: f64 = 1e-13;
     const GEMM_RTOL: f64 = 1e-12;
     const ATOL: f64 = 0.0;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f64,
-        a: *const f64,
-        lda: i32,
-        b: *const f64,
-        ldb: i32,
-        beta: *const f64,
-        c: *mut f64,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tau) }
-    }
 }
 
 impl GpuElement for f16 {
@@ -127,25 +71,6 @@ impl GpuElement for f16 {
     const RTOL: f64 = 2e-3;
     const GEMM_RTOL: f64 = 1e-2;
     const ATOL: f64 = 5.960464477539063e-8;
-    unsafe fn gemm(
-        h: spammHandle_t,
-        ta: i32,
-        tb: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: *const f32,
-        a: *const f16,
-        lda: i32,
-        b: *const f16,
-        ldb: i32,
-        beta: *const f32,
-        c: *mut f16,
-        ldc: i32,
-        tau: f64,
-    ) -> i32 {
-        unsafe { spammHgemm(h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau) }
-    }
 }
 
 /// One stored operand: data (column-major, leading dimension `ld`) and its op.

@@ -54,3 +54,60 @@ pub fn cuda_available(test: &str) -> bool {
         }
     }
 }
+
+/// The element types with a spamm gemm, and the C entry point for each (f16 data travels as its bit
+/// patterns).
+pub trait SpammGemm: sparsegpu::scalar::Element {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        h: sparsegpu::capi::spamm::spammHandle_t,
+        ta: i32,
+        tb: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const Self::Compute,
+        a: *const Self,
+        lda: i32,
+        b: *const Self,
+        ldb: i32,
+        beta: *const Self::Compute,
+        c: *mut Self,
+        ldc: i32,
+        tau: f64,
+    ) -> i32;
+}
+
+macro_rules! spamm_gemm {
+    ($t:ty, $function:ident) => {
+        impl SpammGemm for $t {
+            unsafe fn gemm(
+                h: sparsegpu::capi::spamm::spammHandle_t,
+                ta: i32,
+                tb: i32,
+                m: i32,
+                n: i32,
+                k: i32,
+                alpha: *const Self::Compute,
+                a: *const Self,
+                lda: i32,
+                b: *const Self,
+                ldb: i32,
+                beta: *const Self::Compute,
+                c: *mut Self,
+                ldc: i32,
+                tau: f64,
+            ) -> i32 {
+                unsafe {
+                    sparsegpu::capi::spamm::$function(
+                        h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau,
+                    )
+                }
+            }
+        }
+    };
+}
+
+spamm_gemm!(f32, spammSgemm);
+spamm_gemm!(f64, spammDgemm);
+spamm_gemm!(half::f16, spammHgemm);
