@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
+
 use common::*;
 use sparsegpu::backend::cuda::{self, memory, msrep as cuda_msrep};
 use sparsegpu::capi::common::sgpuGetLastErrorMessage;
@@ -68,26 +70,6 @@ fn device_lists() -> Vec<Vec<i32>> {
     lists
 }
 
-/// Empty rows, rows of every column (split over partitions), short rows.
-fn long_rows_csr<T: Element>(rng: &mut Rng, rows: usize, cols: usize) -> CsrMatrix<T> {
-    let mut triplets = Vec::new();
-    for r in 0..rows {
-        match rng.below(6) {
-            0 => (0..cols).for_each(|c| triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))))),
-            1 | 2 => {}
-            _ => {
-                for _ in 0..rng.below(4) {
-                    triplets.push((r, rng.below(cols.max(1)), T::from_f64(rng.range(-1.0, 1.0))));
-                }
-            }
-        }
-    }
-    if cols == 0 {
-        triplets.clear();
-    }
-    CsrMatrix::from_triplets(rows, cols, triplets)
-}
-
 /// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
 /// (one group of lanes per row must still sum it), and one with no nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
@@ -109,30 +91,6 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
-    ]
-}
-
-struct Input<T> {
-    format: SparseFormat,
-    major: Vec<i32>,
-    minor: Vec<i32>,
-    values: Vec<T>,
-}
-
-fn inputs<T: Copy>(a: &CsrMatrix<T>, base: IndexBase) -> Vec<Input<T>> {
-    let b = base as i32;
-    let shift = |v: Vec<i32>| v.into_iter().map(|i| i + b).collect::<Vec<_>>();
-    let (col_ptr, row_ind, csc_values) = a.to_csc();
-    let (coo_rows, coo_cols, coo_values) = a.to_coo();
-    vec![
-        Input {
-            format: SparseFormat::Csr,
-            major: shift(a.row_ptr.clone()),
-            minor: shift(a.col_ind.clone()),
-            values: a.values.clone(),
-        },
-        Input { format: SparseFormat::Csc, major: shift(col_ptr), minor: shift(row_ind), values: csc_values },
-        Input { format: SparseFormat::Coo, major: shift(coo_rows), minor: shift(coo_cols), values: coo_values },
     ]
 }
 
@@ -172,32 +130,6 @@ fn create<T: Element>(h: &Handle, rows: usize, cols: usize, input: &Input<T>, ba
     let st = try_create(h, rows, cols, input, base, np, &mut m);
     assert_eq!(st, OK, "{:?}: {}", input.format, last_error());
     Matrix(m)
-}
-
-/// f64 reference plus per row the magnitude Σ|α·a·x| + |β·y| and the row length (error bound).
-fn reference(a: &CsrMatrix<impl Element>, alpha: f64, x: &[f64], beta: f64, y: &[f64]) -> Vec<(f64, f64, usize)> {
-    (0..a.rows)
-        .map(|r| {
-            let entries = a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize;
-            let (mut sum, mut mag) = (0.0, 0.0);
-            for e in entries.clone() {
-                let term = a.values[e].to_f64() * x[a.col_ind[e] as usize];
-                sum += term;
-                mag += (alpha * term).abs();
-            }
-            let old = if beta == 0.0 { 0.0 } else { beta * y[r] };
-            (alpha * sum + old, mag + old.abs(), entries.len())
-        })
-        .collect()
-}
-
-fn assert_spmv_close<T: Element>(what: &str, got: &[T], want: &[(f64, f64, usize)], eps: f64) {
-    assert_eq!(got.len(), want.len());
-    for (r, (g, (w, mag, len))) in got.iter().zip(want).enumerate() {
-        let g = g.to_f64();
-        let tol = (*len as f64 + 16.0) * eps * mag + 1e-300;
-        assert!((g - w).abs() <= tol && g.is_finite(), "{what}: y[{r}] = {g}, want {w} (tolerance {tol})");
-    }
 }
 
 /// Where x and y live for a CUDA call.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: naive f64 references and element-wise checks.
 #![allow(dead_code, clippy::too_many_arguments)]
 
+pub mod msrep;
+
 #[allow(unused_imports)]
 pub use sparsegpu::testgen::{Rng, relative_error};
 
