@@ -2,11 +2,11 @@
 //! partial format against a dense f64 reference, and every C entry point including its failure paths.
 
 mod common;
+use common::last_error;
 
 use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
 
 use common::*;
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::msrep::*;
 use sparsegpu::msrep::merge::{RowSegment, row_segments};
 use sparsegpu::msrep::partition::{
@@ -16,15 +16,11 @@ use sparsegpu::scalar::{ComputeScalar, Element};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status, ValueType};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::ptr::{null, null_mut};
 
 const OK: c_int = Status::Success as c_int;
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
-}
 
 /// Asserts a failed call's status and that the message names the function and every given word.
 fn assert_fails(status: c_int, want: Status, function: &str, words: &[&str]) {

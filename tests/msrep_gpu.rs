@@ -5,18 +5,18 @@
 //! allocation failure. Each test reports SKIPPED without a usable GPU.
 
 mod common;
+use common::last_error;
 
 use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
 
 use common::*;
 use sparsegpu::backend::cuda::{self, memory, msrep as cuda_msrep};
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::msrep::*;
 use sparsegpu::scalar::{ComputeScalar, Element};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::ptr::null_mut;
 use std::sync::Mutex;
@@ -28,10 +28,6 @@ static GPU_LOCK: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
 }
 
 struct Handle(msrepHandle_t);

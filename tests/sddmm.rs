@@ -3,17 +3,17 @@
 //! exported function and every rejected input.
 
 mod common;
+use common::last_error;
 
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::sddmm::{SddmmAlgorithm, TILE_COLS, TILE_K, TILE_ROWS};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
 
@@ -26,14 +26,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn last_message() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
-}
-
 /// Whether the last message is from `function` and names argument `arg` (as "argument arg ..." or
 /// as the subject of the message, "function: arg ..." / "function: arg[..]").
 fn names(function: &str, arg: &str) -> bool {
-    let msg = last_message();
+    let msg = last_error();
     msg.starts_with(&format!("{function}: "))
         && [format!("argument {arg} "), format!("argument {arg}:"), format!(": {arg} "), format!(": {arg}[")]
             .iter()
@@ -44,7 +40,7 @@ const OK: i32 = Status::Success as i32;
 
 fn create_handle() -> sddmmHandle_t {
     let mut h: sddmmHandle_t = null_mut();
-    assert_eq!(unsafe { sddmmCreate(&mut h) }, OK, "{}", last_message());
+    assert_eq!(unsafe { sddmmCreate(&mut h) }, OK, "{}", last_error());
     assert!(!h.is_null());
     h
 }
@@ -250,7 +246,7 @@ unsafe fn create_plan(h: sddmmHandle_t, p: &Problem) -> sddmmPlan_t {
             p.base as i32,
         )
     };
-    assert_eq!(status, OK, "{}: {}", p.label, last_message());
+    assert_eq!(status, OK, "{}: {}", p.label, last_error());
     plan
 }
 
@@ -281,12 +277,12 @@ unsafe fn execute_plan<T: Element>(
 
 fn last_algorithm(h: sddmmHandle_t) -> SddmmAlgorithm {
     let mut alg = -1;
-    assert_eq!(unsafe { sddmmGetLastAlgorithm(h, &mut alg) }, OK, "{}", last_message());
+    assert_eq!(unsafe { sddmmGetLastAlgorithm(h, &mut alg) }, OK, "{}", last_error());
     SddmmAlgorithm::try_from(alg).unwrap()
 }
 
 fn set_algorithm(h: sddmmHandle_t, alg: SddmmAlgorithm) {
-    assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK, "{}", last_message());
+    assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK, "{}", last_error());
 }
 
 /// Runs one problem every way (forced TILED, forced COO, AUTO; plan with AUTO, TILED and COO) and
@@ -300,12 +296,12 @@ fn run_all_ways<T: Element>(h: sddmmHandle_t, rng: &mut Rng, p: &Problem) {
         set_algorithm(h, forced);
         let ran = if forced == SddmmAlgorithm::Auto { expected_auto } else { forced };
         let mut out = poisoned::<T>(p.nnz());
-        assert_eq!(unsafe { dynamic(h, p, &d, &mut out) }, OK, "{}: {}", p.label, last_message());
+        assert_eq!(unsafe { dynamic(h, p, &d, &mut out) }, OK, "{}: {}", p.label, last_error());
         check(&format!("sddmmDynamic {forced:?}"), p, &out, &want, &scale);
         assert_eq!(last_algorithm(h), ran, "{}: dynamic {forced:?}", p.label);
 
         let mut planned = poisoned::<T>(p.nnz());
-        assert_eq!(unsafe { execute_plan(h, plan, p, &d, &mut planned) }, OK, "{}: {}", p.label, last_message());
+        assert_eq!(unsafe { execute_plan(h, plan, p, &d, &mut planned) }, OK, "{}: {}", p.label, last_error());
         check(&format!("sddmmExecutePlan {forced:?}"), p, &planned, &want, &scale);
         assert_eq!(last_algorithm(h), ran, "{}: plan {forced:?}", p.label);
     }
@@ -445,7 +441,7 @@ fn auto_switches_to_tiled_strictly_above_the_density_threshold() {
         );
         let d = Data::<f32>::random(rng, &p);
         let mut out = poisoned::<f32>(p.nnz());
-        assert_eq!(unsafe { dynamic(h, &p, &d, &mut out) }, OK, "{}", last_message());
+        assert_eq!(unsafe { dynamic(h, &p, &d, &mut out) }, OK, "{}", last_error());
         let (want, scale) = d.reference(&p);
         check("dispatch", &p, &out, &want, &scale);
         let dynamic_choice = last_algorithm(h);
@@ -481,7 +477,7 @@ fn auto_switches_to_tiled_strictly_above_the_density_threshold() {
 fn handle_functions_work_and_reject_bad_arguments() {
     let _serial = serial();
     assert_eq!(unsafe { sddmmCreate(null_mut()) }, Status::InvalidPointer as i32);
-    assert!(names("sddmmCreate", "handle"), "{}", last_message());
+    assert!(names("sddmmCreate", "handle"), "{}", last_error());
 
     let h = create_handle();
     let mut backend = -1;
@@ -496,12 +492,12 @@ fn handle_functions_work_and_reject_bad_arguments() {
         assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cpu as i32) }, OK);
     } else {
         assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cuda as i32) }, Status::BackendUnavailable as i32);
-        assert!(last_message().contains("CUDA"), "{}", last_message());
+        assert!(last_error().contains("CUDA"), "{}", last_error());
     }
     assert_eq!(unsafe { sddmmSetBackend(h, 7) }, Status::InvalidValue as i32);
-    assert!(names("sddmmSetBackend", "backend"), "{}", last_message());
+    assert!(names("sddmmSetBackend", "backend"), "{}", last_error());
     assert_eq!(unsafe { sddmmGetBackend(h, null_mut()) }, Status::InvalidPointer as i32);
-    assert!(names("sddmmGetBackend", "backend"), "{}", last_message());
+    assert!(names("sddmmGetBackend", "backend"), "{}", last_error());
     backend = -1;
     assert_eq!(unsafe { sddmmGetBackend(h, &mut backend) }, OK);
     assert_eq!(backend, BackendKind::Cpu as i32, "a failed SetBackend leaves the handle unchanged");
@@ -511,26 +507,26 @@ fn handle_functions_work_and_reject_bad_arguments() {
     assert_eq!(unsafe { sddmmGetStream(h, &mut stream) }, OK);
     assert_eq!(stream as usize, 0x1234);
     assert_eq!(unsafe { sddmmGetStream(h, null_mut()) }, Status::InvalidPointer as i32);
-    assert!(names("sddmmGetStream", "stream"), "{}", last_message());
+    assert!(names("sddmmGetStream", "stream"), "{}", last_error());
 
     for alg in SddmmAlgorithm::variants() {
         assert_eq!(unsafe { sddmmSetAlgorithm(h, *alg as i32) }, OK);
     }
     for bad in [-1, 3, 100] {
         assert_eq!(unsafe { sddmmSetAlgorithm(h, bad) }, Status::InvalidValue as i32);
-        assert!(names("sddmmSetAlgorithm", "algorithm"), "{}", last_message());
+        assert!(names("sddmmSetAlgorithm", "algorithm"), "{}", last_error());
     }
     for bad in [-1e-9, -1.0, f64::NAN, f64::NEG_INFINITY] {
         assert_eq!(unsafe { sddmmSetDensityThreshold(h, bad) }, Status::InvalidValue as i32, "{bad}");
-        assert!(names("sddmmSetDensityThreshold", "threshold"), "{}", last_message());
+        assert!(names("sddmmSetDensityThreshold", "threshold"), "{}", last_error());
     }
 
     let mut alg = 77;
     assert_eq!(unsafe { sddmmGetLastAlgorithm(h, &mut alg) }, Status::InvalidValue as i32);
-    assert!(last_message().contains("sddmmGetLastAlgorithm"), "{}", last_message());
+    assert!(last_error().contains("sddmmGetLastAlgorithm"), "{}", last_error());
     assert_eq!(alg, 77, "untouched on failure");
     assert_eq!(unsafe { sddmmGetLastAlgorithm(h, null_mut()) }, Status::InvalidPointer as i32);
-    assert!(names("sddmmGetLastAlgorithm", "algorithm"), "{}", last_message());
+    assert!(names("sddmmGetLastAlgorithm", "algorithm"), "{}", last_error());
 
     // NULL, foreign and destroyed handles.
     let mut plan_as_handle: sddmmPlan_t = null_mut();
@@ -547,7 +543,7 @@ fn handle_functions_work_and_reject_bad_arguments() {
     for bad in foreign_handles.into_iter().chain([dead]) {
         let check = |status: i32, function: &str| {
             assert_eq!(status, Status::InvalidHandle as i32, "{function} with {bad:p}");
-            assert!(names(function, "handle"), "{}", last_message());
+            assert!(names(function, "handle"), "{}", last_error());
         };
         check(unsafe { sddmmSetStream(bad, null_mut()) }, "sddmmSetStream");
         check(unsafe { sddmmGetStream(bad, &mut stream) }, "sddmmGetStream");
@@ -680,7 +676,7 @@ fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
     let h = create_handle();
     // The valid call works (so the failures below are each due to the one broken argument).
     let out_ptr = out.as_mut_ptr();
-    assert_eq!(unsafe { valid.dynamic(h) }, OK, "{}", last_message());
+    assert_eq!(unsafe { valid.dynamic(h) }, OK, "{}", last_error());
     let computed = unsafe { std::slice::from_raw_parts(out_ptr, 5) }.to_vec();
     assert!(computed.iter().all(|&v| (v - 2.0 * 2.0 * 0.5 * 0.25).abs() < 1e-15), "{computed:?}");
     let reset_out = || unsafe { std::slice::from_raw_parts_mut(out_ptr, 5) }.fill(POISON);
@@ -760,26 +756,26 @@ fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
 
     let plan = {
         let mut plan: sddmmPlan_t = null_mut();
-        assert_eq!(unsafe { valid.create_plan(h, &mut plan) }, OK, "{}", last_message());
+        assert_eq!(unsafe { valid.create_plan(h, &mut plan) }, OK, "{}", last_error());
         plan
     };
     let pattern_args = ["m", "n", "nnz", "rowPtr", "colInd", "indexBase"];
     let compute_args = ["k", "alpha", "A", "lda", "B", "ldb", "layout", "sValues", "valueType", "out"];
     for (what, call, status, arg) in &all {
         reset_out();
-        assert_eq!(unsafe { call.dynamic(h) }, *status as i32, "sddmmDynamic: {what}: {}", last_message());
-        assert!(names("sddmmDynamic", arg), "{what}: message '{}' should name {arg}", last_message());
+        assert_eq!(unsafe { call.dynamic(h) }, *status as i32, "sddmmDynamic: {what}: {}", last_error());
+        assert!(names("sddmmDynamic", arg), "{what}: message '{}' should name {arg}", last_error());
         assert!(unsafe { std::slice::from_raw_parts(out_ptr, 5) }.iter().all(|&v| v == POISON), "{what}: out written");
 
         if pattern_args.contains(arg) {
             let mut plan_out: sddmmPlan_t = null_mut();
             assert_eq!(unsafe { call.create_plan(h, &mut plan_out) }, *status as i32, "sddmmCreatePlan: {what}");
-            assert!(names("sddmmCreatePlan", arg), "{what}: '{}'", last_message());
+            assert!(names("sddmmCreatePlan", arg), "{what}: '{}'", last_error());
             assert!(plan_out.is_null(), "{what}: plan written");
         }
         if compute_args.contains(arg) {
             assert_eq!(unsafe { call.execute_plan(h, plan) }, *status as i32, "sddmmExecutePlan: {what}");
-            assert!(names("sddmmExecutePlan", arg), "{what}: '{}'", last_message());
+            assert!(names("sddmmExecutePlan", arg), "{what}: '{}'", last_error());
             assert!(unsafe { std::slice::from_raw_parts(out_ptr, 5) }.iter().all(|&v| v == POISON), "{what}");
         }
     }
@@ -787,15 +783,15 @@ fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
     // sValues NULL is not an error: S is then the pattern, all ones.
     reset_out();
     let pattern_only = DynamicCall { s_values: null(), ..valid.clone() };
-    assert_eq!(unsafe { pattern_only.dynamic(h) }, OK, "{}", last_message());
+    assert_eq!(unsafe { pattern_only.dynamic(h) }, OK, "{}", last_error());
     assert_eq!(unsafe { std::slice::from_raw_parts(out_ptr, 5) }, computed.as_slice());
     reset_out();
-    assert_eq!(unsafe { pattern_only.execute_plan(h, plan) }, OK, "{}", last_message());
+    assert_eq!(unsafe { pattern_only.execute_plan(h, plan) }, OK, "{}", last_error());
     assert_eq!(unsafe { std::slice::from_raw_parts(out_ptr, 5) }, computed.as_slice());
 
     // Plan object errors: NULL output, NULL / foreign / destroyed plan, double destroy.
     assert_eq!(unsafe { valid.create_plan(h, null_mut()) }, Status::InvalidPointer as i32);
-    assert!(names("sddmmCreatePlan", "plan"), "{}", last_message());
+    assert!(names("sddmmCreatePlan", "plan"), "{}", last_error());
     let dead_plan = {
         let mut p: sddmmPlan_t = null_mut();
         assert_eq!(unsafe { valid.create_plan(h, &mut p) }, OK);
@@ -806,11 +802,11 @@ fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
     for bad in [null_mut(), h as sddmmPlan_t, &mut not_a_plan as *mut u64 as sddmmPlan_t, dead_plan] {
         reset_out();
         assert_eq!(unsafe { valid.execute_plan(h, bad) }, Status::InvalidHandle as i32, "{bad:p}");
-        assert!(names("sddmmExecutePlan", "plan"), "{}", last_message());
+        assert!(names("sddmmExecutePlan", "plan"), "{}", last_error());
         assert!(unsafe { std::slice::from_raw_parts(out_ptr, 5) }.iter().all(|&v| v == POISON));
         if !bad.is_null() {
             assert_eq!(unsafe { sddmmDestroyPlan(bad) }, Status::InvalidHandle as i32, "{bad:p}");
-            assert!(names("sddmmDestroyPlan", "plan"), "{}", last_message());
+            assert!(names("sddmmDestroyPlan", "plan"), "{}", last_error());
         }
     }
     assert_eq!(unsafe { sddmmDestroyPlan(null_mut()) }, OK);
@@ -852,7 +848,7 @@ fn empty_problems_succeed_and_write_nothing() {
                 null_mut(),
             )
         };
-        assert_eq!(status, OK, "{m}x{n}, k {k}: {}", last_message());
+        assert_eq!(status, OK, "{m}x{n}, k {k}: {}", last_error());
         assert_eq!(last_algorithm(h), SddmmAlgorithm::Coo, "density of an empty S is 0");
     }
     assert_eq!(unsafe { sddmmDestroy(h) }, OK);

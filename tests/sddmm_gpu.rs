@@ -5,6 +5,7 @@
 //! SKIPPED and returns where no GPU is usable.
 
 mod common;
+use common::last_error;
 
 use common::{POISON, Rng};
 use half::{bf16, f16};
@@ -14,7 +15,7 @@ use sparsegpu::scalar::Element;
 use sparsegpu::sddmm::SddmmAlgorithm;
 use sparsegpu::testgen::random_csr;
 use sparsegpu::{BackendKind, IndexBase, Layout, Status};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
@@ -27,14 +28,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     GPU.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn last_message() -> String {
-    unsafe { CStr::from_ptr(sparsegpu::capi::common::sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
-}
-
 fn handle(backend: BackendKind) -> sddmmHandle_t {
     let mut h: sddmmHandle_t = null_mut();
     assert_eq!(unsafe { sddmmCreate(&mut h) }, OK);
-    assert_eq!(unsafe { sddmmSetBackend(h, backend as i32) }, OK, "{}", last_message());
+    assert_eq!(unsafe { sddmmSetBackend(h, backend as i32) }, OK, "{}", last_error());
     h
 }
 
@@ -179,7 +176,7 @@ unsafe fn create_plan(h: sddmmHandle_t, c: &Case, row_ptr: *const i32, col_ind: 
     let status = unsafe {
         sddmmCreatePlan(h, &mut plan, c.m as i32, c.n as i32, c.nnz() as i64, row_ptr, col_ind, c.base as i32)
     };
-    assert_eq!(status, OK, "{}: {}", c.label, last_message());
+    assert_eq!(status, OK, "{}: {}", c.label, last_error());
     plan
 }
 
@@ -235,7 +232,7 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
             col_ind: c.col_ind.as_ptr(),
             out: out.as_mut_ptr(),
         };
-        assert_eq!(unsafe { dynamic(cpu, c, &alpha, ptrs(&mut cpu_out)) }, OK, "{}", last_message());
+        assert_eq!(unsafe { dynamic(cpu, c, &alpha, ptrs(&mut cpu_out)) }, OK, "{}", last_error());
         let cpu_alg = last_algorithm(cpu);
         for (way, plan) in [("dynamic", None), ("GPU plan", Some(gpu_plan)), ("CPU plan", Some(cpu_plan))] {
             let what = format!("{} {:?} {alg:?} {way} values={with_values}", c.label, T::VALUE_TYPE);
@@ -244,7 +241,7 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
                 None => unsafe { dynamic(gpu, c, &alpha, ptrs(&mut out)) },
                 Some(p) => unsafe { execute(gpu, p, c, &alpha, ptrs(&mut out)) },
             };
-            assert_eq!(status, OK, "{what}: {}", last_message());
+            assert_eq!(status, OK, "{what}: {}", last_error());
             assert_eq!(last_algorithm(gpu), cpu_alg, "{what}: algorithm differs from the CPU's");
             check(&what, &out, &want, &scale);
             let cpu_vals: Vec<f64> = cpu_out.iter().map(|v| v.to_f64()).collect();
@@ -367,7 +364,7 @@ fn device_pointers_on_a_non_default_stream() {
             } else {
                 unsafe { execute(h, plan, &c, &alpha, ptrs) }
             };
-            assert_eq!(status, OK, "{way}: {}", last_message());
+            assert_eq!(status, OK, "{way}: {}", last_error());
             let mut got = vec![0f32; c.nnz()];
             dout.copy_to_host(&mut got).unwrap();
             check(&format!("device pointers {alg:?} {way} density {density}"), &got, &want, &scale);
@@ -414,7 +411,7 @@ fn an_allocation_failure_is_reported_and_leaves_the_output_untouched() {
             memory::inject_allocation_failures(1);
             let status = unsafe { dynamic(h, &c, &1.0f64, p) };
             memory::inject_allocation_failures(0);
-            assert_eq!(status, Status::AllocationFailed as i32, "{alg:?}: {}", last_message());
+            assert_eq!(status, Status::AllocationFailed as i32, "{alg:?}: {}", last_error());
             assert!(out.iter().all(|&v| v == POISON), "{alg:?}: output written after a failed allocation");
         }
     }
@@ -464,7 +461,7 @@ fn timing_of_both_kernels_at_16384() {
                     } else {
                         unsafe { execute(h, plan, &c, &1.0f32, p) }
                     };
-                    assert_eq!(status, OK, "{}", last_message());
+                    assert_eq!(status, OK, "{}", last_error());
                     device.synchronize(stream).unwrap();
                     times.push(start.elapsed().as_secs_f64() * 1e3);
                 }

@@ -3,24 +3,20 @@
 //! every exported function's bad-input paths.
 
 mod common;
+use common::last_error;
 
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::smat::{ReorderMode, Tile};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 const SUCCESS: i32 = Status::Success as i32;
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
-}
 
 /// Asserts a failed call's status and that the message names the function and the argument.
 fn assert_fails(status: i32, expected: Status, function: &str, argument: &str) {

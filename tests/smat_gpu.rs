@@ -4,19 +4,19 @@
 //! allocation failures; and a rough timing at 16384² with 1 % nonzeros in 16×16 blocks.
 
 mod common;
+use common::last_error;
 
 use common::{POISON, Rng};
 use cudarc::driver::sys::CUstream;
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, Stream, memory};
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::smat::ReorderMode;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
@@ -27,10 +27,6 @@ static GPU_LOCK: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
 }
 
 struct Handle(smatHandle_t);

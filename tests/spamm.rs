@@ -3,25 +3,21 @@
 //! C API entry point with its failure paths.
 
 mod common;
+use common::last_error;
 
 use common::{Rng, assert_all_close, relative_error};
 use half::f16;
 use sparsegpu::Status;
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::matrix_market::read_matrix_market;
 use sparsegpu::scalar::Element;
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 const OK: i32 = Status::Success as i32;
 const OP_N: i32 = sparsegpu::Operation::N as i32;
 const OP_T: i32 = sparsegpu::Operation::T as i32;
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
-}
 
 /// Asserts a failure status and that the message names the function and contains `fragment`.
 fn expect_failure(status: i32, expected: Status, function: &str, fragment: &str) {

@@ -4,18 +4,18 @@
 //! stream, and an injected allocation failure. Every test is skipped (and says so) without a GPU.
 
 mod common;
+use common::last_error;
 
 use common::{POISON, Rng, relative_error};
 use half::f16;
 use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
-use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::spamm::{GemmOperand, NormMap};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use sparsegpu::{BackendKind, Operation, Status, ValueType};
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::null_mut;
 
 const OK: i32 = Status::Success as i32;
@@ -25,10 +25,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(sgpuGetLastErrorMessage()) }.to_string_lossy().into_owned()
 }
 
 fn handle(backend: BackendKind, block_size: usize) -> spammHandle_t {

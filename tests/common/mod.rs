@@ -41,6 +41,12 @@ pub fn assert_all_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: 
     }
 }
 
+/// The library's message for the last failed call on this thread.
+pub fn last_error() -> String {
+    let message = sparsegpu::capi::common::sgpuGetLastErrorMessage();
+    unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy().into_owned()
+}
+
 /// A value no correct computation produces, to fill outputs before a call.
 pub const POISON: f64 = -7.777e30;
 
