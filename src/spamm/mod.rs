@@ -21,6 +21,7 @@ use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::types::{Layout, Operation};
 use rayon::prelude::*;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub mod tune;
@@ -33,16 +34,31 @@ pub const MAX_BLOCK_SIZE: usize = 1024;
 
 /// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size and
 /// the statistics of the last product.
-#[derive(Debug)]
 pub struct SpammHandle {
     core: HandleCore,
     block_size: usize,
-    last_stats: Option<SpammStats>,
+    last_stats: Option<LastStats>,
+    /// Where the CUDA backend's products leave their statistics (one device at a time).
+    stats_slot: Option<cuda_spamm::StatsSlot>,
+}
+
+impl std::fmt::Debug for SpammHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpammHandle").field("core", &self.core).field("block_size", &self.block_size).finish()
+    }
+}
+
+/// The statistics of a handle's last product: known, or still being computed by the device (the
+/// totals arrive in the handle's stats slot; the rest is known when the call returns).
+#[derive(Clone, Copy, Debug)]
+enum LastStats {
+    Ready(SpammStats),
+    OnDevice { dims: (usize, usize, usize), tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64 },
 }
 
 impl SpammHandle {
     pub fn new() -> Result<Self> {
-        Ok(SpammHandle { core: HandleCore::new()?, block_size: DEFAULT_BLOCK_SIZE, last_stats: None })
+        Ok(SpammHandle { core: HandleCore::new()?, block_size: DEFAULT_BLOCK_SIZE, last_stats: None, stats_slot: None })
     }
 
     pub fn core(&self) -> &HandleCore {
@@ -68,9 +84,19 @@ impl SpammHandle {
         Ok(())
     }
 
-    /// Statistics of the last successful product on this handle.
-    pub fn last_stats(&self) -> Result<&SpammStats> {
-        self.last_stats.as_ref().ok_or_else(|| Error::invalid_value("no product has run on this handle"))
+    /// Statistics of the last successful product on this handle (after a CUDA product, this waits
+    /// until the device has computed them).
+    pub fn last_stats(&mut self) -> Result<SpammStats> {
+        let stats = match self.last_stats.ok_or_else(|| Error::invalid_value("no product has run on this handle"))? {
+            LastStats::Ready(stats) => stats,
+            LastStats::OnDevice { dims, tau, block_size, alpha_abs, elapsed_seconds } => {
+                let slot = self.stats_slot.as_ref().expect("a CUDA product left its statistics in the slot");
+                let (performed, squared) = slot.wait()?;
+                SpammStats::from_totals(dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
+            }
+        };
+        self.last_stats = Some(LastStats::Ready(stats));
+        Ok(stats)
     }
 
     /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ, on the handle's backend; the
@@ -113,7 +139,7 @@ impl SpammHandle {
         let plan = ProductPlan::new(a, b, tau, self.block_size);
         cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc);
         let alpha_abs = alpha.to_f64().abs();
-        self.last_stats = Some(plan.statistics(alpha_abs, started.elapsed().as_secs_f64()));
+        self.last_stats = Some(LastStats::Ready(plan.statistics(alpha_abs, started.elapsed().as_secs_f64())));
         Ok(())
     }
 
@@ -141,9 +167,21 @@ impl SpammHandle {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
-        let blocks = unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size) }?;
-        let alpha_abs = alpha.to_f64().abs();
-        self.last_stats = Some(blocks.statistics(tau, self.block_size, alpha_abs, started.elapsed().as_secs_f64()));
+        if self.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
+            self.stats_slot = Some(cuda_spamm::StatsSlot::new(&gpu)?);
+        }
+        let slot = self.stats_slot.as_ref().expect("just made");
+        // The last product's statistics are no longer reachable once the slot is reused.
+        self.last_stats = None;
+        let dims =
+            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size, slot) }?;
+        self.last_stats = Some(LastStats::OnDevice {
+            dims,
+            tau,
+            block_size: self.block_size,
+            alpha_abs: alpha.to_f64().abs(),
+            elapsed_seconds: started.elapsed().as_secs_f64(),
+        });
         Ok(())
     }
 
@@ -164,8 +202,9 @@ impl SpammHandle {
         if a.op_shape().1 != b.op_shape().0 {
             return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
         }
+        let block_size = self.block_size;
         let (a_norms, b_norms) =
-            rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size));
+            rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size));
         tune::tune_tau(&a_norms, &b_norms, target, tolerance, max_iterations)
     }
 
@@ -404,18 +443,47 @@ pub struct BlockStats {
 }
 
 impl BlockStats {
-    /// Counts and error bound. The sum over C blocks runs in column-major block order, so the bound
-    /// is reproducible and the same on every backend.
+    /// Performed products and `Σ_(i,j) skipped(i,j)²`, summed per column of C blocks top to bottom,
+    /// then over the columns left to right (every square and sum rounded on its own): reproducible,
+    /// the same on every backend, and parallel over columns on a GPU.
+    pub fn totals(&self) -> (u64, f64) {
+        let mb = self.dims.0;
+        let performed = self.performed.iter().sum();
+        let squared = if mb == 0 {
+            0.0
+        } else {
+            self.skipped
+                .chunks(mb)
+                .map(|column| column.iter().fold(0.0, |acc, s| acc + s * s))
+                .fold(0.0, |acc, c| acc + c)
+        };
+        (performed, squared)
+    }
+
+    /// Counts and error bound.
     pub fn statistics(&self, tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
-        let (mb, nb, kb) = self.dims;
-        let performed: u64 = self.performed.iter().sum();
-        let squared: f64 = self.skipped.iter().map(|s| s * s).sum();
+        let (performed, squared) = self.totals();
+        SpammStats::from_totals(self.dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
+    }
+}
+
+impl SpammStats {
+    /// The statistics from [`BlockStats::totals`] of a product with `dims` = (mb, nb, kb).
+    pub fn from_totals(
+        (mb, nb, kb): (usize, usize, usize),
+        performed: u64,
+        squared_skipped: f64,
+        tau: f64,
+        block_size: usize,
+        alpha_abs: f64,
+        elapsed_seconds: f64,
+    ) -> SpammStats {
         let total = (mb * nb * kb) as u64;
         SpammStats {
             valid_ratio: if total == 0 { 1.0 } else { performed as f64 / total as f64 },
             performed_products: performed,
             total_products: total,
-            error_bound: alpha_abs * squared.sqrt(),
+            error_bound: alpha_abs * squared_skipped.sqrt(),
             tau,
             block_size,
             elapsed_seconds,
