@@ -114,6 +114,7 @@ struct SpammHOperand {
     unsigned shifts;        // per group, 4 * (C block row) for A or (C block column) for B, 8 bits each
     int left;               // rows (columns) of the matrix from group 0's outer index on
     int p;                  // group 0's p within a chunk
+    bool interior;          // the tile's 128 rows (columns) are all inside the matrix
 
     __device__ __forceinline__ void init(const sgpu_f16* x, sgpu_i64 ld, sgpu_i64 outer0, int limit, int bs,
                                          int tid, bool rows) {
@@ -128,6 +129,7 @@ struct SpammHOperand {
             dst = spamm_h_swizzle<false>(p, tid & 15);
         }
         left = limit - (int)(outer0 + outer);
+        interior = limit - outer0 >= SPAMM_H_TILE;
         first = KMAJOR ? x + (outer0 + outer) * ld + p : x + (outer0 + outer) + (sgpu_i64)p * ld;
         shifts = 0;
         int block0 = (int)(outer0 / bs);
@@ -138,28 +140,40 @@ struct SpammHOperand {
         }
     }
 
-    // Queues the groups of chunk [s, e) that the mask needs into the stage at shared address `stage`.
-    // `vec`: every group's first element is 16-byte aligned (cp.async), else element-wise loads.
-    __device__ __forceinline__ void load(const sgpu_f16* x, sgpu_i64 ld, bool vec, unsigned stage, int s, int e,
+    // Whether a C block of the chunk's mask uses group q.
+    __device__ __forceinline__ bool needed(unsigned mask, int q, bool rows) const {
+        unsigned sh = (shifts >> (8 * (KMAJOR ? q : 0))) & 0xffu;
+        return ((mask >> sh) & (rows ? 0xfu : 0x1111u)) != 0;
+    }
+
+    // Queues the groups of chunk [s, e) that the mask needs into the stage at shared address `stage`:
+    // VEC (every group's first element 16-byte aligned) by cp.async, zero-filled past the matrix,
+    // else element by element through registers.
+    template <bool VEC>
+    __device__ __forceinline__ void load(const sgpu_f16* x, sgpu_i64 ld, unsigned stage, int s, int e,
                                          unsigned mask, bool rows) const {
+        const sgpu_f16* src0 = KMAJOR ? first + s : first + (sgpu_i64)s * ld;
+        sgpu_i64 step = KMAJOR ? 32 * ld : 8 * ld;
+        unsigned d0 = stage + dst;
+        if (VEC && interior && e - s == SPAMM_H_CHUNK) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (needed(mask, q, rows)) spamm_h_cp16(d0 + 2048 * q, src0 + q * step, 16);
+            return;
+        }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            unsigned sh = (shifts >> (8 * q)) & 0xffu;
-            if (!((mask >> sh) & (rows ? 0xfu : 0x1111u))) continue;
-            int valid, lq;
-            const sgpu_f16* src;
+            if (!needed(mask, q, rows)) continue;
+            int valid;
             if (KMAJOR) {
-                lq = left - 32 * q;
-                int pl = e - (s + p);
+                int lq = left - 32 * q, pl = e - (s + p);
                 valid = lq <= 0 || pl <= 0 ? 0 : pl >= 8 ? 8 : pl;
-                src = first + (sgpu_i64)(32 * q) * ld + s;
             } else {
-                lq = left;
-                valid = s + p + 8 * q < e ? (lq <= 0 ? 0 : lq >= 8 ? 8 : lq) : 0;
-                src = first + (sgpu_i64)(s + 8 * q) * ld;
+                valid = s + p + 8 * q < e ? (left <= 0 ? 0 : left >= 8 ? 8 : left) : 0;
             }
-            unsigned d = stage + dst + 2048 * q;
-            if (vec) {
+            const sgpu_f16* src = src0 + q * step;
+            unsigned d = d0 + 2048 * q;
+            if (VEC) {
                 spamm_h_cp16(d, valid > 0 ? (const void*)src : (const void*)x, valid * 2);
             } else {
                 unsigned w[4];
@@ -175,7 +189,47 @@ struct SpammHOperand {
     }
 };
 
-template <bool TA, bool TB>
+// The products of one k chunk (2 k steps of 16) for a warp's 64 x 64: squares (h, v) on where bit
+// h * 2 + v of `quads` is set (ALL: every one, no test), fragments loaded only for squares on.
+template <bool KA, bool KB, bool ALL>
+__device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][8][4], unsigned sa, unsigned sb, unsigned a_base,
+                                              unsigned b_base, unsigned quads) {
+    bool q00 = ALL || (quads & 1u), q01 = ALL || (quads & 2u), q10 = ALL || (quads & 4u), q11 = ALL || (quads & 8u);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        unsigned fa[4][4], fb[8][2];
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            bool need = x < 2 ? (q00 | q01) : (q10 | q11);
+            unsigned off = KA ? (a_base ^ (unsigned)(h * 32)) + (unsigned)(x * 1024)
+                              : (a_base ^ (unsigned)(x * 32)) + (unsigned)(h * 4096);
+            if (need) spamm_h_ldsm4<!KA>(fa[x], sa + off);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            bool need = j < 2 ? (q00 | q10) : (q01 | q11);
+            unsigned off = KB ? (b_base ^ (unsigned)(h * 32)) + (unsigned)(j * 1024)
+                              : (b_base ^ (unsigned)(j * 32)) + (unsigned)(h * 4096);
+            if (need) {
+                unsigned r[4];
+                spamm_h_ldsm4<!KB>(r, sb + off);
+                fb[2 * j][0] = r[0];
+                fb[2 * j][1] = r[1];
+                fb[2 * j + 1][0] = r[2];
+                fb[2 * j + 1][1] = r[3];
+            }
+        }
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+#pragma unroll
+            for (int y = 0; y < 8; ++y) {
+                bool on = x < 2 ? (y < 4 ? q00 : q01) : (y < 4 ? q10 : q11);
+                if (on) spamm_mma_16816(acc[x][y], fa[x], fb[y]);
+            }
+    }
+}
+
+template <bool TA, bool TB, bool VEC>
 __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs, float alpha, const sgpu_f16* a,
                                                      sgpu_i64 lda, const sgpu_f16* b, sgpu_i64 ldb, float beta,
                                                      sgpu_f16* c, sgpu_i64 ldc, const SpammTileWork& work,
@@ -191,8 +245,6 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
     SpammHOperand<KB> op_b;
     op_a.init(a, lda, row0, m, bs, tid, true);
     op_b.init(b, ldb, col0, n, bs, tid, false);
-    bool vec_a = (((unsigned long long)a) & 15ull) == 0 && (lda & 7) == 0;
-    bool vec_b = (((unsigned long long)b) & 15ull) == 0 && (ldb & 7) == 0;
 
     // Mask bits of the warp's four 32 x 32 squares: (h, v) at rows wm * 64 + h * 32, columns wn * 64 + v * 32.
     int rbit0 = work.bit(wm * 64, 0, bs), rbit1 = work.bit(wm * 64 + 32, 0, bs);
@@ -209,12 +261,6 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         b_base = spamm_h_swizzle<true>(wn * 64 + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
     else
         b_base = spamm_h_swizzle<false>((lane & 7) + ((lane >> 3) & 1) * 8, wn * 8 + (lane >> 4));
-    // Fragment x (pair j) at k step h (k = 16 h): k-major stages hold 16 rows in 1 KiB and k step 1 in
-    // 16-byte groups 2, 3 (the swizzle XORs the low two group bits); mn-major ones 16 rows (columns)
-    // in 2 groups (XOR-swizzled with the low three group bits) and k step 1 at 16 rows of 256 bytes.
-    auto fragment_offset = [](unsigned base, int x, int h, bool kmajor) -> unsigned {
-        return kmajor ? (base ^ (unsigned)(h * 32)) + (unsigned)(x * 1024) : (base ^ (unsigned)(x * 32)) + (unsigned)(h * 4096);
-    };
 
     float acc[4][8][4];
 #pragma unroll
@@ -229,8 +275,8 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         int s, e;
         if (chunks.advance(bs, k, s, e, chunk_mask)) {
             unsigned base = smem0 + stage * SPAMM_H_STAGE_BYTES;
-            op_a.load(a, lda, vec_a, base, s, e, chunk_mask, true);
-            op_b.load(b, ldb, vec_b, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
+            op_a.template load<VEC>(a, lda, base, s, e, chunk_mask, true);
+            op_b.template load<VEC>(b, ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
         }
         spamm_h_commit();
     };
@@ -249,39 +295,13 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         int refill = stage == 0 ? SPAMM_H_STAGES - 1 : stage - 1;
         issue(refill, pending[SPAMM_H_STAGES - 2]);
 
-        bool q00 = (mask >> (rbit0 + cbit0)) & 1u, q01 = (mask >> (rbit0 + cbit1)) & 1u;
-        bool q10 = (mask >> (rbit1 + cbit0)) & 1u, q11 = (mask >> (rbit1 + cbit1)) & 1u;
-        if (q00 | q01 | q10 | q11) {
-            unsigned sa = smem0 + stage * SPAMM_H_STAGE_BYTES, sb = sa + SPAMM_H_OPERAND_BYTES;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                unsigned fa[4][4], fb[8][2];
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    bool need = x < 2 ? (q00 | q01) : (q10 | q11);
-                    if (need) spamm_h_ldsm4<!KA>(fa[x], sa + fragment_offset(a_base, x, h, KA));
-                }
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    bool need = j < 2 ? (q00 | q10) : (q01 | q11);
-                    if (need) {
-                        unsigned r[4];
-                        spamm_h_ldsm4<!KB>(r, sb + fragment_offset(b_base, j, h, KB));
-                        fb[2 * j][0] = r[0];
-                        fb[2 * j][1] = r[1];
-                        fb[2 * j + 1][0] = r[2];
-                        fb[2 * j + 1][1] = r[3];
-                    }
-                }
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-#pragma unroll
-                    for (int y = 0; y < 8; ++y) {
-                        bool on = x < 2 ? (y < 4 ? q00 : q01) : (y < 4 ? q10 : q11);
-                        if (on) spamm_mma_16816(acc[x][y], fa[x], fb[y]);
-                    }
-            }
-        }
+        unsigned quads = ((mask >> (rbit0 + cbit0)) & 1u) | ((mask >> (rbit0 + cbit1)) & 1u) << 1 |
+                         ((mask >> (rbit1 + cbit0)) & 1u) << 2 | ((mask >> (rbit1 + cbit1)) & 1u) << 3;
+        unsigned sa = smem0 + stage * SPAMM_H_STAGE_BYTES, sb = sa + SPAMM_H_OPERAND_BYTES;
+        if (quads == 0xfu)
+            spamm_h_chunk<KA, KB, true>(acc, sa, sb, a_base, b_base, quads);
+        else if (quads != 0)
+            spamm_h_chunk<KA, KB, false>(acc, sa, sb, a_base, b_base, quads);
         stage = stage == SPAMM_H_STAGES - 1 ? 0 : stage + 1;
     }
     spamm_h_wait<0>();
@@ -344,11 +364,20 @@ extern "C" __global__ void __launch_bounds__(SPAMM_H_THREADS, 2) spamm_tiles_f16
         sgpu_f16* c, sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) {
     extern __shared__ __align__(128) unsigned char spamm_h_shared[];
     SpammTileWork work = spamm_tile_work(m, bs, SPAMM_H_TILE, SPAMM_H_TILE, order, counts, lists, list_stride);
+    // cp.async when every 16-byte group of both operands is aligned, else element-wise loads.
+    bool vec = (((unsigned long long)a | (unsigned long long)b) & 15ull) == 0 && ((lda | ldb) & 7) == 0;
+#define SPAMM_H_BODY(TA, TB, VEC) \
+    spamm_tiles_f16_body<TA, TB, VEC>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, work, spamm_h_shared)
+#define SPAMM_H_BODY_VEC(TA, TB) \
+    if (vec) SPAMM_H_BODY(TA, TB, true); \
+    else SPAMM_H_BODY(TA, TB, false)
     if (ta) {
-        if (tb) spamm_tiles_f16_body<true, true>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, work, spamm_h_shared);
-        else spamm_tiles_f16_body<true, false>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, work, spamm_h_shared);
+        if (tb) { SPAMM_H_BODY_VEC(true, true); }
+        else { SPAMM_H_BODY_VEC(true, false); }
     } else {
-        if (tb) spamm_tiles_f16_body<false, true>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, work, spamm_h_shared);
-        else spamm_tiles_f16_body<false, false>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, work, spamm_h_shared);
+        if (tb) { SPAMM_H_BODY_VEC(false, true); }
+        else { SPAMM_H_BODY_VEC(false, false); }
     }
+#undef SPAMM_H_BODY_VEC
+#undef SPAMM_H_BODY
 }
