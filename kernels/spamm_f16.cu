@@ -23,7 +23,10 @@
 #define SPAMM_H_TILE 128
 #define SPAMM_H_CHUNK 32
 #define SPAMM_H_STAGES 4
-#define SPAMM_H_THREADS 128
+#define SPAMM_H_WN 64  // columns per warp (64 or 32); each warp has 64 rows
+#define SPAMM_H_THREADS (64 * SPAMM_H_TILE / SPAMM_H_WN)
+#define SPAMM_H_GROUPS (SPAMM_H_TILE * SPAMM_H_CHUNK / 8 / SPAMM_H_THREADS)  // 16-byte groups per thread and operand
+#define SPAMM_H_GROUP_STRIDE (SPAMM_H_THREADS * 16)  // bytes between a thread's groups in a stage
 #define SPAMM_H_OPERAND_BYTES (SPAMM_H_TILE * SPAMM_H_CHUNK * 2)  // one operand's stage: 8 KiB
 #define SPAMM_H_STAGE_BYTES (2 * SPAMM_H_OPERAND_BYTES)
 #define SPAMM_H_CLD 132  // f32 staging of the C tile, [column][row] padded: conflict-free fragment stores
@@ -105,8 +108,9 @@ __device__ __forceinline__ unsigned spamm_h_swizzle(int row, int chunk) {
                   : (unsigned)(row * 256 + ((chunk ^ (row & 7)) << 4));
 }
 
-// One operand's share of a stage: this thread's 4 groups of 8 elements contiguous in memory, group
-// q at outer index outer + 32 q (k-major) or at p + 8 q (mn-major), 2 KiB apart in the stage.
+// One operand's share of a stage: this thread's SPAMM_H_GROUPS groups of 8 elements contiguous in
+// memory, group q at outer index outer + THREADS / 4 * q (k-major) or at p + THREADS / 16 * q
+// (mn-major), SPAMM_H_GROUP_STRIDE bytes apart in the stage.
 template <bool KMAJOR>
 struct SpammHOperand {
     const sgpu_f16* first;  // group 0's element at p = 0 (may point outside the matrix: then unused)
@@ -134,8 +138,8 @@ struct SpammHOperand {
         shifts = 0;
         int block0 = (int)(outer0 / bs);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            int blk = (int)((outer0 + outer + (KMAJOR ? 32 * q : 0)) / bs) - block0;
+        for (int q = 0; q < SPAMM_H_GROUPS; ++q) {
+            int blk = (int)((outer0 + outer + (KMAJOR ? SPAMM_H_THREADS / 4 * q : 0)) / bs) - block0;
             shifts |= (unsigned)(rows ? 4 * blk : blk) << (8 * q);
         }
     }
@@ -153,26 +157,26 @@ struct SpammHOperand {
     __device__ __forceinline__ void load(const sgpu_f16* x, sgpu_i64 ld, unsigned stage, int s, int e,
                                          unsigned mask, bool rows) const {
         const sgpu_f16* src0 = KMAJOR ? first + s : first + (sgpu_i64)s * ld;
-        sgpu_i64 step = KMAJOR ? 32 * ld : 8 * ld;
+        sgpu_i64 step = KMAJOR ? SPAMM_H_THREADS / 4 * ld : SPAMM_H_THREADS / 16 * ld;
         unsigned d0 = stage + dst;
         if (VEC && interior && e - s == SPAMM_H_CHUNK) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q)
-                if (needed(mask, q, rows)) spamm_h_cp16(d0 + 2048 * q, src0 + q * step, 16);
+            for (int q = 0; q < SPAMM_H_GROUPS; ++q)
+                if (needed(mask, q, rows)) spamm_h_cp16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step, 16);
             return;
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < SPAMM_H_GROUPS; ++q) {
             if (!needed(mask, q, rows)) continue;
             int valid;
             if (KMAJOR) {
-                int lq = left - 32 * q, pl = e - (s + p);
+                int lq = left - SPAMM_H_THREADS / 4 * q, pl = e - (s + p);
                 valid = lq <= 0 || pl <= 0 ? 0 : pl >= 8 ? 8 : pl;
             } else {
-                valid = s + p + 8 * q < e ? (left <= 0 ? 0 : left >= 8 ? 8 : left) : 0;
+                valid = s + p + SPAMM_H_THREADS / 16 * q < e ? (left <= 0 ? 0 : left >= 8 ? 8 : left) : 0;
             }
             const sgpu_f16* src = src0 + q * step;
-            unsigned d = d0 + 2048 * q;
+            unsigned d = d0 + SPAMM_H_GROUP_STRIDE * q;
             if (VEC) {
                 spamm_h_cp16(d, valid > 0 ? (const void*)src : (const void*)x, valid * 2);
             } else {
@@ -189,15 +193,15 @@ struct SpammHOperand {
     }
 };
 
-// The products of one k chunk (2 k steps of 16) for a warp's 64 x 64: squares (h, v) on where bit
-// h * 2 + v of `quads` is set (ALL: every one, no test), fragments loaded only for squares on.
+// The products of one k chunk (2 k steps of 16) for a warp's 64 x SPAMM_H_WN: squares (h, v) on where
+// bit h * 2 + v of `quads` is set (ALL: every one, no test), fragments loaded only for squares on.
 template <bool KA, bool KB, bool ALL>
-__device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][8][4], unsigned sa, unsigned sb, unsigned a_base,
+__device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][SPAMM_H_WN / 8][4], unsigned sa, unsigned sb, unsigned a_base,
                                               unsigned b_base, unsigned quads) {
     bool q00 = ALL || (quads & 1u), q01 = ALL || (quads & 2u), q10 = ALL || (quads & 4u), q11 = ALL || (quads & 8u);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        unsigned fa[4][4], fb[8][2];
+        unsigned fa[4][4], fb[SPAMM_H_WN / 8][2];
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
             bool need = x < 2 ? (q00 | q01) : (q10 | q11);
@@ -206,7 +210,7 @@ __device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][8][4], unsigned sa
             if (need) spamm_h_ldsm4<!KA>(fa[x], sa + off);
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < SPAMM_H_WN / 16; ++j) {
             bool need = j < 2 ? (q00 | q10) : (q01 | q11);
             unsigned off = KB ? (b_base ^ (unsigned)(h * 32)) + (unsigned)(j * 1024)
                               : (b_base ^ (unsigned)(j * 32)) + (unsigned)(h * 4096);
@@ -222,7 +226,7 @@ __device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][8][4], unsigned sa
 #pragma unroll
         for (int x = 0; x < 4; ++x)
 #pragma unroll
-            for (int y = 0; y < 8; ++y) {
+            for (int y = 0; y < SPAMM_H_WN / 8; ++y) {
                 bool on = x < 2 ? (y < 4 ? q00 : q01) : (y < 4 ? q10 : q11);
                 if (on) spamm_mma_16816(acc[x][y], fa[x], fb[y]);
             }
@@ -246,9 +250,9 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
     op_a.init(a, lda, row0, m, bs, tid, true);
     op_b.init(b, ldb, col0, n, bs, tid, false);
 
-    // Mask bits of the warp's four 32 x 32 squares: (h, v) at rows wm * 64 + h * 32, columns wn * 64 + v * 32.
+    // Mask bits of the warp's 32 x 32 squares: (h, v) at rows wm * 64 + h * 32, columns wn * WN + v * 32.
     int rbit0 = work.bit(wm * 64, 0, bs), rbit1 = work.bit(wm * 64 + 32, 0, bs);
-    int cbit0 = work.bit(0, wn * 64, bs), cbit1 = work.bit(0, wn * 64 + 32, bs);
+    int cbit0 = work.bit(0, wn * SPAMM_H_WN, bs), cbit1 = work.bit(0, wn * SPAMM_H_WN + 32, bs);
 
     // ldmatrix lane offsets (bytes within an operand stage) of A fragment x = 0 (rows wm * 64 + x * 16)
     // and B pair j = 0 (columns wn * 64 + j * 16) at k step 0; fragment_offset() gives the others.
@@ -258,15 +262,15 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
     else
         a_base = spamm_h_swizzle<false>((lane & 7) + (lane >> 4) * 8, wm * 8 + ((lane >> 3) & 1));
     if (KB)
-        b_base = spamm_h_swizzle<true>(wn * 64 + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
+        b_base = spamm_h_swizzle<true>(wn * SPAMM_H_WN + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
     else
-        b_base = spamm_h_swizzle<false>((lane & 7) + ((lane >> 3) & 1) * 8, wn * 8 + (lane >> 4));
+        b_base = spamm_h_swizzle<false>((lane & 7) + ((lane >> 3) & 1) * 8, wn * (SPAMM_H_WN / 8) + (lane >> 4));
 
-    float acc[4][8][4];
+    float acc[4][SPAMM_H_WN / 8][4];
 #pragma unroll
     for (int x = 0; x < 4; ++x)
 #pragma unroll
-        for (int y = 0; y < 8; ++y)
+        for (int y = 0; y < SPAMM_H_WN / 8; ++y)
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[x][y][q] = 0.0f;
 
@@ -295,10 +299,10 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         int refill = stage == 0 ? SPAMM_H_STAGES - 1 : stage - 1;
         issue(refill, pending[SPAMM_H_STAGES - 2]);
 
-        unsigned quads = ((mask >> (rbit0 + cbit0)) & 1u) | ((mask >> (rbit0 + cbit1)) & 1u) << 1 |
-                         ((mask >> (rbit1 + cbit0)) & 1u) << 2 | ((mask >> (rbit1 + cbit1)) & 1u) << 3;
+        unsigned quads = ((mask >> (rbit0 + cbit0)) & 1u) | ((mask >> (rbit1 + cbit0)) & 1u) << 2;
+        if (SPAMM_H_WN == 64) quads |= ((mask >> (rbit0 + cbit1)) & 1u) << 1 | ((mask >> (rbit1 + cbit1)) & 1u) << 3;
         unsigned sa = smem0 + stage * SPAMM_H_STAGE_BYTES, sb = sa + SPAMM_H_OPERAND_BYTES;
-        if (quads == 0xfu)
+        if (quads == (SPAMM_H_WN == 64 ? 0xfu : 0x5u))
             spamm_h_chunk<KA, KB, true>(acc, sa, sb, a_base, b_base, quads);
         else if (quads != 0)
             spamm_h_chunk<KA, KB, false>(acc, sa, sb, a_base, b_base, quads);
@@ -313,11 +317,11 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
 #pragma unroll
     for (int x = 0; x < 4; ++x)
 #pragma unroll
-        for (int y = 0; y < 8; ++y)
+        for (int y = 0; y < SPAMM_H_WN / 8; ++y)
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 int r = wm * 64 + x * 16 + group + (q >> 1) * 8;
-                int col = wn * 64 + y * 8 + quad * 2 + (q & 1);
+                int col = wn * SPAMM_H_WN + y * 8 + quad * 2 + (q & 1);
                 staged[col * SPAMM_H_CLD + r] = acc[x][y][q];
             }
     __syncthreads();
