@@ -17,8 +17,8 @@
 // chunk are not loaded (no mma reads them). When a base pointer is not 16-byte aligned or a leading
 // dimension not a multiple of 8, the groups go through registers element by element instead.
 // The k block list is read one entry ahead, so its latency hides behind a chunk's products.
-// Epilogue: alpha * acc staged as f32 in shared memory, C read / written coalesced, 16 bytes per
-// thread where aligned.
+// Epilogue: the accumulators staged as f32 in shared memory, C = alpha * acc + beta * C read / written
+// coalesced, 8 bytes per thread where aligned, stored with an evict-first hint.
 
 #define SPAMM_H_TILE 128
 #define SPAMM_H_CHUNK 32
@@ -35,7 +35,7 @@
 #define SPAMM_H_SHARED_BYTES 67584
 
 struct __align__(16) spamm_h_f4 { float x, y, z, w; };
-struct __align__(16) spamm_h_u4 { unsigned x, y, z, w; };
+struct __align__(8) spamm_h_u2 { unsigned x, y; };
 
 __device__ __forceinline__ unsigned spamm_h_smem_addr(const void* p) {
     unsigned r;
@@ -325,28 +325,28 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
                 staged[col * SPAMM_H_CLD + r] = acc[x][y][q];
             }
     __syncthreads();
-    bool cvec = (((unsigned long long)c) & 15ull) == 0 && (ldc & 7) == 0;
+    // A warp reads one staged column (512 contiguous bytes, conflict-free), each thread 4 rows, and
+    // writes them as 8 bytes (a warp: 256 contiguous bytes of C) with a streaming (evict-first) store,
+    // so that C does not push A and B out of L2.
+    bool cvec = (((unsigned long long)c) & 7ull) == 0 && (ldc & 3) == 0;
 #pragma unroll 4
-    for (int i = 0; i < SPAMM_H_TILE * SPAMM_H_TILE / 8 / SPAMM_H_THREADS; ++i) {
+    for (int i = 0; i < SPAMM_H_TILE * SPAMM_H_TILE / 4 / SPAMM_H_THREADS; ++i) {
         int item = tid + SPAMM_H_THREADS * i;
-        int rg = item & 15, col = item >> 4;
-        sgpu_i64 r = row0 + rg * 8, cc = col0 + col;
+        int rg = item & 31, col = item >> 5;
+        sgpu_i64 r = row0 + rg * 4, cc = col0 + col;
         if (cc >= n || r >= m) continue;
-        const float* src = staged + col * SPAMM_H_CLD + rg * 8;
-        spamm_h_f4 lo = *(const spamm_h_f4*)src, hi = *(const spamm_h_f4*)(src + 4);
-        float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        spamm_h_f4 q4 = *(const spamm_h_f4*)(staged + col * SPAMM_H_CLD + rg * 4);
+        float v[4] = {q4.x, q4.y, q4.z, q4.w};
         sgpu_f16* out = c + r + cc * ldc;
-        if (cvec && r + 8 <= m) {
-            unsigned w[4];
+        if (cvec && r + 4 <= m) {
+            unsigned w[2];
             if (beta != 0.0f) {
-                spamm_h_u4 old = *(const spamm_h_u4*)out;
+                spamm_h_u2 old = *(const spamm_h_u2*)out;
                 w[0] = old.x;
                 w[1] = old.y;
-                w[2] = old.z;
-                w[3] = old.w;
             }
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
+            for (int e = 0; e < 2; ++e) {
                 float v0 = alpha * v[2 * e], v1 = alpha * v[2 * e + 1];
                 if (beta != 0.0f) {
                     v0 += beta * sgpu_f16_to_f32((sgpu_f16)(w[e] & 0xffffu));
@@ -354,10 +354,10 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
                 }
                 w[e] = (unsigned)sgpu_f32_to_f16(v0) | ((unsigned)sgpu_f32_to_f16(v1) << 16);
             }
-            *(spamm_h_u4*)out = spamm_h_u4{w[0], w[1], w[2], w[3]};
+            asm volatile("st.global.cs.v2.b32 [%0], {%1, %2};\n" ::"l"(out), "r"(w[0]), "r"(w[1]) : "memory");
         } else {
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
+            for (int e = 0; e < 4; ++e)
                 if (r + e < m) spamm_store_c(c, ldc, r + e, cc, alpha, v[e], beta);
         }
     }
