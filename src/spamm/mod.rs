@@ -433,7 +433,8 @@ impl ProductPlan {
 
 /// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
 /// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
-/// rounded separately. Both backends produce exactly these numbers.
+/// rounded separately. The CPU backend's statistics; the CUDA backend's tile kernels reduce the same
+/// quantities on the device in another fixed order (equal up to rounding, counts exactly).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockStats {
     /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
@@ -444,8 +445,8 @@ pub struct BlockStats {
 
 impl BlockStats {
     /// Performed products and `Σ_(i,j) skipped(i,j)²`, summed per column of C blocks top to bottom,
-    /// then over the columns left to right (every square and sum rounded on its own): reproducible,
-    /// the same on every backend, and parallel over columns on a GPU.
+    /// then over the columns left to right (every square and sum rounded on its own): reproducible, and
+    /// parallel over columns on a GPU (`spamm_stats_totals` sums in this order).
     pub fn totals(&self) -> (u64, f64) {
         let mb = self.dims.0;
         let performed = self.performed.iter().sum();

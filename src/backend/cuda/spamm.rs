@@ -232,7 +232,9 @@ pub unsafe fn gemm<T: Element>(
                     ],
                 )
             }?;
+            stats.record(stream, &work.totals)?;
         } else {
+            record_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb), stats)?;
             // Other block sizes: one 32 × 32 tile of one C block per thread block, deciding its own k.
             let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
             let tiles_per_block = bs.div_ceil(32);
@@ -253,7 +255,9 @@ pub unsafe fn gemm<T: Element>(
             }?;
         }
     }
-    record_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb), stats)?;
+    if m == 0 || n == 0 {
+        record_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb), stats)?;
+    }
     c.finish()?;
     Ok((mb, nb, kb))
 }
@@ -309,12 +313,14 @@ impl TileKernel {
     }
 }
 
-/// The work lists of a tile kernel's product, on the device.
+/// The work lists of a tile kernel's product, on the device, and the totals of its statistics (as
+/// `spamm_stats_totals` leaves them).
 struct TileWork {
     tiles: usize,
     order: DeviceBuffer,
     counts: DeviceBuffer,
     lists: DeviceBuffer,
+    totals: DeviceBuffer,
 }
 
 /// Whether tiles are launched heaviest first (the default) or in their natural column-major order
@@ -324,8 +330,9 @@ fn heaviest_first() -> bool {
     !*NATURAL.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_SCHEDULE").is_ok_and(|v| v == "natural"))
 }
 
-/// Builds the per-tile lists of k blocks with their C-block masks (`spamm_tile_lists`) and the
-/// launch order of the tiles (`spamm_tile_order`).
+/// Builds the per-tile lists of k blocks with their C-block masks and the tiles' shares of the
+/// statistics (`spamm_tile_lists`), then the launch order of the tiles and the statistics totals
+/// (`spamm_tile_order`).
 fn tile_work(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -340,10 +347,13 @@ fn tile_work(
     let order = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM tile order")?;
     let counts = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM work lists")?;
     let lists = DeviceBuffer::alloc(device, tiles * kb.max(1) * 4, stream, "the SpAMM work lists")?;
+    let shares = DeviceBuffer::alloc(device, tiles * 16, stream, "SpAMM statistics")?;
+    let totals = DeviceBuffer::alloc(device, 16, stream, "SpAMM statistics")?;
     let f = device.function(&SPAMM, "spamm_tile_lists")?;
     let (m_i, n_i, bs_i, mb_i, kb_i) = (m as i32, n as i32, bs as i32, mb as i32, kb as i32);
     let (tm, tn) = (kernel.tile_m as i32, kernel.tile_n as i32);
     let (an, bn, counts_ptr, lists_ptr) = (a_norms.norms.ptr(), b_norms.norms.ptr(), counts.ptr(), lists.ptr());
+    let (performed_ptr, squared_ptr) = (shares.ptr(), shares.ptr() + tiles as u64 * 8);
     let cfg =
         Launch { grid: (tiles.min(device.multiprocessors * 8) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
     unsafe {
@@ -351,20 +361,37 @@ fn tile_work(
             &f,
             cfg,
             stream,
-            kernel_args![&m_i, &n_i, &bs_i, &mb_i, &kb_i, &tm, &tn, &an, &bn, &tau, &counts_ptr, &lists_ptr],
+            kernel_args![
+                &m_i,
+                &n_i,
+                &bs_i,
+                &mb_i,
+                &kb_i,
+                &tm,
+                &tn,
+                &an,
+                &bn,
+                &tau,
+                &counts_ptr,
+                &lists_ptr,
+                &performed_ptr,
+                &squared_ptr
+            ],
         )
     }?;
-    let tiles_i = tiles as i32;
-    let order_ptr = order.ptr();
-    if heaviest_first() {
-        let f = device.function(&SPAMM, "spamm_tile_order")?;
-        let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
-        unsafe { launch(&f, cfg, stream, kernel_args![&tiles_i, &kb_i, &counts_ptr, &order_ptr]) }?;
-    } else {
-        let f = device.function(&SPAMM, "spamm_tile_identity_order")?;
-        unsafe { launch(&f, flat_launch(device, tiles), stream, kernel_args![&tiles_i, &order_ptr]) }?;
-    }
-    Ok(TileWork { tiles, order, counts, lists })
+    let (tiles_i, natural) = (tiles as i32, (!heaviest_first()) as i32);
+    let (order_ptr, totals_ptr) = (order.ptr(), totals.ptr());
+    let f = device.function(&SPAMM, "spamm_tile_order")?;
+    let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![&tiles_i, &kb_i, &natural, &counts_ptr, &performed_ptr, &squared_ptr, &order_ptr, &totals_ptr],
+        )
+    }?;
+    Ok(TileWork { tiles, order, counts, lists, totals })
 }
 
 /// Where a product's statistics land without stopping the caller's stream: a pinned host slot that
@@ -433,7 +460,8 @@ impl Drop for StatsSlot {
 }
 
 /// Queues the per-C-block statistics (`spamm_block_stats`), their totals (`spamm_stats_totals`) and
-/// the copy of the totals into `slot`.
+/// the copy of the totals into `slot` (products the tile kernels do not run: their work lists carry
+/// the statistics).
 fn record_stats(
     device: &Arc<GpuDevice>,
     stream: Stream,
