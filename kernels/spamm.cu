@@ -586,3 +586,17 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_stats_totals(int mb, in
         totals[1] = (unsigned long long)__double_as_longlong(squared);
     }
 }
+
+// Performed block products per row of C blocks: rows[i] += #{(j, k) : nA[i,k] * nB[k,j] >= tau}
+// (rows zeroed by the caller). How a multi-device product splits C's rows by valid work.
+extern "C" __global__ void spamm_row_work(int mb, int nb, int kb, const double* an, const double* bn, double tau,
+                                          unsigned long long* rows) {
+    sgpu_i64 total = (sgpu_i64)mb * nb;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 i = idx % mb, j = idx / mb;
+        unsigned long long count = 0;
+        for (sgpu_i64 k = 0; k < kb; ++k) count += __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
+        if (count != 0) atomicAdd(rows + i, count);
+    }
+}

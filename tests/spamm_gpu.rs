@@ -27,11 +27,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The devices of the CUDA handles the tests make (the multi-device test changes it).
+static CUDA_DEVICES: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
 fn handle(backend: BackendKind, block_size: usize) -> spammHandle_t {
     let mut h = null_mut();
     assert_eq!(unsafe { spammCreate(&mut h) }, OK);
     assert_eq!(unsafe { spammSetBackend(h, backend as i32) }, OK, "{}", last_error());
     assert_eq!(unsafe { spammSetBlockSize(h, block_size as i32) }, OK);
+    let devices = CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if backend == BackendKind::Cuda && !devices.is_empty() {
+        let status = unsafe { spammSetDevices(h, devices.len() as i32, devices.as_ptr()) };
+        assert_eq!(status, OK, "{}", last_error());
+    }
     h
 }
 
@@ -320,6 +328,42 @@ fn every_shape_type_and_transpose_matches_the_cpu() {
     shapes_against_cpu::<f32>(&mut rng);
     shapes_against_cpu::<f64>(&mut rng);
     shapes_against_cpu::<f16>(&mut rng);
+}
+
+/// Products split over devices by valid work (rows of C; operands, norms and C rows copied to each
+/// share): first three shares on GPU 0 itself (the test hook runs the multi-device path on one GPU),
+/// then over GPUs 0 and 1 when there are two.
+#[test]
+fn products_split_over_devices_match_the_cpu() {
+    if !common::cuda_available("products_split_over_devices_match_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu split");
+    let mut configurations = vec![(3, vec![])];
+    if cuda::device_count().unwrap_or(0) >= 2 {
+        configurations.push((1, vec![0, 1]));
+    }
+    for (split, devices) in configurations {
+        cuda_spamm::split_for_testing(split);
+        *CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()) = devices.clone();
+        shapes_against_cpu::<f32>(&mut rng);
+        shapes_against_cpu::<f64>(&mut rng);
+        shapes_against_cpu::<f16>(&mut rng);
+        // A decay product large enough that the shares differ in rows but not in valid work.
+        let n = 300;
+        let a = decay_operand::<f32>(&mut rng, n, false);
+        let b = decay_operand::<f32>(&mut rng, n, true);
+        let tau = median_norm_product(&a, &b, 32);
+        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.5, tau, block_size: 32 };
+        call.check_against_cpu(
+            &format!("decay split {split} devices {devices:?}"),
+            Memory::DeviceOnOwnStream,
+            &mut rng,
+        );
+    }
+    cuda_spamm::split_for_testing(1);
+    CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 #[test]
