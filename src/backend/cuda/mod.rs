@@ -342,19 +342,32 @@ pub unsafe fn copy_matrix_async(
     if width_bytes == 0 || height == 0 {
         return Ok(());
     }
-    let mut copy: sys::CUDA_MEMCPY3D_PEER = unsafe { std::mem::zeroed() };
-    copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    copy.srcDevice = src;
-    copy.srcContext = src_gpu.ctx.cu_ctx();
-    copy.srcPitch = src_pitch;
-    copy.srcHeight = height;
-    copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    copy.dstDevice = dst;
-    copy.dstContext = dst_gpu.ctx.cu_ctx();
-    copy.dstPitch = dst_pitch;
-    copy.dstHeight = height;
-    copy.WidthInBytes = width_bytes;
-    copy.Height = height;
-    copy.Depth = 1;
+    let copy = sys::CUDA_MEMCPY3D_PEER {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcContext: src_gpu.ctx.cu_ctx(),
+        srcPitch: src_pitch,
+        srcHeight: height,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstContext: dst_gpu.ctx.cu_ctx(),
+        dstPitch: dst_pitch,
+        dstHeight: height,
+        WidthInBytes: width_bytes,
+        Height: height,
+        Depth: 1,
+    };
     unsafe { sys::cuMemcpy3DPeerAsync(&copy, stream.0) }.result().map_err(driver_error("copying between devices"))
 }

@@ -231,6 +231,9 @@ impl GpuResident {
                 Some(s) => s,
                 None => {
                     let gpu = super::device(ordinal)?;
+                    // x and the partial results travel between this device and the lead by peer copies.
+                    gpu.enable_peer_access(lead)?;
+                    lead.enable_peer_access(&gpu)?;
                     let stream = gpu.new_stream()?;
                     resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream });
                     resident.sides.len() - 1
