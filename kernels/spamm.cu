@@ -600,3 +600,13 @@ extern "C" __global__ void spamm_row_work(int mb, int nb, int kb, const double* 
         if (count != 0) atomicAdd(rows + i, count);
     }
 }
+
+// acc += totals for two statistics totals (performed products; bits of a sum of squares), in stream
+// order: the panels of a device's share add up deterministically.
+extern "C" __global__ void spamm_stats_add(unsigned long long* acc, const unsigned long long* totals) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        acc[0] += totals[0];
+        double sum = __dadd_rn(__longlong_as_double((long long)acc[1]), __longlong_as_double((long long)totals[1]));
+        acc[1] = (unsigned long long)__double_as_longlong(sum);
+    }
+}

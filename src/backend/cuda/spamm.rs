@@ -209,7 +209,12 @@ pub unsafe fn gemm<T: Element>(
 /// the event that marks the share done, and the slot of the share's statistics.
 pub struct DeviceShare {
     gpu: Arc<GpuDevice>,
+    /// Multiplications (and the temporaries' life).
     stream: Arc<CudaStream>,
+    /// Operands arriving from the lead device.
+    copy_in: Arc<CudaStream>,
+    /// Rows of C returning to the lead device.
+    copy_out: Arc<CudaStream>,
     done: Event,
     stats: StatsSlot,
 }
@@ -218,6 +223,8 @@ impl DeviceShare {
     pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
         Ok(DeviceShare {
             stream: gpu.new_stream()?,
+            copy_in: gpu.new_stream()?,
+            copy_out: gpu.new_stream()?,
             done: Event::new(gpu)?,
             stats: StatsSlot::new(gpu)?,
             gpu: gpu.clone(),
@@ -293,87 +300,22 @@ pub unsafe fn gemm_shared<T: Element>(
     let block_rows = |share: usize| bounds[share]..bounds[share + 1];
     let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
     for (share, side) in shares.iter().enumerate().map(|(i, side)| (i + 1, side)) {
-        let (rows, block_rows) = (rows(share), block_rows(share));
-        let gpu = &side.gpu;
-        let side_stream = Stream(side.stream.cu_stream());
-        if rows.is_empty() {
-            // Nothing to compute: the share's statistics are zero.
-            gpu.bind()?;
-            side.stats.record(side_stream, &DeviceBuffer::zeroed(gpu, 16, side_stream, "SpAMM statistics")?)?;
-            continue;
-        }
-        gpu.enable_peer_access(lead)?;
-        lead.enable_peer_access(gpu)?;
-        gpu.bind()?;
-        ready.wait_on(side_stream)?;
-        let panel = rows.len();
-        // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
-        let (a_src, a_width, a_height, a_ld) = match a_dev.op {
-            Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel, k, panel),
-            Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel, k),
-        };
-        let a_side = DeviceBuffer::alloc(gpu, a_width * a_height * size, side_stream, "A rows on another device")?;
-        let b_side =
-            DeviceBuffer::alloc(gpu, b.stored_rows * b.stored_cols * size, side_stream, "B on another device")?;
-        let an_side = DeviceBuffer::alloc(gpu, block_rows.len() * kb * 8, side_stream, "norms on another device")?;
-        let bn_side = DeviceBuffer::alloc(gpu, kb * nb * 8, side_stream, "norms on another device")?;
-        let c_side = DeviceBuffer::alloc(gpu, panel * n * size, side_stream, "C rows on another device")?;
+        let share_rows = SharedRows { rows: rows(share), block_rows: block_rows(share), mb, nb, kb, reads_c };
         unsafe {
-            copy_matrix_async(
-                (a_side.ptr(), a_width * size, gpu),
-                (a_src, a_dev.ld * size, lead),
-                a_width * size,
-                a_height,
-                side_stream,
-            )?;
-            copy_matrix_async(
-                (b_side.ptr(), b.stored_rows * size, gpu),
-                (b_dev.ptr, b_dev.ld * size, lead),
-                b.stored_rows * size,
-                b.stored_cols,
-                side_stream,
-            )?;
-            copy_matrix_async(
-                (an_side.ptr(), block_rows.len() * 8, gpu),
-                (an + (block_rows.start * 8) as u64, mb * 8, lead),
-                block_rows.len() * 8,
-                kb,
-                side_stream,
-            )?;
-            copy_matrix_async((bn_side.ptr(), kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, side_stream)?;
-            if reads_c {
-                copy_matrix_async(
-                    (c_side.ptr(), panel * size, gpu),
-                    (c.ptr() + (rows.start * size) as u64, ldc * size, lead),
-                    panel * size,
-                    n,
-                    side_stream,
-                )?;
-            }
-            let totals = multiply::<T>(
-                gpu,
-                side_stream,
-                &product(rows.clone()),
-                DeviceOperand { ptr: a_side.ptr(), ld: a_ld, op: a_dev.op },
-                DeviceOperand { ptr: b_side.ptr(), ld: b.stored_rows, op: b_dev.op },
-                (an_side.ptr(), block_rows.len()),
-                bn_side.ptr(),
+            run_share::<T>(
+                lead,
+                stream,
+                side,
+                &ready,
+                &share_rows,
+                &product(rows(share)),
+                (a_dev, b_dev, b.stored_rows, b.stored_cols),
+                (an, bn),
                 alpha,
                 beta,
-                (c_side.ptr(), panel),
-            )?;
-            side.stats.record(side_stream, &totals)?;
-            copy_matrix_async(
-                (c.ptr() + (rows.start * size) as u64, ldc * size, lead),
-                (c_side.ptr(), panel * size, gpu),
-                panel * size,
-                n,
-                side_stream,
-            )?;
-        }
-        side.done.record(side_stream)?;
-        lead.bind()?;
-        side.done.wait_on(stream)?;
+                (c.ptr(), ldc),
+            )
+        }?;
     }
     // The lead's share: the first rows, in place.
     let rows = rows(0);
@@ -399,6 +341,166 @@ pub unsafe fn gemm_shared<T: Element>(
     // Every share waited for above; the temporaries of this call are freed after that in each stream.
     c.finish()?;
     Ok((mb, nb, kb))
+}
+
+/// Column panels a device's share is cut into: op(B)'s next panel is copied in, and C's last one
+/// copied out, while the current one is multiplied.
+const SHARE_PANELS: usize = 8;
+
+/// The rows of C a device's share computes, with the block counts of the whole product.
+struct SharedRows {
+    rows: std::ops::Range<usize>,
+    block_rows: std::ops::Range<usize>,
+    mb: usize,
+    nb: usize,
+    kb: usize,
+    reads_c: bool,
+}
+
+/// One other device's share of [`gemm_shared`]: `p` is the share's product (its rows of C, all of
+/// n). Its copy-in stream receives op(A)'s rows, the norm maps' parts, then op(B) (and C when read)
+/// panel by panel; its compute stream multiplies each panel once it has arrived; its copy-out stream
+/// returns each panel of C once computed. The caller's `stream` (on `lead`) waits for the share.
+///
+/// # Safety
+/// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_share<T: Element>(
+    lead: &Arc<GpuDevice>,
+    stream: Stream,
+    side: &DeviceShare,
+    ready: &Event,
+    share: &SharedRows,
+    p: &Product,
+    (a_dev, b_dev, b_rows, b_cols): (DeviceOperand, DeviceOperand, usize, usize),
+    (an, bn): (CUdeviceptr, CUdeviceptr),
+    alpha: T::Compute,
+    beta: T::Compute,
+    (c_lead, ldc): (CUdeviceptr, usize),
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let (gpu, rows, block_rows) = (&side.gpu, share.rows.clone(), share.block_rows.clone());
+    let (mb, nb, kb) = (share.mb, share.nb, share.kb);
+    let (n, k, bs) = (p.n, p.k, p.bs);
+    let (compute, copy_in, copy_out) =
+        (Stream(side.stream.cu_stream()), Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+    gpu.bind()?;
+    if rows.is_empty() {
+        // Nothing to compute: the share's statistics are zero.
+        return side.stats.record(compute, &DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?);
+    }
+    gpu.enable_peer_access(lead)?;
+    lead.enable_peer_access(gpu)?;
+    gpu.bind()?;
+    let panel_rows = rows.len();
+    // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
+    let (a_src, a_width, a_height, a_ld) = match a_dev.op {
+        Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel_rows, k, panel_rows),
+        Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel_rows, k),
+    };
+    // Everything lives on the compute stream (allocated there and, at the end, freed there).
+    let a_side = DeviceBuffer::alloc(gpu, a_width * a_height * size, compute, "A rows on another device")?;
+    let b_side = DeviceBuffer::alloc(gpu, b_rows * b_cols * size, compute, "B on another device")?;
+    let an_side = DeviceBuffer::alloc(gpu, block_rows.len() * kb * 8, compute, "norms on another device")?;
+    let bn_side = DeviceBuffer::alloc(gpu, kb * nb * 8, compute, "norms on another device")?;
+    let c_side = DeviceBuffer::alloc(gpu, panel_rows * n * size, compute, "C rows on another device")?;
+    let acc = DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?;
+    let allocated = Event::new(gpu)?;
+    allocated.record(compute)?;
+    allocated.wait_on(copy_in)?;
+    allocated.wait_on(copy_out)?;
+    ready.wait_on(copy_in)?;
+    unsafe {
+        copy_matrix_async(
+            (a_side.ptr(), a_width * size, gpu),
+            (a_src, a_dev.ld * size, lead),
+            a_width * size,
+            a_height,
+            copy_in,
+        )?;
+        copy_matrix_async(
+            (an_side.ptr(), block_rows.len() * 8, gpu),
+            (an + (block_rows.start * 8) as u64, mb * 8, lead),
+            block_rows.len() * 8,
+            kb,
+            copy_in,
+        )?;
+        copy_matrix_async((bn_side.ptr(), kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
+    }
+    let add = gpu.function(&SPAMM, "spamm_stats_add")?;
+    let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
+    // Per panel: its columns of op(B) arrived, its columns of C computed (kept alive to the end).
+    let mut events = Vec::new();
+    for first_block in (0..nb).step_by(panel_blocks) {
+        let blocks = first_block..(first_block + panel_blocks).min(nb);
+        let cols = blocks.start * bs..(blocks.end * bs).min(n);
+        // op(B)'s columns: stored columns of B (op N) or stored rows (op T), in place in B's copy.
+        let (b_offset, b_src_offset, width, height) = match b_dev.op {
+            Operation::N => (cols.start * b_rows * size, cols.start * b_dev.ld * size, b_rows, cols.len()),
+            Operation::T => (cols.start * size, cols.start * size, cols.len(), b_cols),
+        };
+        let c_offset = (rows.start * size + cols.start * ldc * size) as u64;
+        let c_panel = c_side.ptr() + (cols.start * panel_rows * size) as u64;
+        unsafe {
+            copy_matrix_async(
+                (b_side.ptr() + b_offset as u64, b_rows * size, gpu),
+                (b_dev.ptr + b_src_offset as u64, b_dev.ld * size, lead),
+                width * size,
+                height,
+                copy_in,
+            )?;
+            if share.reads_c {
+                copy_matrix_async(
+                    (c_panel, panel_rows * size, gpu),
+                    (c_lead + c_offset, ldc * size, lead),
+                    panel_rows * size,
+                    cols.len(),
+                    copy_in,
+                )?;
+            }
+        }
+        let arrived = Event::new(gpu)?;
+        arrived.record(copy_in)?;
+        arrived.wait_on(compute)?;
+        let totals = unsafe {
+            multiply::<T>(
+                gpu,
+                compute,
+                &Product { n: cols.len(), ..*p },
+                DeviceOperand { ptr: a_side.ptr(), ld: a_ld, op: a_dev.op },
+                DeviceOperand { ptr: b_side.ptr() + b_offset as u64, ld: b_rows, op: b_dev.op },
+                (an_side.ptr(), block_rows.len()),
+                bn_side.ptr() + (blocks.start * kb * 8) as u64,
+                alpha,
+                beta,
+                (c_panel, panel_rows),
+            )
+        }?;
+        let (acc_ptr, totals_ptr) = (acc.ptr(), totals.ptr());
+        let one = Launch { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
+        unsafe { launch(&add, one, compute, kernel_args![&acc_ptr, &totals_ptr]) }?;
+        let computed = Event::new(gpu)?;
+        computed.record(compute)?;
+        computed.wait_on(copy_out)?;
+        unsafe {
+            copy_matrix_async(
+                (c_lead + c_offset, ldc * size, lead),
+                (c_panel, panel_rows * size, gpu),
+                panel_rows * size,
+                cols.len(),
+                copy_out,
+            )?;
+        }
+        events.push((arrived, computed));
+    }
+    side.stats.record(compute, &acc)?;
+    // The temporaries are freed on the compute stream once the last panel of C has left.
+    let returned = Event::new(gpu)?;
+    returned.record(copy_out)?;
+    returned.wait_on(compute)?;
+    side.done.record(compute)?;
+    lead.bind()?;
+    side.done.wait_on(stream)
 }
 
 /// Block-row boundaries of `parts` shares of C with equal valid work: `bounds[p]..bounds[p + 1]` are
