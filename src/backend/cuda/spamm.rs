@@ -2,7 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and of the τ search's
 //! valid-ratio evaluations.
 
-use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32};
+use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{GpuDevice, Launch, Stream, driver_error, launch};
 use crate::error::Result;
@@ -281,13 +281,14 @@ impl TileKernel {
                 threads: 256,
                 shared_bytes: 0,
             },
+            // kernels/spamm_f64.cu: DMMA, 4 cp.async stages of 128 x 16 + 16 x 128 doubles (padded).
             ValueType::F64 => TileKernel {
-                module: &SPAMM_F32,
+                module: &SPAMM_F64,
                 name: "spamm_tiles_f64",
-                tile_m: 64,
-                tile_n: 64,
+                tile_m: 128,
+                tile_n: 128,
                 threads: 256,
-                shared_bytes: 0,
+                shared_bytes: 163_840,
             },
             ValueType::F16 => TileKernel {
                 module: &SPAMM_F16,
