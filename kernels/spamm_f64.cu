@@ -38,6 +38,10 @@
 #ifndef SPAMM_F64_MMA
 #define SPAMM_F64_MMA 16
 #endif
+// Where a stage issues the next chunk's copies: 0 before its mma, g (1..4) after group row g - 1's.
+#ifndef SPAMM_F64_ISSUE_AT
+#define SPAMM_F64_ISSUE_AT 1
+#endif
 
 __device__ __forceinline__ unsigned spamm_f64_smem_addr(const void* p) {
     unsigned a;
@@ -122,6 +126,36 @@ __device__ __forceinline__ unsigned spamm_f64_tile(int m, int n, const unsigned*
     return first + idx % size + idx / size * rows;
 }
 
+// The tile's k blocks, SPAMM_F64_BK at a time (SpammChunkCursor's walk in 32-bit positions), the next
+// list entry loaded one k block ahead so that no stage waits for it.
+struct SpammF64Cursor {
+    const unsigned* list;
+    int count, entry, pos, block_end, bs, k;
+    unsigned next, mask;
+
+    __device__ __forceinline__ SpammF64Cursor(const unsigned* list_, int count_, int bs_, int k_)
+        : list(list_), count(count_), entry(-1), pos(0), block_end(0), bs(bs_), k(k_), next(0), mask(0) {
+        if (count > 0) next = list[0];
+    }
+
+    // The next chunk [start, end) and its list mask (a new k block's mask in `fresh`).
+    __device__ __forceinline__ bool advance(int& start, int& end, bool& fresh) {
+        fresh = pos >= block_end;
+        if (fresh) {
+            if (++entry >= count) return false;
+            unsigned e = next;
+            if (entry + 1 < count) next = list[entry + 1];
+            pos = spamm_entry_k(e) * bs;
+            block_end = pos + bs < k ? pos + bs : k;
+            mask = spamm_entry_mask(e);
+        }
+        start = pos;
+        end = pos + SPAMM_F64_BK < block_end ? pos + SPAMM_F64_BK : block_end;
+        pos = end;
+        return true;
+    }
+};
+
 // A_KC: op(A) contiguous along k (A transposed), stored [row][k]; else [k][row]. B_KC: op(B)
 // contiguous along k (B not transposed), stored [column][k]; else [k][column].
 template <bool A_KC, bool B_KC>
@@ -129,7 +163,8 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                                                 sgpu_i64 lda, const double* b, sgpu_i64 ldb, double beta, double* c,
                                                 sgpu_i64 ldc, const unsigned* order, const int* counts,
                                                 const unsigned* lists, int list_stride) {
-    constexpr int T = SPAMM_F64_TILE, BK = SPAMM_F64_BK, STAGES = SPAMM_F64_STAGES;
+    constexpr int T = SPAMM_F64_TILE, STAGES = SPAMM_F64_STAGES;
+    constexpr int STAGE = 2 * SPAMM_F64_OPERAND;  // doubles per stage: A then B
     // Element strides of the shared panels: (outer, k).
     constexpr int AR = A_KC ? SPAMM_F64_LD_K : 1, AK = A_KC ? 1 : SPAMM_F64_LD_OUTER;
     constexpr int BC = B_KC ? SPAMM_F64_LD_K : 1, BKS = B_KC ? 1 : SPAMM_F64_LD_OUTER;
@@ -139,25 +174,19 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     int g = lane >> 2, q = lane & 3;
     unsigned t = spamm_f64_tile(m, n, order);
     unsigned tile_rows = (unsigned)((m + T - 1) / T);
-    SpammTileWork work;
-    work.row0 = (sgpu_i64)(t % tile_rows) * T;
-    work.col0 = (sgpu_i64)(t / tile_rows) * T;
-    work.i0 = (int)(work.row0 / bs);
-    work.j0 = (int)(work.col0 / bs);
-    work.count = counts[t];
-    work.list = lists + (sgpu_i64)t * list_stride;
-    const sgpu_i64 row0 = work.row0, col0 = work.col0;
+    const int row0 = (int)(t % tile_rows) * T, col0 = (int)(t / tile_rows) * T;
+    const int i0 = row0 / bs, j0 = col0 / bs;
 
     // The C block of each 32-row / 32-column group of the tile, as a mask bit offset (4 bits per group;
     // a group past the matrix gets 15, whose bits no mask has).
     unsigned row_blocks = 0, col_blocks = 0;
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
-        sgpu_i64 r = row0 + 32 * x, cl = col0 + 32 * x;
-        row_blocks |= (r < m ? (unsigned)(r / bs - work.i0) : 15u) << (4 * x);
-        col_blocks |= (cl < n ? (unsigned)(cl / bs - work.j0) : 15u) << (4 * x);
+        int r = row0 + 32 * x, cl = col0 + 32 * x;
+        row_blocks |= (r < m ? (unsigned)(r / bs - i0) : 15u) << (4 * x);
+        col_blocks |= (cl < n ? (unsigned)(cl / bs - j0) : 15u) << (4 * x);
     }
-    // The list mask in terms of the 4 x 4 groups: bit gr * 4 + gc set when group (gr, gc)'s C block
+    // A list mask in terms of the 4 x 4 groups: bit gr * 4 + gc set when group (gr, gc)'s C block
     // performs the k block.
     auto group_mask = [&](unsigned mask) -> unsigned {
         if (bs == 32) return mask;
@@ -172,58 +201,73 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
         return out;
     };
 
-    // Copy assignment (4 pairs of doubles per operand and thread, per stage). Outer-contiguous panels:
-    // pair (tid % 64) * 2 of the outer dimension, k rows tid / 64 + 4 j. k-contiguous panels: outer
-    // tid / 8 + 32 j (group j), k pair (tid % 8) * 2.
+    // Copies: 4 pairs of doubles per operand and thread and stage. An outer-contiguous panel: the pair
+    // at outer (tid % 64) * 2 (group (tid % 64) / 16), k rows tid / 64 + 4 j. A k-contiguous panel:
+    // outer tid / 8 + 32 j (group j), the k pair (tid % 8) * 2. Per operand: the source of copy 0 at
+    // chunk start 0, the step between copies, the step per k, and the shared offset of copy 0.
     const int oc_outer = (tid & 63) * 2, oc_k = tid >> 6;
     const int kc_outer = tid >> 3, kc_k = (tid & 7) * 2;
-    // Elements of this thread's outer-contiguous pair inside the matrix.
-    const int a_rows_in = A_KC ? 0 : spamm_f64_clamp2(m - (row0 + oc_outer));
-    const int b_cols_in = B_KC ? 0 : spamm_f64_clamp2(n - (col0 + oc_outer));
+    const double* a_src = A_KC ? a + kc_k + (sgpu_i64)(row0 + kc_outer) * lda : a + (row0 + oc_outer) + oc_k * lda;
+    const sgpu_i64 a_step = A_KC ? 32 * lda : 4 * lda, a_kstep = A_KC ? 1 : lda;
+    const int a_off = A_KC ? kc_outer * SPAMM_F64_LD_K + kc_k : oc_k * SPAMM_F64_LD_OUTER + oc_outer;
+    const double* b_src = B_KC ? b + kc_k + (sgpu_i64)(col0 + kc_outer) * ldb : b + (col0 + oc_outer) + oc_k * ldb;
+    const sgpu_i64 b_step = B_KC ? 32 * ldb : 4 * ldb, b_kstep = B_KC ? 1 : ldb;
+    const int b_off = SPAMM_F64_OPERAND + (B_KC ? kc_outer * SPAMM_F64_LD_K + kc_k : oc_k * SPAMM_F64_LD_OUTER + oc_outer);
+    // Copies inside the matrix along the outer dimension: k-contiguous, a bit per copy; outer-contiguous,
+    // how many of the pair (the same for every copy).
+    int a_outer_in = 0, b_outer_in = 0;
+    if (A_KC) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a_outer_in |= (row0 + kc_outer + 32 * j < m) << j;
+    } else {
+        a_outer_in = spamm_f64_clamp2(m - (row0 + oc_outer));
+    }
+    if (B_KC) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) b_outer_in |= (col0 + kc_outer + 32 * j < n) << j;
+    } else {
+        b_outer_in = spamm_f64_clamp2(n - (col0 + oc_outer));
+    }
+    const unsigned pool_addr = spamm_f64_smem_addr(spamm_f64_pool);
 
-    auto issue = [&](int stage, sgpu_i64 s0, sgpu_i64 e, unsigned fm) {
-        double* as = spamm_f64_pool + stage * (2 * SPAMM_F64_OPERAND);
-        double* bsm = as + SPAMM_F64_OPERAND;
-        if (A_KC) {
+    // One operand's copies of chunk [s0, e) into stage `stage`; `need` has bit j when copy j's group
+    // is needed (k-contiguous) or, for an outer-contiguous panel, bit 0 when the thread's group is.
+    auto copy_operand = [&](bool kc, const double* src0, sgpu_i64 step, sgpu_i64 kstep, int off, int outer_in,
+                            int stage, int s0, int e, unsigned need) {
+        const double* src = src0 + s0 * kstep;
+        double* dst = spamm_f64_pool + stage * STAGE + off;
+        unsigned dst_addr = pool_addr + 8u * (unsigned)(stage * STAGE + off);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                if (((fm >> (4 * j)) & 15u) == 0) continue;
-                sgpu_i64 r = row0 + kc_outer + 32 * j, p = s0 + kc_k;
-                int valid = r < m ? spamm_f64_clamp2(e - p) : 0;
-                spamm_f64_copy_pair(as + (kc_outer + 32 * j) * SPAMM_F64_LD_K + kc_k, a + p + r * lda, valid);
+        for (int j = 0; j < 4; ++j) {
+            int valid;
+            if (kc) {
+                if (!((need >> j) & 1u)) continue;
+                valid = (outer_in >> j) & 1 ? spamm_f64_clamp2(e - (s0 + kc_k)) : 0;
+            } else {
+                if (!need) break;
+                valid = s0 + oc_k + 4 * j < e ? outer_in : 0;
             }
-        } else if ((fm >> (4 * (oc_outer >> 5))) & 15u) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                int kk = oc_k + 4 * j;
-                sgpu_i64 p = s0 + kk;
-                int valid = p < e ? a_rows_in : 0;
-                spamm_f64_copy_pair(as + kk * SPAMM_F64_LD_OUTER + oc_outer, a + (row0 + oc_outer) + p * lda, valid);
-            }
+            const double* s = src + j * step;
+            int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
+            if (valid == 2 && (((unsigned long long)s) & 15ull) == 0) spamm_f64_cp16(dst_addr + 8u * doff, s, 16);
+            else spamm_f64_copy_pair(dst + doff, s, valid);
         }
-        if (B_KC) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                if ((fm & (0x1111u << j)) == 0) continue;
-                sgpu_i64 cl = col0 + kc_outer + 32 * j, p = s0 + kc_k;
-                int valid = cl < n ? spamm_f64_clamp2(e - p) : 0;
-                spamm_f64_copy_pair(bsm + (kc_outer + 32 * j) * SPAMM_F64_LD_K + kc_k, b + p + cl * ldb, valid);
-            }
-        } else if (fm & (0x1111u << (oc_outer >> 5))) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                int kk = oc_k + 4 * j;
-                sgpu_i64 p = s0 + kk;
-                int valid = p < e ? b_cols_in : 0;
-                spamm_f64_copy_pair(bsm + kk * SPAMM_F64_LD_OUTER + oc_outer, b + (col0 + oc_outer) + p * ldb, valid);
-            }
-        }
+    };
+    auto issue = [&](int stage, int s0, int e, unsigned fm) {
+        unsigned a_need = A_KC ? (((fm & 0xfu) != 0) | (((fm & 0xf0u) != 0) << 1) | (((fm & 0xf00u) != 0) << 2) |
+                                  (((fm & 0xf000u) != 0) << 3))
+                               : (fm >> (4 * (oc_outer >> 5))) & 15u;
+        unsigned b_need = B_KC ? (((fm & 0x1111u) != 0) | (((fm & 0x2222u) != 0) << 1) | (((fm & 0x4444u) != 0) << 2) |
+                                  (((fm & 0x8888u) != 0) << 3))
+                               : fm & (0x1111u << (oc_outer >> 5));
+        copy_operand(A_KC, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, a_need);
+        copy_operand(B_KC, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, b_need);
     };
 
     // This lane's fragment elements, relative to a stage's panels.
     const int rh = warp & 1, cq = warp >> 1;
     const int a_lane = (16 * rh + g) * AR + q * AK;
-    const int b_lane = (8 * cq + g) * BC + q * BKS;
+    const int b_lane = SPAMM_F64_OPERAND + (8 * cq + g) * BC + q * BKS;
 
     double acc[4][4][4];
 #pragma unroll
@@ -234,18 +278,19 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int z = 0; z < 4; ++z) acc[x][y][z] = 0.0;
 
     {
-        SpammChunkCursor chunks(work, bs, k, BK);
+        SpammF64Cursor chunks(lists + (sgpu_i64)t * list_stride, counts[t], bs, k);
         unsigned long long queue = 0;  // group masks of the issued chunks not yet consumed, oldest lowest
+        unsigned block_fm = 0;
         int pending = 0, next_stage = 0;
         bool more = true;
         auto issue_next = [&]() {
-            sgpu_i64 s0, e;
-            unsigned mask;
-            if (more) more = chunks.advance(s0, e, mask);
+            int s0, e;
+            bool fresh;
+            if (more) more = chunks.advance(s0, e, fresh);
             if (more) {
-                unsigned fm = group_mask(mask);
-                issue(next_stage, s0, e, fm);
-                queue |= (unsigned long long)fm << (16 * pending);
+                if (fresh) block_fm = group_mask(chunks.mask);
+                issue(next_stage, s0, e, block_fm);
+                queue |= (unsigned long long)block_fm << (16 * pending);
                 ++pending;
                 next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
             }
@@ -260,24 +305,28 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             unsigned fm = (unsigned)(queue & 0xffffu);
             queue >>= 16;
             --pending;
-            issue_next();
-            const double* as = spamm_f64_pool + stage * (2 * SPAMM_F64_OPERAND) + a_lane;
-            const double* bsm = spamm_f64_pool + stage * (2 * SPAMM_F64_OPERAND) + SPAMM_F64_OPERAND + b_lane;
+            const double* as = spamm_f64_pool + stage * STAGE + a_lane;
+            const double* bsm = spamm_f64_pool + stage * STAGE + b_lane;
             double bf[4][4];
 #pragma unroll
             for (int gc = 0; gc < 4; ++gc)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) bf[gc][i] = bsm[32 * gc * BC + 4 * i * BKS];
+            // The next chunk's copies go out after the first group row's mma, which keep the tensor
+            // cores busy meanwhile.
+            if (SPAMM_F64_ISSUE_AT == 0) issue_next();
 #pragma unroll
             for (int gr = 0; gr < 4; ++gr) {
                 unsigned row = (fm >> (4 * gr)) & 15u;
-                if (row == 0) continue;
-                double af[8];
+                if (row != 0) {
+                    double af[8];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) af[i] = as[(32 * gr + 8 * (i & 1)) * AR + 4 * (i >> 1) * AK];
+                    for (int i = 0; i < 8; ++i) af[i] = as[(32 * gr + 8 * (i & 1)) * AR + 4 * (i >> 1) * AK];
 #pragma unroll
-                for (int gc = 0; gc < 4; ++gc)
-                    if ((row >> gc) & 1u) spamm_f64_mma(acc[gr][gc], af, bf[gc]);
+                    for (int gc = 0; gc < 4; ++gc)
+                        if ((row >> gc) & 1u) spamm_f64_mma(acc[gr][gc], af, bf[gc]);
+                }
+                if (gr + 1 == SPAMM_F64_ISSUE_AT) issue_next();
             }
             stage = stage + 1 == STAGES ? 0 : stage + 1;
         }
@@ -287,13 +336,13 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     for (int gr = 0; gr < 4; ++gr)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            sgpu_i64 r = row0 + 32 * gr + 16 * rh + g + 8 * h;
+            int r = row0 + 32 * gr + 16 * rh + g + 8 * h;
             if (r >= m) continue;
 #pragma unroll
             for (int gc = 0; gc < 4; ++gc)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    sgpu_i64 cl = col0 + 32 * gc + 8 * cq + 2 * q + e;
+                    int cl = col0 + 32 * gc + 8 * cq + 2 * q + e;
                     if (cl < n) spamm_store_c<double, double>(c, ldc, r, cl, alpha, acc[gr][gc][2 * h + e], beta);
                 }
         }

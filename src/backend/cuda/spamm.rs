@@ -209,7 +209,9 @@ pub unsafe fn gemm<T: Element>(
         let (a_ptr, lda, ta) = (a_in.ptr(), a.ld as i64, (a.op == Operation::T) as i32);
         let (b_ptr, ldb, tb) = (b_dev, b.ld as i64, (b.op == Operation::T) as i32);
         let (c_dev, ldc) = (c.ptr(), ldc as i64);
-        if tile.applies(bs, kb) {
+        // A tile kernel whose shared memory the device cannot give (the f64 kernel's 160 KiB on a GPU
+        // of 99 KiB per block) leaves the product to the per-block kernel below.
+        if tile.applies(bs, kb) && tile.shared_bytes as usize <= device.max_shared_memory_per_block_optin {
             let work = tile_work(device, stream, &tile, &a_norms, &b_norms, tau, (m, n, bs))?;
             let f = device.function(tile.module, tile.name)?;
             if tile.shared_bytes > 48 * 1024 {
