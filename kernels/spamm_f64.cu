@@ -1,13 +1,14 @@
 // SpAMM tile kernel for FP64 on the tensor cores (DMMA): see kernels/spamm_tiles.cuh for the work
-// lists and the argument order. Every product is an IEEE FP64 fused multiply-add, accumulated in FP64
-// (results differ from the CUDA-core kernels by the order of the sums only).
+// lists, the tile order and the argument order. Every product is an IEEE FP64 fused multiply-add,
+// accumulated in FP64 (results differ from the CUDA-core kernels by the order of the sums only).
 //
 // Tile 128 x 128 (up to 4 x 4 C blocks of 32), 256 threads = 8 warps. The fragments of a warp are
 // spread over the whole tile rather than a corner of it: warp w holds, in each of the 4 x 4 groups of
 // 32 x 32 outputs, the 16 x 8 fragment at rows 16 * (w % 2).., columns 8 * (w / 2)... Every warp
 // therefore performs exactly the products the mask allows in every group (popcount(mask) mma per
-// k step), so the warps stay balanced whatever the mask; a 32 x 32 group lies inside one C block
-// (block sizes are multiples of 32), and so does each fragment.
+// 16 k), so the warps stay balanced whatever the mask; a 32 x 32 group lies inside one C block
+// (block sizes are multiples of 32), and so does each fragment. sm_90 issues m16n8k16 (DMMA.16x8x16;
+// m8n8k4, m16n8k4 and m16n8k8 measured 1.5x, 1.05x and 1.02x slower on an H100), sm_80 m8n8k4.
 //
 // op(A) and op(B) reach shared memory through a 4-stage cp.async pipeline, 16 k per stage (a stage
 // never crosses a k block, so it carries one mask). Each operand keeps its stored contiguity: a
@@ -15,14 +16,12 @@
 // with a row stride of 132 doubles, one contiguous along k is stored [outer][k] with 20; both strides
 // are 4 mod 16 (doubles), so that the fragment reads of a half warp hit 16 distinct bank pairs. The
 // 32-row (32-column) groups of op(A) (op(B)) that no C block of the stage's mask needs are not copied.
-// Copies are 16-byte cp.async.cg (zero-filled past the matrix through src-size), 8-byte cp.async.ca
-// pairs where the source is not 16-byte aligned (odd leading dimension or base), plain zero stores
-// where nothing is inside.
-//
-// Tiles are taken in a grouped raster (8 tile rows at a time, column by column) rather than in the
-// `order` array's heaviest-first order: the tiles running at once then share their panels of A and
-// B in L2, where the heaviest-first order (tiles of equal work lie along diagonals) makes them
-// disjoint and the kernel bound by DRAM traffic.
+// Copies are 16-byte cp.async.cg with no checks for whole chunks of tiles inside the matrix from
+// aligned sources; elsewhere zero-filled past the matrix through src-size, 8-byte cp.async.ca pairs
+// where the source is not 16-byte aligned (odd leading dimension or base), plain zero stores where
+// nothing is inside. The next chunk's copies are issued in four parts between the current chunk's
+// group rows of mma, so that the tensor cores have work queued meanwhile; the next list entry is
+// loaded a k block ahead.
 
 #define SPAMM_F64_TILE 128
 #define SPAMM_F64_BK 16
@@ -31,17 +30,6 @@
 #define SPAMM_F64_LD_K 20                                             // [outer][k] row stride (doubles)
 #define SPAMM_F64_OPERAND 2560                                        // doubles per operand and stage
 #define SPAMM_F64_SHARED (SPAMM_F64_STAGES * 2 * SPAMM_F64_OPERAND * 8)  // bytes: 163840
-#ifndef SPAMM_F64_GROUP
-#define SPAMM_F64_GROUP 8  // tile rows per group of the raster; 0: tiles in `order`
-#endif
-// The mma shape on sm_90: 16 (m16n8k16), 8 (m16n8k8), 4 (m16n8k4) or 884 (m8n8k4, as on sm_80).
-#ifndef SPAMM_F64_MMA
-#define SPAMM_F64_MMA 16
-#endif
-// Where a stage issues the next chunk's copies: 0 before its mma, g (1..4) after group row g - 1's.
-#ifndef SPAMM_F64_ISSUE_AT
-#define SPAMM_F64_ISSUE_AT 1
-#endif
 
 __device__ __forceinline__ unsigned spamm_f64_smem_addr(const void* p) {
     unsigned a;
@@ -82,27 +70,14 @@ __device__ __forceinline__ int spamm_f64_clamp2(sgpu_i64 left) { return left <= 
 
 // D (16 x 8, rows g / g + 8, columns 2q, 2q + 1) += A (16 x 16) * B (16 x 8) for lane (g, q) = (lane / 4,
 // lane % 4): a[i] = A(g + 8 (i % 2), q + 4 (i / 2)), b[i] = B(q + 4 i, g). This k order is the one of
-// m16n8k16's fragments; the smaller shapes take the same registers piecewise.
+// m16n8k16's fragments; m8n8k4 (sm_80) takes the same registers piecewise.
 __device__ __forceinline__ void spamm_f64_mma(double* d, const double* a, const double* b) {
-#if __CUDA_ARCH__ >= 900 && SPAMM_F64_MMA == 16
+#if __CUDA_ARCH__ >= 900
     asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
         "{%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
         : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
         : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]),
           "d"(b[1]), "d"(b[2]), "d"(b[3]));
-#elif __CUDA_ARCH__ >= 900 && SPAMM_F64_MMA == 8
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-        asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-            : "d"(a[4 * h]), "d"(a[4 * h + 1]), "d"(a[4 * h + 2]), "d"(a[4 * h + 3]), "d"(b[2 * h]), "d"(b[2 * h + 1]));
-#elif __CUDA_ARCH__ >= 900 && SPAMM_F64_MMA == 4
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-        asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-            : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-            : "d"(a[2 * s]), "d"(a[2 * s + 1]), "d"(b[s]));
 #else
 #pragma unroll
     for (int s = 0; s < 4; ++s)
@@ -114,17 +89,10 @@ __device__ __forceinline__ void spamm_f64_mma(double* d, const double* a, const 
 #endif
 }
 
-// The tile of this thread block: the grouped raster of SPAMM_F64_GROUP tile rows (column by column
-// inside a group), or order[blockIdx.x].
-__device__ __forceinline__ unsigned spamm_f64_tile(int m, int n, const unsigned* order) {
-    if (SPAMM_F64_GROUP == 0) return order[blockIdx.x];
-    unsigned rows = (unsigned)((m + SPAMM_F64_TILE - 1) / SPAMM_F64_TILE);
-    unsigned cols = (unsigned)((n + SPAMM_F64_TILE - 1) / SPAMM_F64_TILE);
-    unsigned b = blockIdx.x, first = b / (SPAMM_F64_GROUP * cols) * SPAMM_F64_GROUP;
-    unsigned size = rows - first < SPAMM_F64_GROUP ? rows - first : SPAMM_F64_GROUP;
-    unsigned idx = b - first * cols;
-    return first + idx % size + idx / size * rows;
-}
+template <int V>
+struct SpammF64Int {
+    static constexpr int value = V;
+};
 
 // The tile's k blocks, SPAMM_F64_BK at a time (SpammChunkCursor's walk in 32-bit positions), the next
 // list entry loaded one k block ahead so that no stage waits for it.
@@ -172,7 +140,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
 
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int g = lane >> 2, q = lane & 3;
-    unsigned t = spamm_f64_tile(m, n, order);
+    unsigned t = order[blockIdx.x];
     unsigned tile_rows = (unsigned)((m + T - 1) / T);
     const int row0 = (int)(t % tile_rows) * T, col0 = (int)(t / tile_rows) * T;
     const int i0 = row0 / bs, j0 = col0 / bs;
@@ -230,15 +198,33 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     }
     const unsigned pool_addr = spamm_f64_smem_addr(spamm_f64_pool);
 
-    // One operand's copies of chunk [s0, e) into stage `stage`; `need` has bit j when copy j's group
-    // is needed (k-contiguous) or, for an outer-contiguous panel, bit 0 when the thread's group is.
-    auto copy_operand = [&](bool kc, const double* src0, sgpu_i64 step, sgpu_i64 kstep, int off, int outer_in,
-                            int stage, int s0, int e, unsigned need) {
+    // Whole chunks of a tile inside the matrix, from 16-byte aligned sources (even leading dimension
+    // and base), take one cp.async.cg of 16 bytes per pair with no checks.
+    const bool a_fast = (((unsigned long long)a_src | (unsigned long long)(a_step * 8) | (unsigned long long)(a_kstep * 16)) & 15ull) == 0 &&
+                        (A_KC ? a_outer_in == 15 : a_outer_in == 2);
+    const bool b_fast = (((unsigned long long)b_src | (unsigned long long)(b_step * 8) | (unsigned long long)(b_kstep * 16)) & 15ull) == 0 &&
+                        (B_KC ? b_outer_in == 15 : b_outer_in == 2);
+
+    // Copies J0, J0 + 1 of one operand for chunk [s0, e) into stage `stage`; `need` has bit j when copy
+    // j's group is needed (k-contiguous) or, for an outer-contiguous panel, is non-zero when the
+    // thread's group is.
+    auto copy_operand = [&](auto j0, bool kc, bool fast, const double* src0, sgpu_i64 step, sgpu_i64 kstep, int off,
+                            int outer_in, int stage, int s0, int e, unsigned need) {
+        constexpr int J0 = decltype(j0)::value;
         const double* src = src0 + s0 * kstep;
-        double* dst = spamm_f64_pool + stage * STAGE + off;
         unsigned dst_addr = pool_addr + 8u * (unsigned)(stage * STAGE + off);
+        if (fast && e - s0 == SPAMM_F64_BK) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+            for (int j = J0; j < J0 + 2; ++j) {
+                if (kc ? !((need >> j) & 1u) : !need) continue;
+                int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
+                spamm_f64_cp16(dst_addr + 8u * doff, src + j * step, 16);
+            }
+            return;
+        }
+        double* dst = spamm_f64_pool + stage * STAGE + off;
+#pragma unroll
+        for (int j = J0; j < J0 + 2; ++j) {
             int valid;
             if (kc) {
                 if (!((need >> j) & 1u)) continue;
@@ -247,21 +233,27 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                 if (!need) break;
                 valid = s0 + oc_k + 4 * j < e ? outer_in : 0;
             }
-            const double* s = src + j * step;
+            const double* sj = src + j * step;
             int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
-            if (valid == 2 && (((unsigned long long)s) & 15ull) == 0) spamm_f64_cp16(dst_addr + 8u * doff, s, 16);
-            else spamm_f64_copy_pair(dst + doff, s, valid);
+            if (valid == 2 && (((unsigned long long)sj) & 15ull) == 0) spamm_f64_cp16(dst_addr + 8u * doff, sj, 16);
+            else spamm_f64_copy_pair(dst + doff, sj, valid);
         }
     };
-    auto issue = [&](int stage, int s0, int e, unsigned fm) {
-        unsigned a_need = A_KC ? (((fm & 0xfu) != 0) | (((fm & 0xf0u) != 0) << 1) | (((fm & 0xf00u) != 0) << 2) |
-                                  (((fm & 0xf000u) != 0) << 3))
-                               : (fm >> (4 * (oc_outer >> 5))) & 15u;
-        unsigned b_need = B_KC ? (((fm & 0x1111u) != 0) | (((fm & 0x2222u) != 0) << 1) | (((fm & 0x4444u) != 0) << 2) |
-                                  (((fm & 0x8888u) != 0) << 3))
-                               : fm & (0x1111u << (oc_outer >> 5));
-        copy_operand(A_KC, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, a_need);
-        copy_operand(B_KC, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, b_need);
+    // Part p (0..3) of a chunk's copies: A's copies 0, 1, then A's 2, 3, B's 0, 1, B's 2, 3.
+    auto issue_part = [&](int part, int stage, int s0, int e, unsigned fm) {
+        if (part < 2) {
+            unsigned need = A_KC ? (((fm & 0xfu) != 0) | (((fm & 0xf0u) != 0) << 1) | (((fm & 0xf00u) != 0) << 2) |
+                                    (((fm & 0xf000u) != 0) << 3))
+                                 : (fm >> (4 * (oc_outer >> 5))) & 15u;
+            if (part == 0) copy_operand(SpammF64Int<0>(), A_KC, a_fast, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, need);
+            else copy_operand(SpammF64Int<2>(), A_KC, a_fast, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, need);
+        } else {
+            unsigned need = B_KC ? (((fm & 0x1111u) != 0) | (((fm & 0x2222u) != 0) << 1) | (((fm & 0x4444u) != 0) << 2) |
+                                    (((fm & 0x8888u) != 0) << 3))
+                                 : fm & (0x1111u << (oc_outer >> 5));
+            if (part == 2) copy_operand(SpammF64Int<0>(), B_KC, b_fast, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, need);
+            else copy_operand(SpammF64Int<2>(), B_KC, b_fast, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, need);
+        }
     };
 
     // This lane's fragment elements, relative to a stage's panels.
@@ -283,13 +275,17 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
         unsigned block_fm = 0;
         int pending = 0, next_stage = 0;
         bool more = true;
-        auto issue_next = [&]() {
-            int s0, e;
+        // The next chunk: found before a stage's mma, its copies issued in four parts between them.
+        int n_s0 = 0, n_e = 0;
+        bool have = false;
+        auto find_next = [&]() {
             bool fresh;
-            if (more) more = chunks.advance(s0, e, fresh);
-            if (more) {
-                if (fresh) block_fm = group_mask(chunks.mask);
-                issue(next_stage, s0, e, block_fm);
+            have = more && chunks.advance(n_s0, n_e, fresh);
+            more = have;
+            if (have && fresh) block_fm = group_mask(chunks.mask);
+        };
+        auto finish_next = [&]() {
+            if (have) {
                 queue |= (unsigned long long)block_fm << (16 * pending);
                 ++pending;
                 next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
@@ -297,7 +293,13 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             spamm_f64_commit();
         };
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) issue_next();
+        for (int s = 0; s < STAGES - 1; ++s) {
+            find_next();
+            if (have)
+#pragma unroll
+                for (int part = 0; part < 4; ++part) issue_part(part, next_stage, n_s0, n_e, block_fm);
+            finish_next();
+        }
         int stage = 0;
         while (pending > 0) {
             spamm_f64_wait<STAGES - 2>();
@@ -305,6 +307,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             unsigned fm = (unsigned)(queue & 0xffffu);
             queue >>= 16;
             --pending;
+            find_next();
             const double* as = spamm_f64_pool + stage * STAGE + a_lane;
             const double* bsm = spamm_f64_pool + stage * STAGE + b_lane;
             double bf[4][4];
@@ -312,9 +315,6 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int gc = 0; gc < 4; ++gc)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) bf[gc][i] = bsm[32 * gc * BC + 4 * i * BKS];
-            // The next chunk's copies go out after the first group row's mma, which keep the tensor
-            // cores busy meanwhile.
-            if (SPAMM_F64_ISSUE_AT == 0) issue_next();
 #pragma unroll
             for (int gr = 0; gr < 4; ++gr) {
                 unsigned row = (fm >> (4 * gr)) & 15u;
@@ -326,8 +326,9 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                     for (int gc = 0; gc < 4; ++gc)
                         if ((row >> gc) & 1u) spamm_f64_mma(acc[gr][gc], af, bf[gc]);
                 }
-                if (gr + 1 == SPAMM_F64_ISSUE_AT) issue_next();
+                if (have) issue_part(gr, next_stage, n_s0, n_e, block_fm);
             }
+            finish_next();
             stage = stage + 1 == STAGES ? 0 : stage + 1;
         }
     }
