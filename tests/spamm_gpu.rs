@@ -116,6 +116,9 @@ enum Memory {
     Host,
     /// Device arrays, on a stream of the caller's (not the default stream).
     DeviceOnOwnStream,
+    /// Device arrays whose A and B start one element past a 256-byte boundary (8 bytes for f64: not
+    /// 16-byte aligned), on a stream of the caller's.
+    DeviceOffsetByOne,
 }
 
 struct Call<'a, T: GpuElement> {
@@ -167,9 +170,12 @@ impl<T: GpuElement> Call<'_, T> {
             let stream = gpu.ctx.new_stream().unwrap();
             let own = Stream(stream.cu_stream());
             assert_eq!(unsafe { spammSetStream(h, own.0 as *mut c_void) }, OK);
-            let a = DeviceBuffer::from_host(&gpu, &self.a.data, own, "A").unwrap();
-            let b = DeviceBuffer::from_host(&gpu, &self.b.data, own, "B").unwrap();
+            let offset = (memory == Memory::DeviceOffsetByOne) as usize;
+            let shifted = |x: &[T]| -> Vec<T> { [&[T::from_f64(0.0)][..offset], x].concat() };
+            let a = DeviceBuffer::from_host(&gpu, &shifted(&self.a.data), own, "A").unwrap();
+            let b = DeviceBuffer::from_host(&gpu, &shifted(&self.b.data), own, "B").unwrap();
             let c_dev = DeviceBuffer::from_host(&gpu, &c, own, "C").unwrap();
+            let elem = (offset * std::mem::size_of::<T>()) as u64;
             let status = unsafe {
                 T::gemm(
                     h,
@@ -179,9 +185,9 @@ impl<T: GpuElement> Call<'_, T> {
                     dims.1,
                     dims.2,
                     &alpha,
-                    a.ptr() as *const T,
+                    (a.ptr() + elem) as *const T,
                     lda,
-                    b.ptr() as *const T,
+                    (b.ptr() + elem) as *const T,
                     ldb,
                     &beta,
                     c_dev.ptr() as *mut T,
@@ -385,6 +391,46 @@ fn block_sizes_from_one_to_the_maximum() {
         let tau = median_norm_product(&ah, &bh, bs);
         let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs };
         call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
+    }
+}
+
+/// The f64 tensor-core tile kernel (128 × 128 tiles) on products of several tiles in each direction:
+/// every transpose, odd and even leading dimensions, A and B at addresses that are not 16-byte
+/// aligned, block sizes 32, 64 and 96 (several groups of a tile in one C block), partial tiles and
+/// partial k blocks, τ = 0 and a τ skipping about half of the block products.
+#[test]
+fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
+    if !common::cuda_available("f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu f64 tiles");
+    let ops = [Operation::N, Operation::T];
+    let mut case = 0usize;
+    for &(m, n, k) in &[(300, 260, 333), (129, 257, 64), (256, 128, 97)] {
+        for &bs in &[32, 64, 96] {
+            for (ta, tb) in [(ops[0], ops[0]), (ops[1], ops[0]), (ops[0], ops[1]), (ops[1], ops[1])] {
+                case += 1;
+                let a = Operand::<f64>::random(&mut rng, ta, m, k, case % 2);
+                let b = Operand::<f64>::random(&mut rng, tb, k, n, (case / 2) % 2);
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (-1.25, 0.5) };
+                let memory = match case % 3 {
+                    0 => Memory::Host,
+                    1 => Memory::DeviceOffsetByOne,
+                    _ => Memory::DeviceOnOwnStream,
+                };
+                for tau in [0.0, median_norm_product(&a, &b, bs)] {
+                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
+                    let what = format!(
+                        "f64 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} offset {}",
+                        a.ld,
+                        b.ld,
+                        memory == Memory::DeviceOffsetByOne
+                    );
+                    call.check_against_cpu(&what, memory, &mut rng);
+                }
+            }
+        }
     }
 }
 

@@ -196,7 +196,12 @@ impl SpammHandle {
         self.last_stats = None;
         let share_gpus = self.share_gpus(&gpu)?;
         let bs = self.block_size;
-        let shares = if !share_gpus.is_empty() && cuda_spamm::splits::<T>(bs, a.op_shape().1) {
+        let shares = if !share_gpus.is_empty()
+            && cuda_spamm::splits::<T>(
+                &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
+                bs,
+                a.op_shape().1,
+            ) {
             if self.shares.len() != share_gpus.len()
                 || self.shares.iter().zip(&share_gpus).any(|(share, gpu)| !Arc::ptr_eq(share.gpu(), gpu))
             {

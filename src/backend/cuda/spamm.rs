@@ -2,7 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and of the τ search's
 //! valid-ratio evaluations.
 
-use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32};
+use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
 use crate::error::Result;
@@ -253,8 +253,9 @@ pub fn shares_for_testing() -> usize {
 }
 
 /// Whether a product can be split over devices (the tile kernels take panels of C's rows).
-pub fn splits<T: Element>(bs: usize, k: usize) -> bool {
-    TileKernel::of::<T>().applies(bs, block_count(k, bs))
+pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize) -> bool {
+    let kernel = TileKernel::of::<T>();
+    devices.iter().all(|device| kernel.applies(device, bs, block_count(k, bs)))
 }
 
 /// [`gemm`] over the lead device and `shares` (cuSpAMM section 3.4): C's rows are cut at block-row
@@ -652,7 +653,7 @@ unsafe fn multiply<T: Element>(
     let (a_ptr, lda, ta) = (a.ptr, a.ld as i64, (a.op == Operation::T) as i32);
     let (b_ptr, ldb, tb) = (b.ptr, b.ld as i64, (b.op == Operation::T) as i32);
     let ldc = ldc as i64;
-    if tile.applies(bs, kb) {
+    if tile.applies(device, bs, kb) {
         let work = tile_work(device, stream, &tile, (an, an_ld), bn, tau, (m, n, bs, kb))?;
         let f = device.function(tile.module, tile.name)?;
         if tile.shared_bytes > 48 * 1024 {
@@ -720,13 +721,14 @@ impl TileKernel {
                 threads: 256,
                 shared_bytes: 0,
             },
+            // kernels/spamm_f64.cu: DMMA, 4 cp.async stages of 128 x 16 + 16 x 128 doubles (padded).
             ValueType::F64 => TileKernel {
-                module: &SPAMM_F32,
+                module: &SPAMM_F64,
                 name: "spamm_tiles_f64",
-                tile_m: 64,
-                tile_n: 64,
+                tile_m: 128,
+                tile_n: 128,
                 threads: 256,
-                shared_bytes: 0,
+                shared_bytes: 163_840,
             },
             ValueType::F16 => TileKernel {
                 module: &SPAMM_F16,
@@ -743,8 +745,14 @@ impl TileKernel {
     /// Whether the work lists can describe this product: a tile spans at most 4 × 4 C blocks (block
     /// sizes that are multiples of 32, tiles of at most 128 starting at multiples of 32), whose fragments
     /// each lie inside one C block, and k blocks fit an entry's 16 bits.
-    fn applies(&self, bs: usize, kb: usize) -> bool {
-        bs.is_multiple_of(32) && self.tile_m <= 128 && self.tile_n <= 128 && kb < 1 << 16
+    /// A kernel whose shared memory the device cannot give (the f64 kernel's 160 KiB on a GPU of
+    /// 99 KiB per block) leaves the product to the per-block kernels.
+    fn applies(&self, device: &GpuDevice, bs: usize, kb: usize) -> bool {
+        bs.is_multiple_of(32)
+            && self.tile_m <= 128
+            && self.tile_n <= 128
+            && kb < 1 << 16
+            && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin
     }
 }
 
