@@ -267,7 +267,9 @@ typedef struct {
   double tau;
   // The block size (LoNum) of the product.
   int blockSize;
-  // Wall time of the product call (norms, selection, multiplication), in seconds.
+  // Host time spent in the product call, in seconds. On the CUDA backend with device-memory
+  // operands the call returns once the work is queued on the handle's stream (time the GPU work
+  // with events); spammGetStats waits for the statistics, not the caller.
   double elapsedSeconds;
 } spammStats_t;
 

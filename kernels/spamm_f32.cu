@@ -179,10 +179,3 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tiles_f32(int m, int n, 
     spamm_multiply_tiled<float, 128>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta,
                                      c, ldc, order, counts, lists, list_stride);
 }
-extern "C" __global__ void __launch_bounds__(256) spamm_tiles_f64(int m, int n, int k, int bs, double alpha,
-        const double* a, sgpu_i64 lda, int ta, const double* b, sgpu_i64 ldb, int tb, double beta, double* c,
-        sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) {
-    spamm_multiply_tiled<double, 64>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta,
-                                     c, ldc, order, counts, lists, list_stride);
-}
-

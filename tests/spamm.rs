@@ -1044,3 +1044,28 @@ fn tune_tau_rejects_bad_arguments_and_leaves_outputs() {
     assert!(tau > 0.0 && ratio == 0.0, "{tau} {ratio}");
     unsafe { spammDestroy(h) };
 }
+
+/// The row split of multi-device products: consecutive ranges covering every row, of about equal
+/// work (each share within one row's work of the ideal), and even rows when nothing is valid.
+#[test]
+fn multi_device_shares_have_equal_valid_work() {
+    use sparsegpu::backend::cuda::spamm::equal_work_bounds;
+    let mut rng = Rng::fresh("spamm shares");
+    for _ in 0..200 {
+        let rows = rng.below(40);
+        let parts = 1 + rng.below(8);
+        let work: Vec<u64> =
+            (0..rows).map(|i| if rng.below(4) == 0 { 0 } else { (i * i % 17) as u64 + rng.below(50) as u64 }).collect();
+        let bounds = equal_work_bounds(&work, parts);
+        assert_eq!((bounds.len(), bounds[0], bounds[parts]), (parts + 1, 0, rows));
+        assert!(bounds.windows(2).all(|w| w[0] <= w[1]), "{bounds:?}");
+        let total: u64 = work.iter().sum();
+        let largest = work.iter().copied().max().unwrap_or(0);
+        for p in 0..parts {
+            let share: u64 = work[bounds[p]..bounds[p + 1]].iter().sum();
+            let ideal = total as f64 / parts as f64;
+            assert!((share as f64 - ideal).abs() <= largest as f64 + 1.0, "{work:?} {bounds:?} share {p}");
+        }
+    }
+    assert_eq!(equal_work_bounds(&[0; 10], 3), vec![0, 3, 6, 10]);
+}

@@ -51,7 +51,9 @@ pub struct spammStats_t {
     pub tau: f64,
     /// The block size (LoNum) of the product.
     pub blockSize: c_int,
-    /// Wall time of the product call (norms, selection, multiplication), in seconds.
+    /// Host time spent in the product call, in seconds. On the CUDA backend with device-memory
+    /// operands the call returns once the work is queued on the handle's stream (time the GPU work
+    /// with events); spammGetStats waits for the statistics, not the caller.
     pub elapsedSeconds: f64,
 }
 

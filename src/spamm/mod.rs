@@ -13,6 +13,7 @@
 
 use crate::backend::Backend;
 use crate::backend::cpu::spamm as cpu_spamm;
+use crate::backend::cuda::GpuDevice;
 use crate::backend::cuda::spamm as cuda_spamm;
 pub use crate::backend::cuda::spamm::RawOperand;
 use crate::dense::{MatRef, op_shape, required_len};
@@ -40,6 +41,8 @@ pub struct SpammHandle {
     last_stats: Option<LastStats>,
     /// Where the CUDA backend's products leave their statistics (one device at a time).
     stats_slot: Option<cuda_spamm::StatsSlot>,
+    /// The other devices of multi-device products (the handle's devices after the first).
+    shares: Vec<cuda_spamm::DeviceShare>,
 }
 
 impl std::fmt::Debug for SpammHandle {
@@ -53,12 +56,26 @@ impl std::fmt::Debug for SpammHandle {
 #[derive(Clone, Copy, Debug)]
 enum LastStats {
     Ready(SpammStats),
-    OnDevice { dims: (usize, usize, usize), tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64 },
+    /// The totals are in the stats slot, plus the slots of the first `shares` device shares.
+    OnDevice {
+        dims: (usize, usize, usize),
+        shares: usize,
+        tau: f64,
+        block_size: usize,
+        alpha_abs: f64,
+        elapsed_seconds: f64,
+    },
 }
 
 impl SpammHandle {
     pub fn new() -> Result<Self> {
-        Ok(SpammHandle { core: HandleCore::new()?, block_size: DEFAULT_BLOCK_SIZE, last_stats: None, stats_slot: None })
+        Ok(SpammHandle {
+            core: HandleCore::new()?,
+            block_size: DEFAULT_BLOCK_SIZE,
+            last_stats: None,
+            stats_slot: None,
+            shares: Vec::new(),
+        })
     }
 
     pub fn core(&self) -> &HandleCore {
@@ -89,9 +106,14 @@ impl SpammHandle {
     pub fn last_stats(&mut self) -> Result<SpammStats> {
         let stats = match self.last_stats.ok_or_else(|| Error::invalid_value("no product has run on this handle"))? {
             LastStats::Ready(stats) => stats,
-            LastStats::OnDevice { dims, tau, block_size, alpha_abs, elapsed_seconds } => {
+            LastStats::OnDevice { dims, shares, tau, block_size, alpha_abs, elapsed_seconds } => {
                 let slot = self.stats_slot.as_ref().expect("a CUDA product left its statistics in the slot");
-                let (performed, squared) = slot.wait()?;
+                let (mut performed, mut squared) = slot.wait()?;
+                for share in &self.shares[..shares] {
+                    let (p, q) = share.stats().wait()?;
+                    performed += p;
+                    squared += q;
+                }
                 SpammStats::from_totals(dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
             }
         };
@@ -170,19 +192,49 @@ impl SpammHandle {
         if self.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
             self.stats_slot = Some(cuda_spamm::StatsSlot::new(&gpu)?);
         }
-        let slot = self.stats_slot.as_ref().expect("just made");
-        // The last product's statistics are no longer reachable once the slot is reused.
+        // The last product's statistics are no longer reachable once the slots are reused.
         self.last_stats = None;
-        let dims =
-            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size, slot) }?;
+        let share_gpus = self.share_gpus(&gpu)?;
+        let bs = self.block_size;
+        let shares = if !share_gpus.is_empty()
+            && cuda_spamm::splits::<T>(
+                &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
+                bs,
+                a.op_shape().1,
+            ) {
+            if self.shares.len() != share_gpus.len()
+                || self.shares.iter().zip(&share_gpus).any(|(share, gpu)| !Arc::ptr_eq(share.gpu(), gpu))
+            {
+                self.shares = share_gpus.iter().map(cuda_spamm::DeviceShare::new).collect::<Result<_>>()?;
+            }
+            self.shares.len()
+        } else {
+            0
+        };
+        let slot = self.stats_slot.as_ref().expect("just made");
+        let dims = if shares > 0 {
+            unsafe {
+                cuda_spamm::gemm_shared(&gpu, stream, slot, &self.shares, a, b, alpha, beta, c, c_len, ldc, tau, bs)
+            }?
+        } else {
+            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, bs, slot) }?
+        };
         self.last_stats = Some(LastStats::OnDevice {
             dims,
+            shares,
             tau,
             block_size: self.block_size,
             alpha_abs: alpha.to_f64().abs(),
             elapsed_seconds: started.elapsed().as_secs_f64(),
         });
         Ok(())
+    }
+
+    /// The devices besides the lead that share a product: the handle's other devices, or (test hook
+    /// [`cuda_spamm::split_for_testing`]) the lead itself again.
+    fn share_gpus(&self, lead: &Arc<GpuDevice>) -> Result<Vec<Arc<GpuDevice>>> {
+        let gpus = self.core.gpus()?;
+        Ok(if gpus.len() > 1 { gpus[1..].to_vec() } else { vec![lead.clone(); cuda_spamm::shares_for_testing() - 1] })
     }
 
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
@@ -433,7 +485,8 @@ impl ProductPlan {
 
 /// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
 /// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
-/// rounded separately. Both backends produce exactly these numbers.
+/// rounded separately. The CPU backend's statistics; the CUDA backend's tile kernels reduce the same
+/// quantities on the device in another fixed order (equal up to rounding, counts exactly).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockStats {
     /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
@@ -444,8 +497,8 @@ pub struct BlockStats {
 
 impl BlockStats {
     /// Performed products and `Σ_(i,j) skipped(i,j)²`, summed per column of C blocks top to bottom,
-    /// then over the columns left to right (every square and sum rounded on its own): reproducible,
-    /// the same on every backend, and parallel over columns on a GPU.
+    /// then over the columns left to right (every square and sum rounded on its own): reproducible, and
+    /// parallel over columns on a GPU (`spamm_stats_totals` sums in this order).
     pub fn totals(&self) -> (u64, f64) {
         let mb = self.dims.0;
         let performed = self.performed.iter().sum();

@@ -18,7 +18,7 @@
 
 use super::kernels::MSREP;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
-use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use super::{Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::error::Result;
 use crate::handle::HandleCore;
 use crate::kernel_args;
@@ -29,7 +29,7 @@ use crate::scalar::ComputeScalar;
 use crate::types::{SparseFormat, ValueType};
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::{self, CUdeviceptr, CUevent};
+use cudarc::driver::sys::CUdeviceptr;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -61,50 +61,6 @@ const LONG_ROW_BLOCK: u32 = 1024;
 /// entries), so a row group never loops much longer than on an average row.
 fn long_row_threshold(group: u32) -> usize {
     16 * group.max(16) as usize
-}
-
-/// A CUDA event (timing disabled) of one device's context.
-struct Event {
-    raw: CUevent,
-    device: Arc<GpuDevice>,
-}
-
-// SAFETY: a CUevent is an opaque handle the driver lets any thread use.
-unsafe impl Send for Event {}
-unsafe impl Sync for Event {}
-
-impl Event {
-    fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        device.bind()?;
-        let raw = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .map_err(driver_error("creating a CUDA event"))?;
-        Ok(Event { raw, device: device.clone() })
-    }
-
-    /// Records on `stream`, which must belong to this event's device.
-    fn record(&self, stream: Stream) -> Result<()> {
-        self.device.bind()?;
-        unsafe { drv::event::record(self.raw, stream.0) }.map_err(driver_error("recording a CUDA event"))
-    }
-
-    /// Makes `stream` (of any device; its context must be current) wait for the last record.
-    fn wait_on(&self, stream: Stream) -> Result<()> {
-        unsafe { drv::stream::wait_event(stream.0, self.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-            .map_err(driver_error("ordering streams with an event"))
-    }
-
-    fn synchronize(&self) -> Result<()> {
-        self.device.bind()?;
-        unsafe { drv::event::synchronize(self.raw) }.map_err(driver_error("executing on the GPU"))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        if self.device.bind().is_ok() {
-            let _ = unsafe { drv::event::destroy(self.raw) };
-        }
-    }
 }
 
 /// A device that holds partitions, with the stream the matrix owns there.
@@ -207,11 +163,6 @@ impl Drop for GpuResident {
     }
 }
 
-fn new_stream(gpu: &Arc<GpuDevice>) -> Result<Arc<CudaStream>> {
-    gpu.bind()?;
-    gpu.ctx.new_stream().map_err(driver_error("creating a CUDA stream"))
-}
-
 fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
@@ -280,7 +231,10 @@ impl GpuResident {
                 Some(s) => s,
                 None => {
                     let gpu = super::device(ordinal)?;
-                    let stream = new_stream(&gpu)?;
+                    // x and the partial results travel between this device and the lead by peer copies.
+                    gpu.enable_peer_access(lead)?;
+                    lead.enable_peer_access(&gpu)?;
+                    let stream = gpu.new_stream()?;
                     resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream });
                     resident.sides.len() - 1
                 }
@@ -335,7 +289,7 @@ impl GpuResident {
             old.done.synchronize()?;
         }
         let size = std::mem::size_of::<T>();
-        let alloc_stream = new_stream(lead)?;
+        let alloc_stream = lead.new_stream()?;
         let lead_stream = Stream(alloc_stream.cu_stream());
         let on_lead =
             |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what).map(DeviceBuffer::resident);

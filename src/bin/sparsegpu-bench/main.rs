@@ -43,7 +43,7 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --quick      small sizes and few repeats: finishes in well under a minute
   --json PATH  also write one JSON object per measurement to PATH (JSON lines)
   --mtx PATH   add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
-  --devices K  MSREP on 1..K devices (default: every visible device)
+  --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1)
   --block-size B   SpAMM LoNum (default 32)
   --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
   --types T,...    SpAMM value types: f32, f16, f64 (default all three)

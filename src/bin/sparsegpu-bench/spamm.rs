@@ -149,6 +149,12 @@ impl Handle {
         Ok((tau, achieved))
     }
 
+    /// Products on devices 0..k (the harness's stream on device 0 is the caller's).
+    fn set_devices(&self, k: usize) -> Outcome<()> {
+        let devices: Vec<i32> = (0..k as i32).collect();
+        check(unsafe { spammSetDevices(self.0, k as i32, devices.as_ptr()) }, "spammSetDevices")
+    }
+
     fn stats(&self) -> Outcome<spammStats_t> {
         let mut stats = unsafe { std::mem::zeroed::<spammStats_t>() };
         check(unsafe { spammGetStats(self.0, &mut stats) }, "spammGetStats")?;
@@ -267,9 +273,12 @@ fn case(
     );
     let mut points: Vec<Option<f64>> = vec![None];
     points.extend(targets.iter().map(|&t| Some(t)));
-    for target in points {
+    let devices = b.opts.devices.unwrap_or(1).min(b.device_count);
+    for (target, k) in points.iter().flat_map(|&t| (1..=devices).map(move |k| (t, k))) {
         let mut m = base.clone();
+        m.devices = k;
         let result = (|| -> Outcome<()> {
+            handle.set_devices(k)?;
             let tau = match target {
                 None => {
                     m.note = fixed_note.clone();
