@@ -12,6 +12,377 @@ __device__ __forceinline__ void spamm_ld16(double* d, const double* s) {
     d[0] = v.x; d[1] = v.y;
 }
 
+// ---------------------------------------------------------------------------------------------------
+// spammSgemm's tile kernels, 128 x 128 tiles of C, 256 threads, k in chunks of 32 (a chunk never
+// crosses a k block: LoNum is a multiple of 32 here). One extern kernel per math mode and (transa,
+// transb), so that each gets its own shared layouts and register allocation:
+//   spamm_tiles_f32_{nn,nt,tn,tt}     exact FP32 FMA on CUDA cores (SPAMM_MATH_MODE_DEFAULT)
+//   spamm_tiles_3xtf32_{nn,nt,tn,tt}  3xTF32 on tensor cores (SPAMM_MATH_MODE_3XTF32)
+// Both take their shared memory dynamically (F32_SIMT_SMEM / F32_TC_SMEM bytes, set by the launcher).
+//
+// Operands. Element (o, p) of op(A) (o: row) or op(B) (o: column) is stored either contiguous along o
+// ("outer-contiguous": A not transposed, B transposed) or along p ("k-contiguous": A transposed, B
+// not transposed). Global reads move 16-byte groups of 4 consecutive stored elements (cp.async.cg or
+// 128-bit loads) when the operand's base is 16-byte aligned and its leading dimension a multiple of 4,
+// else element by element; parts of a group past the matrix (rows >= m, columns >= n, p >= k) read as
+// zero (cp.async's src-size zero-fill), so edge tiles need no other special case.
+
+#define F32_TILE 128
+#define F32_CHUNK 32
+
+extern __shared__ __align__(16) float f32_dynamic_smem[];
+
+__device__ __forceinline__ unsigned f32_smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// Copies 16 bytes (4 bytes) to shared memory, of which the first src_bytes come from src, the rest zero.
+__device__ __forceinline__ void f32_cp_async16(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void f32_cp_async4(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void f32_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void f32_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// One operand of a tile product: element (o, p) at base[o + p * ld] (outer-contiguous) or
+// base[p + o * ld] (k-contiguous); o counts from the tile's first row / column `outer0`.
+struct F32Operand {
+    const float* base;
+    sgpu_i64 ld, outer0, outer_limit;
+    bool vector;  // 16-byte groups are aligned: base % 16 == 0 and ld % 4 == 0
+
+    __device__ __forceinline__ F32Operand(const float* x, sgpu_i64 ld_, sgpu_i64 outer0_, sgpu_i64 limit)
+        : base(x), ld(ld_), outer0(outer0_), outer_limit(limit),
+          vector(((unsigned long long)x & 15ull) == 0 && (ld_ & 3) == 0) {}
+
+    // Group q (0..3) of this thread in a F32_TILE x F32_CHUNK chunk starting at p = s, ending at e:
+    // its coordinates in the tile (o, p relative to s), its first element and how many are inside.
+    template <bool OUTER_CONTIGUOUS>
+    __device__ __forceinline__ const float* group(int q, sgpu_i64 s, sgpu_i64 e, int& o, int& p, int& valid) const {
+        int tid = threadIdx.x;
+        if (OUTER_CONTIGUOUS) {
+            // A warp reads one p: 32 groups = 128 consecutive stored elements.
+            o = (tid & 31) * 4;
+            p = (tid >> 5) + 8 * q;
+            sgpu_i64 left = outer_limit - (outer0 + o);
+            valid = s + p < e ? (left <= 0 ? 0 : left >= 4 ? 4 : (int)left) : 0;
+            return base + (outer0 + o) + (s + p) * ld;
+        } else {
+            // 8 consecutive threads read one o's 32 p (128 bytes), a warp 4 o's.
+            o = (tid >> 3) + 32 * q;
+            p = (tid & 7) * 4;
+            sgpu_i64 left = e - (s + p);
+            valid = outer0 + o < outer_limit ? (left <= 0 ? 0 : left >= 4 ? 4 : (int)left) : 0;
+            return base + (s + p) + (outer0 + o) * ld;
+        }
+    }
+
+    // Queues the copy of this thread's 4 groups of chunk [s, e) into shared memory: group (o, p) to
+    // dst + o * o_stride + p * p_stride (floats), its 4 elements 1 apart along the contiguous direction.
+    template <bool OUTER_CONTIGUOUS>
+    __device__ __forceinline__ void copy_async(float* dst, int o_stride, int p_stride, sgpu_i64 s, sgpu_i64 e) const {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            int o, p, valid;
+            const float* src = group<OUTER_CONTIGUOUS>(q, s, e, o, p, valid);
+            unsigned to = f32_smem_address(dst + o * o_stride + p * p_stride);
+            if (vector) {
+                f32_cp_async16(to, valid > 0 ? src : base, valid * 4);
+            } else {
+#pragma unroll
+                for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
+            }
+        }
+    }
+
+    // Loads this thread's 4 groups of chunk [s, e) into registers (k-contiguous operands of the SIMT
+    // kernel, which transposes them on the way to shared memory).
+    __device__ __forceinline__ void load(float* r, sgpu_i64 s, sgpu_i64 e) const {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            int o, p, valid;
+            const float* src = group<false>(q, s, e, o, p, valid);
+            if (vector && valid == 4) {
+                spamm_f4 x = *(const spamm_f4*)src;
+                r[4 * q] = x.x;
+                r[4 * q + 1] = x.y;
+                r[4 * q + 2] = x.z;
+                r[4 * q + 3] = x.w;
+            } else {
+#pragma unroll
+                for (int v = 0; v < 4; ++v) r[4 * q + v] = v < valid ? src[v] : 0.0f;
+            }
+        }
+    }
+};
+
+// ---- Exact FP32 (CUDA cores) ------------------------------------------------------------------------
+// Thread (tr, tc) of 16 x 16 owns the 8 x 8 outputs at rows tr * 8.., columns tc * 8.. of the tile; a
+// warp covers 32 rows x 64 columns (all 8 x 8 inside one C block). Both operands sit in shared memory
+// as [p][o] rows of F32_SIMT_LD floats, so each p costs a thread two 16-byte reads per operand for 64
+// FMAs (broadcast within the warp, conflict-free). Outer-contiguous operands arrive by cp.async;
+// k-contiguous ones through registers, transposed on the store. Two stages: chunk i + 1 is in flight
+// while chunk i is multiplied (a chunk is 2048 FMAs per thread, far longer than a global load).
+#define F32_SIMT_LD (F32_TILE + 4)
+#define F32_SIMT_OPERAND (F32_CHUNK * F32_SIMT_LD)
+#define F32_SIMT_STAGE (2 * F32_SIMT_OPERAND)
+#define F32_SIMT_SMEM (2 * F32_SIMT_STAGE * 4)
+
+template <bool TA, bool TB>
+__device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, float alpha, const float* a,
+                                               sgpu_i64 lda, const float* b, sgpu_i64 ldb, float beta, float* c,
+                                               sgpu_i64 ldc, const unsigned* order, const int* counts,
+                                               const unsigned* lists, int list_stride) {
+    constexpr bool A_OC = !TA, B_OC = TB;  // outer-contiguous operands
+    float* smem = f32_dynamic_smem;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int tr = (warp & 3) * 4 + (lane & 3), tc = (warp >> 2) * 8 + (lane >> 2);
+    SpammTileWork work = spamm_tile_work(m, bs, F32_TILE, F32_TILE, order, counts, lists, list_stride);
+    F32Operand op_a(a, lda, work.row0, m), op_b(b, ldb, work.col0, n);
+    int my_bit = work.bit(tr * 8, tc * 8, bs);
+
+    float acc[8][8];
+#pragma unroll
+    for (int x = 0; x < 8; ++x)
+#pragma unroll
+        for (int y = 0; y < 8; ++y) acc[x][y] = 0.0f;
+    float staged_a[A_OC ? 1 : 16], staged_b[B_OC ? 1 : 16];
+
+    // Chunk [s, e) into stage `st`: cp.async for outer-contiguous operands, register loads for the others.
+    auto issue = [&](int st, sgpu_i64 s, sgpu_i64 e) {
+        float* sa = smem + st * F32_SIMT_STAGE;
+        if (A_OC) op_a.copy_async<true>(sa, 1, F32_SIMT_LD, s, e);
+        else op_a.load(staged_a, s, e);
+        if (B_OC) op_b.copy_async<true>(sa + F32_SIMT_OPERAND, 1, F32_SIMT_LD, s, e);
+        else op_b.load(staged_b, s, e);
+        f32_cp_async_commit();
+    };
+    // The register-staged groups of a k-contiguous operand: 4 consecutive p of one o, stored as [p][o].
+    auto store = [&](int st) {
+        float* sa = smem + st * F32_SIMT_STAGE;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            int o = (tid >> 3) + 32 * q, p = (tid & 7) * 4;
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                if (!A_OC) sa[(p + v) * F32_SIMT_LD + o] = staged_a[4 * q + v];
+                if (!B_OC) sa[F32_SIMT_OPERAND + (p + v) * F32_SIMT_LD + o] = staged_b[4 * q + v];
+            }
+        }
+    };
+
+    SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
+    sgpu_i64 s, e;
+    unsigned mask = 0, next_mask = 0;
+    bool have = chunks.advance(s, e, mask);
+    int st = 0;
+    if (have) {
+        issue(0, s, e);
+        store(0);
+    }
+    f32_cp_async_wait<0>();
+    __syncthreads();
+    while (have) {
+        bool next = chunks.advance(s, e, next_mask);
+        if (next) issue(st ^ 1, s, e);
+        if ((mask >> my_bit) & 1u) {
+            const float* sa = smem + st * F32_SIMT_STAGE + tr * 8;
+            const float* sb = smem + st * F32_SIMT_STAGE + F32_SIMT_OPERAND + tc * 8;
+#pragma unroll
+            for (int p = 0; p < F32_CHUNK; ++p) {
+                float ra[8], rb[8];
+                spamm_ld16(ra, sa + p * F32_SIMT_LD);
+                spamm_ld16(ra + 4, sa + p * F32_SIMT_LD + 4);
+                spamm_ld16(rb, sb + p * F32_SIMT_LD);
+                spamm_ld16(rb + 4, sb + p * F32_SIMT_LD + 4);
+#pragma unroll
+                for (int x = 0; x < 8; ++x)
+#pragma unroll
+                    for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(ra[x], rb[y], acc[x][y]);
+            }
+        }
+        if (next) {
+            store(st ^ 1);
+            f32_cp_async_wait<0>();
+        }
+        __syncthreads();
+        st ^= 1;
+        mask = next_mask;
+        have = next;
+    }
+
+#pragma unroll
+    for (int y = 0; y < 8; ++y) {
+#pragma unroll
+        for (int x = 0; x < 8; ++x) {
+            sgpu_i64 r = work.row0 + tr * 8 + x, col = work.col0 + tc * 8 + y;
+            if (r < m && col < n) spamm_store_c(c, ldc, r, col, alpha, acc[x][y], beta);
+        }
+    }
+}
+
+// ---- 3xTF32 (tensor cores) --------------------------------------------------------------------------
+// x = big + small with big = TF32(x), small = TF32(x - big) (round to nearest, ties away from zero, on
+// the bits: exactly what the CPU backend emulates), and a·b ≈ small_a·big_b + big_a·small_b +
+// big_a·big_b, three m16n8k8 TF32 mma with FP32 accumulation (the dropped small_a·small_b is below
+// 2^-22 |a·b|). Warps as 2 x 4, warp (wm, wn) owning rows wm * 64.., columns wn * 32.. as 4 x 4
+// fragments of 16 x 8, each inside one C block: its three mma run only when the chunk's mask has that
+// block's bit. Operands stay in shared memory in their global orientation, padded so that the scalar
+// fragment reads are conflict-free: outer-contiguous as [p][o] (stride 136: the 4 p of a fragment read
+// land 8 banks apart), k-contiguous as [o][p] (stride 36: 8 rows land 4 banks apart). Three stages of
+// cp.async; the chunk masks travel through shared memory with their stage.
+#define F32_TC_LDO (F32_TILE + 8)
+#define F32_TC_LDK (F32_CHUNK + 4)
+#define F32_TC_OPERAND (F32_TILE * F32_TC_LDK)  // >= F32_CHUNK * F32_TC_LDO
+#define F32_TC_STAGE (2 * F32_TC_OPERAND)
+#define F32_TC_STAGES 3
+#define F32_TC_SMEM (F32_TC_STAGES * F32_TC_STAGE * 4)
+
+__device__ __forceinline__ unsigned f32_tf32_round(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void f32_tf32_split(float x, unsigned& big, unsigned& small) {
+    big = f32_tf32_round(x);
+    small = f32_tf32_round(x - __uint_as_float(big));
+}
+
+// D += A * B: one m16n8k8 product, TF32 inputs, FP32 accumulators.
+__device__ __forceinline__ void f32_mma_1688(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <bool TA, bool TB>
+__device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, float alpha, const float* a,
+                                                 sgpu_i64 lda, const float* b, sgpu_i64 ldb, float beta, float* c,
+                                                 sgpu_i64 ldc, const unsigned* order, const int* counts,
+                                                 const unsigned* lists, int list_stride) {
+    constexpr bool A_OC = !TA, B_OC = TB;
+    // Element (o, p) of a stage's operand tile at o * O_STRIDE + p * P_STRIDE.
+    constexpr int A_O = A_OC ? 1 : F32_TC_LDK, A_P = A_OC ? F32_TC_LDO : 1;
+    constexpr int B_O = B_OC ? 1 : F32_TC_LDK, B_P = B_OC ? F32_TC_LDO : 1;
+    float* smem = f32_dynamic_smem;
+    __shared__ unsigned stage_mask[F32_TC_STAGES];
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int wm = warp & 1, wn = warp >> 1, group = lane >> 2, quad = lane & 3;
+    SpammTileWork work = spamm_tile_work(m, bs, F32_TILE, F32_TILE, order, counts, lists, list_stride);
+    F32Operand op_a(a, lda, work.row0, m), op_b(b, ldb, work.col0, n);
+
+    int bit_row[4], bit_col[4];
+    unsigned warp_bits = 0;
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+        bit_row[f] = work.bit(wm * 64 + f * 16, 0, bs);
+        bit_col[f] = work.bit(0, wn * 32 + f * 8, bs);
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int y = 0; y < 4; ++y) warp_bits |= 1u << (bit_row[x] + bit_col[y]);
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[x][y][q] = 0.0f;
+
+    SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
+    auto issue = [&](int st) {
+        sgpu_i64 s, e;
+        unsigned chunk_mask;
+        if (chunks.advance(s, e, chunk_mask)) {
+            float* sa = smem + st * F32_TC_STAGE;
+            op_a.copy_async<A_OC>(sa, A_O, A_P, s, e);
+            op_b.copy_async<B_OC>(sa + F32_TC_OPERAND, B_O, B_P, s, e);
+            if (tid == 0) stage_mask[st] = chunk_mask;
+            return 1;
+        }
+        return 0;
+    };
+    int inflight = 0;
+#pragma unroll
+    for (int st = 0; st < F32_TC_STAGES - 1; ++st) {
+        inflight += issue(st);
+        f32_cp_async_commit();
+    }
+    int load_stage = F32_TC_STAGES - 1, stage = 0;
+    while (inflight > 0) {
+        f32_cp_async_wait<F32_TC_STAGES - 2>();
+        __syncthreads();  // chunk `stage` visible to all; every thread is done with the stage refilled next
+        inflight += issue(load_stage);
+        f32_cp_async_commit();
+        unsigned mask = stage_mask[stage];
+        if (mask & warp_bits) {
+            const float* sa = smem + stage * F32_TC_STAGE + (wm * 64 + group) * A_O + quad * A_P;
+            const float* sb = smem + stage * F32_TC_STAGE + F32_TC_OPERAND + (wn * 32 + group) * B_O + quad * B_P;
+#pragma unroll
+            for (int kk = 0; kk < F32_CHUNK; kk += 8) {
+                unsigned b_big[4][2], b_small[4][2];
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    const float* pb = sb + (y * 8) * B_O + kk * B_P;
+                    f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
+                    f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
+                }
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const float* pa = sa + (x * 16) * A_O + kk * A_P;
+                    unsigned a_big[4], a_small[4];
+                    f32_tf32_split(pa[0], a_big[0], a_small[0]);
+                    f32_tf32_split(pa[8 * A_O], a_big[1], a_small[1]);
+                    f32_tf32_split(pa[4 * A_P], a_big[2], a_small[2]);
+                    f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[3], a_small[3]);
+#pragma unroll
+                    for (int y = 0; y < 4; ++y) {
+                        if ((mask >> (bit_row[x] + bit_col[y])) & 1u) {
+                            f32_mma_1688(acc[x][y], a_small, b_big[y]);
+                            f32_mma_1688(acc[x][y], a_big, b_small[y]);
+                            f32_mma_1688(acc[x][y], a_big, b_big[y]);
+                        }
+                    }
+                }
+            }
+        }
+        --inflight;
+        stage = stage + 1 == F32_TC_STAGES ? 0 : stage + 1;
+        load_stage = load_stage + 1 == F32_TC_STAGES ? 0 : load_stage + 1;
+    }
+    f32_cp_async_wait<0>();
+
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+#pragma unroll
+        for (int y = 0; y < 4; ++y) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                sgpu_i64 r = work.row0 + wm * 64 + x * 16 + group + (q >> 1) * 8;
+                sgpu_i64 col = work.col0 + wn * 32 + y * 8 + quad * 2 + (q & 1);
+                if (r < m && col < n) spamm_store_c(c, ldc, r, col, alpha, acc[x][y][q], beta);
+            }
+        }
+    }
+}
+
+#define F32_TILE_KERNEL(NAME, BODY, TA, TB, BLOCKS)                                                           \
+    extern "C" __global__ void __launch_bounds__(256, BLOCKS) NAME(int m, int n, int k, int bs, float alpha,       \
+            const float* a, sgpu_i64 lda, int ta, const float* b, sgpu_i64 ldb, int tb, float beta, float* c, \
+            sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) { \
+        BODY<TA, TB>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, order, counts, lists, list_stride);     \
+    }
+F32_TILE_KERNEL(spamm_tiles_f32_nn, f32_simt_tiles, false, false, 2)
+F32_TILE_KERNEL(spamm_tiles_f32_nt, f32_simt_tiles, false, true, 2)
+F32_TILE_KERNEL(spamm_tiles_f32_tn, f32_simt_tiles, true, false, 1)
+F32_TILE_KERNEL(spamm_tiles_f32_tt, f32_simt_tiles, true, true, 1)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, false, false, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, false, true, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, true, false, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, true, true, 2)
+
 // The C blocks a tile [row0, row0 + tile) x [col0, col0 + tile) touches: [i0, i0 + ni) x [j0, j0 + nj).
 
 #define SPAMM_FAST_CHUNK 16
@@ -173,12 +544,6 @@ __device__ void spamm_multiply_tiled(int m, int n, int k, int bs, typename sgpu_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) spamm_tiles_f32(int m, int n, int k, int bs, float alpha,
-        const float* a, sgpu_i64 lda, int ta, const float* b, sgpu_i64 ldb, int tb, float beta, float* c,
-        sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) {
-    spamm_multiply_tiled<float, 128>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta,
-                                     c, ldc, order, counts, lists, list_stride);
-}
 extern "C" __global__ void __launch_bounds__(256) spamm_tiles_f64(int m, int n, int k, int bs, double alpha,
         const double* a, sgpu_i64 lda, int ta, const double* b, sgpu_i64 ldb, int tb, double beta, double* c,
         sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) {

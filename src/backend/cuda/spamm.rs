@@ -8,7 +8,7 @@ use super::{GpuDevice, Launch, Stream, driver_error, launch};
 use crate::error::Result;
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
-use crate::spamm::{NormMap, block_count};
+use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr, CUevent, CUevent_flags, CUevent_wait_flags};
@@ -159,7 +159,8 @@ pub unsafe fn operand_norm_map<T: Element>(
 
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
 /// `c_ptr` (host or device, `c_len` elements). The totals of the statistics are queued into `stats`
-/// (nothing waits for the stream unless C or an input is in host memory). Returns (mb, nb, kb).
+/// (nothing waits for the stream unless C or an input is in host memory). `mode` selects the FP32
+/// kernel ([`runs_3xtf32`]). Returns (mb, nb, kb).
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
@@ -177,6 +178,7 @@ pub unsafe fn gemm<T: Element>(
     ldc: usize,
     tau: f64,
     bs: usize,
+    mode: MathMode,
     stats: &StatsSlot,
 ) -> Result<(usize, usize, usize)> {
     let (m, k) = a.op_shape();
@@ -204,7 +206,8 @@ pub unsafe fn gemm<T: Element>(
     let reads_c = beta != T::Compute::ZERO || (ldc > m && n > 1);
     let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c) }?;
     if m > 0 && n > 0 {
-        let tile = TileKernel::of::<T>();
+        let transposes = (a.op == Operation::T, b.op == Operation::T);
+        let tile = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), transposes);
         let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
         let (a_ptr, lda, ta) = (a_in.ptr(), a.ld as i64, (a.op == Operation::T) as i32);
         let (b_ptr, ldb, tb) = (b_dev, b.ld as i64, (b.op == Operation::T) as i32);
@@ -271,16 +274,11 @@ struct TileKernel {
 }
 
 impl TileKernel {
-    fn of<T: Element>() -> TileKernel {
+    /// The tile kernel of a product of `T` (`tf32x3`: FP32 in 3xTF32, see [`runs_3xtf32`]) with
+    /// op(A), op(B) transposed as `transposes` says.
+    fn of<T: Element>(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
         match T::VALUE_TYPE {
-            ValueType::F32 => TileKernel {
-                module: &SPAMM_F32,
-                name: "spamm_tiles_f32",
-                tile_m: 128,
-                tile_n: 128,
-                threads: 256,
-                shared_bytes: 0,
-            },
+            ValueType::F32 => f32_tile_kernel(tf32x3, transposes),
             ValueType::F64 => TileKernel {
                 module: &SPAMM_F32,
                 name: "spamm_tiles_f64",
@@ -307,6 +305,24 @@ impl TileKernel {
     fn applies(&self, bs: usize, kb: usize) -> bool {
         bs.is_multiple_of(32) && self.tile_m <= 128 && self.tile_n <= 128 && kb < 1 << 16
     }
+}
+
+/// spammSgemm's tile kernels (`kernels/spamm_f32.cu`): one per math mode and pair of transposes, with
+/// the dynamic shared memory each takes (F32_SIMT_SMEM / F32_TC_SMEM there).
+fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
+    let name = match (tf32x3, transposes) {
+        (false, (false, false)) => "spamm_tiles_f32_nn",
+        (false, (false, true)) => "spamm_tiles_f32_nt",
+        (false, (true, false)) => "spamm_tiles_f32_tn",
+        (false, (true, true)) => "spamm_tiles_f32_tt",
+        (true, (false, false)) => "spamm_tiles_3xtf32_nn",
+        (true, (false, true)) => "spamm_tiles_3xtf32_nt",
+        (true, (true, false)) => "spamm_tiles_3xtf32_tn",
+        (true, (true, true)) => "spamm_tiles_3xtf32_tt",
+    };
+    // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
+    let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
+    TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
 }
 
 /// The work lists of a tile kernel's product, on the device.
