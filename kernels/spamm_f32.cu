@@ -46,48 +46,67 @@ __device__ __forceinline__ void f32_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 
-// One operand of a tile product: element (o, p) at base[o + p * ld] (outer-contiguous) or
-// base[p + o * ld] (k-contiguous); o counts from the tile's first row / column `outer0`.
+// One operand of a tile product, element (o, p) at base[o + p * ld] (outer-contiguous, OC) or
+// base[p + o * ld] (k-contiguous), o counted from the tile's first row / column `outer0`; this
+// thread's share of a F32_TILE x F32_CHUNK chunk: 4 groups of 4 stored-consecutive elements.
+//   OC: group q at o = (tid % 32) * 4, p = tid / 32 + 8 q (a warp reads 128 consecutive elements);
+//   k-contiguous: group q at o = tid / 8 + 32 q, p = (tid % 8) * 4 (8 threads read one o's 32 p).
+// Everything but the chunk's start is worked out once per tile.
+template <bool OC>
 struct F32Operand {
     const float* base;
-    sgpu_i64 ld, outer0, outer_limit;
-    bool vector;  // 16-byte groups are aligned: base % 16 == 0 and ld % 4 == 0
+    const float* first;  // group 0 at chunk start 0
+    sgpu_i64 ld, group_step;
+    int o, p;
+    int outer_valid;  // OC: elements of a group inside the matrix along o; else bit q: group q's o inside
+    bool vector;      // 16-byte groups are aligned: base % 16 == 0 and ld % 4 == 0
 
-    __device__ __forceinline__ F32Operand(const float* x, sgpu_i64 ld_, sgpu_i64 outer0_, sgpu_i64 limit)
-        : base(x), ld(ld_), outer0(outer0_), outer_limit(limit),
-          vector(((unsigned long long)x & 15ull) == 0 && (ld_ & 3) == 0) {}
-
-    // Group q (0..3) of this thread in a F32_TILE x F32_CHUNK chunk starting at p = s, ending at e:
-    // its coordinates in the tile (o, p relative to s), its first element and how many are inside.
-    template <bool OUTER_CONTIGUOUS>
-    __device__ __forceinline__ const float* group(int q, sgpu_i64 s, sgpu_i64 e, int& o, int& p, int& valid) const {
+    __device__ __forceinline__ F32Operand(const float* x, sgpu_i64 ld_, sgpu_i64 outer0, sgpu_i64 limit)
+        : base(x), ld(ld_), vector(((unsigned long long)x & 15ull) == 0 && (ld_ & 3) == 0) {
         int tid = threadIdx.x;
-        if (OUTER_CONTIGUOUS) {
-            // A warp reads one p: 32 groups = 128 consecutive stored elements.
+        if (OC) {
             o = (tid & 31) * 4;
-            p = (tid >> 5) + 8 * q;
-            sgpu_i64 left = outer_limit - (outer0 + o);
-            valid = s + p < e ? (left <= 0 ? 0 : left >= 4 ? 4 : (int)left) : 0;
-            return base + (outer0 + o) + (s + p) * ld;
+            p = tid >> 5;
+            sgpu_i64 left = limit - (outer0 + o);
+            outer_valid = left <= 0 ? 0 : left >= 4 ? 4 : (int)left;
+            first = x + (outer0 + o) + (sgpu_i64)p * ld_;
+            group_step = 8 * ld_;
         } else {
-            // 8 consecutive threads read one o's 32 p (128 bytes), a warp 4 o's.
-            o = (tid >> 3) + 32 * q;
+            o = tid >> 3;
             p = (tid & 7) * 4;
-            sgpu_i64 left = e - (s + p);
-            valid = outer0 + o < outer_limit ? (left <= 0 ? 0 : left >= 4 ? 4 : (int)left) : 0;
-            return base + (s + p) + (outer0 + o) * ld;
+            outer_valid = 0;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) outer_valid |= (outer0 + o + 32 * q < limit ? 1 : 0) << q;
+            first = x + p + (outer0 + o) * ld_;
+            group_step = 32 * ld_;
         }
     }
 
-    // Queues the copy of this thread's 4 groups of chunk [s, e) into shared memory: group (o, p) to
+    __device__ __forceinline__ int group_o(int q) const { return OC ? o : o + 32 * q; }
+    __device__ __forceinline__ int group_p(int q) const { return OC ? p + 8 * q : p; }
+
+    // Group q of chunk [s, e): its first element and how many of its elements are inside the matrix.
+    __device__ __forceinline__ const float* group(const float* chunk_first, int q, sgpu_i64 s, sgpu_i64 e,
+                                                  int& valid) const {
+        if (OC) {
+            valid = s + p + 8 * q < e ? outer_valid : 0;
+        } else {
+            sgpu_i64 left = e - (s + p);
+            valid = (outer_valid >> q) & 1 ? (left <= 0 ? 0 : left >= 4 ? 4 : (int)left) : 0;
+        }
+        return chunk_first + q * group_step;
+    }
+    __device__ __forceinline__ const float* chunk_first(sgpu_i64 s) const { return first + (OC ? s * ld : s); }
+
+    // Queues the copy of this thread's groups of chunk [s, e) into shared memory: group (o, p) to
     // dst + o * o_stride + p * p_stride (floats), its 4 elements 1 apart along the contiguous direction.
-    template <bool OUTER_CONTIGUOUS>
     __device__ __forceinline__ void copy_async(float* dst, int o_stride, int p_stride, sgpu_i64 s, sgpu_i64 e) const {
+        const float* from = chunk_first(s);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            int o, p, valid;
-            const float* src = group<OUTER_CONTIGUOUS>(q, s, e, o, p, valid);
-            unsigned to = f32_smem_address(dst + o * o_stride + p * p_stride);
+            int valid;
+            const float* src = group(from, q, s, e, valid);
+            unsigned to = f32_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
             if (vector) {
                 f32_cp_async16(to, valid > 0 ? src : base, valid * 4);
             } else {
@@ -97,13 +116,14 @@ struct F32Operand {
         }
     }
 
-    // Loads this thread's 4 groups of chunk [s, e) into registers (k-contiguous operands of the SIMT
+    // Loads this thread's groups of chunk [s, e) into registers (k-contiguous operands of the SIMT
     // kernel, which transposes them on the way to shared memory).
     __device__ __forceinline__ void load(float* r, sgpu_i64 s, sgpu_i64 e) const {
+        const float* from = chunk_first(s);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            int o, p, valid;
-            const float* src = group<false>(q, s, e, o, p, valid);
+            int valid;
+            const float* src = group(from, q, s, e, valid);
             if (vector && valid == 4) {
                 spamm_f4 x = *(const spamm_f4*)src;
                 r[4 * q] = x.x;
@@ -140,7 +160,8 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int tr = (warp & 3) * 4 + (lane & 3), tc = (warp >> 2) * 8 + (lane >> 2);
     SpammTileWork work = spamm_tile_work(m, bs, F32_TILE, F32_TILE, order, counts, lists, list_stride);
-    F32Operand op_a(a, lda, work.row0, m), op_b(b, ldb, work.col0, n);
+    F32Operand<A_OC> op_a(a, lda, work.row0, m);
+    F32Operand<B_OC> op_b(b, ldb, work.col0, n);
     int my_bit = work.bit(tr * 8, tc * 8, bs);
 
     float acc[8][8];
@@ -153,9 +174,9 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
     // Chunk [s, e) into stage `st`: cp.async for outer-contiguous operands, register loads for the others.
     auto issue = [&](int st, sgpu_i64 s, sgpu_i64 e) {
         float* sa = smem + st * F32_SIMT_STAGE;
-        if (A_OC) op_a.copy_async<true>(sa, 1, F32_SIMT_LD, s, e);
+        if (A_OC) op_a.copy_async(sa, 1, F32_SIMT_LD, s, e);
         else op_a.load(staged_a, s, e);
-        if (B_OC) op_b.copy_async<true>(sa + F32_SIMT_OPERAND, 1, F32_SIMT_LD, s, e);
+        if (B_OC) op_b.copy_async(sa + F32_SIMT_OPERAND, 1, F32_SIMT_LD, s, e);
         else op_b.load(staged_b, s, e);
         f32_cp_async_commit();
     };
@@ -164,11 +185,12 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         float* sa = smem + st * F32_SIMT_STAGE;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            int o = (tid >> 3) + 32 * q, p = (tid & 7) * 4;
 #pragma unroll
             for (int v = 0; v < 4; ++v) {
-                if (!A_OC) sa[(p + v) * F32_SIMT_LD + o] = staged_a[4 * q + v];
-                if (!B_OC) sa[F32_SIMT_OPERAND + (p + v) * F32_SIMT_LD + o] = staged_b[4 * q + v];
+                if (!A_OC) sa[(op_a.group_p(q) + v) * F32_SIMT_LD + op_a.group_o(q)] = staged_a[4 * q + v];
+                if (!B_OC) {
+                    sa[F32_SIMT_OPERAND + (op_b.group_p(q) + v) * F32_SIMT_LD + op_b.group_o(q)] = staged_b[4 * q + v];
+                }
             }
         }
     };
@@ -224,15 +246,23 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
 }
 
 // ---- 3xTF32 (tensor cores) --------------------------------------------------------------------------
-// x = big + small with big = TF32(x), small = TF32(x - big) (round to nearest, ties away from zero, on
-// the bits: exactly what the CPU backend emulates), and a·b ≈ small_a·big_b + big_a·small_b +
-// big_a·big_b, three m16n8k8 TF32 mma with FP32 accumulation (the dropped small_a·small_b is below
-// 2^-22 |a·b|). Warps as 2 x 4, warp (wm, wn) owning rows wm * 64.., columns wn * 32.. as 4 x 4
-// fragments of 16 x 8, each inside one C block: its three mma run only when the chunk's mask has that
-// block's bit. Operands stay in shared memory in their global orientation, padded so that the scalar
-// fragment reads are conflict-free: outer-contiguous as [p][o] (stride 136: the 4 p of a fragment read
-// land 8 banks apart), k-contiguous as [o][p] (stride 36: 8 rows land 4 banks apart). Three stages of
-// cp.async; the chunk masks travel through shared memory with their stage.
+// x = big + small with big = TF32(x) rounded to nearest (ties away from zero: add half a TF32 unit to
+// the bits, then drop the 13 low bits) and small = x - big (exact in FP32) truncated to TF32 (the
+// tensor core reads only the top 19 bits of a register), exactly what the CPU backend emulates; a·b ≈
+// small_a·big_b + big_a·small_b + big_a·big_b by three m16n8k8 TF32 mma (products exact, the dropped
+// small_a·small_b and the truncation of small below 2^-20 |a·b|). The tensor core adds in FP32 but
+// truncates; summed into one accumulator over all of k that bias grows with k (5.7e-5 relative at
+// k = 8192 on decay inputs), so each k step's three products go to a zeroed fragment that is then
+// added to the FP32 accumulator with an ordinary (rounded) FADD (F32_TC_FLUSH; 0 keeps everything in
+// the mma accumulator).
+//
+// Warps as 2 x 4, warp (wm, wn) owning rows wm * 64.., columns wn * 32.. as 4 x 4 fragments of 16 x 8,
+// each inside one C block: per chunk the warp's 16 fragment bits are taken from the chunk's mask; all
+// set (the common case) runs unpredicated, else each fragment's mma runs only under its bit. Operands
+// stay in shared memory in their global orientation, padded so that the scalar fragment reads are
+// conflict-free: outer-contiguous as [p][o] (stride 136: a fragment's 4 p land 8 banks apart),
+// k-contiguous as [o][p] (stride 36: 8 rows land 4 banks apart). Three stages of cp.async; the chunk
+// masks travel through shared memory with their stage.
 #define F32_TC_LDO (F32_TILE + 8)
 #define F32_TC_LDK (F32_CHUNK + 4)
 #define F32_TC_OPERAND (F32_TILE * F32_TC_LDK)  // >= F32_CHUNK * F32_TC_LDO
@@ -240,22 +270,32 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
 #define F32_TC_STAGES 3
 #define F32_TC_SMEM (F32_TC_STAGES * F32_TC_STAGE * 4)
 
-__device__ __forceinline__ unsigned f32_tf32_round(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void f32_tf32_split(float x, unsigned& big, unsigned& small) {
-    big = f32_tf32_round(x);
-    small = f32_tf32_round(x - __uint_as_float(big));
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
 }
 
-// D += A * B: one m16n8k8 product, TF32 inputs, FP32 accumulators.
+// D = A * B + C: one m16n8k8 product, TF32 inputs, FP32 accumulators (c = nullptr: C = 0).
 __device__ __forceinline__ void f32_mma_1688(float* d, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+__device__ __forceinline__ void f32_mma_1688_zero(float* d, const unsigned* a, const unsigned* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f), "f"(0.0f), "f"(0.0f),
+          "f"(0.0f));
+}
 
-template <bool TA, bool TB>
+template <bool B>
+struct f32_flag {
+    static constexpr bool value = B;
+};
+
+template <bool TA, bool TB, bool FLUSH>
 __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, float alpha, const float* a,
                                                  sgpu_i64 lda, const float* b, sgpu_i64 ldb, float beta, float* c,
                                                  sgpu_i64 ldc, const unsigned* order, const int* counts,
@@ -269,19 +309,16 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int wm = warp & 1, wn = warp >> 1, group = lane >> 2, quad = lane & 3;
     SpammTileWork work = spamm_tile_work(m, bs, F32_TILE, F32_TILE, order, counts, lists, list_stride);
-    F32Operand op_a(a, lda, work.row0, m), op_b(b, ldb, work.col0, n);
+    F32Operand<A_OC> op_a(a, lda, work.row0, m);
+    F32Operand<B_OC> op_b(b, ldb, work.col0, n);
 
+    // Fragment (x, y)'s C block: bit bit_row[x] + bit_col[y] of a chunk mask.
     int bit_row[4], bit_col[4];
-    unsigned warp_bits = 0;
 #pragma unroll
     for (int f = 0; f < 4; ++f) {
         bit_row[f] = work.bit(wm * 64 + f * 16, 0, bs);
         bit_col[f] = work.bit(0, wn * 32 + f * 8, bs);
     }
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-        for (int y = 0; y < 4; ++y) warp_bits |= 1u << (bit_row[x] + bit_col[y]);
 
     float acc[4][4][4];
 #pragma unroll
@@ -291,14 +328,67 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[x][y][q] = 0.0f;
 
+    // The chunk in stage `stage` for the fragments whose bit of `frags` (x * 4 + y) is set (ALL: every one).
+    auto multiply = [&](auto all, int stage, unsigned frags) {
+        constexpr bool ALL = decltype(all)::value;
+        const float* sa = smem + stage * F32_TC_STAGE + (wm * 64 + group) * A_O + quad * A_P;
+        const float* sb = smem + stage * F32_TC_STAGE + F32_TC_OPERAND + (wn * 32 + group) * B_O + quad * B_P;
+#pragma unroll
+        for (int kk = 0; kk < F32_CHUNK; kk += 8) {
+            unsigned b_big[4][2], b_small[4][2];
+#pragma unroll
+            for (int y = 0; y < 4; ++y) {
+                const float* pb = sb + (y * 8) * B_O + kk * B_P;
+                f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
+                f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
+            }
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                if (!ALL && ((frags >> (4 * x)) & 15u) == 0) continue;
+                const float* pa = sa + (x * 16) * A_O + kk * A_P;
+                unsigned a_big[4], a_small[4];
+                f32_tf32_split(pa[0], a_big[0], a_small[0]);
+                f32_tf32_split(pa[8 * A_O], a_big[1], a_small[1]);
+                f32_tf32_split(pa[4 * A_P], a_big[2], a_small[2]);
+                f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[3], a_small[3]);
+                // Term by term over the 4 fragments: 4 independent mma between dependent ones.
+                float part[4][4];
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    if (FLUSH) f32_mma_1688_zero(part[y], a_small, b_big[y]);
+                    else f32_mma_1688(acc[x][y], a_small, b_big[y]);
+                }
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    f32_mma_1688(FLUSH ? part[y] : acc[x][y], a_big, b_small[y]);
+                }
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    f32_mma_1688(FLUSH ? part[y] : acc[x][y], a_big, b_big[y]);
+                }
+                if (FLUSH) {
+#pragma unroll
+                    for (int y = 0; y < 4; ++y) {
+                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) acc[x][y][q] += part[y][q];
+                    }
+                }
+            }
+        }
+    };
+
     SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
     auto issue = [&](int st) {
         sgpu_i64 s, e;
         unsigned chunk_mask;
         if (chunks.advance(s, e, chunk_mask)) {
             float* sa = smem + st * F32_TC_STAGE;
-            op_a.copy_async<A_OC>(sa, A_O, A_P, s, e);
-            op_b.copy_async<B_OC>(sa + F32_TC_OPERAND, B_O, B_P, s, e);
+            op_a.copy_async(sa, A_O, A_P, s, e);
+            op_b.copy_async(sa + F32_TC_OPERAND, B_O, B_P, s, e);
             if (tid == 0) stage_mask[st] = chunk_mask;
             return 1;
         }
@@ -316,38 +406,13 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
         __syncthreads();  // chunk `stage` visible to all; every thread is done with the stage refilled next
         inflight += issue(load_stage);
         f32_cp_async_commit();
-        unsigned mask = stage_mask[stage];
-        if (mask & warp_bits) {
-            const float* sa = smem + stage * F32_TC_STAGE + (wm * 64 + group) * A_O + quad * A_P;
-            const float* sb = smem + stage * F32_TC_STAGE + F32_TC_OPERAND + (wn * 32 + group) * B_O + quad * B_P;
+        unsigned mask = stage_mask[stage], frags = 0;
 #pragma unroll
-            for (int kk = 0; kk < F32_CHUNK; kk += 8) {
-                unsigned b_big[4][2], b_small[4][2];
+        for (int x = 0; x < 4; ++x)
 #pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    const float* pb = sb + (y * 8) * B_O + kk * B_P;
-                    f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
-                    f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
-                }
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const float* pa = sa + (x * 16) * A_O + kk * A_P;
-                    unsigned a_big[4], a_small[4];
-                    f32_tf32_split(pa[0], a_big[0], a_small[0]);
-                    f32_tf32_split(pa[8 * A_O], a_big[1], a_small[1]);
-                    f32_tf32_split(pa[4 * A_P], a_big[2], a_small[2]);
-                    f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[3], a_small[3]);
-#pragma unroll
-                    for (int y = 0; y < 4; ++y) {
-                        if ((mask >> (bit_row[x] + bit_col[y])) & 1u) {
-                            f32_mma_1688(acc[x][y], a_small, b_big[y]);
-                            f32_mma_1688(acc[x][y], a_big, b_small[y]);
-                            f32_mma_1688(acc[x][y], a_big, b_big[y]);
-                        }
-                    }
-                }
-            }
-        }
+            for (int y = 0; y < 4; ++y) frags |= ((mask >> (bit_row[x] + bit_col[y])) & 1u) << (4 * x + y);
+        if (frags == 0xffffu) multiply(f32_flag<true>(), stage, frags);
+        else if (frags != 0) multiply(f32_flag<false>(), stage, frags);
         --inflight;
         stage = stage + 1 == F32_TC_STAGES ? 0 : stage + 1;
         load_stage = load_stage + 1 == F32_TC_STAGES ? 0 : load_stage + 1;
@@ -368,20 +433,24 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
     }
 }
 
-#define F32_TILE_KERNEL(NAME, BODY, TA, TB, BLOCKS)                                                           \
-    extern "C" __global__ void __launch_bounds__(256, BLOCKS) NAME(int m, int n, int k, int bs, float alpha,       \
+#define F32_TILE_KERNEL(NAME, BODY, BLOCKS, ...)                                                              \
+    extern "C" __global__ void __launch_bounds__(256, BLOCKS) NAME(int m, int n, int k, int bs, float alpha,  \
             const float* a, sgpu_i64 lda, int ta, const float* b, sgpu_i64 ldb, int tb, float beta, float* c, \
             sgpu_i64 ldc, const unsigned* order, const int* counts, const unsigned* lists, int list_stride) { \
-        BODY<TA, TB>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, order, counts, lists, list_stride);     \
+        BODY<__VA_ARGS__>(m, n, k, bs, alpha, a, lda, b, ldb, beta, c, ldc, order, counts, lists, list_stride); \
     }
-F32_TILE_KERNEL(spamm_tiles_f32_nn, f32_simt_tiles, false, false, 2)
-F32_TILE_KERNEL(spamm_tiles_f32_nt, f32_simt_tiles, false, true, 2)
-F32_TILE_KERNEL(spamm_tiles_f32_tn, f32_simt_tiles, true, false, 1)
-F32_TILE_KERNEL(spamm_tiles_f32_tt, f32_simt_tiles, true, true, 1)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, false, false, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, false, true, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, true, false, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, true, true, 2)
+F32_TILE_KERNEL(spamm_tiles_f32_nn, f32_simt_tiles, 2, false, false)
+F32_TILE_KERNEL(spamm_tiles_f32_nt, f32_simt_tiles, 2, false, true)
+F32_TILE_KERNEL(spamm_tiles_f32_tn, f32_simt_tiles, 1, true, false)
+F32_TILE_KERNEL(spamm_tiles_f32_tt, f32_simt_tiles, 1, true, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, 2, false, false, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, 2, false, true, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, 2, true, false, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, 2, true, true, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nn, f32_3xtf32_tiles, 2, false, false, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nt, f32_3xtf32_tiles, 2, false, true, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tn, f32_3xtf32_tiles, 2, true, false, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tt, f32_3xtf32_tiles, 2, true, true, false)
 
 // The C blocks a tile [row0, row0 + tile) x [col0, col0 + tile) touches: [i0, i0 + ni) x [j0, j0 + nj).
 

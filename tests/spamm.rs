@@ -1079,7 +1079,7 @@ fn math_mode_setting_and_its_failures() {
 
 #[test]
 fn tf32_rounding_is_to_nearest_with_ties_away_from_zero() {
-    use sparsegpu::backend::cpu::spamm::tf32_round;
+    use sparsegpu::backend::cpu::spamm::{tf32_round, tf32_split, tf32_truncate};
     let ulp = 2f32.powi(-10); // TF32 spacing at 1
     for sign in [1.0f32, -1.0] {
         assert_eq!(tf32_round(sign * (1.0 + ulp / 2.0)), sign * (1.0 + ulp), "a tie goes away from zero");
@@ -1090,16 +1090,18 @@ fn tf32_rounding_is_to_nearest_with_ties_away_from_zero() {
     assert_eq!(tf32_round(0.0), 0.0);
     assert_eq!(tf32_round(f32::INFINITY), f32::INFINITY);
     assert!(tf32_round(f32::NAN).is_nan());
-    // big + small keeps 22 significant bits: the split loses at most 2^-22 relative.
+    // The split: big rounded, small the truncated remainder, together x to within 2^-21 |x|.
     let mut rng = Rng::fresh("tf32 split");
     for _ in 0..10_000 {
         let x = rng.range(-1e3, 1e3) as f32;
-        let big = tf32_round(x);
-        let small = tf32_round(x - big);
+        let (big, small) = tf32_split(x);
+        assert_eq!(big, tf32_round(x));
+        assert_eq!(small, tf32_truncate(x - big));
         assert_eq!(big.to_bits() & 0x1fff, 0);
         assert_eq!(small.to_bits() & 0x1fff, 0);
-        assert!(((big as f64 + small as f64) - x as f64).abs() <= 2f64.powi(-22) * (x as f64).abs(), "{x}");
+        assert!(((big as f64 + small as f64) - x as f64).abs() <= 2f64.powi(-21) * (x as f64).abs(), "{x}");
     }
+    assert_eq!(tf32_truncate(-(1.0 + 0.75 * ulp)), -1.0, "truncation is toward zero");
 }
 
 /// 3xTF32 products on the CPU (the executable specification of the mode) against the independent f64

@@ -511,32 +511,34 @@ fn tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input() 
     let mut rng = Rng::fresh("spamm_gpu 3xtf32");
     shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
     decay_products::<f32>(&mut rng, 600, MathMode::Tf32x3);
-    // spammDgemm and spammHgemm ignore the mode: the same results as in the default mode.
-    for ty in ["f64", "f16"] {
-        let (m, n, k) = (70, 65, 100);
-        let mut results = Vec::new();
-        for math_mode in [MathMode::Default, MathMode::Tf32x3] {
-            let mut r = Rng::fresh("spamm_gpu 3xtf32 other types");
-            let bits: Vec<u64> = if ty == "f64" {
-                let a = Operand::<f64>::random(&mut r, Operation::N, m, k, 0);
-                let b = Operand::<f64>::random(&mut r, Operation::N, k, n, 0);
-                let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
-                call.run(BackendKind::Cuda, &vec![0.0; (m + 3) * n], Memory::Host)
-                    .0
-                    .iter()
-                    .map(|x| x.to_bits())
-                    .collect()
-            } else {
-                let a = Operand::<f16>::random(&mut r, Operation::N, m, k, 0);
-                let b = Operand::<f16>::random(&mut r, Operation::N, k, n, 0);
-                let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
-                let c0 = vec![f16::ZERO; (m + 3) * n];
-                call.run(BackendKind::Cuda, &c0, Memory::Host).0.iter().map(|x| x.to_bits() as u64).collect()
-            };
-            results.push(bits);
-        }
-        assert_eq!(results[0], results[1], "{ty}: the math mode changed a non-FP32 product");
-    }
+    // spammDgemm and spammHgemm ignore the mode: the same results, bit for bit, as in the default mode.
+    let (m, n, k) = (70, 65, 100);
+    let run_both = |run: &dyn Fn(MathMode) -> Vec<u64>, ty: &str| {
+        assert_eq!(run(MathMode::Default), run(MathMode::Tf32x3), "{ty}: the math mode changed a non-FP32 product");
+    };
+    let (a, b) = (
+        Operand::<f64>::random(&mut rng, Operation::N, m, k, 0),
+        Operand::<f64>::random(&mut rng, Operation::T, k, n, 1),
+    );
+    run_both(
+        &|math_mode| {
+            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            call.run(BackendKind::Cuda, &vec![0.0; (m + 3) * n], Memory::Host).0.iter().map(|x| x.to_bits()).collect()
+        },
+        "f64",
+    );
+    let (a, b) = (
+        Operand::<f16>::random(&mut rng, Operation::T, m, k, 0),
+        Operand::<f16>::random(&mut rng, Operation::N, k, n, 0),
+    );
+    run_both(
+        &|math_mode| {
+            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            let c0 = vec![f16::ZERO; (m + 3) * n];
+            call.run(BackendKind::Cuda, &c0, Memory::Host).0.iter().map(|x| x.to_bits() as u64).collect()
+        },
+        "f16",
+    );
 }
 
 #[test]

@@ -8,8 +8,9 @@
 //! dense speed where b³-sized calls would be dominated by packing overhead.
 //!
 //! In the 3xTF32 math mode ([`MathMode::Tf32x3`]) the operands are split once into their TF32 big and
-//! small parts, and each run of valid k is three FP32 GEMMs (small·big, big·small, big·big) summed
-//! into the tile: the tensor-core kernel's arithmetic, up to the order of FP32 sums.
+//! small parts ([`tf32_split`], bit for bit the GPU kernel's split), and each run of valid k is three
+//! FP32 GEMMs (small·big, big·small, big·big) summed into the tile: the tensor-core kernel's
+//! arithmetic, up to the order and rounding of the FP32 sums.
 
 use crate::dense::axpby;
 use crate::scalar::{ComputeScalar, Element};
@@ -47,8 +48,8 @@ pub fn spamm_gemm<T: Element>(
         GemmOperand { data: &b_data, op: b.op, stored_rows: b.stored_rows, stored_cols: b.stored_cols, ld: b_ld };
     let c = &mut c[..(n - 1) * ldc + m];
     if runs_3xtf32(mode, T::VALUE_TYPE, plan.block_size, plan.block_dims().2) {
-        let (a_big, a_small) = tf32_split(&a_compute);
-        let (b_big, b_small) = tf32_split(&b_compute);
+        let (a_big, a_small) = tf32_split_operand(&a_compute);
+        let (b_big, b_small) = tf32_split_operand(&b_compute);
         let part = |x: &GemmOperand<'_, T::Compute>, data| GemmOperand { data, ..*x };
         let (a_big, a_small) = (part(&a_compute, &a_big[..]), part(&a_compute, &a_small[..]));
         let (b_big, b_small) = (part(&b_compute, &b_big[..]), part(&b_compute, &b_small[..]));
@@ -59,22 +60,33 @@ pub fn spamm_gemm<T: Element>(
     }
 }
 
-/// TF32 of an FP32 value: 10 explicit mantissa bits, rounded to nearest with ties away from zero, on
+/// TF32 of an FP32 value rounded to nearest with ties away from zero: 10 explicit mantissa bits, on
 /// the bits (as the GPU kernel does; a carry into the exponent is the correct rounding, up to ∞).
 pub fn tf32_round(x: f32) -> f32 {
     f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
 }
 
-/// The TF32 big and small parts of every stored element of an f32 operand (same layout):
-/// big = TF32(x), small = TF32(x − big).
-fn tf32_split<C: ComputeScalar>(x: &GemmOperand<'_, C>) -> (Vec<C>, Vec<C>) {
+/// TF32 of an FP32 value rounded toward zero (the 13 low bits dropped: what a tensor core reads of a
+/// register).
+pub fn tf32_truncate(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0xffff_e000)
+}
+
+/// The 3xTF32 split of an FP32 value: big = TF32 rounded to nearest, small = x − big (exact in FP32)
+/// truncated to TF32; big + small is x to within 2⁻²¹|x|.
+pub fn tf32_split(x: f32) -> (f32, f32) {
+    let big = tf32_round(x);
+    (big, tf32_truncate(x - big))
+}
+
+/// The TF32 big and small parts of every stored element of an f32 operand (same layout).
+fn tf32_split_operand<C: ComputeScalar>(x: &GemmOperand<'_, C>) -> (Vec<C>, Vec<C>) {
     x.data
         .par_iter()
         .map(|v| {
             // Exact for C = f32, the only compute type a 3xTF32 product has.
-            let v = v.to_f64() as f32;
-            let big = tf32_round(v);
-            (C::from_f64(big as f64), C::from_f64(tf32_round(v - big) as f64))
+            let (big, small) = tf32_split(v.to_f64() as f32);
+            (C::from_f64(big as f64), C::from_f64(small as f64))
         })
         .unzip()
 }

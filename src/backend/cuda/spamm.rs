@@ -320,9 +320,26 @@ fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
         (true, (true, false)) => "spamm_tiles_3xtf32_tn",
         (true, (true, true)) => "spamm_tiles_3xtf32_tt",
     };
+    let name = if tf32x3 && tf32_sums_in_mma() {
+        match transposes {
+            (false, false) => "spamm_tiles_3xtf32acc_nn",
+            (false, true) => "spamm_tiles_3xtf32acc_nt",
+            (true, false) => "spamm_tiles_3xtf32acc_tn",
+            (true, true) => "spamm_tiles_3xtf32acc_tt",
+        }
+    } else {
+        name
+    };
     // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
     let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
     TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
+}
+
+/// MEASUREMENT KNOB (temporary): `SPARSEGPU_SPAMM_TF32_SUMS=mma` keeps the 3xTF32 sums in the mma
+/// accumulators instead of adding each k step to an FP32 accumulator.
+fn tf32_sums_in_mma() -> bool {
+    static MMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MMA.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_TF32_SUMS").is_ok_and(|v| v == "mma"))
 }
 
 /// The work lists of a tile kernel's product, on the device.
