@@ -295,12 +295,15 @@ struct f32_flag {
     static constexpr bool value = B;
 };
 
-template <bool TA, bool TB, bool FLUSH>
+// SUMS: 0 = the three products of every k step summed in the mma accumulator over all of k; 1 = each k
+// step's three summed in a zeroed fragment, then added to the FP32 accumulator; 2 = each chunk's (4 k
+// steps) summed in a second set of mma accumulators, then added to the FP32 accumulator.
+template <bool TA, bool TB, int SUMS>
 __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, float alpha, const float* a,
                                                  sgpu_i64 lda, const float* b, sgpu_i64 ldb, float beta, float* c,
                                                  sgpu_i64 ldc, const unsigned* order, const int* counts,
                                                  const unsigned* lists, int list_stride) {
-    constexpr bool A_OC = !TA, B_OC = TB;
+    constexpr bool A_OC = !TA, B_OC = TB, FLUSH = SUMS == 1;
     // Element (o, p) of a stage's operand tile at o * O_STRIDE + p * P_STRIDE.
     constexpr int A_O = A_OC ? 1 : F32_TC_LDK, A_P = A_OC ? F32_TC_LDO : 1;
     constexpr int B_O = B_OC ? 1 : F32_TC_LDK, B_P = B_OC ? F32_TC_LDO : 1;
@@ -333,6 +336,59 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
         constexpr bool ALL = decltype(all)::value;
         const float* sa = smem + stage * F32_TC_STAGE + (wm * 64 + group) * A_O + quad * A_P;
         const float* sb = smem + stage * F32_TC_STAGE + F32_TC_OPERAND + (wn * 32 + group) * B_O + quad * B_P;
+        if constexpr (SUMS == 2) {
+            float part[4][4][4];
+#pragma unroll
+            for (int kk = 0; kk < F32_CHUNK; kk += 8) {
+                unsigned b_big[4][2], b_small[4][2], a_big[4][4], a_small[4][4];
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    const float* pb = sb + (y * 8) * B_O + kk * B_P;
+                    f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
+                    f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
+                }
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const float* pa = sa + (x * 16) * A_O + kk * A_P;
+                    f32_tf32_split(pa[0], a_big[x][0], a_small[x][0]);
+                    f32_tf32_split(pa[8 * A_O], a_big[x][1], a_small[x][1]);
+                    f32_tf32_split(pa[4 * A_P], a_big[x][2], a_small[x][2]);
+                    f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[x][3], a_small[x][3]);
+                }
+                // Term by term over all 16 fragments: 16 independent mma between dependent ones.
+#pragma unroll
+                for (int x = 0; x < 4; ++x)
+#pragma unroll
+                    for (int y = 0; y < 4; ++y) {
+                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                        if (kk == 0) f32_mma_1688_zero(part[x][y], a_small[x], b_big[y]);
+                        else f32_mma_1688(part[x][y], a_small[x], b_big[y]);
+                    }
+#pragma unroll
+                for (int x = 0; x < 4; ++x)
+#pragma unroll
+                    for (int y = 0; y < 4; ++y) {
+                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                        f32_mma_1688(part[x][y], a_big[x], b_small[y]);
+                    }
+#pragma unroll
+                for (int x = 0; x < 4; ++x)
+#pragma unroll
+                    for (int y = 0; y < 4; ++y) {
+                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                        f32_mma_1688(part[x][y], a_big[x], b_big[y]);
+                    }
+            }
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) acc[x][y][q] += part[x][y][q];
+                }
+            return;
+        }
 #pragma unroll
         for (int kk = 0; kk < F32_CHUNK; kk += 8) {
             unsigned b_big[4][2], b_small[4][2];
@@ -443,14 +499,18 @@ F32_TILE_KERNEL(spamm_tiles_f32_nn, f32_simt_tiles, 2, false, false)
 F32_TILE_KERNEL(spamm_tiles_f32_nt, f32_simt_tiles, 2, false, true)
 F32_TILE_KERNEL(spamm_tiles_f32_tn, f32_simt_tiles, 1, true, false)
 F32_TILE_KERNEL(spamm_tiles_f32_tt, f32_simt_tiles, 1, true, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, 2, false, false, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, 2, false, true, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, 2, true, false, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, 2, true, true, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nn, f32_3xtf32_tiles, 2, false, false, false)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nt, f32_3xtf32_tiles, 2, false, true, false)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tn, f32_3xtf32_tiles, 2, true, false, false)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tt, f32_3xtf32_tiles, 2, true, true, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, 2, false, false, 1)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, 2, false, true, 1)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, 2, true, false, 1)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, 2, true, true, 1)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nn, f32_3xtf32_tiles, 2, false, false, 0)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nt, f32_3xtf32_tiles, 2, false, true, 0)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tn, f32_3xtf32_tiles, 2, true, false, 0)
+F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tt, f32_3xtf32_tiles, 2, true, true, 0)
+F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_nn, f32_3xtf32_tiles, 1, false, false, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_nt, f32_3xtf32_tiles, 1, false, true, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_tn, f32_3xtf32_tiles, 1, true, false, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_tt, f32_3xtf32_tiles, 1, true, true, 2)
 
 // The C blocks a tile [row0, row0 + tile) x [col0, col0 + tile) touches: [i0, i0 + ni) x [j0, j0 + nj).
 
