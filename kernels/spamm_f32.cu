@@ -251,10 +251,12 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
 // tensor core reads only the top 19 bits of a register), exactly what the CPU backend emulates; a·b ≈
 // small_a·big_b + big_a·small_b + big_a·big_b by three m16n8k8 TF32 mma (products exact, the dropped
 // small_a·small_b and the truncation of small below 2^-20 |a·b|). The tensor core adds in FP32 but
-// truncates; summed into one accumulator over all of k that bias grows with k (5.7e-5 relative at
-// k = 8192 on decay inputs), so each k step's three products go to a zeroed fragment that is then
-// added to the FP32 accumulator with an ordinary (rounded) FADD (F32_TC_FLUSH; 0 keeps everything in
-// the mma accumulator).
+// truncates: summed in one accumulator over all of k, that bias grew to 5.7e-5 relative at k = 8192
+// (decay inputs; 1.7e-6 otherwise). So each chunk's (32 k) products are summed in a second set of mma
+// accumulators, zeroed per chunk, and added to the FP32 accumulator by ordinary rounded FADDs (once
+// per chunk: after every k step instead, the FADDs cost 25 % of the time at tau = 0). The two sets take
+// 128 registers: one block of 8 warps per SM, each warp keeping 16 independent mma between dependent
+// ones (the A fragments of all its rows are split before the mma of a k step).
 //
 // Warps as 2 x 4, warp (wm, wn) owning rows wm * 64.., columns wn * 32.. as 4 x 4 fragments of 16 x 8,
 // each inside one C block: per chunk the warp's 16 fragment bits are taken from the chunk's mask; all
@@ -275,7 +277,7 @@ __device__ __forceinline__ void f32_tf32_split(float x, unsigned& big, unsigned&
     small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
 }
 
-// D = A * B + C: one m16n8k8 product, TF32 inputs, FP32 accumulators (c = nullptr: C = 0).
+// D += A * B (f32_mma_1688_zero: D = A * B): one m16n8k8 product, TF32 inputs, FP32 accumulators.
 __device__ __forceinline__ void f32_mma_1688(float* d, const unsigned* a, const unsigned* b) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -295,15 +297,12 @@ struct f32_flag {
     static constexpr bool value = B;
 };
 
-// SUMS: 0 = the three products of every k step summed in the mma accumulator over all of k; 1 = each k
-// step's three summed in a zeroed fragment, then added to the FP32 accumulator; 2 = each chunk's (4 k
-// steps) summed in a second set of mma accumulators, then added to the FP32 accumulator.
-template <bool TA, bool TB, int SUMS>
+template <bool TA, bool TB>
 __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, float alpha, const float* a,
                                                  sgpu_i64 lda, const float* b, sgpu_i64 ldb, float beta, float* c,
                                                  sgpu_i64 ldc, const unsigned* order, const int* counts,
                                                  const unsigned* lists, int list_stride) {
-    constexpr bool A_OC = !TA, B_OC = TB, FLUSH = SUMS == 1;
+    constexpr bool A_OC = !TA, B_OC = TB;
     // Element (o, p) of a stage's operand tile at o * O_STRIDE + p * P_STRIDE.
     constexpr int A_O = A_OC ? 1 : F32_TC_LDK, A_P = A_OC ? F32_TC_LDO : 1;
     constexpr int B_O = B_OC ? 1 : F32_TC_LDK, B_P = B_OC ? F32_TC_LDO : 1;
@@ -336,62 +335,10 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
         constexpr bool ALL = decltype(all)::value;
         const float* sa = smem + stage * F32_TC_STAGE + (wm * 64 + group) * A_O + quad * A_P;
         const float* sb = smem + stage * F32_TC_STAGE + F32_TC_OPERAND + (wn * 32 + group) * B_O + quad * B_P;
-        if constexpr (SUMS == 2) {
-            float part[4][4][4];
-#pragma unroll
-            for (int kk = 0; kk < F32_CHUNK; kk += 8) {
-                unsigned b_big[4][2], b_small[4][2], a_big[4][4], a_small[4][4];
-#pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    const float* pb = sb + (y * 8) * B_O + kk * B_P;
-                    f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
-                    f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
-                }
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const float* pa = sa + (x * 16) * A_O + kk * A_P;
-                    f32_tf32_split(pa[0], a_big[x][0], a_small[x][0]);
-                    f32_tf32_split(pa[8 * A_O], a_big[x][1], a_small[x][1]);
-                    f32_tf32_split(pa[4 * A_P], a_big[x][2], a_small[x][2]);
-                    f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[x][3], a_small[x][3]);
-                }
-                // Term by term over all 16 fragments: 16 independent mma between dependent ones.
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-#pragma unroll
-                    for (int y = 0; y < 4; ++y) {
-                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                        if (kk == 0) f32_mma_1688_zero(part[x][y], a_small[x], b_big[y]);
-                        else f32_mma_1688(part[x][y], a_small[x], b_big[y]);
-                    }
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-#pragma unroll
-                    for (int y = 0; y < 4; ++y) {
-                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                        f32_mma_1688(part[x][y], a_big[x], b_small[y]);
-                    }
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-#pragma unroll
-                    for (int y = 0; y < 4; ++y) {
-                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                        f32_mma_1688(part[x][y], a_big[x], b_big[y]);
-                    }
-            }
-#pragma unroll
-            for (int x = 0; x < 4; ++x)
-#pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) acc[x][y][q] += part[x][y][q];
-                }
-            return;
-        }
+        float part[4][4][4];
 #pragma unroll
         for (int kk = 0; kk < F32_CHUNK; kk += 8) {
-            unsigned b_big[4][2], b_small[4][2];
+            unsigned b_big[4][2], b_small[4][2], a_big[4][4], a_small[4][4];
 #pragma unroll
             for (int y = 0; y < 4; ++y) {
                 const float* pb = sb + (y * 8) * B_O + kk * B_P;
@@ -400,41 +347,44 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
             }
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
-                if (!ALL && ((frags >> (4 * x)) & 15u) == 0) continue;
                 const float* pa = sa + (x * 16) * A_O + kk * A_P;
-                unsigned a_big[4], a_small[4];
-                f32_tf32_split(pa[0], a_big[0], a_small[0]);
-                f32_tf32_split(pa[8 * A_O], a_big[1], a_small[1]);
-                f32_tf32_split(pa[4 * A_P], a_big[2], a_small[2]);
-                f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[3], a_small[3]);
-                // Term by term over the 4 fragments: 4 independent mma between dependent ones.
-                float part[4][4];
-#pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                    if (FLUSH) f32_mma_1688_zero(part[y], a_small, b_big[y]);
-                    else f32_mma_1688(acc[x][y], a_small, b_big[y]);
-                }
-#pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                    f32_mma_1688(FLUSH ? part[y] : acc[x][y], a_big, b_small[y]);
-                }
-#pragma unroll
-                for (int y = 0; y < 4; ++y) {
-                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                    f32_mma_1688(FLUSH ? part[y] : acc[x][y], a_big, b_big[y]);
-                }
-                if (FLUSH) {
-#pragma unroll
-                    for (int y = 0; y < 4; ++y) {
-                        if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) acc[x][y][q] += part[y][q];
-                    }
-                }
+                f32_tf32_split(pa[0], a_big[x][0], a_small[x][0]);
+                f32_tf32_split(pa[8 * A_O], a_big[x][1], a_small[x][1]);
+                f32_tf32_split(pa[4 * A_P], a_big[x][2], a_small[x][2]);
+                f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[x][3], a_small[x][3]);
             }
+            // Term by term over all 16 fragments: 16 independent mma between dependent ones.
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    if (kk == 0) f32_mma_1688_zero(part[x][y], a_small[x], b_big[y]);
+                    else f32_mma_1688(part[x][y], a_small[x], b_big[y]);
+                }
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    f32_mma_1688(part[x][y], a_big[x], b_small[y]);
+                }
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+#pragma unroll
+                for (int y = 0; y < 4; ++y) {
+                    if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+                    f32_mma_1688(part[x][y], a_big[x], b_big[y]);
+                }
         }
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+#pragma unroll
+            for (int y = 0; y < 4; ++y) {
+                if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[x][y][q] += part[x][y][q];
+            }
     };
 
     SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
@@ -499,18 +449,10 @@ F32_TILE_KERNEL(spamm_tiles_f32_nn, f32_simt_tiles, 2, false, false)
 F32_TILE_KERNEL(spamm_tiles_f32_nt, f32_simt_tiles, 2, false, true)
 F32_TILE_KERNEL(spamm_tiles_f32_tn, f32_simt_tiles, 1, true, false)
 F32_TILE_KERNEL(spamm_tiles_f32_tt, f32_simt_tiles, 1, true, true)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, 2, false, false, 1)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, 2, false, true, 1)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, 2, true, false, 1)
-F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, 2, true, true, 1)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nn, f32_3xtf32_tiles, 2, false, false, 0)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_nt, f32_3xtf32_tiles, 2, false, true, 0)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tn, f32_3xtf32_tiles, 2, true, false, 0)
-F32_TILE_KERNEL(spamm_tiles_3xtf32acc_tt, f32_3xtf32_tiles, 2, true, true, 0)
-F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_nn, f32_3xtf32_tiles, 1, false, false, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_nt, f32_3xtf32_tiles, 1, false, true, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_tn, f32_3xtf32_tiles, 1, true, false, 2)
-F32_TILE_KERNEL(spamm_tiles_3xtf32chunk_tt, f32_3xtf32_tiles, 1, true, true, 2)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nn, f32_3xtf32_tiles, 1, false, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_nt, f32_3xtf32_tiles, 1, false, true)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tn, f32_3xtf32_tiles, 1, true, false)
+F32_TILE_KERNEL(spamm_tiles_3xtf32_tt, f32_3xtf32_tiles, 1, true, true)
 
 // The C blocks a tile [row0, row0 + tile) x [col0, col0 + tile) touches: [i0, i0 + ni) x [j0, j0 + nj).
 

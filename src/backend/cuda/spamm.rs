@@ -320,27 +320,9 @@ fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
         (true, (true, false)) => "spamm_tiles_3xtf32_tn",
         (true, (true, true)) => "spamm_tiles_3xtf32_tt",
     };
-    let name = match (tf32x3, tf32_sums().as_str(), transposes) {
-        (true, "mma", (false, false)) => "spamm_tiles_3xtf32acc_nn",
-        (true, "mma", (false, true)) => "spamm_tiles_3xtf32acc_nt",
-        (true, "mma", (true, false)) => "spamm_tiles_3xtf32acc_tn",
-        (true, "mma", (true, true)) => "spamm_tiles_3xtf32acc_tt",
-        (true, "chunk", (false, false)) => "spamm_tiles_3xtf32chunk_nn",
-        (true, "chunk", (false, true)) => "spamm_tiles_3xtf32chunk_nt",
-        (true, "chunk", (true, false)) => "spamm_tiles_3xtf32chunk_tn",
-        (true, "chunk", (true, true)) => "spamm_tiles_3xtf32chunk_tt",
-        _ => name,
-    };
     // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
     let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
     TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
-}
-
-/// MEASUREMENT KNOB (temporary): `SPARSEGPU_SPAMM_TF32_SUMS=mma` keeps the 3xTF32 sums in the mma
-/// accumulators over all of k, `=chunk` adds each chunk's to the FP32 accumulator; default: each k step's.
-fn tf32_sums() -> String {
-    static SUMS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SUMS.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_TF32_SUMS").unwrap_or_default()).clone()
 }
 
 /// The work lists of a tile kernel's product, on the device.
