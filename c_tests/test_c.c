@@ -528,6 +528,7 @@ static void run_spamm(spammHandle_t h, int vt, int ta, int tb, int m, int n, int
 
 static void test_spamm(void) {
     spammHandle_t h = NULL;
+    spammMathMode_t mode = -1;
     spammStats_t stats;
     int bs = 0;
     float one = 1.0f, c = 0.0f;
@@ -543,6 +544,17 @@ static void test_spamm(void) {
     run_spamm(h, SGPU_VALUE_TYPE_F16, SGPU_OPERATION_T, SGPU_OPERATION_N, 13, 22, 18, 1.0, 0.0, 0.0, 0.0);
     run_spamm(h, SGPU_VALUE_TYPE_F64, SGPU_OPERATION_N, SGPU_OPERATION_N, 64, 60, 62, 1.25, 0.0, 0.0, 3.0);
     run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_T, SGPU_OPERATION_N, 50, 64, 58, -1.0, 0.5, 0.0, 2.0);
+    /* The FP32 math mode: DEFAULT until set, bad values rejected, 3xTF32 close to FP32. */
+    check(spammGetMathMode(h, &mode) == 0 && mode == SPAMM_MATH_MODE_DEFAULT, "spammGetMathMode is DEFAULT by default");
+    check(spammSetMathMode(h, 7) == SGPU_STATUS_INVALID_VALUE &&
+              strstr(sgpuGetLastErrorMessage(), "spammSetMathMode") != NULL,
+          "spammSetMathMode 7 is INVALID_VALUE, message names spammSetMathMode");
+    check_status(spammSetMathMode(h, SPAMM_MATH_MODE_TF32X3), "spammSetMathMode TF32X3");
+    check(spammGetMathMode(h, &mode) == 0 && mode == SPAMM_MATH_MODE_TF32X3, "spammGetMathMode is TF32X3 once set");
+    check_status(spammSetBlockSize(h, 32), "spammSetBlockSize 32");
+    run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_N, SGPU_OPERATION_T, 45, 38, 70, 1.5, -0.5, 0.0, 0.0);
+    run_spamm(h, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_T, SGPU_OPERATION_N, 70, 64, 66, 1.0, 0.0, 0.0, 2.0);
+    check_status(spammSetMathMode(h, SPAMM_MATH_MODE_DEFAULT), "spammSetMathMode DEFAULT");
     check(spammSgemm(h, 0, 0, 1, 1, 1, &one, &one, 1, &one, 1, &one, NULL, 1, 0.0) == SGPU_STATUS_INVALID_POINTER &&
               strstr(sgpuGetLastErrorMessage(), "spammSgemm") != NULL,
           "spammSgemm with C NULL is INVALID_POINTER, message names spammSgemm");

@@ -85,6 +85,10 @@ module sparsegpu
   integer(c_int), parameter :: SMAT_REORDER_MODE_ALWAYS = 1
   integer(c_int), parameter :: SMAT_REORDER_MODE_NEVER = 2
 
+  ! spammMathMode
+  integer(c_int), parameter :: SPAMM_MATH_MODE_DEFAULT = 0
+  integer(c_int), parameter :: SPAMM_MATH_MODE_TF32X3 = 1
+
   type, bind(c) :: msrepPartitionInfo_t
     integer(c_int) :: format
     integer(c_int64_t) :: startIdx
@@ -540,6 +544,18 @@ module sparsegpu
       integer(c_int), intent(out) :: count
       integer(c_int), intent(out) :: devices(*)
     end function spammGetDevices
+    function spammSetMathMode(handle, mode) bind(c, name="spammSetMathMode")
+      import
+      integer(c_int) :: spammSetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), value :: mode
+    end function spammSetMathMode
+    function spammGetMathMode(handle, mode) bind(c, name="spammGetMathMode")
+      import
+      integer(c_int) :: spammGetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: mode
+    end function spammGetMathMode
     function spammSgemm( &
         handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) &
         bind(c, name="spammSgemm")

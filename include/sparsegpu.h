@@ -133,6 +133,23 @@ typedef enum {
   SMAT_REORDER_MODE_NEVER = 2,
 } smatReorderMode;
 
+// How `spammSgemm` multiplies (`spammMathMode`), after cuBLAS's math modes. Only FP32 products are
+// affected: `spammHgemm` (FP16 on tensor cores, FP32 accumulation) and `spammDgemm` (FP64 FMA)
+// ignore it, as cuBLAS's TF32 mode leaves other types alone.
+typedef enum {
+  // Exact FP32: every block product is FP32 fused multiply-adds (the default).
+  SPAMM_MATH_MODE_DEFAULT = 0,
+  // 3xTF32 on tensor cores: each element x of op(A) and op(B) is split as x ≈ big + small with
+  // big = TF32(x) rounded to nearest (ties away from zero) and small = x − big truncated to TF32
+  // (TF32: 10 explicit mantissa bits), and a·b is computed as small_a·big_b + big_a·small_b +
+  // big_a·big_b, products exact (the dropped small_a·small_b and the truncation of small are below
+  // 2⁻²⁰ |a·b|), summed on the tensor core over 32 k at a time and added to an FP32 accumulator.
+  // Accuracy is that of FP32 to within a small factor (1.7e-6 relative against cublasSgemm at
+  // N = 8192); NaN and ±∞ inputs give NaN. It applies where the tensor-core kernel does (block sizes
+  // that are multiples of 32); other products stay exact FP32, on both backends alike.
+  SPAMM_MATH_MODE_TF32X3 = 1,
+} spammMathMode;
+
 // An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
 typedef struct msrepContext msrepContext;
 
@@ -153,8 +170,8 @@ typedef struct smatContext smatContext;
 // An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
 typedef struct smatMatrix smatMatrix;
 
-// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size and
-// the statistics of the last product.
+// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size, the
+// FP32 math mode and the statistics of the last product.
 typedef struct spammContext spammContext;
 
 // `sgpuStatus_t` as passed through the ABI.
@@ -248,6 +265,9 @@ typedef struct {
 // An opaque SpAMM handle (`spammContext*`): backend, stream, devices, block size and the statistics
 // of its last product. One thread uses a handle at a time.
 typedef spammContext *spammHandle_t;
+
+// `spammMathMode_t`: a `spammMathMode` value passed as `int`.
+typedef int spammMathMode_t;
 
 // `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
 typedef int sgpuOperation_t;
@@ -623,12 +643,22 @@ sgpuStatus_t spammGetDevices(spammHandle_t handle,
                              int *count,
                              int *devices);
 
+// Sets how later spammSgemm calls on this handle multiply (`spammMathMode`), as cublasSetMathMode:
+// SPAMM_MATH_MODE_DEFAULT (exact FP32 FMA) or SPAMM_MATH_MODE_TF32X3 (3xTF32 on tensor cores, close
+// to FP32 accuracy; used where LoNum is a multiple of 32, exact FP32 elsewhere). spammHgemm and
+// spammDgemm ignore the mode. Another value: SGPU_STATUS_INVALID_VALUE, handle unchanged.
+sgpuStatus_t spammSetMathMode(spammHandle_t handle, spammMathMode_t mode);
+
+// Writes the handle's math mode to `*mode`.
+sgpuStatus_t spammGetMathMode(spammHandle_t handle, spammMathMode_t *mode);
+
 // SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
 // product op(A)_ik·op(B)_kj (blocks of the handle's block size) is performed only when
 // ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
 // is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 // lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
-// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats).
+// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
+// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.
 sgpuStatus_t spammSgemm(spammHandle_t handle,
                         sgpuOperation_t transa,
                         sgpuOperation_t transb,

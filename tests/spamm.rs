@@ -11,6 +11,7 @@ use sparsegpu::Status;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::matrix_market::read_matrix_market;
 use sparsegpu::scalar::Element;
+use sparsegpu::spamm::MathMode;
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
@@ -1068,4 +1069,151 @@ fn multi_device_shares_have_equal_valid_work() {
         }
     }
     assert_eq!(equal_work_bounds(&[0; 10], 3), vec![0, 3, 6, 10]);
+}
+
+// ---- FP32 math mode (spammSetMathMode) ------------------------------------------------------------
+
+#[test]
+fn math_mode_setting_and_its_failures() {
+    let h = create();
+    let mut mode = -1;
+    assert_eq!(unsafe { spammGetMathMode(h, &mut mode) }, OK);
+    assert_eq!(mode, MathMode::Default as i32, "DEFAULT until set");
+    assert_eq!(unsafe { spammSetMathMode(h, MathMode::Tf32x3 as i32) }, OK, "{}", last_error());
+    assert_eq!(unsafe { spammGetMathMode(h, &mut mode) }, OK);
+    assert_eq!(mode, MathMode::Tf32x3 as i32);
+    for bad in [-1, 2, 99, i32::MIN] {
+        expect_failure(unsafe { spammSetMathMode(h, bad) }, Status::InvalidValue, "spammSetMathMode", "mode");
+        assert!(last_error().contains("spammMathMode_t"), "{}", last_error());
+    }
+    assert_eq!(unsafe { spammGetMathMode(h, &mut mode) }, OK);
+    assert_eq!(mode, MathMode::Tf32x3 as i32, "a rejected mode leaves the old one");
+    expect_failure(unsafe { spammGetMathMode(h, null_mut()) }, Status::InvalidPointer, "spammGetMathMode", "mode");
+    expect_failure(unsafe { spammSetMathMode(null_mut(), 0) }, Status::InvalidHandle, "spammSetMathMode", "handle");
+    expect_failure(
+        unsafe { spammGetMathMode(null_mut(), &mut mode) },
+        Status::InvalidHandle,
+        "spammGetMathMode",
+        "handle",
+    );
+    assert_eq!(unsafe { spammSetMathMode(h, MathMode::Default as i32) }, OK);
+    assert_eq!(unsafe { spammGetMathMode(h, &mut mode) }, OK);
+    assert_eq!(mode, 0);
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+}
+
+#[test]
+fn tf32_rounding_is_to_nearest_with_ties_away_from_zero() {
+    use sparsegpu::backend::cpu::spamm::{tf32_round, tf32_split, tf32_truncate};
+    let ulp = 2f32.powi(-10); // TF32 spacing at 1
+    for sign in [1.0f32, -1.0] {
+        assert_eq!(tf32_round(sign * (1.0 + ulp / 2.0)), sign * (1.0 + ulp), "a tie goes away from zero");
+        assert_eq!(tf32_round(sign * (1.0 + ulp / 4.0)), sign * 1.0);
+        assert_eq!(tf32_round(sign * (1.0 + 0.75 * ulp)), sign * (1.0 + ulp));
+        assert_eq!(tf32_round(sign * (2.0 - ulp / 4.0)), sign * 2.0, "a carry into the exponent");
+    }
+    assert_eq!(tf32_round(0.0), 0.0);
+    assert_eq!(tf32_round(f32::INFINITY), f32::INFINITY);
+    assert!(tf32_round(f32::NAN).is_nan());
+    // The split: big rounded, small the truncated remainder, together x to within 2^-21 |x|.
+    let mut rng = Rng::fresh("tf32 split");
+    for _ in 0..10_000 {
+        let x = rng.range(-1e3, 1e3) as f32;
+        let (big, small) = tf32_split(x);
+        assert_eq!(big, tf32_round(x));
+        assert_eq!(small, tf32_truncate(x - big));
+        assert_eq!(big.to_bits() & 0x1fff, 0);
+        assert_eq!(small.to_bits() & 0x1fff, 0);
+        assert!(((big as f64 + small as f64) - x as f64).abs() <= 2f64.powi(-21) * (x as f64).abs(), "{x}");
+    }
+    assert_eq!(tf32_truncate(-(1.0 + 0.75 * ulp)), -1.0, "truncation is toward zero");
+}
+
+/// 3xTF32 products on the CPU (the executable specification of the mode) against the independent f64
+/// reference: relative Frobenius error at FP32 level on random and decay inputs, every transpose,
+/// padded leading dimensions, α / β, τ = 0 and τ > 0 (the same skips as the exact mode), block sizes
+/// where the mode applies (multiples of 32) and where it does not (exact FP32 then, bit for bit).
+#[test]
+fn tf32x3_is_close_to_fp32_against_an_f64_reference() {
+    let mut rng = Rng::fresh("spamm 3xtf32");
+    let h = create();
+    let mut emulated_differs = 0;
+    for case in 0..24 {
+        let bs = [32, 64, 8][case % 3];
+        let (m, n, k) = (20 + rng.below(90), 20 + rng.below(90), 30 + rng.below(200));
+        let (ta, tb) = (case % 2 == 1, (case / 2) % 2 == 1);
+        let (a_rows, a_cols) = if ta { (k, m) } else { (m, k) };
+        let (b_rows, b_cols) = if tb { (n, k) } else { (k, n) };
+        let (lda, ldb, ldc) = (a_rows + rng.below(3), b_rows + rng.below(3), m + rng.below(3));
+        let (a_stored, b_stored): (Vec<f32>, Vec<f32>) = if case % 4 < 2 {
+            (random_stored(&mut rng, a_rows, a_cols, lda), random_stored(&mut rng, b_rows, b_cols, ldb))
+        } else {
+            // Decay matrices with a wide range of magnitudes: the small parts matter.
+            let decay = |rng: &mut Rng, rows: usize, cols: usize, ld: usize| -> Vec<f32> {
+                let dense: Vec<f32> = algebraic_decay(rng, rows, cols, 1.0, 1.5);
+                let mut out = vec![f32::NAN; (cols - 1) * ld + rows];
+                for j in 0..cols {
+                    for i in 0..rows {
+                        out[i + j * ld] = dense[i + j * rows];
+                    }
+                }
+                out
+            };
+            (decay(&mut rng, a_rows, a_cols, lda), decay(&mut rng, b_rows, b_cols, ldb))
+        };
+        let (alpha, beta) = if case % 3 == 0 { (1.0f32, 0.0f32) } else { (-0.75f32, 0.5f32) };
+        let c_len = (n - 1) * ldc + m;
+        let c0: Vec<f32> =
+            (0..c_len).map(|_| if beta == 0.0 { f32::NAN } else { rng.range(-1.0, 1.0) as f32 }).collect();
+        let a = Operand { values: to_f64(&a_stored), transposed: ta, ld: lda };
+        let b = Operand { values: to_f64(&b_stored), transposed: tb, ld: ldb };
+        let tau = if case % 5 == 0 { 0.0 } else { pick_tau(&mut rng, &norm_products(&a, &b, m, n, k, bs)) };
+        let want = reference(&a, &b, (m, n, k), alpha as f64, beta as f64, &to_f64(&c0), ldc, tau, bs);
+        assert_eq!(unsafe { spammSetBlockSize(h, bs as i32) }, OK);
+        let mut results = Vec::new();
+        for mode in [MathMode::Default, MathMode::Tf32x3] {
+            assert_eq!(unsafe { spammSetMathMode(h, mode as i32) }, OK);
+            let mut c = c0.clone();
+            let st = unsafe {
+                spammSgemm(
+                    h,
+                    if ta { OP_T } else { OP_N },
+                    if tb { OP_T } else { OP_N },
+                    m as i32,
+                    n as i32,
+                    k as i32,
+                    &alpha,
+                    a_stored.as_ptr(),
+                    lda as i32,
+                    b_stored.as_ptr(),
+                    ldb as i32,
+                    &beta,
+                    c.as_mut_ptr(),
+                    ldc as i32,
+                    tau,
+                )
+            };
+            assert_eq!(st, OK, "{}", last_error());
+            let s = stats(h);
+            assert_eq!(s.performedProducts as u64, want.performed, "case {case} {mode:?}: the mode changes no skip");
+            let got: Vec<f64> = (0..m * n).map(|e| c[e % m + (e / m) * ldc] as f64).collect();
+            let err = relative_error(&got, &want.approx);
+            let what = format!("case {case} {mode:?}: {m}x{n}x{k} bs {bs} ta {ta} tb {tb} tau {tau:e}: error {err:e}");
+            assert!(err <= 1e-5, "{what}");
+            for j in 0..n {
+                for i in m..ldc.min(c_len - j * ldc) {
+                    assert!(c[i + j * ldc].to_bits() == c0[i + j * ldc].to_bits(), "{what}: padding written");
+                }
+            }
+            results.push(c);
+        }
+        let same = results[0].iter().zip(&results[1]).all(|(x, y)| x.to_bits() == y.to_bits());
+        if bs % 32 != 0 {
+            assert!(same, "case {case}: block size {bs}: the mode does not apply, exact FP32 expected");
+        } else if !same {
+            emulated_differs += 1;
+        }
+    }
+    assert!(emulated_differs > 0, "3xTF32 never differed from exact FP32: is it emulated at all?");
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
 }

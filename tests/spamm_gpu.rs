@@ -12,7 +12,7 @@ use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::spamm::{GemmOperand, NormMap};
+use sparsegpu::spamm::{GemmOperand, MathMode, NormMap};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use sparsegpu::{BackendKind, Operation, Status, ValueType};
 use std::ffi::c_void;
@@ -134,12 +134,14 @@ struct Call<'a, T: GpuElement> {
     beta: f64,
     tau: f64,
     block_size: usize,
+    math_mode: MathMode,
 }
 
 impl<T: GpuElement> Call<'_, T> {
     /// Runs the product on `backend`; C starts as `c0` (ldc = m + 3). Returns C and the statistics.
     fn run(&self, backend: BackendKind, c0: &[T], memory: Memory) -> (Vec<T>, spammStats_t) {
         let h = handle(backend, self.block_size);
+        assert_eq!(unsafe { spammSetMathMode(h, self.math_mode as i32) }, OK, "{}", last_error());
         let ldc = self.m + 3;
         let mut c = c0.to_vec();
         let alpha = T::Compute::from_f64(self.alpha);
@@ -274,6 +276,25 @@ impl<T: GpuElement> Call<'_, T> {
                 assert!(g.is_finite() && (g - c).abs() <= tol, "{what}: C({i},{j}) gpu {g} cpu {c} tol {tol}");
             }
         }
+        if self.tau == 0.0 && self.m * self.n > 0 {
+            // Against GEMM in f64 of the same inputs: the FP32 level for both math modes.
+            let mut want: Vec<f64> =
+                (0..self.m * self.n).map(|e| c0[e % self.m + (e / self.m) * ldc].to_f64()).collect();
+            let (a, b) = (self.a, self.b);
+            common::reference_gemm(
+                self.m,
+                self.n,
+                self.k,
+                self.alpha,
+                |i, p| a.at(i, p),
+                |p, j| b.at(p, j),
+                self.beta,
+                &mut want,
+            );
+            let got: Vec<f64> = (0..self.m * self.n).map(|e| gpu[e % self.m + (e / self.m) * ldc].to_f64()).collect();
+            let err = relative_error(&got, &want);
+            assert!(err <= T::GEMM_RTOL, "{what}: relative error {err:e} against an f64 GEMM");
+        }
         (gpu, gpu_stats)
     }
 }
@@ -334,7 +355,7 @@ fn norm_maps_are_bit_identical_to_the_cpu() {
     norm_maps_identical::<f16>(&mut rng);
 }
 
-fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng) {
+fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng, math_mode: MathMode) {
     let shapes = [(0, 5, 3), (4, 0, 3), (5, 4, 0), (1, 1, 1), (33, 17, 45), (70, 65, 100), (40, 97, 64)];
     let ops = [Operation::N, Operation::T];
     let mut case = 0usize;
@@ -346,9 +367,11 @@ fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng) {
                 let b = Operand::<T>::random(rng, tb, k, n, (case + 1) % 3);
                 let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
-                    let what =
-                        format!("{:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} α {alpha} β {beta} τ {tau}", T::VALUE_TYPE);
+                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode };
+                    let what = format!(
+                        "{:?} {math_mode:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} α {alpha} β {beta} τ {tau}",
+                        T::VALUE_TYPE
+                    );
                     let memory = if case % 4 == 1 { Memory::DeviceOnOwnStream } else { Memory::Host };
                     call.check_against_cpu(&what, memory, rng);
                 }
@@ -364,9 +387,9 @@ fn every_shape_type_and_transpose_matches_the_cpu() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu shapes");
-    shapes_against_cpu::<f32>(&mut rng);
-    shapes_against_cpu::<f64>(&mut rng);
-    shapes_against_cpu::<f16>(&mut rng);
+    shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
+    shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
+    shapes_against_cpu::<f16>(&mut rng, MathMode::Default);
 }
 
 /// Products split over devices by valid work (rows of C; operands, norms and C rows copied to each
@@ -386,15 +409,27 @@ fn products_split_over_devices_match_the_cpu() {
     for (split, devices) in configurations {
         cuda_spamm::split_for_testing(split);
         *CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()) = devices.clone();
-        shapes_against_cpu::<f32>(&mut rng);
-        shapes_against_cpu::<f64>(&mut rng);
-        shapes_against_cpu::<f16>(&mut rng);
+        shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
+        shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
+        shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
+        shapes_against_cpu::<f16>(&mut rng, MathMode::Default);
         // A decay product large enough that the shares differ in rows but not in valid work.
         let n = 300;
         let a = decay_operand::<f32>(&mut rng, n, false);
         let b = decay_operand::<f32>(&mut rng, n, true);
         let tau = median_norm_product(&a, &b, 32);
-        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.5, tau, block_size: 32 };
+        let call = Call {
+            a: &a,
+            b: &b,
+            m: n,
+            n,
+            k: n,
+            alpha: 1.0,
+            beta: 0.5,
+            tau,
+            block_size: 32,
+            math_mode: MathMode::Default,
+        };
         call.check_against_cpu(
             &format!("decay split {split} devices {devices:?}"),
             Memory::DeviceOnOwnStream,
@@ -412,17 +447,18 @@ fn block_sizes_from_one_to_the_maximum() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu block sizes");
+    let math_mode = MathMode::Default;
     for &bs in &[1, 2, 16, 31, 33, 64, 100, 1024] {
         let (m, n, k) = (45, 70, 130);
         let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
         let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
         let tau = median_norm_product(&a, &b, bs);
-        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau, block_size: bs };
+        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau, block_size: bs, math_mode };
         call.check_against_cpu(&format!("f32 bs {bs}"), Memory::Host, &mut rng);
         let ah = Operand::<f16>::random(&mut rng, Operation::T, m, k, 0);
         let bh = Operand::<f16>::random(&mut rng, Operation::N, k, n, 0);
         let tau = median_norm_product(&ah, &bh, bs);
-        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs };
+        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs, math_mode };
         call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
     }
 }
@@ -456,7 +492,8 @@ fn f16_tile_kernel_load_paths_match_the_cpu() {
                 let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
                 let memory = if case % 3 == 1 { Memory::DeviceMisaligned } else { Memory::Host };
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
+                    let call =
+                        Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
                     let what = format!(
                         "f16 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} misaligned {}",
                         a.ld,
@@ -496,7 +533,8 @@ fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
                     _ => Memory::DeviceOnOwnStream,
                 };
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
+                    let call =
+                        Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
                     let what = format!(
                         "f64 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} offset {}",
                         a.ld,
@@ -528,7 +566,7 @@ fn difference_norm<T: Element>(x: &[T], reference: &[f64], m: usize, n: usize) -
     s.sqrt()
 }
 
-fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize) {
+fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize, math_mode: MathMode) {
     let a = decay_operand::<T>(rng, n, false);
     let b = decay_operand::<T>(rng, n, true);
     let mut full = vec![0.0; n * n];
@@ -536,8 +574,8 @@ fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize) {
     let full_norm = full.iter().map(|x| x * x).sum::<f64>().sqrt();
 
     // τ = 0 is GEMM.
-    let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32 };
-    let (c, s) = call.check_against_cpu(&format!("{:?} decay τ = 0", T::VALUE_TYPE), Memory::Host, rng);
+    let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+    let (c, s) = call.check_against_cpu(&format!("{:?} {math_mode:?} decay τ = 0", T::VALUE_TYPE), Memory::Host, rng);
     assert_eq!(s.performedProducts, s.totalProducts);
     let compact: Vec<f64> = (0..n * n).map(|idx| c[idx % n + (idx / n) * (n + 3)].to_f64()).collect();
     let err = relative_error(&compact, &full);
@@ -582,8 +620,8 @@ fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize) {
         );
         assert_eq!(tuned[0].1.to_bits(), tuned[1].1.to_bits(), "bs {bs}: tuned ratio");
         let tau = tuned[1].0;
-        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau, block_size: bs };
-        let what = format!("{:?} decay bs {bs} τ {tau}", T::VALUE_TYPE);
+        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau, block_size: bs, math_mode };
+        let what = format!("{:?} {math_mode:?} decay bs {bs} τ {tau}", T::VALUE_TYPE);
         let (c, s) = call.check_against_cpu(&what, Memory::Host, rng);
         assert_eq!(s.validRatio, tuned[1].1, "{what}: the product reports the tuned ratio");
         assert!(s.validRatio < 0.5, "{what}: tuning skipped too little ({})", s.validRatio);
@@ -600,9 +638,87 @@ fn decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu decay");
-    decay_products::<f32>(&mut rng, 600);
-    decay_products::<f64>(&mut rng, 530);
-    decay_products::<f16>(&mut rng, 600);
+    decay_products::<f32>(&mut rng, 600, MathMode::Default);
+    decay_products::<f64>(&mut rng, 530, MathMode::Default);
+    decay_products::<f16>(&mut rng, 600, MathMode::Default);
+}
+
+// ---- spammSgemm's math modes ------------------------------------------------------------------------
+
+/// Several tiles, many k chunks, edges in every direction and both 16-byte-aligned and misaligned
+/// leading dimensions, for both FP32 tile kernels (exact and 3xTF32) and every transpose pair.
+fn large_shapes_against_cpu(rng: &mut Rng, math_mode: MathMode) {
+    let mut case = 0usize;
+    for &(m, n, k, bs) in &[(300, 260, 333, 32), (257, 129, 520, 64), (128, 384, 96, 32)] {
+        for (ta, tb) in [
+            (Operation::N, Operation::N),
+            (Operation::T, Operation::N),
+            (Operation::N, Operation::T),
+            (Operation::T, Operation::T),
+        ] {
+            case += 1;
+            let a = Operand::<f32>::random(rng, ta, m, k, case % 2);
+            let b = Operand::<f32>::random(rng, tb, k, n, (case / 2) % 2 * 3);
+            let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (-1.25, 0.5) };
+            for tau in [0.0, median_norm_product(&a, &b, bs)] {
+                let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode };
+                let what =
+                    format!("f32 {math_mode:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} τ {tau}", a.ld, b.ld);
+                let memory = if case % 3 == 1 { Memory::DeviceOnOwnStream } else { Memory::Host };
+                call.check_against_cpu(&what, memory, rng);
+            }
+        }
+    }
+}
+
+#[test]
+fn fp32_tile_kernels_match_the_cpu_on_large_shapes_in_both_math_modes() {
+    if !common::cuda_available("fp32_tile_kernels_match_the_cpu_on_large_shapes_in_both_math_modes") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu fp32 large");
+    large_shapes_against_cpu(&mut rng, MathMode::Default);
+    large_shapes_against_cpu(&mut rng, MathMode::Tf32x3);
+}
+
+#[test]
+fn tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input() {
+    if !common::cuda_available("tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu 3xtf32");
+    shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
+    decay_products::<f32>(&mut rng, 600, MathMode::Tf32x3);
+    // spammDgemm and spammHgemm ignore the mode: the same results, bit for bit, as in the default mode.
+    let (m, n, k) = (70, 65, 100);
+    let run_both = |run: &dyn Fn(MathMode) -> Vec<u64>, ty: &str| {
+        assert_eq!(run(MathMode::Default), run(MathMode::Tf32x3), "{ty}: the math mode changed a non-FP32 product");
+    };
+    let (a, b) = (
+        Operand::<f64>::random(&mut rng, Operation::N, m, k, 0),
+        Operand::<f64>::random(&mut rng, Operation::T, k, n, 1),
+    );
+    run_both(
+        &|math_mode| {
+            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            call.run(BackendKind::Cuda, &vec![0.0; (m + 3) * n], Memory::Host).0.iter().map(|x| x.to_bits()).collect()
+        },
+        "f64",
+    );
+    let (a, b) = (
+        Operand::<f16>::random(&mut rng, Operation::T, m, k, 0),
+        Operand::<f16>::random(&mut rng, Operation::N, k, n, 0),
+    );
+    run_both(
+        &|math_mode| {
+            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            let c0 = vec![f16::ZERO; (m + 3) * n];
+            call.run(BackendKind::Cuda, &c0, Memory::Host).0.iter().map(|x| x.to_bits() as u64).collect()
+        },
+        "f16",
+    );
 }
 
 #[test]

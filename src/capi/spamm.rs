@@ -10,6 +10,7 @@ use crate::dense::{op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
+use crate::spamm::MathMode;
 use crate::spamm::{GemmOperand, RawOperand, SpammHandle, check_tau};
 use crate::types::{Layout, Operation, ValueType};
 use half::f16;
@@ -131,6 +132,36 @@ pub unsafe extern "C" fn spammGetDevices(
     unsafe { handle_get_devices("spammGetDevices", handle, capacity, count, devices) }
 }
 
+// ---- FP32 math mode ----------------------------------------------------------------------------
+
+/// `spammMathMode_t`: a `spammMathMode` value passed as `int`.
+pub type spammMathMode_t = c_int;
+
+/// Sets how later spammSgemm calls on this handle multiply (`spammMathMode`), as cublasSetMathMode:
+/// SPAMM_MATH_MODE_DEFAULT (exact FP32 FMA) or SPAMM_MATH_MODE_TF32X3 (3xTF32 on tensor cores, close
+/// to FP32 accuracy; used where LoNum is a multiple of 32, exact FP32 elsewhere). spammHgemm and
+/// spammDgemm ignore the mode. Another value: SGPU_STATUS_INVALID_VALUE, handle unchanged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammSetMathMode(handle: spammHandle_t, mode: spammMathMode_t) -> sgpuStatus_t {
+    boundary("spammSetMathMode", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        h.set_math_mode(enum_arg::<MathMode>(mode, "mode")?);
+        Ok(())
+    })
+}
+
+/// Writes the handle's math mode to `*mode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGetMathMode(handle: spammHandle_t, mode: *mut spammMathMode_t) -> sgpuStatus_t {
+    boundary("spammGetMathMode", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        *unsafe { out_arg(mode, "mode") }? = h.math_mode() as c_int;
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+
 /// Checks one stored operand and returns its description by pointer (no memory is touched: it may be
 /// device memory); messages name `name` and `ld_name`.
 fn raw_operand_arg<T>(
@@ -222,7 +253,8 @@ unsafe fn host_operand<'a, T>(x: &RawOperand<T>) -> GemmOperand<'a, T> {
 /// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
 /// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 /// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
-/// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats).
+/// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
+/// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammSgemm(
     handle: spammHandle_t,

@@ -20,8 +20,9 @@ use crate::dense::{MatRef, op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
-use crate::types::{Layout, Operation};
+use crate::types::{Layout, Operation, ValueType};
 use rayon::prelude::*;
+use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,11 +34,56 @@ pub const DEFAULT_BLOCK_SIZE: usize = 32;
 /// approximation degenerates to a handful of blocks.
 pub const MAX_BLOCK_SIZE: usize = 1024;
 
-/// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size and
-/// the statistics of the last product.
+/// How `spammSgemm` multiplies (`spammMathMode`), after cuBLAS's math modes. Only FP32 products are
+/// affected: `spammHgemm` (FP16 on tensor cores, FP32 accumulation) and `spammDgemm` (FP64 FMA)
+/// ignore it, as cuBLAS's TF32 mode leaves other types alone.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MathMode {
+    /// Exact FP32: every block product is FP32 fused multiply-adds (the default).
+    #[default]
+    Default = 0,
+    /// 3xTF32 on tensor cores: each element x of op(A) and op(B) is split as x ≈ big + small with
+    /// big = TF32(x) rounded to nearest (ties away from zero) and small = x − big truncated to TF32
+    /// (TF32: 10 explicit mantissa bits), and a·b is computed as small_a·big_b + big_a·small_b +
+    /// big_a·big_b, products exact (the dropped small_a·small_b and the truncation of small are below
+    /// 2⁻²⁰ |a·b|), summed on the tensor core over 32 k at a time and added to an FP32 accumulator.
+    /// Accuracy is that of FP32 to within a small factor (1.7e-6 relative against cublasSgemm at
+    /// N = 8192); NaN and ±∞ inputs give NaN. It applies where the tensor-core kernel does (block sizes
+    /// that are multiples of 32); other products stay exact FP32, on both backends alike.
+    Tf32x3 = 1,
+}
+
+impl MathMode {
+    pub const fn variants() -> &'static [MathMode] {
+        &[MathMode::Default, MathMode::Tf32x3]
+    }
+}
+
+impl TryFrom<c_int> for MathMode {
+    type Error = Error;
+    fn try_from(v: c_int) -> Result<Self> {
+        MathMode::variants()
+            .iter()
+            .copied()
+            .find(|m| *m as c_int == v)
+            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid spammMathMode_t")))
+    }
+}
+
+/// Whether a product of `value_type` with `k_blocks` inner blocks of `block_size` on a handle in `mode`
+/// runs as 3xTF32: FP32 in [`MathMode::Tf32x3`] where the tensor-core tile kernel can describe the
+/// blocks (multiples of 32, fewer than 2¹⁶ inner blocks). Both backends decide with this.
+pub fn runs_3xtf32(mode: MathMode, value_type: ValueType, block_size: usize, k_blocks: usize) -> bool {
+    mode == MathMode::Tf32x3 && value_type == ValueType::F32 && block_size.is_multiple_of(32) && k_blocks < 1 << 16
+}
+
+/// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size, the
+/// FP32 math mode and the statistics of the last product.
 pub struct SpammHandle {
     core: HandleCore,
     block_size: usize,
+    math_mode: MathMode,
     last_stats: Option<LastStats>,
     /// Where the CUDA backend's products leave their statistics (one device at a time).
     stats_slot: Option<cuda_spamm::StatsSlot>,
@@ -47,7 +93,11 @@ pub struct SpammHandle {
 
 impl std::fmt::Debug for SpammHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammHandle").field("core", &self.core).field("block_size", &self.block_size).finish()
+        f.debug_struct("SpammHandle")
+            .field("core", &self.core)
+            .field("block_size", &self.block_size)
+            .field("math_mode", &self.math_mode)
+            .finish()
     }
 }
 
@@ -72,6 +122,7 @@ impl SpammHandle {
         Ok(SpammHandle {
             core: HandleCore::new()?,
             block_size: DEFAULT_BLOCK_SIZE,
+            math_mode: MathMode::Default,
             last_stats: None,
             stats_slot: None,
             shares: Vec::new(),
@@ -99,6 +150,15 @@ impl SpammHandle {
         }
         self.block_size = block_size as usize;
         Ok(())
+    }
+
+    pub fn math_mode(&self) -> MathMode {
+        self.math_mode
+    }
+
+    /// Sets how later FP32 products multiply ([`MathMode`]).
+    pub fn set_math_mode(&mut self, mode: MathMode) {
+        self.math_mode = mode;
     }
 
     /// Statistics of the last successful product on this handle (after a CUDA product, this waits
@@ -159,7 +219,7 @@ impl SpammHandle {
             return unsafe { self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) };
         }
         let plan = ProductPlan::new(a, b, tau, self.block_size);
-        cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc);
+        cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc, self.math_mode);
         let alpha_abs = alpha.to_f64().abs();
         self.last_stats = Some(LastStats::Ready(plan.statistics(alpha_abs, started.elapsed().as_secs_f64())));
         Ok(())
@@ -195,12 +255,13 @@ impl SpammHandle {
         // The last product's statistics are no longer reachable once the slots are reused.
         self.last_stats = None;
         let share_gpus = self.share_gpus(&gpu)?;
-        let bs = self.block_size;
+        let (bs, mode) = (self.block_size, self.math_mode);
         let shares = if !share_gpus.is_empty()
             && cuda_spamm::splits::<T>(
                 &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
                 bs,
                 a.op_shape().1,
+                mode,
             ) {
             if self.shares.len() != share_gpus.len()
                 || self.shares.iter().zip(&share_gpus).any(|(share, gpu)| !Arc::ptr_eq(share.gpu(), gpu))
@@ -214,10 +275,25 @@ impl SpammHandle {
         let slot = self.stats_slot.as_ref().expect("just made");
         let dims = if shares > 0 {
             unsafe {
-                cuda_spamm::gemm_shared(&gpu, stream, slot, &self.shares, a, b, alpha, beta, c, c_len, ldc, tau, bs)
+                cuda_spamm::gemm_shared(
+                    &gpu,
+                    stream,
+                    slot,
+                    &self.shares,
+                    a,
+                    b,
+                    alpha,
+                    beta,
+                    c,
+                    c_len,
+                    ldc,
+                    tau,
+                    bs,
+                    mode,
+                )
             }?
         } else {
-            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, bs, slot) }?
+            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode, slot) }?
         };
         self.last_stats = Some(LastStats::OnDevice {
             dims,

@@ -6,10 +6,15 @@
 //! cost nothing. Consecutive valid k are merged into one GEMM with a longer inner dimension: on decay
 //! matrices the valid k of a block are mostly one run around the diagonal, and a long GEMM runs at
 //! dense speed where b³-sized calls would be dominated by packing overhead.
+//!
+//! In the 3xTF32 math mode ([`MathMode::Tf32x3`]) the operands are split once into their TF32 big and
+//! small parts ([`tf32_split`], bit for bit the GPU kernel's split), and each run of valid k is three
+//! FP32 GEMMs (small·big, big·small, big·big) summed into the tile: the tensor-core kernel's
+//! arithmetic, up to the order and rounding of the FP32 sums.
 
 use crate::dense::axpby;
 use crate::scalar::{ComputeScalar, Element};
-use crate::spamm::{GemmOperand, ProductPlan};
+use crate::spamm::{GemmOperand, MathMode, ProductPlan, runs_3xtf32};
 use rayon::prelude::*;
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -17,7 +22,8 @@ use std::borrow::Cow;
 /// `C ← α · Σ_(valid (i,k,j)) op(A)_ik · op(B)_kj + β · C` for the column-major m × n matrix C with
 /// leading dimension `ldc` (`c` holds at least `(n − 1)·ldc + m` elements when m, n > 0). β = 0
 /// never reads C. Half-precision operands are converted to f32 once and accumulate in f32, as tensor
-/// cores do; f32 and f64 are used in place.
+/// cores do; f32 and f64 are used in place. `mode` matters to f32 only ([`runs_3xtf32`]).
+#[allow(clippy::too_many_arguments)]
 pub fn spamm_gemm<T: Element>(
     plan: &ProductPlan,
     a: &GemmOperand<'_, T>,
@@ -26,6 +32,7 @@ pub fn spamm_gemm<T: Element>(
     beta: T::Compute,
     c: &mut [T],
     ldc: usize,
+    mode: MathMode,
 ) {
     let (m, k) = a.op_shape();
     let (k_b, n) = b.op_shape();
@@ -40,7 +47,48 @@ pub fn spamm_gemm<T: Element>(
     let b_compute =
         GemmOperand { data: &b_data, op: b.op, stored_rows: b.stored_rows, stored_cols: b.stored_cols, ld: b_ld };
     let c = &mut c[..(n - 1) * ldc + m];
-    execute::<T>(plan, &a_compute, &b_compute, alpha, beta, c, m, n, ldc);
+    if runs_3xtf32(mode, T::VALUE_TYPE, plan.block_size, plan.block_dims().2) {
+        let (a_big, a_small) = tf32_split_operand(&a_compute);
+        let (b_big, b_small) = tf32_split_operand(&b_compute);
+        let part = |x: &GemmOperand<'_, T::Compute>, data| GemmOperand { data, ..*x };
+        let (a_big, a_small) = (part(&a_compute, &a_big[..]), part(&a_compute, &a_small[..]));
+        let (b_big, b_small) = (part(&b_compute, &b_big[..]), part(&b_compute, &b_small[..]));
+        let terms = [(a_small, b_big), (a_big, b_small), (a_big, b_big)];
+        execute::<T>(plan, &terms, alpha, beta, c, m, n, ldc);
+    } else {
+        execute::<T>(plan, &[(a_compute, b_compute)], alpha, beta, c, m, n, ldc);
+    }
+}
+
+/// TF32 of an FP32 value rounded to nearest with ties away from zero: 10 explicit mantissa bits, on
+/// the bits (as the GPU kernel does; a carry into the exponent is the correct rounding, up to ∞).
+pub fn tf32_round(x: f32) -> f32 {
+    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
+}
+
+/// TF32 of an FP32 value rounded toward zero (the 13 low bits dropped: what a tensor core reads of a
+/// register).
+pub fn tf32_truncate(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0xffff_e000)
+}
+
+/// The 3xTF32 split of an FP32 value: big = TF32 rounded to nearest, small = x − big (exact in FP32)
+/// truncated to TF32; big + small is x to within 2⁻²¹|x|.
+pub fn tf32_split(x: f32) -> (f32, f32) {
+    let big = tf32_round(x);
+    (big, tf32_truncate(x - big))
+}
+
+/// The TF32 big and small parts of every stored element of an f32 operand (same layout).
+fn tf32_split_operand<C: ComputeScalar>(x: &GemmOperand<'_, C>) -> (Vec<C>, Vec<C>) {
+    x.data
+        .par_iter()
+        .map(|v| {
+            // Exact for C = f32, the only compute type a 3xTF32 product has.
+            let (big, small) = tf32_split(v.to_f64() as f32);
+            (C::from_f64(big as f64), C::from_f64(small as f64))
+        })
+        .unzip()
 }
 
 /// The operand's data as the compute type: borrowed when `T` already is it, else a compact copy
@@ -63,11 +111,12 @@ fn in_compute_type<'a, T: Element>(x: &GemmOperand<'a, T>) -> (Cow<'a, [T::Compu
     (Cow::Owned(converted), rows.max(1))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs the plan, each block product being the sum of `Σ op(A_t)·op(B_t)` over the `terms` (one pair
+/// for an ordinary product; three for 3xTF32), all of the same shapes.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn execute<T: Element>(
     plan: &ProductPlan,
-    a: &GemmOperand<'_, T::Compute>,
-    b: &GemmOperand<'_, T::Compute>,
+    terms: &[(GemmOperand<'_, T::Compute>, GemmOperand<'_, T::Compute>)],
     alpha: T::Compute,
     beta: T::Compute,
     c: &mut [T],
@@ -77,9 +126,8 @@ fn execute<T: Element>(
 ) {
     let bs = plan.block_size;
     let (mb, _, _) = plan.block_dims();
-    let k = a.op_shape().1;
-    let a_view = a.view();
-    let b_view = b.view();
+    let k = terms[0].0.op_shape().1;
+    let views: Vec<_> = terms.iter().map(|(a, b)| (a.view(), b.view())).collect();
     // A block column of C is one contiguous chunk of `bs` columns: disjoint chunks let the tasks
     // write C safely in parallel. Inside a chunk the row blocks compute their tiles in parallel and
     // are written back in turn.
@@ -101,27 +149,29 @@ fn execute<T: Element>(
                     }
                     let inner0 = valid[start] * bs;
                     let inner1 = ((valid[end - 1] + 1) * bs).min(k);
-                    // SAFETY: rows row0..row0+rows of op(A), columns inner0..inner1 and rows
-                    // inner0..inner1 of op(B), columns col0..col0+cols all lie inside the operands,
-                    // whose sizes and leading dimensions were validated; the tile is rows × cols,
-                    // column-major, and aliases nothing.
-                    unsafe {
-                        T::Compute::gemm(
-                            rows,
-                            inner1 - inner0,
-                            cols,
-                            alpha,
-                            a_view.data.as_ptr().add(a_view.index(row0, inner0)),
-                            a_view.row_stride as isize,
-                            a_view.col_stride as isize,
-                            b_view.data.as_ptr().add(b_view.index(inner0, col0)),
-                            b_view.row_stride as isize,
-                            b_view.col_stride as isize,
-                            T::Compute::ONE,
-                            tile.as_mut_ptr(),
-                            1,
-                            rows as isize,
-                        );
+                    for (a_view, b_view) in &views {
+                        // SAFETY: rows row0..row0+rows of op(A), columns inner0..inner1 and rows
+                        // inner0..inner1 of op(B), columns col0..col0+cols all lie inside the operands,
+                        // whose sizes and leading dimensions were validated; the tile is rows × cols,
+                        // column-major, and aliases nothing.
+                        unsafe {
+                            T::Compute::gemm(
+                                rows,
+                                inner1 - inner0,
+                                cols,
+                                alpha,
+                                a_view.data.as_ptr().add(a_view.index(row0, inner0)),
+                                a_view.row_stride as isize,
+                                a_view.col_stride as isize,
+                                b_view.data.as_ptr().add(b_view.index(inner0, col0)),
+                                b_view.row_stride as isize,
+                                b_view.col_stride as isize,
+                                T::Compute::ONE,
+                                tile.as_mut_ptr(),
+                                1,
+                                rows as isize,
+                            );
+                        }
                     }
                     start = end;
                 }

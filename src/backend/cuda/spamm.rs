@@ -8,7 +8,7 @@ use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, l
 use crate::error::Result;
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
-use crate::spamm::{NormMap, block_count};
+use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
@@ -160,7 +160,8 @@ pub unsafe fn operand_norm_map<T: Element>(
 
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
 /// `c_ptr` (host or device, `c_len` elements). The totals of the statistics are queued into `stats`
-/// (nothing waits for the stream unless C or an input is in host memory). Returns (mb, nb, kb).
+/// (nothing waits for the stream unless C or an input is in host memory). `mode` selects the FP32
+/// kernel ([`runs_3xtf32`]). Returns (mb, nb, kb).
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
@@ -178,6 +179,7 @@ pub unsafe fn gemm<T: Element>(
     ldc: usize,
     tau: f64,
     bs: usize,
+    mode: MathMode,
     stats: &StatsSlot,
 ) -> Result<(usize, usize, usize)> {
     let (m, k) = a.op_shape();
@@ -198,6 +200,7 @@ pub unsafe fn gemm<T: Element>(
             alpha,
             beta,
             (c.ptr(), ldc),
+            mode,
         )
     }?;
     stats.record(stream, &totals)?;
@@ -253,9 +256,10 @@ pub fn shares_for_testing() -> usize {
 }
 
 /// Whether a product can be split over devices (the tile kernels take panels of C's rows).
-pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize) -> bool {
-    let kernel = TileKernel::of::<T>();
-    devices.iter().all(|device| kernel.applies(device, bs, block_count(k, bs)))
+pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize, mode: MathMode) -> bool {
+    let kb = block_count(k, bs);
+    let kernel = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), (false, false));
+    devices.iter().all(|device| kernel.applies(device, bs, kb))
 }
 
 /// [`gemm`] over the lead device and `shares` (cuSpAMM section 3.4): C's rows are cut at block-row
@@ -284,6 +288,7 @@ pub unsafe fn gemm_shared<T: Element>(
     ldc: usize,
     tau: f64,
     bs: usize,
+    mode: MathMode,
 ) -> Result<(usize, usize, usize)> {
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
@@ -315,6 +320,7 @@ pub unsafe fn gemm_shared<T: Element>(
                 alpha,
                 beta,
                 (c.ptr(), ldc),
+                mode,
             )
         }?;
     }
@@ -336,6 +342,7 @@ pub unsafe fn gemm_shared<T: Element>(
             alpha,
             beta,
             (c.ptr() + (rows.start * size) as u64, ldc),
+            mode,
         )
     }?;
     stats.record(stream, &totals)?;
@@ -378,6 +385,7 @@ unsafe fn run_share<T: Element>(
     alpha: T::Compute,
     beta: T::Compute,
     (c_lead, ldc): (CUdeviceptr, usize),
+    mode: MathMode,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let (gpu, rows, block_rows) = (&side.gpu, share.rows.clone(), share.block_rows.clone());
@@ -475,6 +483,7 @@ unsafe fn run_share<T: Element>(
                 alpha,
                 beta,
                 (c_panel, panel_rows),
+                mode,
             )
         }?;
         let (acc_ptr, totals_ptr) = (acc.ptr(), totals.ptr());
@@ -642,13 +651,15 @@ unsafe fn multiply<T: Element>(
     alpha: T::Compute,
     beta: T::Compute,
     (c_dev, ldc): (CUdeviceptr, usize),
+    mode: MathMode,
 ) -> Result<DeviceBuffer> {
     let Product { m, n, k, bs, tau } = *p;
     let (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
     if m == 0 || n == 0 {
         return DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics");
     }
-    let tile = TileKernel::of::<T>();
+    let transposes = (a.op == Operation::T, b.op == Operation::T);
+    let tile = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), transposes);
     let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
     let (a_ptr, lda, ta) = (a.ptr, a.ld as i64, (a.op == Operation::T) as i32);
     let (b_ptr, ldb, tb) = (b.ptr, b.ld as i64, (b.op == Operation::T) as i32);
@@ -711,17 +722,11 @@ struct TileKernel {
 }
 
 impl TileKernel {
-    fn of<T: Element>() -> TileKernel {
+    /// The tile kernel of a product of `T` (`tf32x3`: FP32 in 3xTF32, see [`runs_3xtf32`]) with
+    /// op(A), op(B) transposed as `transposes` says.
+    fn of<T: Element>(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
         match T::VALUE_TYPE {
-            ValueType::F32 => TileKernel {
-                module: &SPAMM_F32,
-                name: "spamm_tiles_f32",
-                tile_m: 128,
-                tile_n: 128,
-                threads: 256,
-                shared_bytes: 0,
-            },
-            // kernels/spamm_f64.cu: DMMA, 4 cp.async stages of 128 x 16 + 16 x 128 doubles (padded).
+            ValueType::F32 => f32_tile_kernel(tf32x3, transposes),
             ValueType::F64 => TileKernel {
                 module: &SPAMM_F64,
                 name: "spamm_tiles_f64",
@@ -756,6 +761,24 @@ impl TileKernel {
             && kb < 1 << 16
             && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin
     }
+}
+
+/// spammSgemm's tile kernels (`kernels/spamm_f32.cu`): one per math mode and pair of transposes, with
+/// the dynamic shared memory each takes (F32_SIMT_SMEM / F32_TC_SMEM there).
+fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
+    let name = match (tf32x3, transposes) {
+        (false, (false, false)) => "spamm_tiles_f32_nn",
+        (false, (false, true)) => "spamm_tiles_f32_nt",
+        (false, (true, false)) => "spamm_tiles_f32_tn",
+        (false, (true, true)) => "spamm_tiles_f32_tt",
+        (true, (false, false)) => "spamm_tiles_3xtf32_nn",
+        (true, (false, true)) => "spamm_tiles_3xtf32_nt",
+        (true, (true, false)) => "spamm_tiles_3xtf32_tn",
+        (true, (true, true)) => "spamm_tiles_3xtf32_tt",
+    };
+    // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
+    let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
+    TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
 }
 
 /// The work lists of a tile kernel's product, on the device, and the totals of its statistics (as

@@ -1,7 +1,9 @@
 //! SpAMM against cuBLAS GEMM: spammSgemm / spammDgemm vs cublasSgemm / cublasDgemm, spammHgemm vs
 //! cublasGemmEx (FP16 data, CUBLAS_COMPUTE_32F, FP32 α / β: the same semantics). At τ = 0 the two
 //! must agree to rounding; at the τ spammTuneTau finds for each target valid ratio, the actual error
-//! against the vendor result must stay within the bound the library reports.
+//! against the vendor result must stay within the bound the library reports. spammSgemm is measured
+//! in both math modes: exact FP32 (the default) and, on a row of its own, "spammSgemm 3xTF32" at the
+//! same τ against the same cublasSgemm.
 
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
@@ -10,6 +12,7 @@ use crate::{Bench, HostArray, announce_probe, check, download_as, tolerance, typ
 use sparsegpu::ValueType;
 use sparsegpu::backend::cuda::memory::DeviceBuffer;
 use sparsegpu::capi::spamm::*;
+use sparsegpu::spamm::MathMode;
 use sparsegpu::testgen::{self, Rng};
 use std::time::Instant;
 
@@ -155,6 +158,10 @@ impl Handle {
         check(unsafe { spammSetDevices(self.0, k as i32, devices.as_ptr()) }, "spammSetDevices")
     }
 
+    fn set_math_mode(&self, mode: MathMode) -> Outcome<()> {
+        check(unsafe { spammSetMathMode(self.0, mode as i32) }, "spammSetMathMode")
+    }
+
     fn stats(&self) -> Outcome<spammStats_t> {
         let mut stats = unsafe { std::mem::zeroed::<spammStats_t>() };
         check(unsafe { spammGetStats(self.0, &mut stats) }, "spammGetStats")?;
@@ -273,10 +280,36 @@ fn case(
     );
     let mut points: Vec<Option<f64>> = vec![None];
     points.extend(targets.iter().map(|&t| Some(t)));
+    // One timed product at τ into `m`: time, valid ratio, error against the vendor's C and the verdict.
+    let measure = |m: &mut Measurement, tau: f64| -> Outcome<()> {
+        handle.gemm(ty, n, &a, &bm, &c_ours, tau)?;
+        let stats = handle.stats()?;
+        let t = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, tau))?;
+        m.ours_ms = Some(t.gpu_ms);
+        m.ours_wall_ms = Some(t.wall_ms);
+        m.valid_ratio = Some(stats.validRatio);
+        let ours = download_as(&b.gpu, ty, &c_ours, n * n)?;
+        let (err, norm) = crate::gpu::relative_error(&ours, &reference);
+        m.error = Some(err);
+        let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
+        m.error_bound = Some(bound);
+        // The bound holds against the exact product; the vendor's result differs from that by
+        // rounding, which the type's tolerance covers.
+        let allowed = bound * 1.001 + tolerance(ty);
+        if !crate::gpu::within(err, allowed) {
+            m.verdict = Verdict::Mismatch(format!(
+                "relative error {err:.3e} against {} exceeds {allowed:.3e} (reported bound {bound:.3e} + tolerance {:.0e})",
+                Cublas::gemm_name(ty),
+                tolerance(ty)
+            ));
+        }
+        Ok(())
+    };
     let devices = b.opts.devices.unwrap_or(1).min(b.device_count);
     for (target, k) in points.iter().flat_map(|&t| (1..=devices).map(move |k| (t, k))) {
         let mut m = base.clone();
         m.devices = k;
+        let mut extra = None;
         let result = (|| -> Outcome<()> {
             handle.set_devices(k)?;
             let tau = match target {
@@ -293,26 +326,17 @@ fn case(
                 }
             };
             m.tau = Some(tau);
-            handle.gemm(ty, n, &a, &bm, &c_ours, tau)?;
-            let stats = handle.stats()?;
-            let t = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, tau))?;
-            m.ours_ms = Some(t.gpu_ms);
-            m.ours_wall_ms = Some(t.wall_ms);
-            m.valid_ratio = Some(stats.validRatio);
-            let ours = download_as(&b.gpu, ty, &c_ours, n * n)?;
-            let (err, norm) = crate::gpu::relative_error(&ours, &reference);
-            m.error = Some(err);
-            let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
-            m.error_bound = Some(bound);
-            // The bound holds against the exact product; the vendor's result differs from that by
-            // rounding, which the type's tolerance covers.
-            let allowed = bound * 1.001 + tolerance(ty);
-            if !crate::gpu::within(err, allowed) {
-                m.verdict = Verdict::Mismatch(format!(
-                    "relative error {err:.3e} against {} exceeds {allowed:.3e} (reported bound {bound:.3e} + tolerance {:.0e})",
-                    Cublas::gemm_name(ty),
-                    tolerance(ty)
-                ));
+            measure(&mut m, tau)?;
+            if ty == ValueType::F32 {
+                handle.set_math_mode(MathMode::Tf32x3)?;
+                let mut fast = m.clone();
+                fast.op = "spammSgemm 3xTF32".into();
+                let outcome = measure(&mut fast, tau);
+                handle.set_math_mode(MathMode::Default)?;
+                if let Err(why) = outcome {
+                    fast.not_available(why);
+                }
+                extra = Some(fast);
             }
             Ok(())
         })();
@@ -320,6 +344,9 @@ fn case(
             m.not_available(why);
         }
         b.report.push(m);
+        if let Some(fast) = extra {
+            b.report.push(fast);
+        }
     }
     Ok(())
 }
