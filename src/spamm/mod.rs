@@ -148,7 +148,7 @@ impl SpammHandle {
     }
 
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
-    /// (section 3.5.2's search; see [`tune::tune_tau`]).
+    /// (section 3.5.2's search, multi-way; see [`tune::tune_for_ratio`]).
     pub fn tune_tau<T: Element>(
         &self,
         a: &GemmOperand<'_, T>,
@@ -161,17 +161,14 @@ impl SpammHandle {
             // SAFETY: the operands are slices of the stated lengths. tune_tau_raw checks the shapes.
             return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
         }
-        if a.op_shape().1 != b.op_shape().0 {
-            return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
-        }
-        let (a_norms, b_norms) =
-            rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size));
-        tune::tune_tau(&a_norms, &b_norms, target, tolerance, max_iterations)
+        tune::check_search(target, tolerance, max_iterations)?;
+        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
+        tune::tune_for_ratio(&mut tune::NormMapEvaluator::new(&a_norms, &b_norms), target, tolerance, max_iterations)
     }
 
     /// [`SpammHandle::tune_tau`] on the CUDA backend for operands by pointer (host or device memory):
-    /// norm maps by the get-norm kernel, each candidate's valid ratio counted on the device, the
-    /// search itself on the host.
+    /// norm maps by the get-norm kernel, candidates evaluated on the device, only the search's
+    /// decisions on the host (one small copy back per iteration).
     ///
     /// # Safety
     /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
@@ -183,21 +180,76 @@ impl SpammHandle {
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<tune::TauChoice> {
-        if a.op_shape().1 != b.op_shape().0 {
-            return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
-        }
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
         tune::check_search(target, tolerance, max_iterations)?;
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
         let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
         let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
-        let counter = cuda_spamm::DeviceValidCounter::new(&gpu, stream, &a_device, &b_device)?;
-        // The mean of the norm products is summed on the host, in the CPU backend's order, so both
-        // backends search the same candidates.
-        let (a_norms, b_norms) = (a_device.to_host()?, b_device.to_host()?);
-        tune::tune_tau_with(&a_norms, &b_norms, target, tolerance, max_iterations, |tau| counter.count(tau))
+        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
+        tune::tune_for_ratio(&mut evaluator, target, tolerance, max_iterations)
     }
+
+    /// The largest τ at which the error bound the product would report (`spammGetStats`' errorBound,
+    /// for `|alpha|`) is at most `error_bound` (see [`tune::tune_for_error_bound`]).
+    pub fn tune_tau_for_error_bound<T: Element>(
+        &self,
+        a: &GemmOperand<'_, T>,
+        b: &GemmOperand<'_, T>,
+        alpha: T::Compute,
+        error_bound: f64,
+        max_iterations: usize,
+    ) -> Result<tune::BoundChoice> {
+        if *self.core.backend() == Backend::Cuda {
+            // SAFETY: as in tune_tau.
+            return unsafe {
+                self.tune_tau_for_error_bound_raw(&a.raw(), &b.raw(), alpha, error_bound, max_iterations)
+            };
+        }
+        let alpha_abs = alpha.to_f64().abs();
+        tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
+        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
+        let mut evaluator = tune::NormMapEvaluator::new(&a_norms, &b_norms);
+        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
+    }
+
+    /// [`SpammHandle::tune_tau_for_error_bound`] on the CUDA backend for operands by pointer.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
+    pub unsafe fn tune_tau_for_error_bound_raw<T: Element>(
+        &self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        alpha: T::Compute,
+        error_bound: f64,
+        max_iterations: usize,
+    ) -> Result<tune::BoundChoice> {
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
+        let alpha_abs = alpha.to_f64().abs();
+        tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
+        let gpu = self.core.gpu()?;
+        gpu.bind()?;
+        let stream = self.core.cu_stream();
+        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
+        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
+        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
+        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
+    }
+
+    /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
+    fn host_norm_maps<T: Element>(&self, a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>) -> Result<(NormMap, NormMap)> {
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
+        Ok(rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size)))
+    }
+}
+
+fn check_inner_dimensions((_, k_a): (usize, usize), (k_b, _): (usize, usize)) -> Result<()> {
+    if k_a != k_b {
+        return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
+    }
+    Ok(())
 }
 
 /// A column-major BLAS operand: the stored `stored_rows × stored_cols` matrix with leading dimension
@@ -404,12 +456,12 @@ pub struct BlockStats {
 }
 
 impl BlockStats {
-    /// Counts and error bound. The sum over C blocks runs in column-major block order, so the bound
-    /// is reproducible and the same on every backend.
+    /// Counts and error bound. The squares are summed in [`skipped_squares`]' fixed order, so the
+    /// bound is reproducible and the same on every backend (and in the τ search for a bound).
     pub fn statistics(&self, tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
         let (mb, nb, kb) = self.dims;
         let performed: u64 = self.performed.iter().sum();
-        let squared: f64 = self.skipped.iter().map(|s| s * s).sum();
+        let squared = skipped_squares(&self.skipped, mb);
         let total = (mb * nb * kb) as u64;
         SpammStats {
             valid_ratio: if total == 0 { 1.0 } else { performed as f64 / total as f64 },
@@ -421,6 +473,14 @@ impl BlockStats {
             elapsed_seconds,
         }
     }
+}
+
+/// `Σ_(i,j) skipped[i + j·mb]²` in a fixed order: down each column of C blocks (i increasing, from
+/// 0), then the column sums left to right (j increasing, from 0), every product and sum rounded. A GPU
+/// thread block per column of C blocks reproduces it exactly, so the τ search for an error bound can
+/// evaluate the bound on the device without copying per-block sums back.
+pub fn skipped_squares(skipped: &[f64], mb: usize) -> f64 {
+    skipped.chunks(mb.max(1)).map(|column| column.iter().fold(0.0, |sum, s| sum + s * s)).fold(0.0, |sum, c| sum + c)
 }
 
 /// The SpAMM decision for one block product: performed iff `‖A_ik‖_F · ‖B_kj‖_F ≥ τ`, the f64

@@ -1,13 +1,14 @@
 //! SpAMM on the GPU: launchers of `kernels/spamm.cu` and the call sequence of one product (get-norm
-//! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and of the τ search's
-//! valid-ratio evaluations.
+//! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
+//! candidate evaluations.
 
 use super::kernels::SPAMM;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{GpuDevice, Launch, Stream, driver_error, launch};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
+use crate::spamm::tune::{self, CandidateEvaluator, Evaluation, ProductRange};
 use crate::spamm::{BlockStats, NormMap, block_count};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::result as drv;
@@ -234,48 +235,218 @@ fn device_block_stats(
     Ok(PendingBlockStats { performed, skipped, blocks, dims: (mb, nb, kb) })
 }
 
-/// Counts the block products `nA[i,k]·nB[k,j] ≥ τ` of two device norm maps, on the device (the τ
-/// search's valid-ratio evaluation); waits for the result.
-pub struct DeviceValidCounter<'a> {
+/// The candidates of one τ-search iteration as a kernel parameter (`SpammTuneCandidates`): `count`
+/// ascending τ, the remaining slots repeating the last.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TuneCandidates {
+    count: i32,
+    tau: [f64; tune::RATIO_CANDIDATES],
+}
+
+/// Padded segments longer than this are sorted by one launch per bitonic step instead of in shared
+/// memory (`SPAMM_TUNE_SORT_SHARED`).
+const SORT_IN_SHARED_MEMORY: usize = 4096;
+
+/// The τ searches' [`CandidateEvaluator`] on the device, bit-identical to the CPU's
+/// [`tune::NormMapEvaluator`]: A's columns and B's rows of the norm maps are sorted once; an iteration
+/// is one counting kernel over them (plus, for the error bound, one pass over all block products)
+/// and one copy of a few hundred bytes back.
+pub struct DeviceTauEvaluator<'a> {
     device: &'a Arc<GpuDevice>,
     stream: Stream,
     a_norms: &'a DeviceNormMap,
     b_norms: &'a DeviceNormMap,
-    counter: DeviceBuffer,
+    /// Sorted column k of A at `k · pitches.0`, sorted row k of B at `k · pitches.1`.
+    sorted: Option<(DeviceBuffer, DeviceBuffer)>,
+    pitches: (usize, usize),
+    /// [max, flags, min, positive floor] as bit patterns (see `spamm_tune_range`).
+    summary: DeviceBuffer,
+    /// One iteration's results: performed, largest skipped, smallest performed, skipped squares.
+    results: DeviceBuffer,
+    /// Per candidate and column of C blocks, the sums of squares (allocated by the first bound pass).
+    column_sums: Option<DeviceBuffer>,
 }
 
-impl<'a> DeviceValidCounter<'a> {
+impl<'a> DeviceTauEvaluator<'a> {
+    /// Queues the sorting of the norm maps and the range kernel (nothing waits yet).
     pub fn new(
         device: &'a Arc<GpuDevice>,
         stream: Stream,
         a_norms: &'a DeviceNormMap,
         b_norms: &'a DeviceNormMap,
     ) -> Result<Self> {
-        let counter = DeviceBuffer::alloc(device, 8, stream, "the valid-product counter")?;
-        Ok(DeviceValidCounter { device, stream, a_norms, b_norms, counter })
+        let (mb, kb, nb) = (a_norms.block_rows, a_norms.block_cols, b_norms.block_cols);
+        let pitches = (mb.next_power_of_two(), nb.next_power_of_two());
+        let summary = DeviceBuffer::alloc(device, 4 * 8, stream, "the tau search")?;
+        let results = DeviceBuffer::alloc(device, 4 * tune::RATIO_CANDIDATES * 8, stream, "the tau search")?;
+        let mut evaluator = DeviceTauEvaluator {
+            device,
+            stream,
+            a_norms,
+            b_norms,
+            sorted: None,
+            pitches,
+            summary,
+            results,
+            column_sums: None,
+        };
+        if mb * nb * kb == 0 {
+            return Ok(evaluator);
+        }
+        set_bytes(&evaluator.summary, 0, 16, 0, stream)?;
+        set_bytes(&evaluator.summary, 16, 16, 0xff, stream)?;
+        let flags = evaluator.summary.ptr() + 8;
+        // Column k of A: contiguous. Row k of B: stride kb.
+        let sorted_a = sorted_segments(device, stream, a_norms.norms.ptr(), (1, mb), mb, kb, pitches.0, flags)?;
+        let sorted_b = sorted_segments(device, stream, b_norms.norms.ptr(), (kb, 1), nb, kb, pitches.1, flags)?;
+        let f = device.function(&SPAMM, "spamm_tune_range")?;
+        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+        let (sa, pa, sb, pb) = (sorted_a.ptr(), pitches.0 as i64, sorted_b.ptr(), pitches.1 as i64);
+        let out = evaluator.summary.ptr();
+        unsafe {
+            launch(&f, flat_launch(device, kb), stream, kernel_args![&mb_i, &nb_i, &kb_i, &sa, &pa, &sb, &pb, &out])
+        }?;
+        evaluator.sorted = Some((sorted_a, sorted_b));
+        Ok(evaluator)
     }
 
-    pub fn count(&self, tau: f64) -> Result<u64> {
-        let (mb, nb, kb) = (self.a_norms.block_rows, self.b_norms.block_cols, self.a_norms.block_cols);
-        let mut count = [0u64];
-        if mb * nb * kb == 0 {
-            return Ok(0);
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.a_norms.block_rows, self.b_norms.block_cols, self.a_norms.block_cols)
+    }
+}
+
+/// `bytes` bytes at `offset` of `buffer` set to `value`, on the stream.
+fn set_bytes(buffer: &DeviceBuffer, offset: usize, bytes: usize, value: u8, stream: Stream) -> Result<()> {
+    unsafe { drv::memset_d8_async(buffer.ptr() + offset as u64, value, bytes, stream.0) }
+        .map_err(driver_error("initialising the tau search's results"))
+}
+
+/// `segments` segments of `len` norms (element e of segment s at `src + 8·(s·strides.1 + e·strides.0)`)
+/// sorted ascending into a new buffer, segment s at `s · padded` (padded: a power of two ≥ len, the
+/// tail +∞). Sets `*flags` bit 0 where a norm is not finite.
+#[allow(clippy::too_many_arguments)]
+fn sorted_segments(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    src: CUdeviceptr,
+    (element_stride, segment_stride): (usize, usize),
+    len: usize,
+    segments: usize,
+    padded: usize,
+    flags: CUdeviceptr,
+) -> Result<DeviceBuffer> {
+    let sorted = DeviceBuffer::alloc(device, segments * padded * 8, stream, "sorted block norms")?;
+    let (es, ss, len_i, segments_i, padded_i) =
+        (element_stride as i64, segment_stride as i64, len as i32, segments as i32, padded as i32);
+    let dst = sorted.ptr();
+    let load = device.function(&SPAMM, "spamm_tune_sort_load")?;
+    unsafe {
+        launch(
+            &load,
+            flat_launch(device, segments * padded),
+            stream,
+            kernel_args![&src, &es, &ss, &len_i, &segments_i, &padded_i, &dst, &flags],
+        )
+    }?;
+    if padded <= SORT_IN_SHARED_MEMORY {
+        let f = device.function(&SPAMM, "spamm_tune_sort_shared")?;
+        let cfg = Launch {
+            grid: (segments.min(65535) as u32, 1, 1),
+            block: ((padded / 2).clamp(32, 256) as u32, 1, 1),
+            shared_bytes: (padded * 8) as u32,
+        };
+        unsafe { launch(&f, cfg, stream, kernel_args![&dst, &segments_i, &padded_i]) }?;
+    } else {
+        let f = device.function(&SPAMM, "spamm_tune_sort_step")?;
+        let cfg = flat_launch(device, segments * padded / 2);
+        let mut size = 2;
+        while size <= padded {
+            let mut stride = size / 2;
+            while stride > 0 {
+                let (size_i, stride_i) = (size as i32, stride as i32);
+                unsafe { launch(&f, cfg, stream, kernel_args![&dst, &segments_i, &padded_i, &size_i, &stride_i]) }?;
+                stride /= 2;
+            }
+            size *= 2;
         }
-        self.device.bind()?;
-        unsafe { drv::memset_d8_async(self.counter.ptr(), 0, 8, self.stream.0) }
-            .map_err(driver_error("clearing the valid-product counter"))?;
-        let f = self.device.function(&SPAMM, "spamm_count_valid")?;
+    }
+    Ok(sorted)
+}
+
+impl CandidateEvaluator for DeviceTauEvaluator<'_> {
+    fn range(&mut self) -> Result<ProductRange> {
+        let dims = self.dims();
+        if self.sorted.is_none() {
+            return Ok(ProductRange { dims, min: 0.0, max: 0.0, positive_floor: 0.0 });
+        }
+        let mut summary = [0u64; 4];
+        self.summary.copy_to_host(&mut summary)?;
+        if summary[1] != 0 {
+            return Err(tune::non_finite_norms());
+        }
+        let floor = if summary[3] == u64::MAX { 0.0 } else { f64::from_bits(summary[3]) };
+        Ok(ProductRange {
+            dims,
+            min: f64::from_bits(summary[2]),
+            max: f64::from_bits(summary[0]),
+            positive_floor: floor,
+        })
+    }
+
+    fn evaluate(&mut self, taus: &[f64], squares: bool) -> Result<Vec<Evaluation>> {
+        let (mb, nb, kb) = self.dims();
+        let Some((sorted_a, sorted_b)) = &self.sorted else {
+            return Err(Error::internal("the tau search evaluated candidates of an empty product"));
+        };
+        let limit = if squares { tune::BOUND_CANDIDATES } else { tune::RATIO_CANDIDATES };
+        if taus.is_empty() || taus.len() > limit {
+            return Err(Error::internal(format!("the tau search asked for {} candidates", taus.len())));
+        }
+        let (device, stream) = (self.device, self.stream);
+        device.bind()?;
+        let slots = tune::RATIO_CANDIDATES;
+        let mut candidates =
+            TuneCandidates { count: taus.len() as i32, tau: [taus[taus.len() - 1]; tune::RATIO_CANDIDATES] };
+        candidates.tau[..taus.len()].copy_from_slice(taus);
+        set_bytes(&self.results, 0, 2 * slots * 8, 0, stream)?;
+        set_bytes(&self.results, 2 * slots * 8, slots * 8, 0xff, stream)?;
         let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
-        let (an, bn, out) = (self.a_norms.norms.ptr(), self.b_norms.norms.ptr(), self.counter.ptr());
+        let (sa, pa, sb, pb) = (sorted_a.ptr(), self.pitches.0 as i64, sorted_b.ptr(), self.pitches.1 as i64);
+        let out = self.results.ptr();
+        let count = device.function(&SPAMM, "spamm_tune_count")?;
+        let cfg =
+            Launch { grid: (kb.min(device.multiprocessors * 8) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
         unsafe {
-            launch(
-                &f,
-                flat_launch(self.device, mb * nb),
-                self.stream,
-                kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &out],
-            )
+            launch(&count, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &sa, &pa, &sb, &pb, &candidates, &out])
         }?;
-        self.counter.copy_to_host(&mut count)?;
-        Ok(count[0])
+        if squares {
+            if self.column_sums.is_none() {
+                let bytes = tune::BOUND_CANDIDATES * nb * 8;
+                self.column_sums = Some(DeviceBuffer::alloc(device, bytes, stream, "the error-bound search")?);
+            }
+            let sums = self.column_sums.as_ref().map_or(0, |b| b.ptr());
+            let (an, bn) = (self.a_norms.norms.ptr(), self.b_norms.norms.ptr());
+            let skipped = device.function(&SPAMM, "spamm_tune_skipped")?;
+            let cfg = Launch { grid: (nb.min(65535) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+            unsafe { launch(&skipped, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &candidates, &sums]) }?;
+            let total = device.function(&SPAMM, "spamm_tune_skipped_total")?;
+            let cfg = Launch { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
+            let (count_i, totals) = (taus.len() as i32, out + (3 * slots * 8) as u64);
+            unsafe { launch(&total, cfg, stream, kernel_args![&nb_i, &count_i, &sums, &totals]) }?;
+        }
+        let mut results = vec![0u64; if squares { 4 * slots } else { 3 * slots }];
+        self.results.copy_to_host(&mut results)?;
+        Ok(taus
+            .iter()
+            .enumerate()
+            .map(|(c, &tau)| Evaluation {
+                tau,
+                performed: results[c],
+                largest_skipped: f64::from_bits(results[slots + c]),
+                smallest_performed: f64::from_bits(results[2 * slots + c]),
+                skipped_squares: if squares { f64::from_bits(results[3 * slots + c]) } else { f64::NAN },
+            })
+            .collect())
     }
 }
