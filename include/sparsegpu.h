@@ -686,7 +686,7 @@ sgpuStatus_t spammGetStats(spammHandle_t handle, spammStats_t *stats);
 
 // Searches the τ at which op(A)·op(B) (as spamm?gemm would take them, at the handle's block size)
 // performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2,
-// generalised from bisection to a multi-way search): each iteration evaluates up to 64 candidate τ
+// generalised from bisection to a multi-way search): each iteration evaluates up to 256 candidate τ
 // at once (on the GPU: one counting kernel and one small copy back), spread over the bracket
 // [0, just above the largest block norm product] and then over the part of it that still encloses
 // the target. τ = 0 (ratio 1) and τ above every norm product (ratio 0) are known without an

@@ -804,12 +804,13 @@ extern "C" __global__ void __launch_bounds__(256) spamm_multiply_tiled_f16(int m
 // The tau searches (src/spamm/tune.rs): each iteration evaluates a set of candidate tau at once. The
 // host only chooses the candidates; everything here reproduces the CPU's NormMapEvaluator exactly
 // (counts, minima and maxima do not depend on order; the skipped sums follow the CPU's order).
+// Bit patterns of non-negative doubles order as the values, so minima and maxima are integer atomics;
+// a minimum is kept as the maximum of the complemented patterns, so that every accumulator starts at 0.
 // =============================================================================================
 
-#define SPAMM_TUNE_MAX_CANDIDATES 64   // tune::RATIO_CANDIDATES
+#define SPAMM_TUNE_MAX_CANDIDATES 256  // tune::RATIO_CANDIDATES
 #define SPAMM_TUNE_BOUND_CANDIDATES 16 // tune::BOUND_CANDIDATES
-#define SPAMM_TUNE_SEGMENT 32          // sorted A norms one thread walks for one candidate
-#define SPAMM_TUNE_SORT_SHARED 4096    // longest padded segment sorted in shared memory
+#define SPAMM_TUNE_SEGMENT 16          // sorted A norms one thread walks for one candidate
 
 // Candidates by value (kernel parameters): `count` ascending tau, the slots after them repeat the last.
 struct SpammTuneCandidates {
@@ -821,23 +822,8 @@ __device__ __forceinline__ unsigned long long spamm_bits(double x) {
     return (unsigned long long)__double_as_longlong(x);
 }
 
-// Segment s of a norm map (element e at src[s * segment_stride + e * element_stride], e < len) into
-// dst[s * padded + e], padded with +inf; sets bit 0 of *flags when a norm is not finite.
-extern "C" __global__ void spamm_tune_sort_load(const double* src, sgpu_i64 element_stride, sgpu_i64 segment_stride,
-                                                int len, int segments, int padded, double* dst,
-                                                unsigned long long* flags) {
-    const double inf = __longlong_as_double(0x7ff0000000000000LL);
-    sgpu_i64 total = (sgpu_i64)segments * padded;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        sgpu_i64 s = idx / padded, e = idx % padded;
-        double v = inf;
-        if (e < len) {
-            v = src[s * segment_stride + e * element_stride];
-            if ((spamm_bits(v) & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL) atomicOr(flags, 1ULL);
-        }
-        dst[idx] = v;
-    }
+__device__ __forceinline__ bool spamm_finite(double x) {
+    return (spamm_bits(x) & 0x7ff0000000000000ULL) != 0x7ff0000000000000ULL;
 }
 
 // One compare-exchange step of a bitonic sort: pair (x, x + stride), x without the stride bit; blocks
@@ -852,33 +838,15 @@ __device__ __forceinline__ void spamm_bitonic_step(double* d, int x, int size, i
     }
 }
 
-// Sorts each padded segment (a power of two, at most SPAMM_TUNE_SORT_SHARED) ascending in shared
-// memory: one thread block per segment.
-extern "C" __global__ void spamm_tune_sort_shared(double* data, int segments, int padded) {
-    extern __shared__ double keys[];
-    for (int s = blockIdx.x; s < segments; s += gridDim.x) {
-        double* d = data + (sgpu_i64)s * padded;
-        for (int e = threadIdx.x; e < padded; e += blockDim.x) keys[e] = d[e];
-        __syncthreads();
-        for (int size = 2; size <= padded; size <<= 1) {
-            for (int stride = size >> 1; stride > 0; stride >>= 1) {
-                for (int t = threadIdx.x; t < padded / 2; t += blockDim.x)
-                    spamm_bitonic_step(keys, 2 * stride * (t / stride) + t % stride, size, stride);
-                __syncthreads();
-            }
+// Sorts `padded` (a power of two) keys in shared memory ascending, with the whole thread block; ends
+// with a barrier (when there is anything to sort).
+__device__ void spamm_bitonic_sort_block(double* keys, int padded) {
+    for (int size = 2; size <= padded; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int t = threadIdx.x; t < padded / 2; t += blockDim.x)
+                spamm_bitonic_step(keys, 2 * stride * (t / stride) + t % stride, size, stride);
+            __syncthreads();
         }
-        for (int e = threadIdx.x; e < padded; e += blockDim.x) d[e] = keys[e];
-        __syncthreads();
-    }
-}
-
-// One bitonic step over every segment in global memory, for segments too long for shared memory.
-extern "C" __global__ void spamm_tune_sort_step(double* data, int segments, int padded, int size, int stride) {
-    sgpu_i64 half = padded / 2, total = (sgpu_i64)segments * half;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        int t = (int)(idx % half);
-        spamm_bitonic_step(data + (idx / half) * padded, 2 * stride * (t / stride) + t % stride, size, stride);
     }
 }
 
@@ -893,39 +861,117 @@ __device__ __forceinline__ int spamm_first_positive(const double* v, int len) {
     return lo;
 }
 
-// ProductRange from the sorted columns of A and rows of B, as bit patterns of non-negative doubles
-// (ordered as the values): summary = [max, flags, min, positive floor], zeroed / all-ones before.
-extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a,
-                                            const double* sorted_b, sgpu_i64 pitch_b, unsigned long long* summary) {
-    for (sgpu_i64 k = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; k < kb; k += (sgpu_i64)gridDim.x * blockDim.x) {
-        const double* a = sorted_a + k * pitch_a;
-        const double* b = sorted_b + k * pitch_b;
-        atomicMax(&summary[0], spamm_bits(__dmul_rn(a[mb - 1], b[nb - 1])));
-        atomicMin(&summary[2], spamm_bits(__dmul_rn(a[0], b[0])));
-        int pa = spamm_first_positive(a, mb), pb = spamm_first_positive(b, nb);
-        if (pa < mb && pb < nb) atomicMin(&summary[3], spamm_bits(__dmul_rn(a[pa], b[pb])));
+// Adds inner block k's share of ProductRange to summary = [max, flags, ~min, ~positive floor] (bit
+// patterns, zero before): a and b are A's column k and B's row k, sorted.
+__device__ void spamm_tune_extremes(const double* a, int mb, const double* b, int nb, unsigned long long* summary) {
+    atomicMax(&summary[0], spamm_bits(__dmul_rn(a[mb - 1], b[nb - 1])));
+    atomicMax(&summary[2], ~spamm_bits(__dmul_rn(a[0], b[0])));
+    int pa = spamm_first_positive(a, mb), pb = spamm_first_positive(b, nb);
+    if (pa < mb && pb < nb) atomicMax(&summary[3], ~spamm_bits(__dmul_rn(a[pa], b[pb])));
+}
+
+// Per inner block k (one thread block each): A's column k (an[i + k * mb]) and B's row k
+// (bn[k + j * kb]) into shared memory (padded with +inf to pa, pb: powers of two), sorted, written to
+// sorted_a[k * pa ...] and sorted_b[k * pb ...], and the block's extremes added to the summary. Bit 0
+// of summary[1] is set where a norm is not finite.
+extern "C" __global__ void spamm_tune_sort_pairs(int mb, int nb, int kb, const double* an, const double* bn,
+                                                 double* sorted_a, int pa, double* sorted_b, int pb,
+                                                 unsigned long long* summary) {
+    extern __shared__ double keys[];
+    double* ka = keys;
+    double* kbk = keys + pa;
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    for (int k = blockIdx.x; k < kb; k += gridDim.x) {
+        bool bad = false;
+        for (int e = threadIdx.x; e < pa; e += blockDim.x) {
+            double v = inf;
+            if (e < mb) {
+                v = an[e + (sgpu_i64)k * mb];
+                bad |= !spamm_finite(v);
+            }
+            ka[e] = v;
+        }
+        for (int e = threadIdx.x; e < pb; e += blockDim.x) {
+            double v = inf;
+            if (e < nb) {
+                v = bn[k + (sgpu_i64)e * kb];
+                bad |= !spamm_finite(v);
+            }
+            kbk[e] = v;
+        }
+        if (bad) atomicOr(&summary[1], 1ULL);
+        __syncthreads();
+        spamm_bitonic_sort_block(ka, pa);
+        spamm_bitonic_sort_block(kbk, pb);
+        for (int e = threadIdx.x; e < pa; e += blockDim.x) sorted_a[(sgpu_i64)k * pa + e] = ka[e];
+        for (int e = threadIdx.x; e < pb; e += blockDim.x) sorted_b[(sgpu_i64)k * pb + e] = kbk[e];
+        if (threadIdx.x == 0) spamm_tune_extremes(ka, mb, kbk, nb, summary);
+        __syncthreads();
     }
 }
 
-// Per candidate c, over all block products: how many are performed (nA * nB >= tau), the smallest
-// performed and the largest skipped product (bit patterns). out = [performed | largest skipped |
-// smallest performed] in slots of SPAMM_TUNE_MAX_CANDIDATES, zeroed / zeroed / all-ones before.
+// For segments too long for shared memory: segment s of a norm map (element e at
+// src[s * segment_stride + e * element_stride], e < len) into dst[s * padded + e], padded with +inf;
+// sets bit 0 of *flags where a norm is not finite. Then spamm_tune_sort_step, then spamm_tune_range.
+extern "C" __global__ void spamm_tune_sort_load(const double* src, sgpu_i64 element_stride, sgpu_i64 segment_stride,
+                                                int len, int segments, int padded, double* dst,
+                                                unsigned long long* flags) {
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    sgpu_i64 total = (sgpu_i64)segments * padded;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 s = idx / padded, e = idx % padded;
+        double v = inf;
+        if (e < len) {
+            v = src[s * segment_stride + e * element_stride];
+            if (!spamm_finite(v)) atomicOr(flags, 1ULL);
+        }
+        dst[idx] = v;
+    }
+}
+
+// One bitonic step over every segment in global memory.
+extern "C" __global__ void spamm_tune_sort_step(double* data, int segments, int padded, int size, int stride) {
+    sgpu_i64 half = padded / 2, total = (sgpu_i64)segments * half;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        int t = (int)(idx % half);
+        spamm_bitonic_step(data + (idx / half) * padded, 2 * stride * (t / stride) + t % stride, size, stride);
+    }
+}
+
+// The summary of segments sorted in global memory.
+extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a,
+                                            const double* sorted_b, sgpu_i64 pitch_b, unsigned long long* summary) {
+    for (sgpu_i64 k = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; k < kb; k += (sgpu_i64)gridDim.x * blockDim.x)
+        spamm_tune_extremes(sorted_a + k * pitch_a, mb, sorted_b + k * pitch_b, nb, summary);
+}
+
+// Per candidate c, over all block products: how many are performed (nA * nB >= tau), the largest
+// skipped and the smallest performed product, added to out = [performed | largest skipped |
+// ~smallest performed | skipped squares] (slots of SPAMM_TUNE_MAX_CANDIDATES, zero before). Block 0
+// zeroes `next`, the accumulators of the following iteration (the host has read them already).
 // Per inner block k and candidate, a thread walks a segment of A's sorted column k: for ascending a,
 // the first performed position p in B's sorted row k only moves down (rounding a * x is monotone in
-// both), so each a costs its steps of p plus one multiply.
-extern "C" __global__ void __launch_bounds__(256)
+// both), so each a costs its steps of p plus one multiply. With `staged`, the block first copies the
+// column and the row into shared memory (mb + nb doubles of dynamic shared memory).
+extern "C" __global__ void __launch_bounds__(1024)
     spamm_tune_count(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a, const double* sorted_b,
-                     sgpu_i64 pitch_b, SpammTuneCandidates candidates, unsigned long long* out) {
+                     sgpu_i64 pitch_b, int staged, SpammTuneCandidates candidates, unsigned long long* out,
+                     unsigned long long* next) {
+    extern __shared__ double stage[];
     __shared__ double taus[SPAMM_TUNE_MAX_CANDIDATES];
     __shared__ unsigned long long performed[SPAMM_TUNE_MAX_CANDIDATES];
     __shared__ unsigned long long largest[SPAMM_TUNE_MAX_CANDIDATES];
-    __shared__ unsigned long long smallest[SPAMM_TUNE_MAX_CANDIDATES];
+    __shared__ unsigned long long smallest[SPAMM_TUNE_MAX_CANDIDATES]; // complemented
     const int count = candidates.count;
+    if (blockIdx.x == 0)
+        for (int e = threadIdx.x; e < 4 * SPAMM_TUNE_MAX_CANDIDATES; e += blockDim.x) next[e] = 0;
     for (int c = threadIdx.x; c < count; c += blockDim.x) {
         taus[c] = candidates.tau[c];
         performed[c] = 0;
         largest[c] = 0;
-        smallest[c] = ~0ULL;
+        smallest[c] = 0;
     }
     __syncthreads();
     const int segments = (mb + SPAMM_TUNE_SEGMENT - 1) / SPAMM_TUNE_SEGMENT;
@@ -933,6 +979,13 @@ extern "C" __global__ void __launch_bounds__(256)
     for (sgpu_i64 k = blockIdx.x; k < kb; k += gridDim.x) {
         const double* a = sorted_a + k * pitch_a;
         const double* b = sorted_b + k * pitch_b;
+        if (staged) {
+            for (int e = threadIdx.x; e < mb; e += blockDim.x) stage[e] = a[e];
+            for (int e = threadIdx.x; e < nb; e += blockDim.x) stage[mb + e] = b[e];
+            __syncthreads();
+            a = stage;
+            b = stage + mb;
+        }
         // Consecutive threads: consecutive candidates on the same segment (the same a, broadcast).
         for (sgpu_i64 w = threadIdx.x; w < work; w += blockDim.x) {
             const int c = (int)(w % count);
@@ -961,16 +1014,17 @@ extern "C" __global__ void __launch_bounds__(256)
                     large = v > large ? v : large;
                 }
             }
-            atomicAdd(&performed[c], n);
-            atomicMin(&smallest[c], small);
-            atomicMax(&largest[c], large);
+            if (n) atomicAdd(&performed[c], n);
+            if (~small) atomicMax(&smallest[c], ~small);
+            if (large) atomicMax(&largest[c], large);
         }
+        if (staged) __syncthreads();
     }
     __syncthreads();
     for (int c = threadIdx.x; c < count; c += blockDim.x) {
-        atomicAdd(&out[c], performed[c]);
-        atomicMax(&out[SPAMM_TUNE_MAX_CANDIDATES + c], largest[c]);
-        atomicMin(&out[2 * SPAMM_TUNE_MAX_CANDIDATES + c], smallest[c]);
+        if (performed[c]) atomicAdd(&out[c], performed[c]);
+        if (largest[c]) atomicMax(&out[SPAMM_TUNE_MAX_CANDIDATES + c], largest[c]);
+        if (smallest[c]) atomicMax(&out[2 * SPAMM_TUNE_MAX_CANDIDATES + c], smallest[c]);
     }
 }
 

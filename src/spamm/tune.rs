@@ -29,7 +29,7 @@ use rayon::prelude::*;
 
 /// Candidates one iteration of the valid-ratio search evaluates. Counting them costs, per inner block
 /// k, one merge-like walk over the sorted norms of A's column k and B's row k per candidate.
-pub(crate) const RATIO_CANDIDATES: usize = 64;
+pub(crate) const RATIO_CANDIDATES: usize = 256;
 
 /// Candidates one iteration of the error-bound search evaluates. The bound of a τ needs every C
 /// block's sum of skipped products in k order, so the evaluation walks all block products with one
@@ -418,8 +418,8 @@ fn next_up(x: f64) -> f64 {
 
 /// Up to `slots` distinct τ whose bit patterns lie in `[from, to]`, ascending: every pattern when
 /// they fit; otherwise evenly spaced patterns including both ends, with half of the slots instead
-/// clustered around `prediction` (a fraction of the way from `from` to `to`) at distances shrinking
-/// by 4 from a quarter of the even spacing. `extra` is added (it is one of the slots).
+/// clustered around `prediction` (a fraction of the way from `from` to `to`) at geometrically
+/// shrinking distances. `extra` is added (it is one of the slots).
 fn spread(from: u64, to: u64, slots: usize, prediction: Option<f64>, extra: Option<u64>) -> Vec<f64> {
     debug_assert!(from <= to && slots >= 4);
     let mut bits: Vec<u64> = Vec::with_capacity(slots);
@@ -433,12 +433,15 @@ fn spread(from: u64, to: u64, slots: usize, prediction: Option<f64>, extra: Opti
         bits.extend((0..even as u128).map(|e| from + (step * e / (even as u128 - 1)) as u64));
         if let Some(fraction) = prediction {
             let center = from + (width as f64 * fraction) as u64;
-            let spacing = width / (even as u64 - 1);
-            let mut offset = spacing / 4;
-            for _ in 0..(slots - even) / 2 {
+            let spacing = (width / (even as u64 - 1)) as f64;
+            // Distances from a quarter of the even spacing down by a factor 2^shrink, reaching about
+            // 2^-36 of it with many slots (and shrinking by 4 at most).
+            let per_side = (slots - even) / 2;
+            let shrink = (36.0 / per_side as f64).min(2.0);
+            for m in 0..per_side {
+                let offset = (spacing / 4.0 * (-(m as f64) * shrink).exp2()) as u64;
                 bits.push(center.saturating_sub(offset).max(from));
                 bits.push(center.saturating_add(offset).min(to));
-                offset /= 4;
             }
         }
     }
