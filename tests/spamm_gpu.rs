@@ -719,9 +719,10 @@ fn long_norm_segments_tune_as_on_the_cpu() {
     }
 }
 
-/// The cost of the τ searches at N = 8192 in f32 (device arrays, after a warm-up, wall clock of
-/// whole calls, which wait for their results), beside the norms alone and the product at the τ
-/// found. Run with `--ignored --nocapture`.
+/// The cost of the τ searches at N = 8192 in f32 (device arrays, after a warm-up; medians of 15 wall
+/// clocks of whole calls, which wait for their results), beside the norms alone, the device's share
+/// of an iteration (CUDA events around 20 queued iterations), an idle round trip, and the product at
+/// the τ found. `SPAMM_TUNING_N=8192,16384` picks the sizes. Run with `--ignored --nocapture`.
 #[test]
 #[ignore]
 fn tuning_cost_at_8192() {
@@ -729,9 +730,16 @@ fn tuning_cost_at_8192() {
         return;
     }
     let _serial = serial();
+    let sizes = std::env::var("SPAMM_TUNING_N").unwrap_or_else(|_| "8192".into());
+    for n in sizes.split(',').map(|v| v.trim().parse::<usize>().unwrap()) {
+        tuning_cost(n);
+    }
+}
+
+fn tuning_cost(n: usize) {
+    use cudarc::driver::result::event;
     let mut rng = Rng::fresh("spamm_gpu tuning cost");
     let gpu = cuda::device(0).unwrap();
-    let n: usize = std::env::var("SPAMM_TUNING_N").ok().and_then(|v| v.parse().ok()).unwrap_or(8192);
     let a: Vec<f32> = algebraic_decay(&mut rng, n, n, 0.1, 0.1);
     let a_dev = DeviceBuffer::from_host(&gpu, &a, Stream::DEFAULT, "A").unwrap();
     let c_dev = DeviceBuffer::alloc(&gpu, n * n * 4, Stream::DEFAULT, "C").unwrap();
@@ -750,6 +758,27 @@ fn tuning_cost_at_8192() {
         t.sort_by(f64::total_cmp);
         t[t.len() / 2]
     };
+    // Device milliseconds of one `f`, from events around 20 back-to-back calls.
+    let device_ms = |f: &mut dyn FnMut()| unsafe {
+        f();
+        let (start, end) = (
+            event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT).unwrap(),
+            event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT).unwrap(),
+        );
+        event::record(start, Stream::DEFAULT.0).unwrap();
+        for _ in 0..20 {
+            f();
+        }
+        event::record(end, Stream::DEFAULT.0).unwrap();
+        event::synchronize(end).unwrap();
+        let ms = event::elapsed(start, end).unwrap() as f64 / 20.0;
+        event::destroy(start).unwrap();
+        event::destroy(end).unwrap();
+        ms
+    };
+    let idle = median(&mut || gpu.synchronize(Stream::DEFAULT).unwrap());
+    let word = DeviceBuffer::alloc(&gpu, 8, Stream::DEFAULT, "a word").unwrap();
+    let round_trip = median(&mut || word.copy_to_host(&mut [0u64]).unwrap());
     let raw = RawOperand {
         ptr: a_dev.ptr() as *const f32,
         len: n * n,
@@ -769,31 +798,50 @@ fn tuning_cost_at_8192() {
         let mut e = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap();
         e.range().unwrap();
     });
+    let setup_device =
+        device_ms(&mut || drop(cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap()));
     let mut e = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap();
     let range = e.range().unwrap();
-    let taus: Vec<f64> = (1..=64).map(|c| range.max * c as f64 / 65.0).collect();
-    let count_pass = median(&mut || {
-        e.evaluate(&taus, false).unwrap();
+    let spread = |count: usize, low: f64, high: f64| -> Vec<f64> {
+        (0..count).map(|c| low + (high - low) * (c as f64 + 0.5) / count as f64).collect()
+    };
+    let taus = spread(256, range.min, range.max);
+    let ratio_iteration = median(&mut || drop(e.evaluate(&taus, false).unwrap()));
+    let ratio_device = device_ms(&mut || {
+        e.queue(&taus, false).unwrap();
     });
-    let bound_wide = median(&mut || {
-        e.evaluate(&taus[..16], true).unwrap();
+    let wide = spread(16, range.min, range.max);
+    let middle = (range.min + range.max) / 2.0;
+    let narrow: Vec<f64> = (0..16).map(|c| middle * (1.0 + c as f64 * 1e-12)).collect();
+    let bound_wide = median(&mut || drop(e.evaluate(&wide, true).unwrap()));
+    let bound_wide_device = device_ms(&mut || {
+        e.queue(&wide, true).unwrap();
     });
-    let narrow: Vec<f64> = (0..16).map(|c| range.max * (0.5 + c as f64 * 1e-9)).collect();
-    let bound_narrow = median(&mut || {
-        e.evaluate(&narrow, true).unwrap();
+    let bound_narrow = median(&mut || drop(e.evaluate(&narrow, true).unwrap()));
+    let bound_narrow_device = device_ms(&mut || {
+        e.queue(&narrow, true).unwrap();
     });
     println!(
-        "TUNING N {n} f32 bs 32: two norm maps {norms:.4} ms; sort + range {setup:.4} ms; one ratio iteration (64 candidates) {count_pass:.4} ms; one bound iteration (16 candidates) {bound_wide:.4} ms spread, {bound_narrow:.4} ms clustered"
+        "TUNING N {n} f32 bs 32: idle synchronize {idle:.4} ms, 8-byte copy back {round_trip:.4} ms; two norm maps {norms:.4} ms; \
+         sort + range {setup:.4} ms (device {setup_device:.4} ms); ratio iteration (256 candidates) {ratio_iteration:.4} ms \
+         (device {ratio_device:.4} ms); bound iteration (16 candidates) spread {bound_wide:.4} ms (device {bound_wide_device:.4} ms), \
+         clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)"
     );
     let handle_ref = unsafe { &*h };
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let gemm_at = |tau: f64| {
+        median(&mut || {
+            let st = unsafe {
+                spammSgemm(h, 0, 0, ni, ni, ni, &alpha, ap as _, ni, ap as _, ni, &beta, c_dev.ptr() as _, ni, tau)
+            };
+            assert_eq!(st, OK, "{}", last_error());
+        })
+    };
     for target in [0.05, 0.1, 0.3] {
         for tol in [0.01, 0.005] {
-            let mut choice = None;
-            let ms = median(&mut || {
-                choice = Some(unsafe { handle_ref.tune_tau_raw(&raw, &raw, target, tol, 20) }.unwrap());
-            });
+            let choice = unsafe { handle_ref.tune_tau_raw(&raw, &raw, target, tol, 20) }.unwrap();
             let (mut tau, mut ratio) = (0.0, 0.0);
-            let c_api = median(&mut || {
+            let call = median(&mut || {
                 let st = unsafe {
                     spammTuneTau(
                         h,
@@ -816,19 +864,13 @@ fn tuning_cost_at_8192() {
                 };
                 assert_eq!(st, OK, "{}", last_error());
             });
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            let gemm = median(&mut || {
-                let st = unsafe {
-                    spammSgemm(h, 0, 0, ni, ni, ni, &alpha, ap as _, ni, ap as _, ni, &beta, c_dev.ptr() as _, ni, tau)
-                };
-                assert_eq!(st, OK, "{}", last_error());
-            });
+            let gemm = gemm_at(tau);
             println!(
-                "TUNING N {n} f32 target {target} tol {tol}: {:?}; spammTuneTau {c_api:.4} ms (tune_tau_raw {ms:.4} ms), both with the norms; without them {:.4} ms; spammSgemm at that tau {gemm:.3} ms: tuning without / with norms = {:.2} / {:.2} % of the product",
-                choice.unwrap(),
-                c_api - norms,
-                100.0 * (c_api - norms) / gemm,
-                100.0 * c_api / gemm
+                "TUNING N {n} f32 target {target} tol {tol}: {choice:?}; spammTuneTau {call:.4} ms with the norms, {:.4} ms \
+                 without; spammSgemm at that tau {gemm:.3} ms; tuning without / with norms = {:.2} / {:.2} % of the product",
+                call - norms,
+                100.0 * (call - norms) / gemm,
+                100.0 * call / gemm
             );
         }
     }
@@ -842,20 +884,14 @@ fn tuning_cost_at_8192() {
     for relative in [1e-4, 1e-2] {
         let epsilon = relative * everything.error_bound;
         let mut choice = None;
-        let ms = median(&mut || {
+        let call = median(&mut || {
             choice = Some(unsafe { handle_ref.tune_tau_for_error_bound_raw(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
         });
-        let tau = choice.unwrap().tau;
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let gemm = median(&mut || {
-            let st = unsafe {
-                spammSgemm(h, 0, 0, ni, ni, ni, &alpha, ap as _, ni, ap as _, ni, &beta, c_dev.ptr() as _, ni, tau)
-            };
-            assert_eq!(st, OK, "{}", last_error());
-        });
+        let choice = choice.unwrap();
+        let gemm = gemm_at(choice.tau);
         println!(
-            "TUNING N {n} f32 error bound {epsilon:e}: {:?}; spammTuneTauForErrorBound {ms:.4} ms incl. norms; spammSgemm at that tau {gemm:.3} ms",
-            choice.unwrap()
+            "TUNING N {n} f32 error bound {epsilon:e}: {choice:?}; spammTuneTauForErrorBound {call:.4} ms with the norms; \
+             spammSgemm at that tau {gemm:.3} ms"
         );
     }
     assert_eq!(unsafe { spammDestroy(h) }, OK);
