@@ -267,7 +267,9 @@ typedef struct {
   double tau;
   // The block size (LoNum) of the product.
   int blockSize;
-  // Wall time of the product call (norms, selection, multiplication), in seconds.
+  // Host time spent in the product call, in seconds. On the CUDA backend with device-memory
+  // operands the call returns once the work is queued on the handle's stream (time the GPU work
+  // with events); spammGetStats waits for the statistics, not the caller.
   double elapsedSeconds;
 } spammStats_t;
 
@@ -724,8 +726,10 @@ sgpuStatus_t spammTuneTau(spammHandle_t handle,
 // it that still encloses errorBound. The search ends when no τ is left between a candidate within
 // the bound and one beyond it (the τ found is then exactly the largest), or after maxIterations
 // iterations (then it is the largest τ found, still within the bound). Writes τ, the bound at τ and
-// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha.
-// errorBound: a non-negative number (+INFINITY allowed); other arguments as spammTuneTau.
+// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha (the
+// bound exactly on the CPU backend; the CUDA backend's tile kernels sum it in another order, equal up
+// to rounding). errorBound: a non-negative number (+INFINITY allowed); other arguments as
+// spammTuneTau.
 sgpuStatus_t spammTuneTauForErrorBound(spammHandle_t handle,
                                        sgpuValueType_t valueType,
                                        sgpuOperation_t transa,

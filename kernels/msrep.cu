@@ -31,19 +31,24 @@ __device__ __forceinline__ void msrep_emit(int j, int n, T s, int start_flag, in
 // cuSPARSE-style kernels do) per local row; lanes stride over the row's entries, then reduce by
 // shuffles within the group. Rows are handed out grid-stride; a group's lanes always agree on the row,
 // so the group mask below is exact even when other groups of the warp have finished.
+// Rows longer than `long_row` entries are skipped here: power-law matrices (R-MAT) have a few rows of
+// tens of thousands of entries, which one small group would work through long after every other warp
+// finished; csr_long_rows gives each of those a whole block instead (the host lists them at upload,
+// with the same threshold), balancing nonzeros rather than rows per worker.
 template <typename T, int G>
 __device__ void csr_partition(int n, const int* __restrict__ ptr, const int* __restrict__ idx,
                               const T* __restrict__ val, const T* __restrict__ x, T alpha, T beta, T* out,
-                              int finish, int start_flag, int end_flag, T* shared) {
+                              int finish, int start_flag, int end_flag, T* shared, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
     const sgpu_i64 group = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
     const sgpu_i64 groups = (sgpu_i64)gridDim.x * blockDim.x / G;
     for (sgpu_i64 j = group; j < n; j += groups) {
+        const int begin = ptr[j], end = ptr[j + 1];
+        if (end - begin > long_row) continue;  // the same for every lane of the group
         T s = 0;
-        const int end = ptr[j + 1];
-        for (int e = ptr[j] + (int)lane; e < end; e += G) s += val[e] * x[idx[e]];
+        for (int e = begin + (int)lane; e < end; e += G) s += val[e] * x[idx[e]];
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
         if (lane == 0) {
@@ -53,6 +58,39 @@ __device__ void csr_partition(int n, const int* __restrict__ ptr, const int* __r
                 out[j] = s;
             }
         }
+    }
+}
+
+// pCSR long rows (listed in `rows`, local indices): one block per row, blocks grid-stride over the
+// list. Threads stride over the row, warps reduce by shuffles, then thread 0 adds the warps' sums in
+// warp order: no atomics, so the result is deterministic (the same bits on every run), though summed in
+// another order than the CPU backend's sequential loop (tests allow rounding differences).
+// blockDim.x is a multiple of 32, at most 1024.
+template <typename T>
+__device__ void csr_long_rows(int count, const int* __restrict__ rows, int n, const int* __restrict__ ptr,
+                              const int* __restrict__ idx, const T* __restrict__ val, const T* __restrict__ x,
+                              T alpha, T beta, T* out, int finish, int start_flag, int end_flag, T* shared) {
+    __shared__ T warp_sums[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int i = blockIdx.x; i < count; i += gridDim.x) {
+        const int j = rows[i];
+        const int end = ptr[j + 1];
+        T s = 0;
+        for (int e = ptr[j] + (int)threadIdx.x; e < end; e += blockDim.x) s += val[e] * x[idx[e]];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) warp_sums[warp] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            T total = 0;
+            for (int w = 0; w < warps; ++w) total += warp_sums[w];
+            if (finish) {
+                msrep_emit(j, n, total, start_flag, end_flag, alpha, beta, out, shared);
+            } else {
+                out[j] = total;
+            }
+        }
+        __syncthreads();  // warp_sums is reused by the next row
     }
 }
 
@@ -151,8 +189,8 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
 #define MSREP_CSR(T, S, G)                                                                                          \
     extern "C" __global__ void msrep_csr_##S##_g##G(int n, const int* ptr, const int* idx, const T* val,          \
                                                     const T* x, T alpha, T beta, T* out, int finish,             \
-                                                    int start_flag, int end_flag, T* shared) {                   \
-        csr_partition<T, G>(n, ptr, idx, val, x, alpha, beta, out, finish, start_flag, end_flag, shared);         \
+                                                    int start_flag, int end_flag, T* shared, int long_row) {     \
+        csr_partition<T, G>(n, ptr, idx, val, x, alpha, beta, out, finish, start_flag, end_flag, shared, long_row); \
     }                                                                                                             \
     extern "C" __global__ void msrep_csc_##S##_g##G(int n, const int* ptr, const int* idx, const T* val,          \
                                                     const T* x_part, T* acc) {                                   \
@@ -166,6 +204,11 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSR(T, S, 8)                                                                                              \
     MSREP_CSR(T, S, 16)                                                                                             \
     MSREP_CSR(T, S, 32)                                                                                             \
+    extern "C" __global__ void msrep_csr_long_##S(int count, const int* rows, int n, const int* ptr,               \
+                                                  const int* idx, const T* val, const T* x, T alpha, T beta,     \
+                                                  T* out, int finish, int start_flag, int end_flag, T* shared) { \
+        csr_long_rows<T>(count, rows, n, ptr, idx, val, x, alpha, beta, out, finish, start_flag, end_flag, shared); \
+    }                                                                                                             \
     extern "C" __global__ void msrep_coo_##S(sgpu_i64 nnz, const int* row, const int* col, const T* val,          \
                                              const T* x, T* partial) {                                            \
         coo_partition<T>(nnz, row, col, val, x, partial);                                                         \

@@ -250,29 +250,40 @@ extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr,
     }
 }
 
-// Stages rows [r0, r0 + rows) x columns [k0, k0 + w) of a matrix into a shared panel, reading along
-// whichever direction is contiguous in memory so the loads coalesce.
+// Stages the listed rows r0 + list[j] (j < count) x columns [k0, k0 + w) of a matrix into a shared
+// panel (row list[j] of the panel), reading along whichever direction is contiguous in memory so the
+// loads coalesce. Only rows / columns of S that hold a nonzero of the tile are listed, so a sparse
+// tile stages a few rows instead of all Ti + Tj.
 template <int TY>
 __device__ __forceinline__ void sd_stage(typename sd_type<TY>::comp (*panel)[SD_TK + 1],
                                          const typename sd_type<TY>::elem* X, long long rs, long long cs, long long r0,
-                                         int rows, int k0, int w) {
-    for (int idx = threadIdx.x; idx < rows * w; idx += SD_THREADS) {
-        int r, p;
+                                         const int* list, int count, int k0, int w) {
+    for (int idx = threadIdx.x; idx < count * w; idx += SD_THREADS) {
+        int j, p;
         if (cs == 1) {
-            r = idx / w;
+            j = idx / w;
             p = idx % w;
         } else {
-            p = idx / rows;
-            r = idx % rows;
+            p = idx / count;
+            j = idx % count;
         }
+        int r = list[j];
         panel[r][p] = sd_type<TY>::load(X[(r0 + r) * rs + (long long)(k0 + p) * cs]);
     }
 }
 
-// One block per band of Ti rows of S. For each of the band's tiles (Tj columns with nonzeros) and
-// each K slice of Tk: the tile's A rows and B rows are staged in shared memory, then each thread
-// accumulates the dot products of up to SD_EPT of the tile's nonzeros in registers; results are
-// written once, after the last slice (no atomics, deterministic).
+// OR of a 64-bit word over the warp.
+__device__ __forceinline__ unsigned long long sd_warp_or64(unsigned long long x) {
+    for (int offset = 16; offset > 0; offset >>= 1) x |= __shfl_xor_sync(0xffffffffu, x, offset);
+    return x;
+}
+
+// Blocks (band, y): block y of a band of Ti rows of S takes the band's tiles y, y + gridDim.y, ...
+// (several blocks per band, so a few long bands do not leave the GPU idle). For each tile (Tj
+// columns with nonzeros), chunk of up to SD_THREADS * SD_EPT of its nonzeros and K slice of Tk:
+// the A rows and B rows that the chunk's nonzeros use are staged in shared memory, then each thread
+// accumulates the dot products of up to SD_EPT nonzeros in registers; results are written once,
+// after the last slice (no atomics, deterministic).
 template <int TY>
 __device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alpha,
                             const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
@@ -283,31 +294,57 @@ __device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alph
     typedef typename sd_type<TY>::comp comp;
     __shared__ comp panel_a[SD_TI][SD_TK + 1];
     __shared__ comp panel_b[SD_TJ][SD_TK + 1];
+    __shared__ unsigned long long used_rows, used_cols;  // bit r / c: row / column of the tile in use
+    __shared__ int list_rows[SD_TI], list_cols[SD_TJ];
     int band = blockIdx.x;
     int r0 = band * SD_TI;
     int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
     long long e0 = row_ptr[r0] - base, e1 = row_ptr[r0 + rows] - base;
     long long toff = e0 + band;
     int tiles = band_tiles[band];
-    for (int t = 0; t < tiles; ++t) {
+    int lane = threadIdx.x & 31;
+    for (int t = blockIdx.y; t < tiles; t += gridDim.y) {
         int c0 = tile_cb[toff + t] * SD_TJ;
-        int cols = n - c0 < SD_TJ ? n - c0 : SD_TJ;
         long long g0 = e0 + tile_start[toff + t];
         long long g1 = t + 1 < tiles ? e0 + tile_start[toff + t + 1] : e1;
         for (long long chunk = g0; chunk < g1; chunk += SD_THREADS * SD_EPT) {
             comp acc[SD_EPT];
             int rs[SD_EPT];
+            unsigned long long my_rows = 0, my_cols = 0;
 #pragma unroll
             for (int q = 0; q < SD_EPT; ++q) {
                 long long g = chunk + threadIdx.x + q * SD_THREADS;
                 acc[q] = 0;
                 rs[q] = g < g1 ? order_rs[g] : -1;
+                if (rs[q] >= 0) {
+                    my_rows |= 1ull << (rs[q] >> 8);
+                    my_cols |= 1ull << (rs[q] & 255);
+                }
+            }
+            __syncthreads();  // the previous chunk is done with the masks, lists and panels
+            if (threadIdx.x == 0) used_rows = used_cols = 0;
+            __syncthreads();
+            my_rows = sd_warp_or64(my_rows);
+            my_cols = sd_warp_or64(my_cols);
+            if (lane == 0) {
+                if (my_rows) atomicOr(&used_rows, my_rows);
+                if (my_cols) atomicOr(&used_cols, my_cols);
+            }
+            __syncthreads();
+            unsigned long long mask_rows = used_rows, mask_cols = used_cols;
+            int count_rows = __popcll(mask_rows), count_cols = __popcll(mask_cols);
+            if (threadIdx.x < SD_TI) {
+                int r = threadIdx.x;
+                if ((mask_rows >> r) & 1) list_rows[__popcll(mask_rows & ((1ull << r) - 1))] = r;
+            } else if (threadIdx.x < SD_TI + SD_TJ) {
+                int c = threadIdx.x - SD_TI;
+                if ((mask_cols >> c) & 1) list_cols[__popcll(mask_cols & ((1ull << c) - 1))] = c;
             }
             for (int k0 = 0; k0 < k; k0 += SD_TK) {
                 int w = k - k0 < SD_TK ? k - k0 : SD_TK;
-                __syncthreads();
-                sd_stage<TY>(panel_a, A, a_rs, a_cs, r0, rows, k0, w);
-                sd_stage<TY>(panel_b, B, b_rs, b_cs, c0, cols, k0, w);
+                __syncthreads();  // the lists are written; the previous slice is done with the panels
+                sd_stage<TY>(panel_a, A, a_rs, a_cs, r0, list_rows, count_rows, k0, w);
+                sd_stage<TY>(panel_b, B, b_rs, b_cs, c0, list_cols, count_cols, k0, w);
                 __syncthreads();
 #pragma unroll
                 for (int q = 0; q < SD_EPT; ++q) {

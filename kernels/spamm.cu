@@ -87,11 +87,6 @@ extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const doubl
 // Multiplication (Algorithm 2): one thread block per 32 x 32 tile of one C block (i, j). A C block of
 // b > 32 is covered by ceil(b/32)^2 tiles, each walking the same valid k; b < 32 clips the tile.
 
-struct SpammOperand {
-    sgpu_i64 ld;
-    int transposed;
-};
-
 // The bitmap phase for the window of k blocks [w, w + blockDim.x): valid k compacted, in increasing
 // order, into `list` (the paper's map_offset); returns how many. Ends with a barrier.
 __device__ int spamm_valid_window(sgpu_i64 i, sgpu_i64 j, int mb, int kb, sgpu_i64 w, const double* an,
@@ -289,14 +284,6 @@ extern "C" __global__ void __launch_bounds__(256) spamm_multiply_f64(int m, int 
 
 #define SPAMM_HSTRIDE (SPAMM_CHUNK + 8)  // padded row of a shared f16 tile (bank spread, 4-byte aligned)
 
-__device__ __forceinline__ void spamm_mma_16816(float* d, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int n, int k, int bs, float alpha,
         const sgpu_f16* a, sgpu_i64 lda, int ta, const sgpu_f16* b, sgpu_i64 ldb, int tb, float beta, sgpu_f16* c,
         sgpu_i64 ldc, const double* an, const double* bn, double tau) {
@@ -391,412 +378,222 @@ extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fast path (block sizes that are multiples of 32): one thread block computes a TILE x TILE tile of C
-// (128 x 128 for f32 / f16, 64 x 64 for f64), i.e. several C blocks at once (up to 4 x 4), so that
-// each loaded element of op(A) / op(B) feeds TILE / TM times more FMAs than with 32 x 32 tiles.
-// The k blocks walked are the union of the valid k of the tile's C blocks; each k block carries a
-// 16-bit mask (bit bi * 4 + bj: C block (i0 + bi, j0 + bj) of the tile performs it). Every thread
-// (f32 / f64) or every mma.sync fragment (f16) lies inside a single C block (TM | 32, 16 | 32), and
-// performs a chunk only when its C block's bit is set: the per-block skip decisions, and the set of
-// products summed into every C element, are exactly Algorithm 2's.
+// Work lists of the tile kernels (kernels/spamm_tiles.cuh): per tile of C, the k blocks any of its C
+// blocks performs, each with the mask of those that do.
 
-#define SPAMM_FAST_WINDOW 256  // k blocks decided per pass (= threads per block of the fast kernels)
-
-struct __align__(16) spamm_f4 { float x, y, z, w; };
-struct __align__(16) spamm_d2 { double x, y; };
-__device__ __forceinline__ void spamm_ld16(float* d, const float* s) {
-    spamm_f4 v = *(const spamm_f4*)s;
-    d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
-}
-__device__ __forceinline__ void spamm_ld16(double* d, const double* s) {
-    spamm_d2 v = *(const spamm_d2*)s;
-    d[0] = v.x; d[1] = v.y;
-}
-
-// The C blocks a tile [row0, row0 + tile) x [col0, col0 + tile) touches: [i0, i0 + ni) x [j0, j0 + nj).
-__device__ __forceinline__ void spamm_tile_blocks(sgpu_i64 row0, sgpu_i64 col0, int tile, int m, int n, int bs,
-                                                  int& i0, int& ni, int& j0, int& nj) {
-    sgpu_i64 row_end = row0 + tile < m ? row0 + tile : m, col_end = col0 + tile < n ? col0 + tile : n;
+// The C blocks a tile [row0, row0 + tile_m) x [col0, col0 + tile_n) touches: [i0, i0 + ni) x [j0, j0 + nj).
+__device__ __forceinline__ void spamm_tile_blocks(sgpu_i64 row0, sgpu_i64 col0, int tile_m, int tile_n, int m, int n,
+                                                  int bs, int& i0, int& ni, int& j0, int& nj) {
+    sgpu_i64 row_end = row0 + tile_m < m ? row0 + tile_m : m, col_end = col0 + tile_n < n ? col0 + tile_n : n;
     i0 = (int)(row0 / bs);
     ni = (int)((row_end - 1) / bs) - i0 + 1;
     j0 = (int)(col0 / bs);
     nj = (int)((col_end - 1) / bs) - j0 + 1;
 }
 
-// The bitmap phase of a tile for the window of k blocks [w, w + 256): the k blocks that any of the
-// tile's C blocks performs, compacted in increasing order into `list`, their masks into `masks`;
-// returns how many. Ends with a barrier.
-__device__ int spamm_tile_window(int i0, int ni, int j0, int nj, int mb, int kb, sgpu_i64 w, const double* an,
-                                 const double* bn, double tau, int* list, unsigned* masks, int* warp_counts) {
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
-    sgpu_i64 k = w + tid;
-    unsigned mask = 0;
-    if (k < kb) {
-        for (int bi = 0; bi < ni; ++bi) {
-            double na = an[(i0 + bi) + k * mb];
-            for (int bj = 0; bj < nj; ++bj)
-                if (__dmul_rn(na, bn[k + (sgpu_i64)(j0 + bj) * kb]) >= tau) mask |= 1u << (bi * 4 + bj);
-        }
-    }
-    bool valid = mask != 0;
-    unsigned ballot = __ballot_sync(0xffffffffu, valid);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int offset = 0, total = 0;
-    for (int q = 0; q < warps; ++q) {
-        offset += q < warp ? warp_counts[q] : 0;
-        total += warp_counts[q];
-    }
-    if (valid) {
-        int at = offset + __popc(ballot & ((1u << lane) - 1u));
-        list[at] = (int)k;
-        masks[at] = mask;
-    }
-    __syncthreads();
-    return total;
-}
-
-// Walks the chunks of the k blocks of one window: chunk [start, end) of k block list[entry], which
-// never crosses a k block (the chunk divides the block size). Every thread holds the same cursor.
-struct SpammTileChunks {
-    const int* list;
-    const unsigned* masks;
-    int count, entry;
-    sgpu_i64 pos, block_end, bs, k_total, chunk;
-
-    __device__ bool advance(sgpu_i64& start, sgpu_i64& end, unsigned& mask) {
-        if (pos >= block_end) {
-            ++entry;
-            if (entry >= count) return false;
-            pos = (sgpu_i64)list[entry] * bs;
-            block_end = pos + bs < k_total ? pos + bs : k_total;
-        }
-        start = pos;
-        end = pos + chunk < block_end ? pos + chunk : block_end;
-        mask = masks[entry];
-        pos = end;
-        return true;
-    }
-};
-
-#define SPAMM_FAST_CHUNK 16
-
-// One 16-byte group of V = 16 / sizeof(T) consecutive stored elements from src, of which the first
-// `valid` are inside the matrix (the rest read as zero): one vector load when the whole group is
-// inside and src is 16-byte aligned (leading dimension and base permitting), else element by element.
-struct __align__(16) spamm_u4 { unsigned x, y, z, w; };
-template <typename T>
-__device__ __forceinline__ void spamm_load_group(T* dst, const T* src, int valid) {
-    constexpr int V = 16 / (int)sizeof(T);
-    if (valid == V && (((unsigned long long)src) & 15ull) == 0) {
-        union { spamm_u4 v; T e[V]; } u;
-        u.v = *(const spamm_u4*)src;
-#pragma unroll
-        for (int q = 0; q < V; ++q) dst[q] = u.e[q];
-    } else {
-#pragma unroll
-        for (int q = 0; q < V; ++q) dst[q] = q < valid ? src[q] : (T)0;
-    }
-}
-
-__device__ __forceinline__ int spamm_clamp_count(sgpu_i64 left, int v) { return left <= 0 ? 0 : left >= v ? v : (int)left; }
-
-// Group g of an OUTER x CHUNK tile of an operand (outer: rows of op(A) / columns of op(B); inner: the
-// chunk's p) whose stored matrix is contiguous along outer (`outer_contiguous`) or along p: the
-// group's first coordinates and how many of its elements are inside [0, outer_limit) x [.., p_end).
-template <int OUTER, int CHUNK, int V>
-__device__ __forceinline__ void spamm_group(int g, bool outer_contiguous, sgpu_i64 outer0, sgpu_i64 outer_limit,
-                                            sgpu_i64 p0, sgpu_i64 p_end, int& outer, int& inner, int& valid) {
-    if (outer_contiguous) {
-        outer = (g % (OUTER / V)) * V;
-        inner = g / (OUTER / V);
-        valid = p0 + inner < p_end ? spamm_clamp_count(outer_limit - (outer0 + outer), V) : 0;
-    } else {
-        inner = (g % (CHUNK / V)) * V;
-        outer = g / (CHUNK / V);
-        valid = outer0 + outer < outer_limit ? spamm_clamp_count(p_end - (p0 + inner), V) : 0;
-    }
-}
-
-// SIMT tile kernel, 256 threads as 16 x 16, thread (tr, tc) owning the TM x TM outputs at rows
-// tr * TM.., columns tc * TM.. of the tile (TM = TILE / 16), a warp covering 32 rows so that its
-// threads' C blocks differ in one direction only. Shared tiles are [p][row] / [p][column] with rows
-// padded to a multiple of 16 bytes (16-byte vector reads of a thread's TM values). Double-buffered
-// through registers: the next chunk's global loads are issued before the current chunk's FMAs.
-template <typename T, int TILE>
-__device__ void spamm_multiply_tiled(int m, int n, int k, int bs, typename sgpu_elem<T>::compute alpha,
-                                     const T* a, SpammOperand op_a, const T* b, SpammOperand op_b,
-                                     typename sgpu_elem<T>::compute beta, T* c, sgpu_i64 ldc, const double* an,
-                                     const double* bn, double tau) {
-    typedef typename sgpu_elem<T>::compute F;
-    constexpr int CHUNK = SPAMM_FAST_CHUNK;
-    constexpr int TM = TILE / 16;
-    constexpr int LD = TILE + 16 / (int)sizeof(F);
-    constexpr int LOADS = TILE * CHUNK / 256;
-    constexpr int WR = 32 / TM;  // threads of a warp along the rows: the warp covers 32 rows
-    constexpr int WC = 32 / WR;
-    constexpr int WARPS_R = 16 / WR;
-    constexpr int V = 16 / (int)sizeof(T);
-    __shared__ __align__(16) F tile_a[2][CHUNK][LD];  // [p][row]
-    __shared__ __align__(16) F tile_b[2][CHUNK][LD];  // [p][column]
-    __shared__ int list[SPAMM_FAST_WINDOW];
-    __shared__ unsigned masks[SPAMM_FAST_WINDOW];
-    __shared__ int warp_counts[SPAMM_FAST_WINDOW / 32];
-
-    int mb = (m + bs - 1) / bs, nb = (n + bs - 1) / bs, kb = (k + bs - 1) / bs;
-    (void)nb;
+// One thread block of 256 per tile (grid-stride): the tile's k blocks in windows of 256, one per
+// thread, compacted in increasing order by a ballot scan. counts[t] = entries written at
+// lists + t * kb. The launcher guarantees ni, nj <= 4 and kb < 65536 (the entry format).
+// Also the tile's share of the statistics: for each C block the tile owns (the one holding the
+// block's first row and column), the performed products and the skipped sum of nA * nB, reduced in a
+// fixed order; tile_performed[t] = their sum, tile_squared[t] = the sum of the squared skipped sums.
+extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n, int bs, int mb, int kb, int tile_m,
+        int tile_n, const double* an, const double* bn, double tau, int* counts, unsigned* lists,
+        unsigned long long* tile_performed, double* tile_squared) {
+    __shared__ int warp_counts[8];
+    __shared__ double warp_skipped[8][16];
+    __shared__ unsigned warp_performed[8][16];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int tr = (warp % WARPS_R) * WR + lane % WR, tc = (warp / WARPS_R) * WC + lane / WR;
-    sgpu_i64 col_tiles = ((sgpu_i64)n + TILE - 1) / TILE;
-    sgpu_i64 row0 = (sgpu_i64)blockIdx.x * TILE;
-
-    for (sgpu_i64 tile_col = blockIdx.y; tile_col < col_tiles; tile_col += gridDim.y) {
-        sgpu_i64 col0 = tile_col * TILE;
+    sgpu_i64 tile_rows = ((sgpu_i64)m + tile_m - 1) / tile_m;
+    sgpu_i64 tiles = tile_rows * (((sgpu_i64)n + tile_n - 1) / tile_n);
+    for (sgpu_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        sgpu_i64 row0 = (t % tile_rows) * tile_m, col0 = (t / tile_rows) * tile_n;
         int i0, ni, j0, nj;
-        spamm_tile_blocks(row0, col0, TILE, m, n, bs, i0, ni, j0, nj);
-        // This thread's C block within the tile (rows / columns past m / n: a bit never set, or
-        // outputs never written).
-        int my_bit = (int)((row0 + tr * TM) / bs - i0) * 4 + (int)((col0 + tc * TM) / bs - j0);
-        F acc[TM][TM];
+        spamm_tile_blocks(row0, col0, tile_m, tile_n, m, n, bs, i0, ni, j0, nj);
+        unsigned* list = lists + t * kb;
+        int total = 0;
+        double skipped[16];
+        unsigned performed[16];
 #pragma unroll
-        for (int x = 0; x < TM; ++x)
+        for (int q = 0; q < 16; ++q) {
+            skipped[q] = 0.0;
+            performed[q] = 0;
+        }
+        for (int w = 0; w < kb; w += 256) {
+            int k = w + tid;
+            unsigned mask = 0;
 #pragma unroll
-            for (int y = 0; y < TM; ++y) acc[x][y] = 0;
-        T next_a[LOADS], next_b[LOADS];
-
-        for (sgpu_i64 w = 0; w < kb; w += SPAMM_FAST_WINDOW) {
-            int count = spamm_tile_window(i0, ni, j0, nj, mb, kb, w, an, bn, tau, list, masks, warp_counts);
-            SpammTileChunks chunks = {list, masks, count, -1, 0, 0, bs, k, CHUNK};
-            sgpu_i64 start, end;
-            unsigned mask = 0, next_mask = 0;
-            bool have = chunks.advance(start, end, mask);
-            int stage = 0;
-            // Groups of V stored-contiguous elements: op(A) is contiguous along rows unless A is
-            // transposed, op(B) along columns when B is transposed.
-            auto fetch = [&](sgpu_i64 s, sgpu_i64 e) {
+            for (int bi = 0; bi < 4; ++bi) {
+                if (bi < ni && k < kb) {
+                    double na = an[(i0 + bi) + (sgpu_i64)k * mb];
 #pragma unroll
-                for (int q = 0; q < LOADS / V; ++q) {
-                    int g = tid + 256 * q, outer, inner, valid;
-                    spamm_group<TILE, CHUNK, V>(g, !op_a.transposed, row0, m, s, e, outer, inner, valid);
-                    sgpu_i64 r = row0 + outer, p = s + inner;
-                    spamm_load_group(next_a + q * V, op_a.transposed ? a + p + r * op_a.ld : a + r + p * op_a.ld, valid);
-                    spamm_group<TILE, CHUNK, V>(g, op_b.transposed, col0, n, s, e, outer, inner, valid);
-                    sgpu_i64 col = col0 + outer;
-                    p = s + inner;
-                    spamm_load_group(next_b + q * V, op_b.transposed ? b + col + p * op_b.ld : b + p + col * op_b.ld,
-                                     valid);
-                }
-            };
-            auto store = [&](int buffer) {
-#pragma unroll
-                for (int q = 0; q < LOADS / V; ++q) {
-                    int g = tid + 256 * q, outer, inner, valid;
-                    spamm_group<TILE, CHUNK, V>(g, !op_a.transposed, row0, m, 0, 0, outer, inner, valid);
-#pragma unroll
-                    for (int v = 0; v < V; ++v) {
-                        F x = sgpu_elem<T>::load(next_a[q * V + v]);
-                        if (op_a.transposed) tile_a[buffer][inner + v][outer] = x;
-                        else tile_a[buffer][inner][outer + v] = x;
-                    }
-                    spamm_group<TILE, CHUNK, V>(g, op_b.transposed, col0, n, 0, 0, outer, inner, valid);
-#pragma unroll
-                    for (int v = 0; v < V; ++v) {
-                        F x = sgpu_elem<T>::load(next_b[q * V + v]);
-                        if (op_b.transposed) tile_b[buffer][inner][outer + v] = x;
-                        else tile_b[buffer][inner + v][outer] = x;
-                    }
-                }
-            };
-            if (have) {
-                fetch(start, end);
-                store(0);
-            }
-            __syncthreads();
-            while (have) {
-                have = chunks.advance(start, end, next_mask);
-                if (have) fetch(start, end);
-                if ((mask >> my_bit) & 1u) {
-#pragma unroll
-                    for (int p = 0; p < CHUNK; ++p) {
-                        F ra[TM], rb[TM];
-#pragma unroll
-                        for (int v = 0; v < TM; v += 16 / (int)sizeof(F)) {
-                            spamm_ld16(ra + v, &tile_a[stage][p][tr * TM + v]);
-                            spamm_ld16(rb + v, &tile_b[stage][p][tc * TM + v]);
+                    for (int bj = 0; bj < 4; ++bj) {
+                        if (bj < nj) {
+                            double p = __dmul_rn(na, bn[k + (sgpu_i64)(j0 + bj) * kb]);
+                            if (p >= tau) mask |= 1u << (bi * 4 + bj);
+                            else skipped[bi * 4 + bj] = __dadd_rn(skipped[bi * 4 + bj], p);
                         }
-#pragma unroll
-                        for (int x = 0; x < TM; ++x)
-#pragma unroll
-                            for (int y = 0; y < TM; ++y) acc[x][y] += ra[x] * rb[y];
                     }
                 }
-                if (have) store(stage ^ 1);
-                stage ^= 1;
-                mask = next_mask;
-                __syncthreads();
+            }
+#pragma unroll
+            for (int q = 0; q < 16; ++q) performed[q] += (mask >> q) & 1u;
+            unsigned ballot = __ballot_sync(0xffffffffu, mask != 0);
+            if (lane == 0) warp_counts[warp] = __popc(ballot);
+            __syncthreads();
+            int offset = total, window = 0;
+            for (int q = 0; q < 8; ++q) {
+                offset += q < warp ? warp_counts[q] : 0;
+                window += warp_counts[q];
+            }
+            if (mask != 0) list[offset + __popc(ballot & ((1u << lane) - 1u))] = ((unsigned)k << 16) | mask;
+            total += window;
+            __syncthreads();
+        }
+        // Per C block: lanes by a fixed butterfly, then the warps in order.
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+            for (int offset = 16; offset > 0; offset >>= 1) {
+                skipped[q] = __dadd_rn(skipped[q], __shfl_xor_sync(0xffffffffu, skipped[q], offset));
+                performed[q] += __shfl_xor_sync(0xffffffffu, performed[q], offset);
+            }
+            if (lane == 0) {
+                warp_skipped[warp][q] = skipped[q];
+                warp_performed[warp][q] = performed[q];
             }
         }
-
-#pragma unroll
-        for (int y = 0; y < TM; ++y) {
-#pragma unroll
-            for (int x = 0; x < TM; ++x) {
-                sgpu_i64 r = row0 + tr * TM + x, col = col0 + tc * TM + y;
-                if (r < m && col < n) {
-                    T* out = c + r + col * ldc;
-                    F value = alpha * acc[x][y];
-                    if (beta != (F)0) value += beta * sgpu_elem<T>::load(*out);
-                    *out = sgpu_elem<T>::store(value);
+        __syncthreads();
+        if (tid == 0) {
+            unsigned long long tile_count = 0;
+            double tile_sq = 0.0;
+            for (int bi = 0; bi < ni; ++bi) {
+                for (int bj = 0; bj < nj; ++bj) {
+                    // A block straddling tiles belongs to the tile holding its first row and column.
+                    if ((sgpu_i64)(i0 + bi) * bs < row0 || (sgpu_i64)(j0 + bj) * bs < col0) continue;
+                    double block_skipped = 0.0;
+                    for (int q = 0; q < 8; ++q) {
+                        block_skipped = __dadd_rn(block_skipped, warp_skipped[q][bi * 4 + bj]);
+                        tile_count += warp_performed[q][bi * 4 + bj];
+                    }
+                    tile_sq = __dadd_rn(tile_sq, __dmul_rn(block_skipped, block_skipped));
                 }
             }
+            counts[t] = total;
+            tile_performed[t] = tile_count;
+            tile_squared[t] = tile_sq;
         }
+        __syncthreads();
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) spamm_multiply_tiled_f32(int m, int n, int k, int bs, float alpha,
-        const float* a, sgpu_i64 lda, int ta, const float* b, sgpu_i64 ldb, int tb, float beta, float* c,
-        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
-    spamm_multiply_tiled<float, 128>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta,
-                                     c, ldc, an, bn, tau);
+// The launch order of the tiles: by decreasing work (a counting sort on 1024 buckets of the entry
+// count, the heaviest bucket first; order within a bucket is arbitrary and changes no result), or
+// natural (order[t] = t) when `natural`. Also the statistics totals from the tiles' shares, in a
+// fixed order: totals[0] performed products, totals[1] the bits of the sum of squared skipped sums.
+// One block of 1024 threads.
+#define SPAMM_ORDER_BUCKETS 1024
+extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int kb, int natural, const int* counts,
+        const unsigned long long* tile_performed, const double* tile_squared, unsigned* order,
+        unsigned long long* totals) {
+    __shared__ int start[SPAMM_ORDER_BUCKETS];
+    __shared__ double squared[1024];
+    __shared__ unsigned long long performed[1024];
+    int tid = threadIdx.x;
+    start[tid] = 0;
+    double my_squared = 0.0;
+    unsigned long long my_performed = 0;
+    for (int t = tid; t < tiles; t += 1024) {
+        my_squared = __dadd_rn(my_squared, tile_squared[t]);
+        my_performed += tile_performed[t];
+    }
+    squared[tid] = my_squared;
+    performed[tid] = my_performed;
+    __syncthreads();
+    for (int half = 512; half > 0; half >>= 1) {
+        if (tid < half) {
+            squared[tid] = __dadd_rn(squared[tid], squared[tid + half]);
+            performed[tid] += performed[tid + half];
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        totals[0] = performed[0];
+        totals[1] = (unsigned long long)__double_as_longlong(squared[0]);
+    }
+    if (natural) {
+        for (int t = tid; t < tiles; t += 1024) order[t] = (unsigned)t;
+        return;
+    }
+    // Bucket 0 holds the heaviest tiles.
+    auto bucket = [&](int count) {
+        return SPAMM_ORDER_BUCKETS - 1 - (int)((long long)count * SPAMM_ORDER_BUCKETS / (kb + 1));
+    };
+    for (int t = tid; t < tiles; t += 1024) atomicAdd(&start[bucket(counts[t])], 1);
+    __syncthreads();
+    // Exclusive scan of the bucket sizes (Hillis-Steele on the inclusive sums).
+    int mine = start[tid];
+    for (int offset = 1; offset < SPAMM_ORDER_BUCKETS; offset <<= 1) {
+        int add = tid >= offset ? start[tid - offset] : 0;
+        __syncthreads();
+        start[tid] += add;
+        __syncthreads();
+    }
+    start[tid] -= mine;
+    __syncthreads();
+    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&start[bucket(counts[t])], 1)] = (unsigned)t;
 }
-extern "C" __global__ void __launch_bounds__(256) spamm_multiply_tiled_f64(int m, int n, int k, int bs, double alpha,
-        const double* a, sgpu_i64 lda, int ta, const double* b, sgpu_i64 ldb, int tb, double beta, double* c,
-        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
-    spamm_multiply_tiled<double, 64>(m, n, k, bs, alpha, a, SpammOperand{lda, ta}, b, SpammOperand{ldb, tb}, beta,
-                                     c, ldc, an, bn, tau);
+
+// The totals of a product's statistics from the per-C-block numbers of spamm_block_stats, in
+// BlockStats::totals' order: per column j of C blocks, the squares of the skipped sums added top to
+// bottom; then the columns added left to right (each product and sum rounded on its own, as on the
+// CPU). totals[0]: performed products; totals[1]: the bits of the sum of squares. One block of 1024.
+extern "C" __global__ void __launch_bounds__(1024) spamm_stats_totals(int mb, int nb,
+        const unsigned long long* performed, const double* skipped, unsigned long long* column_performed,
+        double* column_squared, unsigned long long* totals) {
+    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+        unsigned long long count = 0;
+        double squared = 0.0;
+        for (sgpu_i64 idx = (sgpu_i64)j * mb; idx < (sgpu_i64)(j + 1) * mb; ++idx) {
+            count += performed[idx];
+            squared = __dadd_rn(squared, __dmul_rn(skipped[idx], skipped[idx]));
+        }
+        column_performed[j] = count;
+        column_squared[j] = squared;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long count = 0;
+        double squared = 0.0;
+        for (int j = 0; j < nb; ++j) {
+            count += column_performed[j];
+            squared = __dadd_rn(squared, column_squared[j]);
+        }
+        totals[0] = count;
+        totals[1] = (unsigned long long)__double_as_longlong(squared);
+    }
 }
 
-// Tensor-core tile kernel (Algorithm 3 on 128 x 128 tiles): 256 threads = 8 warps as 2 x 4, warp
-// (wm, wn) owning rows wm * 64.. and columns wn * 32.. of the tile as 4 x 4 m16n8k16 accumulators
-// (f32). Shared tiles as in spamm_multiply_f16 ([row][p] / [column][p], 32-bit fragment loads,
-// conflict-free with the padded stride). Each 16 x 8 fragment lies in one C block: its mma is issued
-// only when that block performs the chunk's k block (warp-uniform).
-// Global loads stay element-wise here: 16-byte groups along the rows of op(A) (A not transposed)
-// would be scattered down 8 rows of the [row][p] tile, same bank each (measured 4.25 ms against
-// 3.13 ms at N = 4096, tau = 0); vector loads want ldmatrix.trans on a [p][row] tile instead.
-#define SPAMM_HTILE 128
-extern "C" __global__ void __launch_bounds__(256) spamm_multiply_tiled_f16(int m, int n, int k, int bs, float alpha,
-        const sgpu_f16* a, sgpu_i64 lda, int ta, const sgpu_f16* b, sgpu_i64 ldb, int tb, float beta, sgpu_f16* c,
-        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
-    constexpr int CHUNK = SPAMM_CHUNK;  // 32
-    constexpr int LOADS = SPAMM_HTILE * CHUNK / 256;
-    __shared__ __align__(16) sgpu_f16 tile_a[2][SPAMM_HTILE][SPAMM_HSTRIDE];  // [row][p]
-    __shared__ __align__(16) sgpu_f16 tile_b[2][SPAMM_HTILE][SPAMM_HSTRIDE];  // [column][p]
-    __shared__ int list[SPAMM_FAST_WINDOW];
-    __shared__ unsigned masks[SPAMM_FAST_WINDOW];
-    __shared__ int warp_counts[SPAMM_FAST_WINDOW / 32];
+// Performed block products per row of C blocks: rows[i] += #{(j, k) : nA[i,k] * nB[k,j] >= tau}
+// (rows zeroed by the caller). How a multi-device product splits C's rows by valid work.
+extern "C" __global__ void spamm_row_work(int mb, int nb, int kb, const double* an, const double* bn, double tau,
+                                          unsigned long long* rows) {
+    sgpu_i64 total = (sgpu_i64)mb * nb;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 i = idx % mb, j = idx / mb;
+        unsigned long long count = 0;
+        for (sgpu_i64 k = 0; k < kb; ++k) count += __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
+        if (count != 0) atomicAdd(rows + i, count);
+    }
+}
 
-    int mb = (m + bs - 1) / bs, kb = (k + bs - 1) / bs;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int wm = warp & 1, wn = warp >> 1, group = lane >> 2, quad = lane & 3;
-    sgpu_i64 col_tiles = ((sgpu_i64)n + SPAMM_HTILE - 1) / SPAMM_HTILE;
-    sgpu_i64 row0 = (sgpu_i64)blockIdx.x * SPAMM_HTILE;
-
-    for (sgpu_i64 tile_col = blockIdx.y; tile_col < col_tiles; tile_col += gridDim.y) {
-        sgpu_i64 col0 = tile_col * SPAMM_HTILE;
-        int i0, ni, j0, nj;
-        spamm_tile_blocks(row0, col0, SPAMM_HTILE, m, n, bs, i0, ni, j0, nj);
-        int bit_row[4], bit_col[4];
-#pragma unroll
-        for (int f = 0; f < 4; ++f) {
-            bit_row[f] = (int)((row0 + wm * 64 + f * 16) / bs - i0) * 4;
-            bit_col[f] = (int)((col0 + wn * 32 + f * 8) / bs - j0);
-        }
-        float acc[4][4][4];
-#pragma unroll
-        for (int x = 0; x < 4; ++x)
-#pragma unroll
-            for (int y = 0; y < 4; ++y)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[x][y][q] = 0.0f;
-        sgpu_f16 next_a[LOADS], next_b[LOADS];
-
-        for (sgpu_i64 w = 0; w < kb; w += SPAMM_FAST_WINDOW) {
-            int count = spamm_tile_window(i0, ni, j0, nj, mb, kb, w, an, bn, tau, list, masks, warp_counts);
-            SpammTileChunks chunks = {list, masks, count, -1, 0, 0, bs, k, CHUNK};
-            sgpu_i64 start, end;
-            unsigned mask = 0, next_mask = 0;
-            bool have = chunks.advance(start, end, mask);
-            int stage = 0;
-            auto fetch = [&](sgpu_i64 s, sgpu_i64 e) {
-#pragma unroll
-                for (int q = 0; q < LOADS; ++q) {
-                    int idx = tid + 256 * q;
-                    int outer = ta ? idx / CHUNK : idx % SPAMM_HTILE;
-                    int inner = ta ? idx % CHUNK : idx / SPAMM_HTILE;
-                    sgpu_i64 r = row0 + outer, p = s + inner;
-                    next_a[q] = (r < m && p < e) ? (ta ? a[p + r * lda] : a[r + p * lda]) : (sgpu_f16)0;
-                    outer = tb ? idx % SPAMM_HTILE : idx / CHUNK;
-                    inner = tb ? idx / SPAMM_HTILE : idx % CHUNK;
-                    sgpu_i64 col = col0 + outer;
-                    p = s + inner;
-                    next_b[q] = (col < n && p < e) ? (tb ? b[col + p * ldb] : b[p + col * ldb]) : (sgpu_f16)0;
-                }
-            };
-            auto store = [&](int buffer) {
-#pragma unroll
-                for (int q = 0; q < LOADS; ++q) {
-                    int idx = tid + 256 * q;
-                    int outer = ta ? idx / CHUNK : idx % SPAMM_HTILE;
-                    int inner = ta ? idx % CHUNK : idx / SPAMM_HTILE;
-                    tile_a[buffer][outer][inner] = next_a[q];
-                    outer = tb ? idx % SPAMM_HTILE : idx / CHUNK;
-                    inner = tb ? idx / SPAMM_HTILE : idx % CHUNK;
-                    tile_b[buffer][outer][inner] = next_b[q];
-                }
-            };
-            if (have) {
-                fetch(start, end);
-                store(0);
-            }
-            __syncthreads();
-            while (have) {
-                have = chunks.advance(start, end, next_mask);
-                if (have) fetch(start, end);
-#pragma unroll
-                for (int kk = 0; kk < CHUNK; kk += 16) {
-                    unsigned fa[4][4], fb[4][2];
-#pragma unroll
-                    for (int f = 0; f < 4; ++f) {
-                        const sgpu_f16* arow = &tile_a[stage][wm * 64 + f * 16 + group][kk + quad * 2];
-                        fa[f][0] = *(const unsigned*)arow;
-                        fa[f][1] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE);
-                        fa[f][2] = *(const unsigned*)(arow + 8);
-                        fa[f][3] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE + 8);
-                        const sgpu_f16* bcol = &tile_b[stage][wn * 32 + f * 8 + group][kk + quad * 2];
-                        fb[f][0] = *(const unsigned*)bcol;
-                        fb[f][1] = *(const unsigned*)(bcol + 8);
-                    }
-#pragma unroll
-                    for (int x = 0; x < 4; ++x)
-#pragma unroll
-                        for (int y = 0; y < 4; ++y)
-                            if ((mask >> (bit_row[x] + bit_col[y])) & 1u) spamm_mma_16816(acc[x][y], fa[x], fb[y]);
-                }
-                if (have) store(stage ^ 1);
-                stage ^= 1;
-                mask = next_mask;
-                __syncthreads();
-            }
-        }
-
-#pragma unroll
-        for (int x = 0; x < 4; ++x) {
-#pragma unroll
-            for (int y = 0; y < 4; ++y) {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    sgpu_i64 r = row0 + wm * 64 + x * 16 + group + (q >> 1) * 8;
-                    sgpu_i64 col = col0 + wn * 32 + y * 8 + quad * 2 + (q & 1);
-                    if (r < m && col < n) {
-                        sgpu_f16* out = c + r + col * ldc;
-                        float value = alpha * acc[x][y][q];
-                        if (beta != 0.0f) value += beta * sgpu_f16_to_f32(*out);
-                        *out = sgpu_f32_to_f16(value);
-                    }
-                }
-            }
-        }
+// acc += totals for two statistics totals (performed products; bits of a sum of squares), in stream
+// order: the panels of a device's share add up deterministically.
+extern "C" __global__ void spamm_stats_add(unsigned long long* acc, const unsigned long long* totals) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        acc[0] += totals[0];
+        double sum = __dadd_rn(__longlong_as_double((long long)acc[1]), __longlong_as_double((long long)totals[1]));
+        acc[1] = (unsigned long long)__double_as_longlong(sum);
     }
 }
 

@@ -66,6 +66,26 @@ fn device_lists() -> Vec<Vec<i32>> {
     lists
 }
 
+/// 400 rows of 0..4 entries but every 50th of 1000..2200 (some next to each other), so partitions
+/// hold several rows past the long-row threshold, first / last / only rows of a partition included.
+fn power_law_rows<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
+    let cols = 2500;
+    let mut triplets = Vec::new();
+    for r in 0..400 {
+        if r % 50 == 7 || r == 8 || r == 399 {
+            let len = 1000 + 3 * r;
+            for c in 0..len {
+                triplets.push((r, (c * 7 + r) % cols, T::from_f64(rng.range(-1.0, 1.0))));
+            }
+        } else {
+            for _ in 0..rng.below(5) {
+                triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
+            }
+        }
+    }
+    CsrMatrix::from_triplets(400, cols, triplets)
+}
+
 /// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
 /// (one group of lanes per row must still sum it), and one with no nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
@@ -86,6 +106,7 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (long_rows_csr(rng, 83, 70), "long rows"),
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
+        (power_law_rows(rng), "short rows and a few of 1000+ (a block per long row)"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
     ]
 }
@@ -425,8 +446,11 @@ fn rmat_timing() {
     let h = Handle::new(BackendKind::Cuda, &[0]);
     let bytes = nnz as f64 * 12.0 + n as f64 * (4.0 + 8.0 + 8.0 + 8.0);
     let mut first: Option<Vec<f64>> = None;
-    for np in [1, 4] {
+    // Before / after: the row-group kernel alone, then with a block per long row.
+    for (long_row_blocks, np) in [(false, 1), (false, 4), (true, 1), (true, 4)] {
+        cuda_msrep::long_row_blocks(long_row_blocks);
         let m = create(&h, n, n, &input, IndexBase::Zero, np);
+        cuda_msrep::long_row_blocks(true);
         let (alpha, beta) = (1.0f64, 0.0f64);
         let call = || {
             let st = unsafe {
@@ -451,7 +475,8 @@ fn rmat_timing() {
         gpu.synchronize(cuda::Stream::DEFAULT).unwrap();
         let per_call = t.elapsed().as_secs_f64() / reps as f64;
         println!(
-            "msrepSpMV f64 CSR, {np} partition(s) on one GPU: {:.3} ms per call, {:.0} GB/s",
+            "msrepSpMV f64 CSR, {np} partition(s) on one GPU, block per long row {long_row_blocks}: {:.3} ms per \
+             call, {:.0} GB/s",
             per_call * 1e3,
             bytes / per_call / 1e9
         );
@@ -461,7 +486,7 @@ fn rmat_timing() {
             None => first = Some(y),
             Some(y1) => {
                 let diff: f64 = y.iter().zip(y1).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-                assert!(diff < 1e-9, "1 and 4 partitions differ by {diff}");
+                assert!(diff < 1e-9, "runs differ by {diff} ({np} partitions, long-row blocks {long_row_blocks})");
             }
         }
     }

@@ -51,7 +51,9 @@ pub struct spammStats_t {
     pub tau: f64,
     /// The block size (LoNum) of the product.
     pub blockSize: c_int,
-    /// Wall time of the product call (norms, selection, multiplication), in seconds.
+    /// Host time spent in the product call, in seconds. On the CUDA backend with device-memory
+    /// operands the call returns once the work is queued on the handle's stream (time the GPU work
+    /// with events); spammGetStats waits for the statistics, not the caller.
     pub elapsedSeconds: f64,
 }
 
@@ -425,8 +427,10 @@ pub unsafe extern "C" fn spammTuneTau(
 /// it that still encloses errorBound. The search ends when no τ is left between a candidate within
 /// the bound and one beyond it (the τ found is then exactly the largest), or after maxIterations
 /// iterations (then it is the largest τ found, still within the bound). Writes τ, the bound at τ and
-/// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha.
-/// errorBound: a non-negative number (+INFINITY allowed); other arguments as spammTuneTau.
+/// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha (the
+/// bound exactly on the CPU backend; the CUDA backend's tile kernels sum it in another order, equal up
+/// to rounding). errorBound: a non-negative number (+INFINITY allowed); other arguments as
+/// spammTuneTau.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammTuneTauForErrorBound(
     handle: spammHandle_t,

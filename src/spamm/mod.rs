@@ -13,6 +13,7 @@
 
 use crate::backend::Backend;
 use crate::backend::cpu::spamm as cpu_spamm;
+use crate::backend::cuda::GpuDevice;
 use crate::backend::cuda::spamm as cuda_spamm;
 pub use crate::backend::cuda::spamm::RawOperand;
 use crate::dense::{MatRef, op_shape, required_len};
@@ -21,6 +22,7 @@ use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::types::{Layout, Operation};
 use rayon::prelude::*;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub mod tune;
@@ -33,16 +35,47 @@ pub const MAX_BLOCK_SIZE: usize = 1024;
 
 /// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size and
 /// the statistics of the last product.
-#[derive(Debug)]
 pub struct SpammHandle {
     core: HandleCore,
     block_size: usize,
-    last_stats: Option<SpammStats>,
+    last_stats: Option<LastStats>,
+    /// Where the CUDA backend's products leave their statistics (one device at a time).
+    stats_slot: Option<cuda_spamm::StatsSlot>,
+    /// The other devices of multi-device products (the handle's devices after the first).
+    shares: Vec<cuda_spamm::DeviceShare>,
+}
+
+impl std::fmt::Debug for SpammHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpammHandle").field("core", &self.core).field("block_size", &self.block_size).finish()
+    }
+}
+
+/// The statistics of a handle's last product: known, or still being computed by the device (the
+/// totals arrive in the handle's stats slot; the rest is known when the call returns).
+#[derive(Clone, Copy, Debug)]
+enum LastStats {
+    Ready(SpammStats),
+    /// The totals are in the stats slot, plus the slots of the first `shares` device shares.
+    OnDevice {
+        dims: (usize, usize, usize),
+        shares: usize,
+        tau: f64,
+        block_size: usize,
+        alpha_abs: f64,
+        elapsed_seconds: f64,
+    },
 }
 
 impl SpammHandle {
     pub fn new() -> Result<Self> {
-        Ok(SpammHandle { core: HandleCore::new()?, block_size: DEFAULT_BLOCK_SIZE, last_stats: None })
+        Ok(SpammHandle {
+            core: HandleCore::new()?,
+            block_size: DEFAULT_BLOCK_SIZE,
+            last_stats: None,
+            stats_slot: None,
+            shares: Vec::new(),
+        })
     }
 
     pub fn core(&self) -> &HandleCore {
@@ -68,9 +101,24 @@ impl SpammHandle {
         Ok(())
     }
 
-    /// Statistics of the last successful product on this handle.
-    pub fn last_stats(&self) -> Result<&SpammStats> {
-        self.last_stats.as_ref().ok_or_else(|| Error::invalid_value("no product has run on this handle"))
+    /// Statistics of the last successful product on this handle (after a CUDA product, this waits
+    /// until the device has computed them).
+    pub fn last_stats(&mut self) -> Result<SpammStats> {
+        let stats = match self.last_stats.ok_or_else(|| Error::invalid_value("no product has run on this handle"))? {
+            LastStats::Ready(stats) => stats,
+            LastStats::OnDevice { dims, shares, tau, block_size, alpha_abs, elapsed_seconds } => {
+                let slot = self.stats_slot.as_ref().expect("a CUDA product left its statistics in the slot");
+                let (mut performed, mut squared) = slot.wait()?;
+                for share in &self.shares[..shares] {
+                    let (p, q) = share.stats().wait()?;
+                    performed += p;
+                    squared += q;
+                }
+                SpammStats::from_totals(dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
+            }
+        };
+        self.last_stats = Some(LastStats::Ready(stats));
+        Ok(stats)
     }
 
     /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ, on the handle's backend; the
@@ -113,7 +161,7 @@ impl SpammHandle {
         let plan = ProductPlan::new(a, b, tau, self.block_size);
         cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc);
         let alpha_abs = alpha.to_f64().abs();
-        self.last_stats = Some(plan.statistics(alpha_abs, started.elapsed().as_secs_f64()));
+        self.last_stats = Some(LastStats::Ready(plan.statistics(alpha_abs, started.elapsed().as_secs_f64())));
         Ok(())
     }
 
@@ -141,10 +189,52 @@ impl SpammHandle {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
-        let blocks = unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, self.block_size) }?;
-        let alpha_abs = alpha.to_f64().abs();
-        self.last_stats = Some(blocks.statistics(tau, self.block_size, alpha_abs, started.elapsed().as_secs_f64()));
+        if self.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
+            self.stats_slot = Some(cuda_spamm::StatsSlot::new(&gpu)?);
+        }
+        // The last product's statistics are no longer reachable once the slots are reused.
+        self.last_stats = None;
+        let share_gpus = self.share_gpus(&gpu)?;
+        let bs = self.block_size;
+        let shares = if !share_gpus.is_empty()
+            && cuda_spamm::splits::<T>(
+                &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
+                bs,
+                a.op_shape().1,
+            ) {
+            if self.shares.len() != share_gpus.len()
+                || self.shares.iter().zip(&share_gpus).any(|(share, gpu)| !Arc::ptr_eq(share.gpu(), gpu))
+            {
+                self.shares = share_gpus.iter().map(cuda_spamm::DeviceShare::new).collect::<Result<_>>()?;
+            }
+            self.shares.len()
+        } else {
+            0
+        };
+        let slot = self.stats_slot.as_ref().expect("just made");
+        let dims = if shares > 0 {
+            unsafe {
+                cuda_spamm::gemm_shared(&gpu, stream, slot, &self.shares, a, b, alpha, beta, c, c_len, ldc, tau, bs)
+            }?
+        } else {
+            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, bs, slot) }?
+        };
+        self.last_stats = Some(LastStats::OnDevice {
+            dims,
+            shares,
+            tau,
+            block_size: self.block_size,
+            alpha_abs: alpha.to_f64().abs(),
+            elapsed_seconds: started.elapsed().as_secs_f64(),
+        });
         Ok(())
+    }
+
+    /// The devices besides the lead that share a product: the handle's other devices, or (test hook
+    /// [`cuda_spamm::split_for_testing`]) the lead itself again.
+    fn share_gpus(&self, lead: &Arc<GpuDevice>) -> Result<Vec<Arc<GpuDevice>>> {
+        let gpus = self.core.gpus()?;
+        Ok(if gpus.len() > 1 { gpus[1..].to_vec() } else { vec![lead.clone(); cuda_spamm::shares_for_testing() - 1] })
     }
 
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
@@ -241,7 +331,8 @@ impl SpammHandle {
     /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
     fn host_norm_maps<T: Element>(&self, a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>) -> Result<(NormMap, NormMap)> {
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
-        Ok(rayon::join(|| NormMap::of_operand(a, self.block_size), || NormMap::of_operand(b, self.block_size)))
+        let block_size = self.block_size;
+        Ok(rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size)))
     }
 }
 
@@ -446,7 +537,8 @@ impl ProductPlan {
 
 /// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
 /// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
-/// rounded separately. Both backends produce exactly these numbers.
+/// rounded separately. The CPU backend's statistics; the CUDA backend's tile kernels reduce the same
+/// quantities on the device in another fixed order (equal up to rounding, counts exactly).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockStats {
     /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
@@ -456,18 +548,37 @@ pub struct BlockStats {
 }
 
 impl BlockStats {
-    /// Counts and error bound. The squares are summed in [`skipped_squares`]' fixed order, so the
-    /// bound is reproducible and the same on every backend (and in the τ search for a bound).
+    /// Performed products and `Σ_(i,j) skipped(i,j)²` in [`skipped_squares`]' order: reproducible, and
+    /// parallel over columns on a GPU (`spamm_stats_totals` and the τ search for a bound sum in this
+    /// order).
+    pub fn totals(&self) -> (u64, f64) {
+        (self.performed.iter().sum(), skipped_squares(&self.skipped, self.dims.0))
+    }
+
+    /// Counts and error bound.
     pub fn statistics(&self, tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
-        let (mb, nb, kb) = self.dims;
-        let performed: u64 = self.performed.iter().sum();
-        let squared = skipped_squares(&self.skipped, mb);
+        let (performed, squared) = self.totals();
+        SpammStats::from_totals(self.dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
+    }
+}
+
+impl SpammStats {
+    /// The statistics from [`BlockStats::totals`] of a product with `dims` = (mb, nb, kb).
+    pub fn from_totals(
+        (mb, nb, kb): (usize, usize, usize),
+        performed: u64,
+        squared_skipped: f64,
+        tau: f64,
+        block_size: usize,
+        alpha_abs: f64,
+        elapsed_seconds: f64,
+    ) -> SpammStats {
         let total = (mb * nb * kb) as u64;
         SpammStats {
             valid_ratio: if total == 0 { 1.0 } else { performed as f64 / total as f64 },
             performed_products: performed,
             total_products: total,
-            error_bound: alpha_abs * squared.sqrt(),
+            error_bound: alpha_abs * squared_skipped.sqrt(),
             tau,
             block_size,
             elapsed_seconds,

@@ -16,7 +16,7 @@ pub mod spamm;
 pub mod util;
 
 use crate::error::{Error, Result, Status};
-use cudarc::driver::sys::{CUdevice_attribute, CUstream, cudaError_enum};
+use cudarc::driver::sys::{self, CUdevice_attribute, CUevent, CUstream, cudaError_enum};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DriverError, result as drv};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -89,6 +89,8 @@ pub struct GpuDevice {
     pub multiprocessors: usize,
     pub max_shared_memory_per_block_optin: usize,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Devices whose memory this one's context may access directly (`enable_peer_access`).
+    peers: Mutex<Vec<usize>>,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -124,6 +126,7 @@ pub fn device(ordinal: usize) -> Result<Arc<GpuDevice>> {
         )? as usize,
         ctx,
         modules: Mutex::new(HashMap::new()),
+        peers: Mutex::new(Vec::new()),
     });
     devices.insert(ordinal, device.clone());
     Ok(device)
@@ -187,6 +190,35 @@ impl GpuDevice {
         .map_err(driver_error("setting the shared-memory limit"))
     }
 
+    /// Lets this device's context reach `peer`'s memory directly (copies between them then go over
+    /// NVLink / PCIe peer to peer instead of through host memory). A no-op for the device itself or a
+    /// pair the hardware cannot connect (copies still work, staged by the driver).
+    pub fn enable_peer_access(&self, peer: &GpuDevice) -> Result<()> {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if peer.ordinal == self.ordinal || peers.contains(&peer.ordinal) {
+            return Ok(());
+        }
+        self.bind()?;
+        let mut can = 0;
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.ordinal as i32, peer.ordinal as i32) }
+            .result()
+            .map_err(driver_error("querying peer access"))?;
+        if can != 0 {
+            match unsafe { sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0) } {
+                cudaError_enum::CUDA_SUCCESS | cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                e => return Err(driver_error("enabling peer access")(DriverError(e))),
+            }
+        }
+        peers.push(peer.ordinal);
+        Ok(())
+    }
+
+    /// A new non-blocking stream of this device.
+    pub fn new_stream(self: &Arc<Self>) -> Result<Arc<cudarc::driver::CudaStream>> {
+        self.bind()?;
+        self.ctx.new_stream().map_err(driver_error("creating a CUDA stream"))
+    }
+
     /// Waits for the stream and turns a failure of anything queued on it into `ExecutionFailed`.
     pub fn synchronize(&self, stream: Stream) -> Result<()> {
         self.bind()?;
@@ -242,4 +274,100 @@ macro_rules! kernel_args {
     ($($arg:expr),* $(,)?) => {
         &mut [$(($arg) as *const _ as *mut ::std::ffi::c_void),*]
     };
+}
+
+/// A CUDA event (timing disabled) of one device's context.
+pub struct Event {
+    raw: CUevent,
+    device: Arc<GpuDevice>,
+}
+
+// SAFETY: a CUevent is an opaque handle the driver lets any thread use.
+unsafe impl Send for Event {}
+unsafe impl Sync for Event {}
+
+impl Event {
+    pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
+        device.bind()?;
+        let raw = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(driver_error("creating a CUDA event"))?;
+        Ok(Event { raw, device: device.clone() })
+    }
+
+    pub fn device(&self) -> &Arc<GpuDevice> {
+        &self.device
+    }
+
+    /// Records on `stream`, which must belong to this event's device.
+    pub fn record(&self, stream: Stream) -> Result<()> {
+        self.device.bind()?;
+        unsafe { drv::event::record(self.raw, stream.0) }.map_err(driver_error("recording a CUDA event"))
+    }
+
+    /// Makes `stream` (of any device; its context must be current) wait for the last record.
+    pub fn wait_on(&self, stream: Stream) -> Result<()> {
+        unsafe { drv::stream::wait_event(stream.0, self.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(driver_error("ordering streams with an event"))
+    }
+
+    /// Waits on the host for the last record.
+    pub fn synchronize(&self) -> Result<()> {
+        self.device.bind()?;
+        unsafe { drv::event::synchronize(self.raw) }.map_err(driver_error("executing on the GPU"))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            let _ = unsafe { drv::event::destroy(self.raw) };
+        }
+    }
+}
+
+/// Copies a matrix of `height` columns of `width_bytes` each (leading dimensions `*_pitch` in bytes)
+/// from `src` on `src_gpu` to `dst` on `dst_gpu` (the same device or another), queued on `stream`,
+/// a stream of the current context.
+///
+/// # Safety
+/// Both ranges must be valid device memory of their devices for the whole copy.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn copy_matrix_async(
+    (dst, dst_pitch, dst_gpu): (sys::CUdeviceptr, usize, &GpuDevice),
+    (src, src_pitch, src_gpu): (sys::CUdeviceptr, usize, &GpuDevice),
+    width_bytes: usize,
+    height: usize,
+    stream: Stream,
+) -> Result<()> {
+    if width_bytes == 0 || height == 0 {
+        return Ok(());
+    }
+    let copy = sys::CUDA_MEMCPY3D_PEER {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcContext: src_gpu.ctx.cu_ctx(),
+        srcPitch: src_pitch,
+        srcHeight: height,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstContext: dst_gpu.ctx.cu_ctx(),
+        dstPitch: dst_pitch,
+        dstHeight: height,
+        WidthInBytes: width_bytes,
+        Height: height,
+        Depth: 1,
+    };
+    unsafe { sys::cuMemcpy3DPeerAsync(&copy, stream.0) }.result().map_err(driver_error("copying between devices"))
 }

@@ -18,7 +18,7 @@
 
 use super::kernels::MSREP;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
-use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use super::{Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::error::Result;
 use crate::handle::HandleCore;
 use crate::kernel_args;
@@ -29,12 +29,20 @@ use crate::scalar::ComputeScalar;
 use crate::types::{SparseFormat, ValueType};
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::{self, CUdeviceptr, CUevent};
+use cudarc::driver::sys::CUdeviceptr;
 use std::cell::Cell;
 use std::sync::Arc;
 
 thread_local! {
     static STAGE_LEAD_PARTITIONS: Cell<bool> = const { Cell::new(false) };
+    static LONG_ROW_BLOCKS: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Test / benchmark hook: matrices made resident on this thread while it is off process every pCSR
+/// row with the row-group kernel alone (no block per long row), as before long rows were split off.
+#[doc(hidden)]
+pub fn long_row_blocks(on: bool) {
+    LONG_ROW_BLOCKS.with(|c| c.set(on));
 }
 
 /// Test hook: matrices made resident on this thread while it is on run their lead-device partitions
@@ -46,49 +54,13 @@ pub fn stage_lead_partitions(on: bool) {
 }
 
 const BLOCK: u32 = 256;
+/// Threads of the block that takes one long pCSR row.
+const LONG_ROW_BLOCK: u32 = 1024;
 
-/// A CUDA event (timing disabled) of one device's context.
-struct Event {
-    raw: CUevent,
-    device: Arc<GpuDevice>,
-}
-
-// SAFETY: a CUevent is an opaque handle the driver lets any thread use.
-unsafe impl Send for Event {}
-unsafe impl Sync for Event {}
-
-impl Event {
-    fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        device.bind()?;
-        let raw = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-            .map_err(driver_error("creating a CUDA event"))?;
-        Ok(Event { raw, device: device.clone() })
-    }
-
-    /// Records on `stream`, which must belong to this event's device.
-    fn record(&self, stream: Stream) -> Result<()> {
-        self.device.bind()?;
-        unsafe { drv::event::record(self.raw, stream.0) }.map_err(driver_error("recording a CUDA event"))
-    }
-
-    /// Makes `stream` (of any device; its context must be current) wait for the last record.
-    fn wait_on(&self, stream: Stream) -> Result<()> {
-        unsafe { drv::stream::wait_event(stream.0, self.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-            .map_err(driver_error("ordering streams with an event"))
-    }
-
-    fn synchronize(&self) -> Result<()> {
-        self.device.bind()?;
-        unsafe { drv::event::synchronize(self.raw) }.map_err(driver_error("executing on the GPU"))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        if self.device.bind().is_ok() {
-            let _ = unsafe { drv::event::destroy(self.raw) };
-        }
-    }
+/// pCSR rows longer than this go to a whole block: 16 strides of the row's group (at least 256
+/// entries), so a row group never loops much longer than on an average row.
+fn long_row_threshold(group: u32) -> usize {
+    16 * group.max(16) as usize
 }
 
 /// A device that holds partitions, with the stream the matrix owns there.
@@ -115,6 +87,11 @@ struct PartitionOnGpu {
     major: DeviceBuffer,
     minor: DeviceBuffer,
     values: DeviceBuffer,
+    /// pCSR: local rows longer than `long_row` entries (one block each), absent when there are none.
+    long_rows: Option<DeviceBuffer>,
+    long_count: i32,
+    /// Rows longer than this are skipped by the row-group kernel (i32::MAX: none are).
+    long_row: i32,
 }
 
 /// What depends on which device leads (merges): partial vectors, staging, merge metadata, events.
@@ -186,11 +163,6 @@ impl Drop for GpuResident {
     }
 }
 
-fn new_stream(gpu: &Arc<GpuDevice>) -> Result<Arc<CudaStream>> {
-    gpu.bind()?;
-    gpu.ctx.new_stream().map_err(driver_error("creating a CUDA stream"))
-}
-
 fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
@@ -259,7 +231,10 @@ impl GpuResident {
                 Some(s) => s,
                 None => {
                     let gpu = super::device(ordinal)?;
-                    let stream = new_stream(&gpu)?;
+                    // x and the partial results travel between this device and the lead by peer copies.
+                    gpu.enable_peer_access(lead)?;
+                    lead.enable_peer_access(&gpu)?;
+                    let stream = gpu.new_stream()?;
                     resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream });
                     resident.sides.len() - 1
                 }
@@ -269,6 +244,21 @@ impl GpuResident {
                 PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
             };
+            let mut long_list: Vec<i32> = Vec::new();
+            let mut long_row = i32::MAX;
+            if a.format == SparseFormat::Csr && LONG_ROW_BLOCKS.with(|c| c.get()) {
+                let threshold = long_row_threshold(group_size(p.bounds.nnz(), p.bounds.major_count()));
+                long_row = threshold as i32;
+                long_list = (0..major.len().saturating_sub(1))
+                    .filter(|&j| (major[j + 1] - major[j]) as usize > threshold)
+                    .map(|j| j as i32)
+                    .collect();
+            }
+            let long_rows = if long_list.is_empty() {
+                None
+            } else {
+                Some(DeviceBuffer::from_host(gpu, &long_list, stream, "MSREP long rows")?.resident())
+            };
             resident.partitions.push(PartitionOnGpu {
                 index,
                 side,
@@ -276,6 +266,9 @@ impl GpuResident {
                 major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?.resident(),
                 minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
                 values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
+                long_rows,
+                long_count: long_list.len() as i32,
+                long_row,
             });
         }
         resident.ensure_lead(a, lead)?;
@@ -296,7 +289,7 @@ impl GpuResident {
             old.done.synchronize()?;
         }
         let size = std::mem::size_of::<T>();
-        let alloc_stream = new_stream(lead)?;
+        let alloc_stream = lead.new_stream()?;
         let lead_stream = Stream(alloc_stream.cu_stream());
         let on_lead =
             |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what).map(DeviceBuffer::resident);
@@ -644,13 +637,34 @@ fn launch_partition<T: ComputeScalar>(
                 ),
                 None => (T::ONE, T::ZERO, raw, 0i32, 0u64),
             };
+            if let Some(rows) = &p.long_rows {
+                // Queued first: the few long rows start while the row groups fill the rest of the GPU.
+                let long = gpu.function(&MSREP, &format!("msrep_csr_long_{sfx}"))?;
+                let blocks = (p.long_count as usize).min(gpu.multiprocessors * 32) as u32;
+                let cfg = Launch { grid: (blocks, 1, 1), block: (LONG_ROW_BLOCK, 1, 1), shared_bytes: 0 };
+                let (count, list) = (p.long_count, rows.ptr());
+                unsafe {
+                    launch(
+                        &long,
+                        cfg,
+                        stream,
+                        kernel_args![
+                            &count, &list, &n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef,
+                            &shared
+                        ],
+                    )
+                }?;
+            }
+            let long_row = p.long_row;
             let cfg = grid_for(gpu, n as usize * g as usize);
             unsafe {
                 launch(
                     &f,
                     cfg,
                     stream,
-                    kernel_args![&n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef, &shared],
+                    kernel_args![
+                        &n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef, &shared, &long_row
+                    ],
                 )
             }
         }

@@ -14,6 +14,8 @@ use std::sync::Arc;
 /// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
 use crate::sddmm::{TILE_COLS, TILE_ROWS as BAND_ROWS};
 const TILED_THREADS: u32 = 256;
+/// Blocks of the tiled kernel launched per multiprocessor (about twice what fits at once).
+const TILED_BLOCKS_PER_SM: usize = 16;
 /// The schedule kernel's histograms (one per block) are capped at this many counters in all.
 const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
 
@@ -156,7 +158,8 @@ pub fn tile_schedule(
     Ok(schedule)
 }
 
-/// GPU-Shared: one block per band of `BAND_ROWS` rows, panels of A and B in shared memory.
+/// GPU-Shared: blocks (band, y) of `BAND_ROWS` rows each take every `y`-th tile of their band,
+/// panels of the used A and B rows in shared memory.
 pub fn tiled<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -167,8 +170,14 @@ pub fn tiled<T: Element>(
         return Ok(());
     }
     let f = device.function(&SDDMM, &format!("sddmm_tiled_{}", suffix(T::VALUE_TYPE)))?;
-    let bands = op.m.div_ceil(BAND_ROWS) as u32;
-    let cfg = Launch { grid: (bands, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    let bands = op.m.div_ceil(BAND_ROWS);
+    // Enough blocks per band that all bands together fill the GPU several times over (tile counts
+    // live on the device; a block without tiles exits at once), never more than the band's column
+    // blocks.
+    let per_band =
+        (device.multiprocessors * TILED_BLOCKS_PER_SM).div_ceil(bands).min(op.n.div_ceil(TILE_COLS)).clamp(1, 65535)
+            as u32;
+    let cfg = Launch { grid: (bands as u32, per_band, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
     let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);

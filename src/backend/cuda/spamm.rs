@@ -2,17 +2,18 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
 //! candidate evaluations.
 
-use super::kernels::SPAMM;
+use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
-use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::spamm::tune::{self, CandidateEvaluator, Evaluation, ProductRange};
-use crate::spamm::{BlockStats, NormMap, block_count};
+use crate::spamm::{NormMap, block_count};
 use crate::types::{Operation, ValueType};
+use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr, CUevent, CUevent_flags, CUevent_wait_flags};
 use std::sync::Arc;
 
 /// A caller's column-major operand by raw pointer (host or device memory), validated by the caller:
@@ -32,6 +33,13 @@ impl<T> RawOperand<T> {
     /// Shape of `op(X)`.
     pub fn op_shape(&self) -> (usize, usize) {
         crate::dense::op_shape(self.op, self.stored_rows, self.stored_cols)
+    }
+
+    /// Whether `other` is the same stored matrix (same memory and shape; `op` may differ).
+    pub fn same_matrix(&self, other: &RawOperand<T>) -> bool {
+        std::ptr::eq(self.ptr, other.ptr)
+            && (self.len, self.stored_rows, self.stored_cols, self.ld)
+                == (other.len, other.stored_rows, other.stored_cols, other.ld)
     }
 }
 
@@ -79,9 +87,37 @@ pub fn norm_map<T: Element>(
     ld: usize,
     bs: usize,
 ) -> Result<DeviceNormMap> {
+    let [map] = norm_maps::<T, 1>(device, stream, x, [op], stored_rows, stored_cols, ld, bs)?;
+    Ok(map)
+}
+
+/// [`norm_map`] for several `op`s of one stored matrix, reading the matrix once (the per-row sums of
+/// squares are shared; only the cheap block sums run per `op`).
+#[allow(clippy::too_many_arguments)]
+fn norm_maps<T: Element, const OPS: usize>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    x: CUdeviceptr,
+    ops: [Operation; OPS],
+    stored_rows: usize,
+    stored_cols: usize,
+    ld: usize,
+    bs: usize,
+) -> Result<[DeviceNormMap; OPS]> {
     let (stored_block_rows, stored_block_cols) = (block_count(stored_rows, bs), block_count(stored_cols, bs));
     let blocks = stored_block_rows * stored_block_cols;
-    let norms = DeviceBuffer::alloc(device, blocks * 8, stream, "the block norm map")?;
+    let maps = ops.map(|op| {
+        let (block_rows, block_cols) = match op {
+            Operation::N => (stored_block_rows, stored_block_cols),
+            Operation::T => (stored_block_cols, stored_block_rows),
+        };
+        DeviceBuffer::alloc(device, blocks * 8, stream, "the block norm map").map(|norms| DeviceNormMap {
+            block_rows,
+            block_cols,
+            norms,
+        })
+    });
+    let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
     if blocks > 0 {
         let row_sums = DeviceBuffer::alloc(device, stored_rows * stored_block_cols * 8, stream, "block norm row sums")?;
         let rows_fn = device.function(&SPAMM, &format!("spamm_norm_rows_{}", type_suffix::<T>()))?;
@@ -93,22 +129,20 @@ pub fn norm_map<T: Element>(
         let sums = row_sums.ptr();
         unsafe { launch(&rows_fn, cfg, stream, kernel_args![&rows, &cols, &x, &ld, &bs_i, &sums]) }?;
         let blocks_fn = device.function(&SPAMM, "spamm_norm_blocks")?;
-        let transpose = (op == Operation::T) as i32;
-        let out = norms.ptr();
-        unsafe {
-            launch(
-                &blocks_fn,
-                flat_launch(device, blocks),
-                stream,
-                kernel_args![&rows, &cols, &bs_i, &sums, &transpose, &out],
-            )
-        }?;
+        for (op, map) in ops.iter().zip(&maps) {
+            let transpose = (*op == Operation::T) as i32;
+            let out = map.norms.ptr();
+            unsafe {
+                launch(
+                    &blocks_fn,
+                    flat_launch(device, blocks),
+                    stream,
+                    kernel_args![&rows, &cols, &bs_i, &sums, &transpose, &out],
+                )
+            }?;
+        }
     }
-    let (block_rows, block_cols) = match op {
-        Operation::N => (stored_block_rows, stored_block_cols),
-        Operation::T => (stored_block_cols, stored_block_rows),
-    };
-    Ok(DeviceNormMap { block_rows, block_cols, norms })
+    Ok(maps.try_into().unwrap_or_else(|_| unreachable!("one map per op")))
 }
 
 /// [`norm_map`] of an operand the caller passed (host or device memory).
@@ -126,8 +160,8 @@ pub unsafe fn operand_norm_map<T: Element>(
 }
 
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
-/// `c_ptr` (host or device, `c_len` elements). Returns the per-C-block statistics (this waits for
-/// the stream: they are host results).
+/// `c_ptr` (host or device, `c_len` elements). The totals of the statistics are queued into `stats`
+/// (nothing waits for the stream unless C or an input is in host memory). Returns (mb, nb, kb).
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
@@ -145,94 +179,759 @@ pub unsafe fn gemm<T: Element>(
     ldc: usize,
     tau: f64,
     bs: usize,
-) -> Result<BlockStats> {
+    stats: &StatsSlot,
+) -> Result<(usize, usize, usize)> {
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
-    let a_in = unsafe { DeviceInput::new(device, stream, a.ptr, a.len, "A") }?;
-    let b_in = unsafe { DeviceInput::new(device, stream, b.ptr, b.len, "B") }?;
-    let a_norms = norm_map::<T>(device, stream, a_in.ptr(), a.op, a.stored_rows, a.stored_cols, a.ld, bs)?;
-    let b_norms = norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?;
-    let (mb, nb, kb) = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
-    let block_stats = device_block_stats(device, stream, &a_norms, &b_norms, tau, (mb, nb, kb))?;
-    // A staged host C goes back whole, padding rows m..ldc included, which the kernel never writes:
-    // with ldc > m those must be uploaded first so that they come back unchanged.
-    let reads_c = beta != T::Compute::ZERO || (ldc > m && n > 1);
-    let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c) }?;
-    if m > 0 && n > 0 {
-        // Block sizes that are multiples of 32: the tile kernels (several C blocks per thread block,
-        // register-blocked / tensor-core warp tiles). Others: one 32 × 32 tile per thread block.
-        let (f, cfg) = if bs.is_multiple_of(32) {
-            let tile = if T::VALUE_TYPE == ValueType::F64 { 64 } else { 128 };
-            let f = device.function(&SPAMM, &format!("spamm_multiply_tiled_{}", type_suffix::<T>()))?;
-            let grid = (m.div_ceil(tile) as u32, n.div_ceil(tile).min(65535) as u32, 1);
-            (f, Launch { grid, block: (256, 1, 1), shared_bytes: 0 })
-        } else {
-            let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
-            let tiles_per_block = bs.div_ceil(32);
-            let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
-            let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
-            (f, Launch { grid, block: (threads, 1, 1), shared_bytes: 0 })
+    let inputs = unsafe { StagedInputs::new(device, stream, a, b, bs) }?;
+    let (mb, nb, kb) = inputs.dims();
+    let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c(beta, m, n, ldc)) }?;
+    let product = Product { m, n, k, bs, tau };
+    let totals = unsafe {
+        multiply::<T>(
+            device,
+            stream,
+            &product,
+            inputs.a_operand(a),
+            inputs.b_operand(b),
+            (inputs.a_norms.norms.ptr(), mb),
+            inputs.b_norms.norms.ptr(),
+            alpha,
+            beta,
+            (c.ptr(), ldc),
+        )
+    }?;
+    stats.record(stream, &totals)?;
+    c.finish()?;
+    Ok((mb, nb, kb))
+}
+
+/// What a handle keeps on a device that computes a share of multi-device products: a stream there,
+/// the event that marks the share done, and the slot of the share's statistics.
+pub struct DeviceShare {
+    gpu: Arc<GpuDevice>,
+    /// Multiplications (and the temporaries' life).
+    stream: Arc<CudaStream>,
+    /// Operands arriving from the lead device.
+    copy_in: Arc<CudaStream>,
+    /// Rows of C returning to the lead device.
+    copy_out: Arc<CudaStream>,
+    done: Event,
+    stats: StatsSlot,
+}
+
+impl DeviceShare {
+    pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
+        Ok(DeviceShare {
+            stream: gpu.new_stream()?,
+            copy_in: gpu.new_stream()?,
+            copy_out: gpu.new_stream()?,
+            done: Event::new(gpu)?,
+            stats: StatsSlot::new(gpu)?,
+            gpu: gpu.clone(),
+        })
+    }
+
+    pub fn gpu(&self) -> &Arc<GpuDevice> {
+        &self.gpu
+    }
+
+    pub fn stats(&self) -> &StatsSlot {
+        &self.stats
+    }
+}
+
+/// Test hook: a one-device product is split into this many row shares computed like other devices'
+/// shares (own stream, operands copied), so a one-GPU machine exercises the multi-device path.
+static SPLIT_FOR_TESTING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+pub fn split_for_testing(shares: usize) {
+    SPLIT_FOR_TESTING.store(shares.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn shares_for_testing() -> usize {
+    SPLIT_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether a product can be split over devices (the tile kernels take panels of C's rows).
+pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize) -> bool {
+    let kernel = TileKernel::of::<T>();
+    devices.iter().all(|device| kernel.applies(device, bs, block_count(k, bs)))
+}
+
+/// [`gemm`] over the lead device and `shares` (cuSpAMM section 3.4): C's rows are cut at block-row
+/// boundaries so that every device performs the same number of valid block products (counted on the
+/// lead device from the norm maps), the lead computing the first rows on the caller's stream. Each
+/// other device receives its rows of op(A), all of op(B), the norm maps' matching parts (and its rows
+/// of C when β ≠ 0) by peer copies on its own stream, which starts once the lead has the inputs and
+/// their norms, multiplies, and copies its rows of C back; the caller's stream waits for every share.
+/// Host inputs are staged on the lead device first. Returns (mb, nb, kb); the statistics totals are
+/// split between `stats` and the shares' slots. The caller checked [`splits`].
+///
+/// # Safety
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_shared<T: Element>(
+    lead: &Arc<GpuDevice>,
+    stream: Stream,
+    stats: &StatsSlot,
+    shares: &[DeviceShare],
+    a: &RawOperand<T>,
+    b: &RawOperand<T>,
+    alpha: T::Compute,
+    beta: T::Compute,
+    c_ptr: *mut T,
+    c_len: usize,
+    ldc: usize,
+    tau: f64,
+    bs: usize,
+) -> Result<(usize, usize, usize)> {
+    let (m, k) = a.op_shape();
+    let n = b.op_shape().1;
+    let size = std::mem::size_of::<T>();
+    let inputs = unsafe { StagedInputs::new(lead, stream, a, b, bs) }?;
+    let (mb, nb, kb) = inputs.dims();
+    let reads_c = reads_c(beta, m, n, ldc);
+    let c = unsafe { DeviceOutput::new(lead, stream, c_ptr, c_len, "C", reads_c) }?;
+    let (a_dev, b_dev) = (inputs.a_operand(a), inputs.b_operand(b));
+    let (an, bn) = (inputs.a_norms.norms.ptr(), inputs.b_norms.norms.ptr());
+    let bounds = row_shares(lead, stream, (an, bn), tau, (mb, nb, kb), shares.len() + 1)?;
+    let ready = Event::new(lead)?;
+    ready.record(stream)?;
+    let product = |rows: std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
+    let block_rows = |share: usize| bounds[share]..bounds[share + 1];
+    let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
+    for (share, side) in shares.iter().enumerate().map(|(i, side)| (i + 1, side)) {
+        let share_rows = SharedRows { rows: rows(share), block_rows: block_rows(share), mb, nb, kb, reads_c };
+        unsafe {
+            run_share::<T>(
+                lead,
+                stream,
+                side,
+                &ready,
+                &share_rows,
+                &product(rows(share)),
+                (a_dev, b_dev, b.stored_rows, b.stored_cols),
+                (an, bn),
+                alpha,
+                beta,
+                (c.ptr(), ldc),
+            )
+        }?;
+    }
+    // The lead's share: the first rows, in place.
+    let rows = rows(0);
+    let a_lead = match a_dev.op {
+        Operation::N => DeviceOperand { ptr: a_dev.ptr + (rows.start * size) as u64, ..a_dev },
+        Operation::T => DeviceOperand { ptr: a_dev.ptr + (rows.start * a_dev.ld * size) as u64, ..a_dev },
+    };
+    let totals = unsafe {
+        multiply::<T>(
+            lead,
+            stream,
+            &product(rows.clone()),
+            a_lead,
+            b_dev,
+            (an + (bounds[0] * 8) as u64, mb),
+            bn,
+            alpha,
+            beta,
+            (c.ptr() + (rows.start * size) as u64, ldc),
+        )
+    }?;
+    stats.record(stream, &totals)?;
+    // Every share waited for above; the temporaries of this call are freed after that in each stream.
+    c.finish()?;
+    Ok((mb, nb, kb))
+}
+
+/// Column panels a device's share is cut into: op(B)'s next panel is copied in, and C's last one
+/// copied out, while the current one is multiplied.
+const SHARE_PANELS: usize = 8;
+
+/// The rows of C a device's share computes, with the block counts of the whole product.
+struct SharedRows {
+    rows: std::ops::Range<usize>,
+    block_rows: std::ops::Range<usize>,
+    mb: usize,
+    nb: usize,
+    kb: usize,
+    reads_c: bool,
+}
+
+/// One other device's share of [`gemm_shared`]: `p` is the share's product (its rows of C, all of
+/// n). Its copy-in stream receives op(A)'s rows, the norm maps' parts, then op(B) (and C when read)
+/// panel by panel; its compute stream multiplies each panel once it has arrived; its copy-out stream
+/// returns each panel of C once computed. The caller's `stream` (on `lead`) waits for the share.
+///
+/// # Safety
+/// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_share<T: Element>(
+    lead: &Arc<GpuDevice>,
+    stream: Stream,
+    side: &DeviceShare,
+    ready: &Event,
+    share: &SharedRows,
+    p: &Product,
+    (a_dev, b_dev, b_rows, b_cols): (DeviceOperand, DeviceOperand, usize, usize),
+    (an, bn): (CUdeviceptr, CUdeviceptr),
+    alpha: T::Compute,
+    beta: T::Compute,
+    (c_lead, ldc): (CUdeviceptr, usize),
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let (gpu, rows, block_rows) = (&side.gpu, share.rows.clone(), share.block_rows.clone());
+    let (mb, nb, kb) = (share.mb, share.nb, share.kb);
+    let (n, k, bs) = (p.n, p.k, p.bs);
+    let (compute, copy_in, copy_out) =
+        (Stream(side.stream.cu_stream()), Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+    gpu.bind()?;
+    if rows.is_empty() {
+        // Nothing to compute: the share's statistics are zero.
+        return side.stats.record(compute, &DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?);
+    }
+    gpu.enable_peer_access(lead)?;
+    lead.enable_peer_access(gpu)?;
+    gpu.bind()?;
+    let panel_rows = rows.len();
+    // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
+    let (a_src, a_width, a_height, a_ld) = match a_dev.op {
+        Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel_rows, k, panel_rows),
+        Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel_rows, k),
+    };
+    // Everything lives on the compute stream (allocated there and, at the end, freed there).
+    let a_side = DeviceBuffer::alloc(gpu, a_width * a_height * size, compute, "A rows on another device")?;
+    let b_side = DeviceBuffer::alloc(gpu, b_rows * b_cols * size, compute, "B on another device")?;
+    let an_side = DeviceBuffer::alloc(gpu, block_rows.len() * kb * 8, compute, "norms on another device")?;
+    let bn_side = DeviceBuffer::alloc(gpu, kb * nb * 8, compute, "norms on another device")?;
+    let c_side = DeviceBuffer::alloc(gpu, panel_rows * n * size, compute, "C rows on another device")?;
+    let acc = DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?;
+    let allocated = Event::new(gpu)?;
+    allocated.record(compute)?;
+    allocated.wait_on(copy_in)?;
+    allocated.wait_on(copy_out)?;
+    ready.wait_on(copy_in)?;
+    unsafe {
+        copy_matrix_async(
+            (a_side.ptr(), a_width * size, gpu),
+            (a_src, a_dev.ld * size, lead),
+            a_width * size,
+            a_height,
+            copy_in,
+        )?;
+        copy_matrix_async(
+            (an_side.ptr(), block_rows.len() * 8, gpu),
+            (an + (block_rows.start * 8) as u64, mb * 8, lead),
+            block_rows.len() * 8,
+            kb,
+            copy_in,
+        )?;
+        copy_matrix_async((bn_side.ptr(), kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
+    }
+    let add = gpu.function(&SPAMM, "spamm_stats_add")?;
+    let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
+    // Per panel: its columns of op(B) arrived, its columns of C computed (kept alive to the end).
+    let mut events = Vec::new();
+    for first_block in (0..nb).step_by(panel_blocks) {
+        let blocks = first_block..(first_block + panel_blocks).min(nb);
+        let cols = blocks.start * bs..(blocks.end * bs).min(n);
+        // op(B)'s columns: stored columns of B (op N) or stored rows (op T), in place in B's copy.
+        let (b_offset, b_src_offset, width, height) = match b_dev.op {
+            Operation::N => (cols.start * b_rows * size, cols.start * b_dev.ld * size, b_rows, cols.len()),
+            Operation::T => (cols.start * size, cols.start * size, cols.len(), b_cols),
         };
-        let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
-        let (a_ptr, lda, ta) = (a_in.ptr(), a.ld as i64, (a.op == Operation::T) as i32);
-        let (b_ptr, ldb, tb) = (b_in.ptr(), b.ld as i64, (b.op == Operation::T) as i32);
-        let (c_dev, ldc) = (c.ptr(), ldc as i64);
-        let (an, bn) = (a_norms.norms.ptr(), b_norms.norms.ptr());
+        let c_offset = (rows.start * size + cols.start * ldc * size) as u64;
+        let c_panel = c_side.ptr() + (cols.start * panel_rows * size) as u64;
+        unsafe {
+            copy_matrix_async(
+                (b_side.ptr() + b_offset as u64, b_rows * size, gpu),
+                (b_dev.ptr + b_src_offset as u64, b_dev.ld * size, lead),
+                width * size,
+                height,
+                copy_in,
+            )?;
+            if share.reads_c {
+                copy_matrix_async(
+                    (c_panel, panel_rows * size, gpu),
+                    (c_lead + c_offset, ldc * size, lead),
+                    panel_rows * size,
+                    cols.len(),
+                    copy_in,
+                )?;
+            }
+        }
+        let arrived = Event::new(gpu)?;
+        arrived.record(copy_in)?;
+        arrived.wait_on(compute)?;
+        let totals = unsafe {
+            multiply::<T>(
+                gpu,
+                compute,
+                &Product { n: cols.len(), ..*p },
+                DeviceOperand { ptr: a_side.ptr(), ld: a_ld, op: a_dev.op },
+                DeviceOperand { ptr: b_side.ptr() + b_offset as u64, ld: b_rows, op: b_dev.op },
+                (an_side.ptr(), block_rows.len()),
+                bn_side.ptr() + (blocks.start * kb * 8) as u64,
+                alpha,
+                beta,
+                (c_panel, panel_rows),
+            )
+        }?;
+        let (acc_ptr, totals_ptr) = (acc.ptr(), totals.ptr());
+        let one = Launch { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
+        unsafe { launch(&add, one, compute, kernel_args![&acc_ptr, &totals_ptr]) }?;
+        let computed = Event::new(gpu)?;
+        computed.record(compute)?;
+        computed.wait_on(copy_out)?;
+        unsafe {
+            copy_matrix_async(
+                (c_lead + c_offset, ldc * size, lead),
+                (c_panel, panel_rows * size, gpu),
+                panel_rows * size,
+                cols.len(),
+                copy_out,
+            )?;
+        }
+        events.push((arrived, computed));
+    }
+    side.stats.record(compute, &acc)?;
+    // The temporaries are freed on the compute stream once the last panel of C has left.
+    let returned = Event::new(gpu)?;
+    returned.record(copy_out)?;
+    returned.wait_on(compute)?;
+    side.done.record(compute)?;
+    lead.bind()?;
+    side.done.wait_on(stream)
+}
+
+/// Block-row boundaries of `parts` shares of C with equal valid work: `bounds[p]..bounds[p + 1]` are
+/// share p's block rows (possibly empty). Waits for the lead's stream (the counts are host results).
+fn row_shares(
+    lead: &Arc<GpuDevice>,
+    stream: Stream,
+    (an, bn): (CUdeviceptr, CUdeviceptr),
+    tau: f64,
+    (mb, nb, kb): (usize, usize, usize),
+    parts: usize,
+) -> Result<Vec<usize>> {
+    let mut work = vec![0u64; mb];
+    if mb * nb * kb > 0 {
+        let rows = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
+        let f = lead.function(&SPAMM, "spamm_row_work")?;
+        let (mb_i, nb_i, kb_i, out) = (mb as i32, nb as i32, kb as i32, rows.ptr());
+        unsafe {
+            launch(&f, flat_launch(lead, mb * nb), stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &out])
+        }?;
+        rows.copy_to_host(&mut work)?;
+    }
+    Ok(equal_work_bounds(&work, parts))
+}
+
+/// Cuts `work` (per block row) into `parts` consecutive ranges of about equal sums: boundary p is the
+/// first row where the running sum reaches p/parts of the total (rows of no work spread evenly when
+/// nothing is valid).
+pub fn equal_work_bounds(work: &[u64], parts: usize) -> Vec<usize> {
+    let total: u64 = work.iter().sum();
+    let mut bounds = vec![0; parts + 1];
+    bounds[parts] = work.len();
+    if total == 0 {
+        for (p, bound) in bounds.iter_mut().enumerate() {
+            *bound = work.len() * p / parts;
+        }
+        return bounds;
+    }
+    let mut running = 0u64;
+    let mut row = 0;
+    for (p, bound) in bounds.iter_mut().enumerate().take(parts).skip(1) {
+        let target = (total as u128 * p as u128).div_ceil(parts as u128) as u64;
+        while row < work.len() && running < target {
+            running += work[row];
+            row += 1;
+        }
+        *bound = row;
+    }
+    bounds
+}
+
+/// Whether C must be read: β ≠ 0, or a staged host C whose padding rows m..ldc go back whole and must
+/// come back unchanged.
+fn reads_c<F: ComputeScalar>(beta: F, m: usize, n: usize, ldc: usize) -> bool {
+    beta != F::ZERO || (ldc > m && n > 1)
+}
+
+/// The sizes and threshold of one product `op(A)·op(B)` (m × k times k × n, blocks of `bs`).
+#[derive(Clone, Copy, Debug)]
+struct Product {
+    m: usize,
+    n: usize,
+    k: usize,
+    bs: usize,
+    tau: f64,
+}
+
+/// A column-major operand in device memory, used as `op(X)`.
+#[derive(Clone, Copy, Debug)]
+struct DeviceOperand {
+    ptr: CUdeviceptr,
+    ld: usize,
+    op: Operation,
+}
+
+/// A product's inputs on its (lead) device, staged from host memory when needed, with their norm maps.
+/// A product of a matrix with itself (X·X, Xᵀ·X: purification's repeated squares) stages and reads
+/// the matrix once and computes its norms in one pass.
+struct StagedInputs {
+    a: DeviceInput,
+    b: Option<DeviceInput>,
+    a_norms: DeviceNormMap,
+    b_norms: DeviceNormMap,
+}
+
+impl StagedInputs {
+    /// # Safety
+    /// As [`gemm`] for `a` and `b`.
+    unsafe fn new<T: Element>(
+        device: &Arc<GpuDevice>,
+        stream: Stream,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        bs: usize,
+    ) -> Result<Self> {
+        let a_in = unsafe { DeviceInput::new(device, stream, a.ptr, a.len, "A") }?;
+        if a.same_matrix(b) {
+            let [a_norms, b_norms] =
+                norm_maps::<T, 2>(device, stream, a_in.ptr(), [a.op, b.op], a.stored_rows, a.stored_cols, a.ld, bs)?;
+            return Ok(StagedInputs { a: a_in, b: None, a_norms, b_norms });
+        }
+        let b_in = unsafe { DeviceInput::new(device, stream, b.ptr, b.len, "B") }?;
+        let a_norms = norm_map::<T>(device, stream, a_in.ptr(), a.op, a.stored_rows, a.stored_cols, a.ld, bs)?;
+        let b_norms = norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?;
+        Ok(StagedInputs { a: a_in, b: Some(b_in), a_norms, b_norms })
+    }
+
+    /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.a_norms.block_rows, self.b_norms.block_cols, self.a_norms.block_cols)
+    }
+
+    fn a_operand<T>(&self, a: &RawOperand<T>) -> DeviceOperand {
+        DeviceOperand { ptr: self.a.ptr(), ld: a.ld, op: a.op }
+    }
+
+    fn b_operand<T>(&self, b: &RawOperand<T>) -> DeviceOperand {
+        DeviceOperand { ptr: self.b.as_ref().unwrap_or(&self.a).ptr(), ld: b.ld, op: b.op }
+    }
+}
+
+/// The multiplication of a product whose operands and norm maps are on `device`: `an` is op(A)'s norm
+/// map (pointer, leading dimension: a panel of a larger map may be given by its first row), `bn`
+/// op(B)'s (leading dimension kb); C at (`c`, `ldc`). Returns the statistics totals (16 bytes:
+/// performed products, bits of the sum of squared skipped sums), still being computed on `stream`.
+///
+/// # Safety
+/// Every pointer must be device memory of `device` holding what the sizes say.
+#[allow(clippy::too_many_arguments)]
+unsafe fn multiply<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    p: &Product,
+    a: DeviceOperand,
+    b: DeviceOperand,
+    (an, an_ld): (CUdeviceptr, usize),
+    bn: CUdeviceptr,
+    alpha: T::Compute,
+    beta: T::Compute,
+    (c_dev, ldc): (CUdeviceptr, usize),
+) -> Result<DeviceBuffer> {
+    let Product { m, n, k, bs, tau } = *p;
+    let (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
+    if m == 0 || n == 0 {
+        return DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics");
+    }
+    let tile = TileKernel::of::<T>();
+    let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
+    let (a_ptr, lda, ta) = (a.ptr, a.ld as i64, (a.op == Operation::T) as i32);
+    let (b_ptr, ldb, tb) = (b.ptr, b.ld as i64, (b.op == Operation::T) as i32);
+    let ldc = ldc as i64;
+    if tile.applies(device, bs, kb) {
+        let work = tile_work(device, stream, &tile, (an, an_ld), bn, tau, (m, n, bs, kb))?;
+        let f = device.function(tile.module, tile.name)?;
+        if tile.shared_bytes > 48 * 1024 {
+            device.allow_shared_memory(&f, tile.shared_bytes as usize)?;
+        }
+        let cfg =
+            Launch { grid: (work.tiles as u32, 1, 1), block: (tile.threads, 1, 1), shared_bytes: tile.shared_bytes };
+        let (order, counts, lists, stride) = (work.order.ptr(), work.counts.ptr(), work.lists.ptr(), kb as i32);
         unsafe {
             launch(
                 &f,
                 cfg,
                 stream,
                 kernel_args![
-                    &m_i, &n_i, &k_i, &bs_i, &alpha, &a_ptr, &lda, &ta, &b_ptr, &ldb, &tb, &beta, &c_dev, &ldc, &an,
-                    &bn, &tau
+                    &m_i, &n_i, &k_i, &bs_i, &alpha, &a_ptr, &lda, &ta, &b_ptr, &ldb, &tb, &beta, &c_dev, &ldc, &order,
+                    &counts, &lists, &stride
                 ],
             )
         }?;
+        return Ok(work.totals);
     }
-    let stats = block_stats.finish()?;
-    c.finish()?;
-    Ok(stats)
+    // Other block sizes: one 32 × 32 tile of one C block per thread block, deciding its own k from
+    // whole norm maps (never a panel: multi-device products use the tile kernels).
+    debug_assert_eq!(an_ld, mb);
+    let totals = block_stats_totals(device, stream, (an, bn), tau, (mb, nb, kb))?;
+    let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
+    let tiles_per_block = bs.div_ceil(32);
+    let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
+    let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
+    let cfg = Launch { grid, block: (threads, 1, 1), shared_bytes: 0 };
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m_i, &n_i, &k_i, &bs_i, &alpha, &a_ptr, &lda, &ta, &b_ptr, &ldb, &tb, &beta, &c_dev, &ldc, &an, &bn,
+                &tau
+            ],
+        )
+    }?;
+    Ok(totals)
 }
 
-/// Per-C-block counts being computed on the device; `finish` copies them back.
-struct PendingBlockStats {
-    performed: DeviceBuffer,
-    skipped: DeviceBuffer,
-    blocks: usize,
-    dims: (usize, usize, usize),
+/// A tile kernel of `kernels/spamm_*.cu` (contract in `kernels/spamm_tiles.cuh`): one thread block
+/// per `tile_m × tile_n` tile of C, walking the tile's work list.
+struct TileKernel {
+    module: &'static KernelSource,
+    name: &'static str,
+    tile_m: usize,
+    tile_n: usize,
+    threads: u32,
+    /// Dynamic shared memory per thread block.
+    shared_bytes: u32,
 }
 
-impl PendingBlockStats {
-    fn finish(self) -> Result<BlockStats> {
-        let mut performed = vec![0u64; self.blocks];
-        let mut skipped = vec![0.0f64; self.blocks];
-        self.performed.copy_to_host(&mut performed)?;
-        self.skipped.copy_to_host(&mut skipped)?;
-        Ok(BlockStats { dims: self.dims, performed, skipped })
+impl TileKernel {
+    fn of<T: Element>() -> TileKernel {
+        match T::VALUE_TYPE {
+            ValueType::F32 => TileKernel {
+                module: &SPAMM_F32,
+                name: "spamm_tiles_f32",
+                tile_m: 128,
+                tile_n: 128,
+                threads: 256,
+                shared_bytes: 0,
+            },
+            // kernels/spamm_f64.cu: DMMA, 4 cp.async stages of 128 x 16 + 16 x 128 doubles (padded).
+            ValueType::F64 => TileKernel {
+                module: &SPAMM_F64,
+                name: "spamm_tiles_f64",
+                tile_m: 128,
+                tile_n: 128,
+                threads: 256,
+                shared_bytes: 163_840,
+            },
+            ValueType::F16 => TileKernel {
+                module: &SPAMM_F16,
+                name: "spamm_tiles_f16",
+                tile_m: 128,
+                tile_n: 128,
+                threads: 256,
+                shared_bytes: 0,
+            },
+            ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
+        }
+    }
+
+    /// Whether the work lists can describe this product: a tile spans at most 4 × 4 C blocks (block
+    /// sizes that are multiples of 32, tiles of at most 128 starting at multiples of 32), whose fragments
+    /// each lie inside one C block, and k blocks fit an entry's 16 bits.
+    /// A kernel whose shared memory the device cannot give (the f64 kernel's 160 KiB on a GPU of
+    /// 99 KiB per block) leaves the product to the per-block kernels.
+    fn applies(&self, device: &GpuDevice, bs: usize, kb: usize) -> bool {
+        bs.is_multiple_of(32)
+            && self.tile_m <= 128
+            && self.tile_n <= 128
+            && kb < 1 << 16
+            && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin
     }
 }
 
-fn device_block_stats(
+/// The work lists of a tile kernel's product, on the device, and the totals of its statistics (as
+/// `spamm_stats_totals` leaves them).
+struct TileWork {
+    tiles: usize,
+    order: DeviceBuffer,
+    counts: DeviceBuffer,
+    lists: DeviceBuffer,
+    totals: DeviceBuffer,
+}
+
+/// Whether tiles are launched heaviest first (the default) or in their natural column-major order
+/// (`SPARSEGPU_SPAMM_SCHEDULE=natural`, kept to measure what the ordering buys).
+fn heaviest_first() -> bool {
+    static NATURAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !*NATURAL.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_SCHEDULE").is_ok_and(|v| v == "natural"))
+}
+
+/// Builds the per-tile lists of k blocks with their C-block masks and the tiles' shares of the
+/// statistics (`spamm_tile_lists`), then the launch order of the tiles and the statistics totals
+/// (`spamm_tile_order`).
+fn tile_work(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    a_norms: &DeviceNormMap,
-    b_norms: &DeviceNormMap,
+    kernel: &TileKernel,
+    (an, an_ld): (CUdeviceptr, usize),
+    bn: CUdeviceptr,
+    tau: f64,
+    (m, n, bs, kb): (usize, usize, usize, usize),
+) -> Result<TileWork> {
+    let tiles = m.div_ceil(kernel.tile_m) * n.div_ceil(kernel.tile_n);
+    let order = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM tile order")?;
+    let counts = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM work lists")?;
+    let lists = DeviceBuffer::alloc(device, tiles * kb.max(1) * 4, stream, "the SpAMM work lists")?;
+    let shares = DeviceBuffer::alloc(device, tiles * 16, stream, "SpAMM statistics")?;
+    let totals = DeviceBuffer::alloc(device, 16, stream, "SpAMM statistics")?;
+    let f = device.function(&SPAMM, "spamm_tile_lists")?;
+    let (m_i, n_i, bs_i, mb_i, kb_i) = (m as i32, n as i32, bs as i32, an_ld as i32, kb as i32);
+    let (tm, tn) = (kernel.tile_m as i32, kernel.tile_n as i32);
+    let (counts_ptr, lists_ptr) = (counts.ptr(), lists.ptr());
+    let (performed_ptr, squared_ptr) = (shares.ptr(), shares.ptr() + tiles as u64 * 8);
+    let cfg =
+        Launch { grid: (tiles.min(device.multiprocessors * 8) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m_i,
+                &n_i,
+                &bs_i,
+                &mb_i,
+                &kb_i,
+                &tm,
+                &tn,
+                &an,
+                &bn,
+                &tau,
+                &counts_ptr,
+                &lists_ptr,
+                &performed_ptr,
+                &squared_ptr
+            ],
+        )
+    }?;
+    let (tiles_i, natural) = (tiles as i32, (!heaviest_first()) as i32);
+    let (order_ptr, totals_ptr) = (order.ptr(), totals.ptr());
+    let f = device.function(&SPAMM, "spamm_tile_order")?;
+    let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![&tiles_i, &kb_i, &natural, &counts_ptr, &performed_ptr, &squared_ptr, &order_ptr, &totals_ptr],
+        )
+    }?;
+    Ok(TileWork { tiles, order, counts, lists, totals })
+}
+
+/// Where a product's statistics land without stopping the caller's stream: a pinned host slot that
+/// the device copies the totals of [`crate::spamm::BlockStats::totals`] into, and an event recorded after the copy.
+/// A handle keeps one per device; reading waits for the event only.
+pub struct StatsSlot {
+    device: Arc<GpuDevice>,
+    /// Two u64: performed products, then the bits of the f64 sum of squared skipped sums.
+    host: *mut u64,
+    event: CUevent,
+}
+
+// SAFETY: the pinned slot and the event belong to the device's context, usable from any thread; the
+// handle owning the slot is used by one thread at a time.
+unsafe impl Send for StatsSlot {}
+
+impl StatsSlot {
+    pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
+        device.bind()?;
+        let host = unsafe { drv::malloc_host(16, CU_MEMHOSTALLOC_PORTABLE) }
+            .map_err(driver_error("allocating pinned memory for SpAMM statistics"))? as *mut u64;
+        let event = drv::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(|e| {
+            unsafe { drv::free_host(host as *mut _) }.ok();
+            driver_error("creating an event")(e)
+        })?;
+        Ok(StatsSlot { device: device.clone(), host, event })
+    }
+
+    pub fn device(&self) -> &Arc<GpuDevice> {
+        &self.device
+    }
+
+    /// The totals of the last product recorded into the slot (waits for its event).
+    pub fn wait(&self) -> Result<(u64, f64)> {
+        self.device.bind()?;
+        unsafe { drv::event::synchronize(self.event) }.map_err(driver_error("executing on the GPU"))?;
+        // SAFETY: the copy into the slot has completed; volatile because the device wrote it.
+        let (performed, bits) = unsafe { (self.host.read_volatile(), self.host.add(1).read_volatile()) };
+        Ok((performed, f64::from_bits(bits)))
+    }
+
+    /// Queues on `stream` the copy of 16 bytes of device totals into the slot, after any earlier copy
+    /// into it (which may have been queued on another stream), and records the event.
+    fn record(&self, stream: Stream, totals: &DeviceBuffer) -> Result<()> {
+        unsafe {
+            drv::stream::wait_event(stream.0, self.event, CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .map_err(driver_error("ordering SpAMM statistics"))?;
+            drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals.ptr(), stream.0)
+                .map_err(driver_error("copying SpAMM statistics"))?;
+            drv::event::record(self.event, stream.0).map_err(driver_error("recording an event"))
+        }
+    }
+}
+
+impl Drop for StatsSlot {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // A copy may still be in flight into the pinned slot: wait before freeing it.
+            unsafe {
+                drv::event::synchronize(self.event).ok();
+                drv::event::destroy(self.event).ok();
+                drv::free_host(self.host as *mut _).ok();
+            }
+        }
+    }
+}
+
+/// The statistics totals of a product the tile kernels do not run (their work lists carry the
+/// statistics): per-C-block numbers (`spamm_block_stats`) and their totals (`spamm_stats_totals`),
+/// queued on `stream`; 16 bytes as [`multiply`] returns them.
+fn block_stats_totals(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    (an, bn): (CUdeviceptr, CUdeviceptr),
     tau: f64,
     (mb, nb, kb): (usize, usize, usize),
-) -> Result<PendingBlockStats> {
+) -> Result<DeviceBuffer> {
     let blocks = mb * nb;
-    let performed = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
-    let skipped = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+    let totals = DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics")?;
     if blocks > 0 {
+        let performed = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+        let skipped = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
         let f = device.function(&SPAMM, "spamm_block_stats")?;
         let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
-        let (an, bn, p, s) = (a_norms.norms.ptr(), b_norms.norms.ptr(), performed.ptr(), skipped.ptr());
+        let (p, s) = (performed.ptr(), skipped.ptr());
         unsafe {
             launch(&f, flat_launch(device, blocks), stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &p, &s])
         }?;
+        let columns = DeviceBuffer::alloc(device, nb * 16, stream, "SpAMM statistics")?;
+        let f = device.function(&SPAMM, "spamm_stats_totals")?;
+        let (column_performed, column_squared, out) = (columns.ptr(), columns.ptr() + nb as u64 * 8, totals.ptr());
+        let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
+        unsafe {
+            launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &p, &s, &column_performed, &column_squared, &out])
+        }?;
     }
-    Ok(PendingBlockStats { performed, skipped, blocks, dims: (mb, nb, kb) })
+    Ok(totals)
 }
 
 /// The candidates of one τ-search iteration as a kernel parameter (`SpammTuneCandidates`): `count`

@@ -29,7 +29,8 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-                       [--mtx PATH]... [--devices K]
+                       [--mtx PATH]... [--devices K] [--block-size B] [--ratios R,R,...]
+                       [--types T,T,...] [--decay algebraic|exponential|both]
 
 Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
 SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time,
@@ -42,7 +43,11 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --quick      small sizes and few repeats: finishes in well under a minute
   --json PATH  also write one JSON object per measurement to PATH (JSON lines)
   --mtx PATH   add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
-  --devices K  MSREP on 1..K devices (default: every visible device)
+  --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1)
+  --block-size B   SpAMM LoNum (default 32)
+  --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
+  --types T,...    SpAMM value types: f32, f16, f64 (default all three)
+  --decay D        SpAMM inputs: algebraic, exponential or both (default both)
   --help       this text
 
 Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor
@@ -64,6 +69,10 @@ pub struct Options {
     pub json: Option<PathBuf>,
     pub mtx: Vec<PathBuf>,
     pub devices: Option<usize>,
+    pub block_size: Option<usize>,
+    pub ratios: Option<Vec<f64>>,
+    pub types: Option<Vec<ValueType>>,
+    pub decay: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
@@ -106,6 +115,39 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
                     return Err("--devices must be at least 1".into());
                 }
                 o.devices = Some(k);
+            }
+            "--block-size" => {
+                let v = value(&mut i, arg)?;
+                let bs: usize = v.parse().map_err(|_| format!("--block-size takes a positive integer, not '{v}'"))?;
+                o.block_size = Some(bs);
+            }
+            "--ratios" => {
+                let v = value(&mut i, arg)?;
+                let ratios = v.split(',').map(|r| r.parse::<f64>()).collect::<Result<Vec<_>, _>>();
+                match ratios {
+                    Ok(r) if r.iter().all(|x| *x > 0.0 && *x <= 1.0) => o.ratios = Some(r),
+                    _ => return Err(format!("--ratios takes numbers in (0, 1] separated by commas, not '{v}'")),
+                }
+            }
+            "--types" => {
+                let v = value(&mut i, arg)?;
+                let types = v
+                    .split(',')
+                    .map(|t| match t {
+                        "f32" => Ok(ValueType::F32),
+                        "f16" => Ok(ValueType::F16),
+                        "f64" => Ok(ValueType::F64),
+                        _ => Err(format!("--types takes f32, f16 and f64 separated by commas, not '{v}'")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                o.types = Some(types);
+            }
+            "--decay" => {
+                let v = value(&mut i, arg)?;
+                if !["algebraic", "exponential", "both"].contains(&v.as_str()) {
+                    return Err(format!("--decay takes algebraic, exponential or both, not '{v}'"));
+                }
+                o.decay = Some(v);
             }
             _ => return Err(format!("unknown argument '{arg}'")),
         }

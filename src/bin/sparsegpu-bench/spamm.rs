@@ -16,10 +16,11 @@ use std::time::Instant;
 struct Handle(spammHandle_t);
 
 impl Handle {
-    fn new(b: &Bench) -> Outcome<Handle> {
+    fn new(b: &Bench, block_size: usize) -> Outcome<Handle> {
         let mut h = std::ptr::null_mut();
         check(unsafe { spammCreate(&mut h) }, "spammCreate")?;
         let handle = Handle(h);
+        check(unsafe { spammSetBlockSize(h, block_size as i32) }, "spammSetBlockSize")?;
         check(unsafe { spammSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "spammSetBackend(CUDA)")?;
         check(unsafe { spammSetStream(h, b.gpu.raw_stream()) }, "spammSetStream")?;
         Ok(handle)
@@ -108,6 +109,18 @@ impl Handle {
     /// τ for a target valid ratio, searched on host copies of A and B: tuning is setup, not timed,
     /// and host arrays are valid on every backend.
     fn tune(&self, ty: ValueType, n: usize, a: &HostArray, bm: &HostArray, target: f64) -> Outcome<(f64, f64)> {
+        self.tune_ptr(ty, n, a.ptr(), bm.ptr(), target)
+    }
+
+    /// spammTuneTau on A and B at any address (host or device).
+    fn tune_ptr(
+        &self,
+        ty: ValueType,
+        n: usize,
+        a: *const std::ffi::c_void,
+        bm: *const std::ffi::c_void,
+        target: f64,
+    ) -> Outcome<(f64, f64)> {
         let ni = n as i32;
         let (mut tau, mut achieved) = (0.0, 0.0);
         check(
@@ -120,9 +133,9 @@ impl Handle {
                     ni,
                     ni,
                     ni,
-                    a.ptr(),
+                    a,
                     ni,
-                    bm.ptr(),
+                    bm,
                     ni,
                     target,
                     0.005,
@@ -134,6 +147,12 @@ impl Handle {
             "spammTuneTau",
         )?;
         Ok((tau, achieved))
+    }
+
+    /// Products on devices 0..k (the harness's stream on device 0 is the caller's).
+    fn set_devices(&self, k: usize) -> Outcome<()> {
+        let devices: Vec<i32> = (0..k as i32).collect();
+        check(unsafe { spammSetDevices(self.0, k as i32, devices.as_ptr()) }, "spammSetDevices")
     }
 
     fn stats(&self) -> Outcome<spammStats_t> {
@@ -162,9 +181,12 @@ type Generator = fn(&mut Rng, usize) -> Vec<f64>;
 
 pub fn run(b: &mut Bench) {
     let n = b.opts.n.unwrap_or(if b.opts.quick { 1024 } else { 4096 });
-    let targets: &[f64] = if b.opts.quick { &[0.2, 0.05] } else { &[0.5, 0.2, 0.1, 0.05, 0.02] };
+    let default_targets: &[f64] = if b.opts.quick { &[0.2, 0.05] } else { &[0.3, 0.2, 0.1, 0.05] };
+    let targets = b.opts.ratios.clone().unwrap_or_else(|| default_targets.to_vec());
+    let block_size = b.opts.block_size.unwrap_or(32);
+    let types = b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F32, ValueType::F16, ValueType::F64]);
     table_header(&format!(
-        "SpAMM: C = A·B, N = {n}, column-major, LoNum 32; vendor cuBLAS; dens/vr = valid ratio; GFLOP/s dense-equivalent (2N³/t), %peak of the vendor GEMM rate"
+        "SpAMM: C = A·B, N = {n}, column-major, LoNum {block_size}; vendor cuBLAS; dens/vr = valid ratio; GFLOP/s dense-equivalent (2N³/t), %peak of the vendor GEMM rate"
     ));
     let available = probe(b);
     announce_probe("SpAMM", &available);
@@ -173,11 +195,15 @@ pub fn run(b: &mut Bench) {
         ("algebraic 0.1/(|i-j|^0.1+1)", |rng, n| testgen::algebraic_decay(rng, n, n, 0.1, 0.1)),
         ("exponential 0.99^|i-j|", |rng, n| testgen::exponential_decay(rng, n, n, 1.0, 0.99)),
     ];
+    let decay = b.opts.decay.clone().unwrap_or_else(|| "both".into());
     for (input, generate) in inputs {
+        if decay != "both" && !input.starts_with(decay.as_str()) {
+            continue;
+        }
         let a_host = generate(&mut rng, n);
         let b_host = generate(&mut rng, n);
-        for ty in [ValueType::F32, ValueType::F16, ValueType::F64] {
-            if let Err(why) = case(b, &available, input, ty, n, &a_host, &b_host, targets) {
+        for &ty in &types {
+            if let Err(why) = case(b, &available, input, ty, (n, block_size), &a_host, &b_host, &targets) {
                 let mut m = Measurement::new(
                     "spamm",
                     op_name(ty),
@@ -199,7 +225,7 @@ fn case(
     available: &Outcome<()>,
     input: &str,
     ty: ValueType,
-    n: usize,
+    (n, block_size): (usize, usize),
     a_host: &[f64],
     b_host: &[f64],
     targets: &[f64],
@@ -221,7 +247,7 @@ fn case(
     base.peak = b.peaks.gemm(ty).map(|p| (p, "GFLOP/s"));
 
     let (a_typed, b_typed) = (HostArray::new(ty, a_host), HostArray::new(ty, b_host));
-    let handle = match available.clone().and_then(|_| Handle::new(b)) {
+    let handle = match available.clone().and_then(|_| Handle::new(b, block_size)) {
         Ok(h) => h,
         Err(why) => {
             base.not_available(why);
@@ -229,13 +255,35 @@ fn case(
             return Ok(());
         }
     };
+    // Fixed costs: the product at τ = ∞ (norm maps, work lists, statistics, C = 0; no block
+    // product), and spammTuneTau on the device-resident A and B (median wall time of 5; norm maps
+    // included).
+    let fixed = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, f64::INFINITY))?;
+    let mut tune_ms = Vec::new();
+    for _ in 0..6 {
+        let began = Instant::now();
+        handle.tune_ptr(ty, n, a.ptr() as _, bm.ptr() as _, 0.1)?;
+        tune_ms.push(began.elapsed().as_secs_f64() * 1e3);
+    }
+    tune_ms.remove(0);
+    tune_ms.sort_by(f64::total_cmp);
+    let fixed_note = format!(
+        "at tau = inf (norms, lists, stats, C = 0) {:.3} ms; spammTuneTau(0.1) on device A, B {:.3} ms",
+        fixed.gpu_ms, tune_ms[2]
+    );
     let mut points: Vec<Option<f64>> = vec![None];
     points.extend(targets.iter().map(|&t| Some(t)));
-    for target in points {
+    let devices = b.opts.devices.unwrap_or(1).min(b.device_count);
+    for (target, k) in points.iter().flat_map(|&t| (1..=devices).map(move |k| (t, k))) {
         let mut m = base.clone();
+        m.devices = k;
         let result = (|| -> Outcome<()> {
+            handle.set_devices(k)?;
             let tau = match target {
-                None => 0.0,
+                None => {
+                    m.note = fixed_note.clone();
+                    0.0
+                }
                 Some(t) => {
                     let began = Instant::now();
                     let (tau, achieved) = handle.tune(ty, n, &a_typed, &b_typed, t)?;
@@ -278,7 +326,7 @@ fn case(
 
 /// A 2×2 product on host arrays through a CUDA handle.
 fn probe(b: &Bench) -> Outcome<()> {
-    let handle = Handle::new(b)?;
+    let handle = Handle::new(b, 32)?;
     let (one, zero) = (1.0f32, 0.0f32);
     let a = [1.0f32, 0.0, 0.0, 1.0];
     let mut c = [0.0f32; 4];

@@ -1,0 +1,100 @@
+// SpAMM tile kernels, shared part (prepended to kernels/spamm_*.cu). A tile kernel computes one
+// TILE_M x TILE_N tile of C per thread block: several LoNum blocks at once (up to 4 x 4), so that each
+// loaded element of op(A) / op(B) feeds many more multiply-adds than one 32 x 32 block would.
+//
+// Its work comes from spamm_tile_lists (kernels/spamm.cu): per tile, the k blocks that any of the
+// tile's C blocks performs, in increasing order, each with a 16-bit mask (bit bi * 4 + bj: C block
+// (i0 + bi, j0 + bj) of the tile performs it). A kernel issues the products of a k block only for
+// the C blocks whose bit is set (per thread, per warp or per mma fragment, each lying inside one C
+// block), so the products summed into every C element are exactly Algorithm 2's. spamm_tile_order
+// lists the tiles by decreasing work: thread block b computes tile order[b], the heaviest first, so
+// the hardware's in-order dispatch is a longest-job-first schedule and no SM idles at the end.
+//
+// Kernel arguments (every tile kernel, in this order; the launcher in src/backend/cuda/spamm.rs):
+//   int m, int n, int k, int bs, F alpha, const T* a, sgpu_i64 lda, int ta, const T* b, sgpu_i64 ldb,
+//   int tb, F beta, T* c, sgpu_i64 ldc, const unsigned* order, const int* counts,
+//   const unsigned* lists, int list_stride
+// (F: the compute type; list of tile t at lists + t * list_stride, counts[t] entries; tiles are
+// numbered column-major: t = tile_row + tile_col * ceil(m / TILE_M)).
+
+struct SpammOperand {
+    sgpu_i64 ld;
+    int transposed;
+};
+
+// A work-list entry: k block in the high 16 bits, the C-block mask in the low 16.
+__device__ __forceinline__ int spamm_entry_k(unsigned entry) { return (int)(entry >> 16); }
+__device__ __forceinline__ unsigned spamm_entry_mask(unsigned entry) { return entry & 0xffffu; }
+
+// The tile this thread block computes and its work list.
+struct SpammTileWork {
+    sgpu_i64 row0, col0;   // first row / column of the tile
+    int i0, j0;            // C block of its first row / column
+    int count;             // entries in `list`
+    const unsigned* list;
+
+    // Bit of the mask for the C block holding (row0 + r, col0 + c).
+    __device__ __forceinline__ int bit(int r, int c, int bs) const {
+        return (int)((row0 + r) / bs - i0) * 4 + (int)((col0 + c) / bs - j0);
+    }
+};
+
+__device__ __forceinline__ SpammTileWork spamm_tile_work(int m, int bs, int tile_m, int tile_n, const unsigned* order,
+                                                         const int* counts, const unsigned* lists, int list_stride) {
+    unsigned t = order[blockIdx.x];
+    unsigned tile_rows = (unsigned)((m + tile_m - 1) / tile_m);
+    SpammTileWork w;
+    w.row0 = (sgpu_i64)(t % tile_rows) * tile_m;
+    w.col0 = (sgpu_i64)(t / tile_rows) * tile_n;
+    w.i0 = (int)(w.row0 / bs);
+    w.j0 = (int)(w.col0 / bs);
+    w.count = counts[t];
+    w.list = lists + (sgpu_i64)t * list_stride;
+    return w;
+}
+
+// Walks the chunks [start, end) of the tile's k blocks, `chunk` (a divisor of bs) at a time; a chunk
+// never crosses a k block, so it carries one mask. Every thread holds the same cursor.
+struct SpammChunkCursor {
+    const unsigned* list;
+    int count, entry;
+    sgpu_i64 pos, block_end, bs, k_total, chunk;
+    unsigned mask;
+
+    __device__ __forceinline__ SpammChunkCursor(const SpammTileWork& w, int bs_, int k, int chunk_)
+        : list(w.list), count(w.count), entry(-1), pos(0), block_end(0), bs(bs_), k_total(k), chunk(chunk_), mask(0) {}
+
+    __device__ __forceinline__ bool advance(sgpu_i64& start, sgpu_i64& end, unsigned& chunk_mask) {
+        if (pos >= block_end) {
+            ++entry;
+            if (entry >= count) return false;
+            unsigned e = list[entry];
+            pos = (sgpu_i64)spamm_entry_k(e) * bs;
+            block_end = pos + bs < k_total ? pos + bs : k_total;
+            mask = spamm_entry_mask(e);
+        }
+        start = pos;
+        end = pos + chunk < block_end ? pos + chunk : block_end;
+        chunk_mask = mask;
+        pos = end;
+        return true;
+    }
+};
+
+// C(r, col) = alpha * acc + beta * C(r, col) (C not read when beta = 0, as BLAS).
+template <typename T, typename F>
+__device__ __forceinline__ void spamm_store_c(T* c, sgpu_i64 ldc, sgpu_i64 r, sgpu_i64 col, F alpha, F acc, F beta) {
+    T* out = c + r + col * ldc;
+    F value = alpha * acc;
+    if (beta != (F)0) value += beta * sgpu_elem<T>::load(*out);
+    *out = sgpu_elem<T>::store(value);
+}
+
+// D += A * B on tensor cores: one m16n8k16 product, f16 inputs, f32 accumulators.
+__device__ __forceinline__ void spamm_mma_16816(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
