@@ -120,6 +120,9 @@ enum Memory {
     /// Device arrays whose A and B start one element past a 256-byte boundary (8 bytes for f64: not
     /// 16-byte aligned), on a stream of the caller's.
     DeviceOffsetByOne,
+    /// Device arrays, A, B and C each starting one element past an allocation (not 16-byte aligned:
+    /// element-wise loads and C stores in the f16 kernel), on the default stream.
+    DeviceMisaligned,
 }
 
 struct Call<'a, T: GpuElement> {
@@ -166,6 +169,36 @@ impl<T: GpuElement> Call<'_, T> {
                 )
             };
             assert_eq!(status, OK, "{}", last_error());
+        } else if memory == Memory::DeviceMisaligned {
+            let gpu = cuda::device(0).unwrap();
+            let shifted = |x: &[T]| -> Vec<T> { std::iter::once(T::from_f64(0.0)).chain(x.iter().copied()).collect() };
+            let a = DeviceBuffer::from_host(&gpu, &shifted(&self.a.data), Stream::DEFAULT, "A").unwrap();
+            let b = DeviceBuffer::from_host(&gpu, &shifted(&self.b.data), Stream::DEFAULT, "B").unwrap();
+            let c_dev = DeviceBuffer::from_host(&gpu, &shifted(&c), Stream::DEFAULT, "C").unwrap();
+            let one = std::mem::size_of::<T>() as u64;
+            let status = unsafe {
+                T::gemm(
+                    h,
+                    ta,
+                    tb,
+                    dims.0,
+                    dims.1,
+                    dims.2,
+                    &alpha,
+                    (a.ptr() + one) as *const T,
+                    lda,
+                    (b.ptr() + one) as *const T,
+                    ldb,
+                    &beta,
+                    (c_dev.ptr() + one) as *mut T,
+                    ldc as i32,
+                    self.tau,
+                )
+            };
+            assert_eq!(status, OK, "{}", last_error());
+            let mut back = shifted(&c);
+            c_dev.copy_to_host(&mut back).unwrap();
+            c.copy_from_slice(&back[1..]);
         } else {
             let gpu = cuda::device(0).unwrap();
             let stream = gpu.ctx.new_stream().unwrap();
@@ -392,6 +425,49 @@ fn block_sizes_from_one_to_the_maximum() {
         let tau = median_norm_product(&ah, &bh, bs);
         let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs };
         call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
+    }
+}
+
+/// The f16 tensor-core tile kernel's load paths: leading dimensions that are multiples of 8 with
+/// aligned arrays (16-byte cp.async, zero-filled at the edges), odd leading dimensions and arrays one
+/// element past an allocation (element-wise loads, element-wise C), every transpose, block sizes
+/// 32, 64, 96, partial tiles and k blocks, α / β, at τ = 0 and at a τ that skips about half. (C's
+/// ldc is m + 3: 132 for m = 129 takes the vector C path, the others the element-wise one.)
+#[test]
+fn f16_tile_kernel_load_paths_match_the_cpu() {
+    if !common::cuda_available("f16_tile_kernel_load_paths_match_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu f16 tiles");
+    let ops = [Operation::N, Operation::T];
+    let mut case = 0usize;
+    for &(m, n, k) in &[(200, 136, 264), (129, 257, 77), (256, 128, 320)] {
+        for &bs in &[32, 64, 96] {
+            for (ta, tb) in [(ops[0], ops[0]), (ops[1], ops[0]), (ops[0], ops[1]), (ops[1], ops[1])] {
+                case += 1;
+                // Pads making each leading dimension a multiple of 8, or one more (odd).
+                let pad = |op: Operation, rows: usize, cols: usize, odd: bool| {
+                    let stored_rows = if op == Operation::N { rows } else { cols };
+                    (8 - stored_rows % 8) % 8 + odd as usize
+                };
+                let odd = case % 3 == 2;
+                let a = Operand::<f16>::random(&mut rng, ta, m, k, pad(ta, m, k, odd));
+                let b = Operand::<f16>::random(&mut rng, tb, k, n, pad(tb, k, n, odd));
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
+                let memory = if case % 3 == 1 { Memory::DeviceMisaligned } else { Memory::Host };
+                for tau in [0.0, median_norm_product(&a, &b, bs)] {
+                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs };
+                    let what = format!(
+                        "f16 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} misaligned {}",
+                        a.ld,
+                        b.ld,
+                        memory == Memory::DeviceMisaligned
+                    );
+                    call.check_against_cpu(&what, memory, &mut rng);
+                }
+            }
+        }
     }
 }
 

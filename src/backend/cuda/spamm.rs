@@ -731,13 +731,15 @@ impl TileKernel {
                 threads: 256,
                 shared_bytes: 163_840,
             },
+            // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
+            // (SPAMM_H_SHARED_BYTES in kernels/spamm_f16.cu).
             ValueType::F16 => TileKernel {
                 module: &SPAMM_F16,
                 name: "spamm_tiles_f16",
                 tile_m: 128,
                 tile_n: 128,
-                threads: 256,
-                shared_bytes: 0,
+                threads: 128,
+                shared_bytes: 67584,
             },
             ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
         }
