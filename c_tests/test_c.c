@@ -473,7 +473,7 @@ static void run_spamm(spammHandle_t h, int vt, int ta, int tb, int m, int n, int
     size_t asize = (size_t)lda * (size_t)(ta ? m : k), bsize = (size_t)ldb * (size_t)(tb ? k : n);
     size_t csize = (size_t)ldc * (size_t)n;
     void *A = random_array(vt, asize), *B = random_array(vt, bsize), *C = random_array(vt, csize);
-    double *want, *exact, tuned = tau, ratio = 1.0, err = 0.0;
+    double *want, *exact, tuned = tau, ratio = 1.0, err = 0.0, bound, bound_tau = 0.0, achieved = 0.0;
     sgpuStatus_t st;
     spammStats_t stats;
     long performed;
@@ -522,6 +522,27 @@ static void run_spamm(spammHandle_t h, int vt, int ta, int tb, int m, int n, int
                 stats.validRatio, ratio, err, stats.errorBound);
         check(stats.validRatio < 1.0 && stats.validRatio == ratio && err > 0.0 && err <= stats.errorBound * (1 + 1e-9),
               what);
+        /* The largest tau within the bound just reported skips at least as much, and its product
+         * reports exactly the bound and ratio the search found. */
+        bound = stats.errorBound;
+        st = spammTuneTauForErrorBound(h, vt, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, bound, 60,
+                                       &bound_tau, &achieved, &ratio);
+        sprintf(what, "spammTuneTauForErrorBound %.4g: tau %.4g >= %.4g, bound %.4g, valid ratio %.3f", bound,
+                bound_tau, tuned, achieved, ratio);
+        check(st == 0 && bound_tau >= tuned && achieved <= bound && ratio <= stats.validRatio, what);
+        if (vt == SGPU_VALUE_TYPE_F64)
+            st = spammDgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C,
+                            ldc, bound_tau);
+        else if (vt == SGPU_VALUE_TYPE_F32)
+            st = spammSgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C,
+                            ldc, bound_tau);
+        else
+            st = spammHgemm(h, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb, scalar(&sb, vt, beta), C,
+                            ldc, bound_tau);
+        check_status(st, "spamm?gemm at the tau for the error bound");
+        check_status(spammGetStats(h, &stats), "spammGetStats");
+        check(stats.errorBound == achieved && stats.validRatio == ratio,
+              "spammGetStats after spammTuneTauForErrorBound reports its bound and ratio");
     }
     free(A); free(B); free(C); free(want); free(exact);
 }

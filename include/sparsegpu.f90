@@ -648,6 +648,30 @@ module sparsegpu
       real(c_double), intent(out) :: tau
       real(c_double), intent(out) :: achievedValidRatio
     end function spammTuneTau
+    function spammTuneTauForErrorBound( &
+        handle, valueType, transa, transb, m, n, k, alpha, A, lda, B, ldb, errorBound, maxIterations,  &
+        tau, achievedErrorBound, achievedValidRatio) &
+        bind(c, name="spammTuneTauForErrorBound")
+      import
+      integer(c_int) :: spammTuneTauForErrorBound
+      type(c_ptr), value :: handle
+      integer(c_int), value :: valueType
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      type(c_ptr), value :: alpha
+      type(c_ptr), value :: A
+      integer(c_int), value :: lda
+      type(c_ptr), value :: B
+      integer(c_int), value :: ldb
+      real(c_double), value :: errorBound
+      integer(c_int), value :: maxIterations
+      real(c_double), intent(out) :: tau
+      real(c_double), intent(out) :: achievedErrorBound
+      real(c_double), intent(out) :: achievedValidRatio
+    end function spammTuneTauForErrorBound
   end interface
 
 contains

@@ -717,12 +717,15 @@ sgpuStatus_t spammHgemm(spammHandle_t handle,
 sgpuStatus_t spammGetStats(spammHandle_t handle, spammStats_t *stats);
 
 // Searches the τ at which op(A)·op(B) (as spamm?gemm would take them, at the handle's block size)
-// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2):
-// binary search over [0, k·ave], ave the mean of all block norm products, starting at τ = ave with
-// k = 1 and raising k by one while the upper bound still performs too many products. Stops when
-// |ratio − target| ≤ tolerance or after maxIterations valid-ratio evaluations (extensions included),
-// and writes the best τ found and its valid ratio. valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64
-// (bf16 has no spamm gemm, so it is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2,
+// generalised from bisection to a multi-way search): each iteration evaluates up to 256 candidate τ
+// at once (on the GPU: one counting kernel and one small copy back), spread over the bracket
+// [0, just above the largest block norm product] and then over the part of it that still encloses
+// the target. τ = 0 (ratio 1) and τ above every norm product (ratio 0) are known without an
+// iteration. Stops when |ratio − target| ≤ tolerance, when no τ could come closer, or after
+// maxIterations iterations, and writes the τ whose ratio was closest and that ratio (what spamm?gemm
+// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64 (bf16 has no spamm gemm, so it
+// is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
 sgpuStatus_t spammTuneTau(spammHandle_t handle,
                           sgpuValueType_t valueType,
                           sgpuOperation_t transa,
@@ -739,6 +742,41 @@ sgpuStatus_t spammTuneTau(spammHandle_t handle,
                           int maxIterations,
                           double *tau,
                           double *achievedValidRatio);
+
+// Searches the largest τ at which the error bound that spamm?gemm would report for
+// C = alpha·op(A)·op(B) + beta·C (spammStats_t.errorBound: |alpha|·sqrt(Σ over C blocks (i,j) of
+// (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²), an upper bound of ‖C_exact − C‖_F up to rounding) is
+// at most errorBound, an absolute bound on the Frobenius norm of the error (for a relative one, scale
+// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _F32) or a
+// double (_F64), the value the product will use. The bound is a non-decreasing step function of τ,
+// so the answer is the largest τ of its step: a block norm product, or +INFINITY when skipping
+// every product stays within errorBound (alpha = 0, for one). Each iteration evaluates the bound at
+// up to 16 candidate τ at once (on the GPU: one pass over all block norm products and one small
+// copy back), over the bracket [0, just above the largest norm product] and then over the part of
+// it that still encloses errorBound. The search ends when no τ is left between a candidate within
+// the bound and one beyond it (the τ found is then exactly the largest), or after maxIterations
+// iterations (then it is the largest τ found, still within the bound). Writes τ, the bound at τ and
+// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha (the
+// bound exactly on the CPU backend; the CUDA backend's tile kernels sum it in another order, equal up
+// to rounding). errorBound: a non-negative number (+INFINITY allowed); other arguments as
+// spammTuneTau.
+sgpuStatus_t spammTuneTauForErrorBound(spammHandle_t handle,
+                                       sgpuValueType_t valueType,
+                                       sgpuOperation_t transa,
+                                       sgpuOperation_t transb,
+                                       int m,
+                                       int n,
+                                       int k,
+                                       const void *alpha,
+                                       const void *A,
+                                       int lda,
+                                       const void *B,
+                                       int ldb,
+                                       double errorBound,
+                                       int maxIterations,
+                                       double *tau,
+                                       double *achievedErrorBound,
+                                       double *achievedValidRatio);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -83,20 +83,6 @@ extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const doubl
     }
 }
 
-// Number of block products with nA * nB >= tau, added to *count (zeroed by the caller).
-extern "C" __global__ void spamm_count_valid(int mb, int nb, int kb, const double* an, const double* bn, double tau,
-                                             unsigned long long* count) {
-    sgpu_i64 total = (sgpu_i64)mb * nb;
-    unsigned long long mine = 0;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        sgpu_i64 i = idx % mb, j = idx / mb;
-        for (sgpu_i64 k = 0; k < kb; ++k) mine += __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, offset);
-    if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(count, mine);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Multiplication (Algorithm 2): one thread block per 32 x 32 tile of one C block (i, j). A C block of
 // b > 32 is covered by ceil(b/32)^2 tiles, each walking the same valid k; b < 32 clips the tile.
@@ -608,5 +594,293 @@ extern "C" __global__ void spamm_stats_add(unsigned long long* acc, const unsign
         acc[0] += totals[0];
         double sum = __dadd_rn(__longlong_as_double((long long)acc[1]), __longlong_as_double((long long)totals[1]));
         acc[1] = (unsigned long long)__double_as_longlong(sum);
+    }
+}
+
+// =============================================================================================
+// The tau searches (src/spamm/tune.rs): each iteration evaluates a set of candidate tau at once. The
+// host only chooses the candidates; everything here reproduces the CPU's NormMapEvaluator exactly
+// (counts, minima and maxima do not depend on order; the skipped sums follow the CPU's order).
+// Bit patterns of non-negative doubles order as the values, so minima and maxima are integer atomics;
+// a minimum is kept as the maximum of the complemented patterns, so that every accumulator starts at 0.
+// =============================================================================================
+
+#define SPAMM_TUNE_MAX_CANDIDATES 256  // tune::RATIO_CANDIDATES
+#define SPAMM_TUNE_BOUND_CANDIDATES 16 // tune::BOUND_CANDIDATES
+#define SPAMM_TUNE_SEGMENT 16          // sorted A norms one thread walks for one candidate
+
+// Candidates by value (kernel parameters): `count` ascending tau, the slots after them repeat the last.
+struct SpammTuneCandidates {
+    int count;
+    double tau[SPAMM_TUNE_MAX_CANDIDATES];
+};
+
+__device__ __forceinline__ unsigned long long spamm_bits(double x) {
+    return (unsigned long long)__double_as_longlong(x);
+}
+
+__device__ __forceinline__ bool spamm_finite(double x) {
+    return (spamm_bits(x) & 0x7ff0000000000000ULL) != 0x7ff0000000000000ULL;
+}
+
+// One compare-exchange step of a bitonic sort: pair (x, x + stride), x without the stride bit; blocks
+// of `size` alternate ascending and descending, the last (size = padded) ascending.
+__device__ __forceinline__ void spamm_bitonic_step(double* d, int x, int size, int stride) {
+    int y = x + stride;
+    double a = d[x], b = d[y];
+    bool ascending = (x & size) == 0;
+    if ((a > b) == ascending) {
+        d[x] = b;
+        d[y] = a;
+    }
+}
+
+// Sorts `padded` (a power of two) keys in shared memory ascending, with the whole thread block; ends
+// with a barrier (when there is anything to sort).
+__device__ void spamm_bitonic_sort_block(double* keys, int padded) {
+    for (int size = 2; size <= padded; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int t = threadIdx.x; t < padded / 2; t += blockDim.x)
+                spamm_bitonic_step(keys, 2 * stride * (t / stride) + t % stride, size, stride);
+            __syncthreads();
+        }
+    }
+}
+
+// First position of a positive value in an ascending array of non-negative values (len when none).
+__device__ __forceinline__ int spamm_first_positive(const double* v, int len) {
+    int lo = 0, hi = len;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (v[mid] > 0.0) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// Adds inner block k's share of ProductRange to summary = [max, flags, ~min, ~positive floor] (bit
+// patterns, zero before): a and b are A's column k and B's row k, sorted.
+__device__ void spamm_tune_extremes(const double* a, int mb, const double* b, int nb, unsigned long long* summary) {
+    atomicMax(&summary[0], spamm_bits(__dmul_rn(a[mb - 1], b[nb - 1])));
+    atomicMax(&summary[2], ~spamm_bits(__dmul_rn(a[0], b[0])));
+    int pa = spamm_first_positive(a, mb), pb = spamm_first_positive(b, nb);
+    if (pa < mb && pb < nb) atomicMax(&summary[3], ~spamm_bits(__dmul_rn(a[pa], b[pb])));
+}
+
+// Per inner block k (one thread block each): A's column k (an[i + k * mb]) and B's row k
+// (bn[k + j * kb]) into shared memory (padded with +inf to pa, pb: powers of two), sorted, written to
+// sorted_a[k * pa ...] and sorted_b[k * pb ...], and the block's extremes added to the summary. Bit 0
+// of summary[1] is set where a norm is not finite.
+extern "C" __global__ void spamm_tune_sort_pairs(int mb, int nb, int kb, const double* an, const double* bn,
+                                                 double* sorted_a, int pa, double* sorted_b, int pb,
+                                                 unsigned long long* summary) {
+    extern __shared__ double keys[];
+    double* ka = keys;
+    double* kbk = keys + pa;
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    for (int k = blockIdx.x; k < kb; k += gridDim.x) {
+        bool bad = false;
+        for (int e = threadIdx.x; e < pa; e += blockDim.x) {
+            double v = inf;
+            if (e < mb) {
+                v = an[e + (sgpu_i64)k * mb];
+                bad |= !spamm_finite(v);
+            }
+            ka[e] = v;
+        }
+        for (int e = threadIdx.x; e < pb; e += blockDim.x) {
+            double v = inf;
+            if (e < nb) {
+                v = bn[k + (sgpu_i64)e * kb];
+                bad |= !spamm_finite(v);
+            }
+            kbk[e] = v;
+        }
+        if (bad) atomicOr(&summary[1], 1ULL);
+        __syncthreads();
+        spamm_bitonic_sort_block(ka, pa);
+        spamm_bitonic_sort_block(kbk, pb);
+        for (int e = threadIdx.x; e < pa; e += blockDim.x) sorted_a[(sgpu_i64)k * pa + e] = ka[e];
+        for (int e = threadIdx.x; e < pb; e += blockDim.x) sorted_b[(sgpu_i64)k * pb + e] = kbk[e];
+        if (threadIdx.x == 0) spamm_tune_extremes(ka, mb, kbk, nb, summary);
+        __syncthreads();
+    }
+}
+
+// For segments too long for shared memory: segment s of a norm map (element e at
+// src[s * segment_stride + e * element_stride], e < len) into dst[s * padded + e], padded with +inf;
+// sets bit 0 of *flags where a norm is not finite. Then spamm_tune_sort_step, then spamm_tune_range.
+extern "C" __global__ void spamm_tune_sort_load(const double* src, sgpu_i64 element_stride, sgpu_i64 segment_stride,
+                                                int len, int segments, int padded, double* dst,
+                                                unsigned long long* flags) {
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    sgpu_i64 total = (sgpu_i64)segments * padded;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 s = idx / padded, e = idx % padded;
+        double v = inf;
+        if (e < len) {
+            v = src[s * segment_stride + e * element_stride];
+            if (!spamm_finite(v)) atomicOr(flags, 1ULL);
+        }
+        dst[idx] = v;
+    }
+}
+
+// One bitonic step over every segment in global memory.
+extern "C" __global__ void spamm_tune_sort_step(double* data, int segments, int padded, int size, int stride) {
+    sgpu_i64 half = padded / 2, total = (sgpu_i64)segments * half;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        int t = (int)(idx % half);
+        spamm_bitonic_step(data + (idx / half) * padded, 2 * stride * (t / stride) + t % stride, size, stride);
+    }
+}
+
+// The summary of segments sorted in global memory.
+extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a,
+                                            const double* sorted_b, sgpu_i64 pitch_b, unsigned long long* summary) {
+    for (sgpu_i64 k = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; k < kb; k += (sgpu_i64)gridDim.x * blockDim.x)
+        spamm_tune_extremes(sorted_a + k * pitch_a, mb, sorted_b + k * pitch_b, nb, summary);
+}
+
+// Per candidate c, over all block products: how many are performed (nA * nB >= tau), the largest
+// skipped and the smallest performed product, added to out = [performed | largest skipped |
+// ~smallest performed | skipped squares] (slots of SPAMM_TUNE_MAX_CANDIDATES, zero before). Block 0
+// zeroes `next`, the accumulators of the following iteration (the host has read them already).
+// Per inner block k and candidate, a thread walks a segment of A's sorted column k: for ascending a,
+// the first performed position p in B's sorted row k only moves down (rounding a * x is monotone in
+// both), so each a costs its steps of p plus one multiply. With `staged`, the block first copies the
+// column and the row into shared memory (mb + nb doubles of dynamic shared memory).
+extern "C" __global__ void __launch_bounds__(1024)
+    spamm_tune_count(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a, const double* sorted_b,
+                     sgpu_i64 pitch_b, int staged, SpammTuneCandidates candidates, unsigned long long* out,
+                     unsigned long long* next) {
+    extern __shared__ double stage[];
+    __shared__ double taus[SPAMM_TUNE_MAX_CANDIDATES];
+    __shared__ unsigned long long performed[SPAMM_TUNE_MAX_CANDIDATES];
+    __shared__ unsigned long long largest[SPAMM_TUNE_MAX_CANDIDATES];
+    __shared__ unsigned long long smallest[SPAMM_TUNE_MAX_CANDIDATES]; // complemented
+    const int count = candidates.count;
+    if (blockIdx.x == 0)
+        for (int e = threadIdx.x; e < 4 * SPAMM_TUNE_MAX_CANDIDATES; e += blockDim.x) next[e] = 0;
+    for (int c = threadIdx.x; c < count; c += blockDim.x) {
+        taus[c] = candidates.tau[c];
+        performed[c] = 0;
+        largest[c] = 0;
+        smallest[c] = 0;
+    }
+    __syncthreads();
+    const int segments = (mb + SPAMM_TUNE_SEGMENT - 1) / SPAMM_TUNE_SEGMENT;
+    const sgpu_i64 work = (sgpu_i64)segments * count;
+    for (sgpu_i64 k = blockIdx.x; k < kb; k += gridDim.x) {
+        const double* a = sorted_a + k * pitch_a;
+        const double* b = sorted_b + k * pitch_b;
+        if (staged) {
+            for (int e = threadIdx.x; e < mb; e += blockDim.x) stage[e] = a[e];
+            for (int e = threadIdx.x; e < nb; e += blockDim.x) stage[mb + e] = b[e];
+            __syncthreads();
+            a = stage;
+            b = stage + mb;
+        }
+        // Consecutive threads: consecutive candidates on the same segment (the same a, broadcast).
+        for (sgpu_i64 w = threadIdx.x; w < work; w += blockDim.x) {
+            const int c = (int)(w % count);
+            int i = (int)(w / count) * SPAMM_TUNE_SEGMENT;
+            const int end = i + SPAMM_TUNE_SEGMENT < mb ? i + SPAMM_TUNE_SEGMENT : mb;
+            const double tau = taus[c];
+            double x = a[i];
+            int lo = 0, hi = nb;
+            while (lo < hi) {
+                int mid = (lo + hi) >> 1;
+                if (__dmul_rn(x, b[mid]) >= tau) hi = mid;
+                else lo = mid + 1;
+            }
+            int p = lo;
+            unsigned long long n = 0, small = ~0ULL, large = 0;
+            for (; i < end; ++i) {
+                x = a[i];
+                while (p > 0 && __dmul_rn(x, b[p - 1]) >= tau) --p;
+                n += (unsigned long long)(nb - p);
+                if (p < nb) {
+                    unsigned long long v = spamm_bits(__dmul_rn(x, b[p]));
+                    small = v < small ? v : small;
+                }
+                if (p > 0) {
+                    unsigned long long v = spamm_bits(__dmul_rn(x, b[p - 1]));
+                    large = v > large ? v : large;
+                }
+            }
+            if (n) atomicAdd(&performed[c], n);
+            if (~small) atomicMax(&smallest[c], ~small);
+            if (large) atomicMax(&largest[c], large);
+        }
+        if (staged) __syncthreads();
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < count; c += blockDim.x) {
+        if (performed[c]) atomicAdd(&out[c], performed[c]);
+        if (largest[c]) atomicMax(&out[SPAMM_TUNE_MAX_CANDIDATES + c], largest[c]);
+        if (smallest[c]) atomicMax(&out[2 * SPAMM_TUNE_MAX_CANDIDATES + c], smallest[c]);
+    }
+}
+
+// The error bound's squared sums for up to SPAMM_TUNE_BOUND_CANDIDATES candidates, in the CPU's order
+// (src/spamm/mod.rs, skipped_squares): one thread block per column j of C blocks, one thread per row i
+// summing the skipped products of C block (i, j) in increasing k; the squares then go down the
+// column in row order, one thread per candidate. column_sums[c * nb + j] = that column's sum.
+// A C block without any product between the first and the last candidate skips the same products at
+// every candidate, so one running sum serves them all; only the others keep one sum per candidate.
+extern "C" __global__ void __launch_bounds__(256)
+    spamm_tune_skipped(int mb, int nb, int kb, const double* an, const double* bn, SpammTuneCandidates candidates,
+                       double* column_sums) {
+    __shared__ double squares[SPAMM_TUNE_BOUND_CANDIDATES][256 + 1];
+    const int count = candidates.count;
+    const double first = candidates.tau[0], last = candidates.tau[SPAMM_TUNE_BOUND_CANDIDATES - 1];
+    for (sgpu_i64 j = blockIdx.x; j < nb; j += gridDim.x) {
+        const double* bj = bn + j * kb;
+        double column = 0.0;
+        for (int i0 = 0; i0 < mb; i0 += blockDim.x) {
+            const int i = i0 + threadIdx.x;
+            if (i < mb) {
+                double below = 0.0;
+                bool between = false;
+                for (sgpu_i64 k = 0; k < kb; ++k) {
+                    double p = __dmul_rn(an[i + k * mb], bj[k]);
+                    if (!(p >= first)) below = __dadd_rn(below, p);
+                    else if (!(p >= last)) between = true;
+                }
+                double s[SPAMM_TUNE_BOUND_CANDIDATES];
+#pragma unroll
+                for (int c = 0; c < SPAMM_TUNE_BOUND_CANDIDATES; ++c) s[c] = between ? 0.0 : below;
+                if (between) {
+                    for (sgpu_i64 k = 0; k < kb; ++k) {
+                        double p = __dmul_rn(an[i + k * mb], bj[k]);
+#pragma unroll
+                        for (int c = 0; c < SPAMM_TUNE_BOUND_CANDIDATES; ++c)
+                            s[c] = __dadd_rn(s[c], p >= candidates.tau[c] ? 0.0 : p);
+                    }
+                }
+#pragma unroll
+                for (int c = 0; c < SPAMM_TUNE_BOUND_CANDIDATES; ++c) squares[c][threadIdx.x] = __dmul_rn(s[c], s[c]);
+            }
+            __syncthreads();
+            if (threadIdx.x < count) {
+                const int rows = mb - i0 < (int)blockDim.x ? mb - i0 : (int)blockDim.x;
+                for (int t = 0; t < rows; ++t) column = __dadd_rn(column, squares[threadIdx.x][t]);
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x < count) column_sums[threadIdx.x * (sgpu_i64)nb + j] = column;
+    }
+}
+
+// totals[c] = the column sums of candidate c added left to right.
+extern "C" __global__ void spamm_tune_skipped_total(int nb, int count, const double* column_sums, double* totals) {
+    const int c = threadIdx.x;
+    if (c < count) {
+        double total = 0.0;
+        for (int j = 0; j < nb; ++j) total = __dadd_rn(total, column_sums[c * (sgpu_i64)nb + j]);
+        totals[c] = total;
     }
 }

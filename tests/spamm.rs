@@ -466,6 +466,195 @@ fn tuned_tau_reaches_the_target_ratio_and_the_product_reports_it() {
     unsafe { spammDestroy(h) };
 }
 
+/// The paper's setting (section 4: a_ij = 0.1/(|i−j|^0.1 + 1) times a random factor, the valid ratio
+/// within 1 % after at most 20 iterations) and a fast-decaying matrix: every target is met, and in a
+/// few iterations of the multi-way search (the paper's bisection needs up to 20 evaluations).
+#[test]
+fn tuning_meets_the_paper_targets_in_a_few_iterations() {
+    let mut rng = Rng::fresh("spamm tune iterations");
+    let n = 1024;
+    let mut h = sparsegpu::spamm::SpammHandle::new().unwrap();
+    h.set_block_size(16).unwrap();
+    let matrices: [Vec<f64>; 2] =
+        [algebraic_decay(&mut rng, n, n, 0.1, 0.1), exponential_decay(&mut rng, n, n, 1.0, 0.99)];
+    for (which, a) in matrices.iter().enumerate() {
+        let op = sparsegpu::spamm::GemmOperand {
+            data: a,
+            op: sparsegpu::Operation::N,
+            stored_rows: n,
+            stored_cols: n,
+            ld: n,
+        };
+        for target in [0.02, 0.05, 0.1, 0.2, 0.5, 0.8, 0.95] {
+            let choice = h.tune_tau(&op, &op, target, 0.01, 20).unwrap();
+            assert!(
+                (choice.valid_ratio - target).abs() <= 0.01 && choice.iterations <= 2,
+                "matrix {which} target {target}: {choice:?}"
+            );
+        }
+        let exact = h.tune_tau(&op, &op, 1.0, 0.0, 20).unwrap();
+        assert_eq!((exact.tau, exact.valid_ratio, exact.iterations), (0.0, 1.0, 0), "target 1 is tau = 0");
+    }
+}
+
+/// Random small norm maps (zero blocks, ties, products spanning 60 orders of magnitude): both searches
+/// find what an exhaustive search over every distinct norm product finds.
+#[test]
+fn tau_searches_agree_with_exhaustive_searches() {
+    use sparsegpu::spamm::tune::{self, NormMapEvaluator};
+    use sparsegpu::spamm::{NormMap, ProductPlan};
+    let mut rng = Rng::fresh("spamm tune exhaustive");
+    for case in 0..60 {
+        let (mb, nb, kb) = (1 + rng.below(8), 1 + rng.below(8), 1 + rng.below(8));
+        let mut norms = |len: usize| -> Vec<f64> {
+            (0..len)
+                .map(|_| match rng.below(5) {
+                    0 => 0.0,
+                    1 => 0.5,
+                    2 => rng.uniform(),
+                    _ => 10f64.powf(-30.0 * rng.uniform()),
+                })
+                .collect()
+        };
+        let a = NormMap { block_rows: mb, block_cols: kb, norms: norms(mb * kb) };
+        let b = NormMap { block_rows: kb, block_cols: nb, norms: norms(kb * nb) };
+        let alpha_abs = [1.0, 0.3, 7.0][case % 3];
+        let stats = |tau: f64| {
+            ProductPlan { a_norms: a.clone(), b_norms: b.clone(), tau, block_size: 1 }.statistics(alpha_abs, 0.0)
+        };
+        let mut products: Vec<f64> = (0..kb)
+            .flat_map(|k| (0..mb).flat_map(move |i| (0..nb).map(move |j| (i, k, j))))
+            .map(|(i, k, j)| a.get(i, k) * b.get(k, j))
+            .collect();
+        products.sort_by(f64::total_cmp);
+        products.dedup();
+        let max = *products.last().unwrap();
+        // Every τ that evaluates differently: each distinct product (performing it and everything
+        // above) and one above all of them.
+        let mut taus = products.clone();
+        taus.push(f64::from_bits(max.to_bits() + 1));
+
+        let target = [1.0, 0.5, 0.1, 0.01, rng.uniform().max(1e-3)][case % 5];
+        let choice = tune::tune_for_ratio(&mut NormMapEvaluator::new(&a, &b), target, 0.0, 100).unwrap();
+        let best = taus.iter().map(|&t| (stats(t).valid_ratio - target).abs()).fold(f64::INFINITY, f64::min);
+        assert_eq!((choice.valid_ratio - target).abs(), best, "case {case}: target {target}, {choice:?}");
+        assert_eq!(stats(choice.tau).valid_ratio, choice.valid_ratio, "case {case}");
+
+        let skip_all = stats(*taus.last().unwrap()).error_bound;
+        let epsilon = match case % 4 {
+            0 => 0.0,
+            1 => skip_all * 2.0,
+            _ => skip_all * 10f64.powf(-6.0 * rng.uniform()),
+        };
+        let choice = tune::tune_for_error_bound(&mut NormMapEvaluator::new(&a, &b), alpha_abs, epsilon, 100).unwrap();
+        let expected = if skip_all <= epsilon {
+            f64::INFINITY
+        } else {
+            *products.iter().rfind(|&&q| stats(q).error_bound <= epsilon).unwrap()
+        };
+        assert_eq!(choice.tau, expected, "case {case}: epsilon {epsilon:e}, {choice:?}");
+        assert!(choice.exact && choice.error_bound <= epsilon, "case {case}: {choice:?}");
+        let at = stats(if expected.is_finite() { expected } else { *taus.last().unwrap() });
+        assert_eq!((choice.error_bound, choice.valid_ratio), (at.error_bound, at.valid_ratio), "case {case}");
+    }
+}
+
+fn tune_bound<T: Element>(h: spammHandle_t, n: usize, alpha: T::Compute, a: &[T], epsilon: f64) -> (f64, f64, f64) {
+    let (mut tau, mut bound, mut ratio) = (-1.0, -1.0, -1.0);
+    let ni = n as i32;
+    let st = unsafe {
+        spammTuneTauForErrorBound(
+            h,
+            T::VALUE_TYPE as i32,
+            OP_N,
+            OP_T,
+            ni,
+            ni,
+            ni,
+            &alpha as *const T::Compute as *const c_void,
+            a.as_ptr() as *const c_void,
+            ni,
+            a.as_ptr() as *const c_void,
+            ni,
+            epsilon,
+            60,
+            &mut tau,
+            &mut bound,
+            &mut ratio,
+        )
+    };
+    assert_eq!(st, OK, "{}", last_error());
+    (tau, bound, ratio)
+}
+
+/// spammTuneTauForErrorBound on decay matrices: the product at the τ found reports the bound (exactly
+/// on the CPU) and the ratio the search found, within the request; the true error is within the
+/// bound; the next τ up would exceed the request (the search is exact); α = 0 and ε = 0 are the two
+/// extremes.
+fn error_bound_tuning<T: SpammElement>(rng: &mut Rng, n: usize) {
+    let h = create();
+    assert_eq!(unsafe { spammSetBlockSize(h, 16) }, OK);
+    let mut backend = -1;
+    assert_eq!(unsafe { spammGetBackend(h, &mut backend) }, OK);
+    let cpu = backend == sparsegpu::BackendKind::Cpu as i32;
+    let a: Vec<T> = exponential_decay(rng, n, n, 1.0, 0.9);
+    // op(A)·op(B) = A·Aᵀ.
+    let op = Operand { values: a.iter().map(|x| x.to_f64()).collect(), transposed: false, ld: n };
+    let opt = Operand { values: op.values.clone(), transposed: true, ld: n };
+    let alpha = T::Compute::from_f64(-1.5);
+    let full = reference(&op, &opt, (n, n, n), alpha.to_f64(), 0.0, &[], n, f64::INFINITY, 16);
+    let exact_norm = full.exact.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let product = |tau: f64| {
+        let mut c = vec![T::from_f64(0.0); n * n];
+        let (zero, ni) = (T::Compute::from_f64(0.0), n as i32);
+        let st = unsafe {
+            T::gemm(h, OP_N, OP_T, ni, ni, ni, &alpha, a.as_ptr(), ni, a.as_ptr(), ni, &zero, c.as_mut_ptr(), ni, tau)
+        };
+        assert_eq!(st, OK, "{}", last_error());
+        (c, stats(h))
+    };
+    for relative in [1e-9, 1e-6, 1e-3, 0.1] {
+        let epsilon = relative * full.bound;
+        let (tau, bound, ratio) = tune_bound(h, n, alpha, &a, epsilon);
+        let what = format!("{:?} epsilon {epsilon:e}: tau {tau:e} bound {bound:e} ratio {ratio}", T::VALUE_TYPE);
+        assert!(tau.is_finite() && tau > 0.0 && bound <= epsilon && (relative < 1e-3 || ratio < 1.0), "{what}");
+        let (c, s) = product(tau);
+        assert_eq!(s.validRatio, ratio, "{what}: the product reports the search's ratio");
+        // The CPU backend reports the search's bound exactly; the CUDA backend's tile kernels sum the
+        // squares in their own order.
+        let slack = if cpu { 0.0 } else { 1e-12 * bound };
+        assert!(
+            (s.errorBound - bound).abs() <= slack && s.errorBound <= epsilon + slack,
+            "{what}: the product reports {:e}",
+            s.errorBound
+        );
+        let c: Vec<f64> = c.iter().map(|x| x.to_f64()).collect();
+        let err = c.iter().zip(&full.exact).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
+        assert!(err <= bound + T::RTOL * exact_norm, "{what}: error {err:e}");
+        let (_, above) = product(f64::from_bits(tau.to_bits() + 1));
+        assert!(above.errorBound > epsilon, "{what}: the next tau up has bound {:e}", above.errorBound);
+    }
+    // ε = 0: only zero products may go (there are none here); the next τ skips a positive product.
+    let (tau, bound, ratio) = tune_bound(h, n, alpha, &a, 0.0);
+    assert_eq!((bound, ratio), (0.0, 1.0));
+    assert!(product(f64::from_bits(tau.to_bits() + 1)).1.errorBound > 0.0);
+    // A bound above that of skipping everything, or α = 0: τ = +∞.
+    let (tau, bound, ratio) = tune_bound(h, n, alpha, &a, full.bound * 1.01);
+    assert_eq!((tau, ratio), (f64::INFINITY, 0.0));
+    assert!(bound <= full.bound * 1.01);
+    let (tau, bound, ratio) = tune_bound(h, n, T::Compute::from_f64(0.0), &a, 0.0);
+    assert_eq!((tau, bound, ratio), (f64::INFINITY, 0.0, 0.0));
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn error_bound_tuning_is_exact_and_the_product_reports_it() {
+    let mut rng = Rng::fresh("spamm tune bound");
+    error_bound_tuning::<f32>(&mut rng, 150);
+    error_bound_tuning::<f64>(&mut rng, 130);
+    error_bound_tuning::<f16>(&mut rng, 100);
+}
+
 #[test]
 fn ergo_density_matrix_squared_within_the_bound() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/ergo-w125/D.mtx.gz");
@@ -1043,6 +1232,82 @@ fn tune_tau_rejects_bad_arguments_and_leaves_outputs() {
         OK
     );
     assert!(tau > 0.0 && ratio == 0.0, "{tau} {ratio}");
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn tune_tau_for_error_bound_rejects_bad_arguments_and_leaves_outputs() {
+    let h = create();
+    let a = [1.0f32; 16];
+    let ap = a.as_ptr() as *const c_void;
+    let one = 1.0f32;
+    let nan = f32::NAN;
+    let (alpha, alpha_nan) = (&one as *const f32 as *const c_void, &nan as *const f32 as *const c_void);
+    let f32t = sparsegpu::ValueType::F32 as i32;
+    let bf16t = sparsegpu::ValueType::Bf16 as i32;
+    let (mut tau, mut bound, mut ratio) = (-5.0, -5.0, -5.0);
+    let (tp, bp, rp): (*mut f64, *mut f64, *mut f64) = (&mut tau, &mut bound, &mut ratio);
+    let call = |h: spammHandle_t,
+                vt: i32,
+                m: i32,
+                alpha: *const c_void,
+                b: *const c_void,
+                eps: f64,
+                iterations: i32,
+                outs: (*mut f64, *mut f64, *mut f64)| unsafe {
+        spammTuneTauForErrorBound(
+            h, vt, OP_N, OP_N, m, 4, 4, alpha, ap, 4, b, 4, eps, iterations, outs.0, outs.1, outs.2,
+        )
+    };
+    let outs = (tp, bp, rp);
+    type Case<'a> = (Box<dyn Fn() -> i32 + 'a>, Status, &'a str);
+    let cases: Vec<Case> = vec![
+        (Box::new(|| call(null_mut(), f32t, 4, alpha, ap, 1.0, 10, outs)), Status::InvalidHandle, "handle"),
+        (Box::new(|| call(h, 17, 4, alpha, ap, 1.0, 10, outs)), Status::InvalidValue, "valueType"),
+        (Box::new(|| call(h, bf16t, 4, alpha, ap, 1.0, 10, outs)), Status::NotSupported, "bf16"),
+        (Box::new(|| call(h, f32t, -4, alpha, ap, 1.0, 10, outs)), Status::InvalidSize, "argument m = -4"),
+        (Box::new(|| call(h, f32t, 0, alpha, ap, 1.0, 10, outs)), Status::InvalidSize, "no block products"),
+        (Box::new(|| call(h, f32t, 4, null(), ap, 1.0, 10, outs)), Status::InvalidPointer, "argument alpha is NULL"),
+        (Box::new(|| call(h, f32t, 4, alpha_nan, ap, 1.0, 10, outs)), Status::InvalidValue, "alpha"),
+        (Box::new(|| call(h, f32t, 4, alpha, null(), 1.0, 10, outs)), Status::InvalidPointer, "argument B is NULL"),
+        (Box::new(|| call(h, f32t, 4, alpha, ap, -1.0, 10, outs)), Status::InvalidValue, "errorBound"),
+        (Box::new(|| call(h, f32t, 4, alpha, ap, f64::NAN, 10, outs)), Status::InvalidValue, "errorBound"),
+        (Box::new(|| call(h, f32t, 4, alpha, ap, 1.0, 0, outs)), Status::InvalidValue, "maxIterations"),
+        (
+            Box::new(|| call(h, f32t, 4, alpha, ap, 1.0, 10, (null_mut(), bp, rp))),
+            Status::InvalidPointer,
+            "argument tau",
+        ),
+        (
+            Box::new(|| call(h, f32t, 4, alpha, ap, 1.0, 10, (tp, null_mut(), rp))),
+            Status::InvalidPointer,
+            "achievedErrorBound",
+        ),
+        (
+            Box::new(|| call(h, f32t, 4, alpha, ap, 1.0, 10, (tp, bp, null_mut()))),
+            Status::InvalidPointer,
+            "achievedValidRatio",
+        ),
+    ];
+    for (call, expected, fragment) in cases {
+        expect_failure(call(), expected, "spammTuneTauForErrorBound", fragment);
+        assert_eq!((tau, bound, ratio), (-5.0, -5.0, -5.0), "outputs written on failure ({fragment})");
+    }
+    // Inf in A: no norm is finite, nothing to search.
+    let inf = [f32::INFINITY; 16];
+    expect_failure(
+        call(h, f32t, 4, alpha, inf.as_ptr() as *const c_void, 1.0, 10, outs),
+        Status::InvalidValue,
+        "spammTuneTauForErrorBound",
+        "Inf or NaN",
+    );
+    // All-equal blocks (bs 2: every norm 2, every product 4, each C block sums 2 of them): skipping
+    // everything gives 8·sqrt(4) = 16, so ε = 16 allows τ = +∞ and anything less keeps τ = 4.
+    assert_eq!(unsafe { spammSetBlockSize(h, 2) }, OK);
+    assert_eq!(call(h, f32t, 4, alpha, ap, 16.0, 10, outs), OK);
+    assert_eq!((tau, bound, ratio), (f64::INFINITY, 16.0, 0.0));
+    assert_eq!(call(h, f32t, 4, alpha, ap, 15.9, 10, outs), OK);
+    assert_eq!((tau, bound, ratio), (4.0, 0.0, 1.0));
     unsafe { spammDestroy(h) };
 }
 

@@ -12,7 +12,8 @@ use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::spamm::{GemmOperand, MathMode, NormMap};
+use sparsegpu::spamm::tune::{CandidateEvaluator, Evaluation, NormMapEvaluator};
+use sparsegpu::spamm::{GemmOperand, MathMode, NormMap, ProductPlan, RawOperand};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use sparsegpu::{BackendKind, Operation, Status, ValueType};
 use std::ffi::c_void;
@@ -768,6 +769,432 @@ fn tuning_from_device_pointers_matches_host_pointers() {
     }
     assert_eq!(results[0], results[1], "host pointers");
     assert_eq!(results[0], results[2], "device pointers");
+}
+
+/// The device evaluator of the τ searches against the CPU's, field by field and bit for bit: the
+/// products' range, and counts, neighbouring products and skipped squares at candidate τ (random
+/// norm products, the extremes, and values between), on shapes with zero blocks and odd sizes.
+fn evaluator_matches_the_cpu<T: GpuElement>(rng: &mut Rng) {
+    let gpu = cuda::device(0).unwrap();
+    for &(m, n, k, bs, zero_rows) in
+        &[(1, 1, 1, 32, 0), (70, 45, 33, 8, 0), (300, 200, 250, 16, 40), (130, 260, 95, 48, 0), (2050, 40, 30, 1, 7)]
+    {
+        let mut a = Operand::<T>::random(rng, Operation::N, m, k, 1);
+        let b = Operand::<T>::random(rng, Operation::T, k, n, 2);
+        for j in 0..k {
+            for i in 0..zero_rows.min(m) {
+                a.data[i + j * a.ld] = T::from_f64(0.0);
+            }
+        }
+        let what = format!("{:?} {m}x{n}x{k} bs {bs}", T::VALUE_TYPE);
+        let (an, bn) = (NormMap::of_operand(&a.gemm_operand(), bs), NormMap::of_operand(&b.gemm_operand(), bs));
+        let mut cpu = NormMapEvaluator::new(&an, &bn);
+        let stream = Stream::DEFAULT;
+        let (a_raw, b_raw) = (a.gemm_operand().raw(), b.gemm_operand().raw());
+        let ad = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, &a_raw, bs) }.unwrap();
+        let bd = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, &b_raw, bs) }.unwrap();
+        let mut device = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &ad, &bd).unwrap();
+        let range = cpu.range().unwrap();
+        assert_eq!(device.range().unwrap(), range, "{what}: range");
+        let mut products: Vec<f64> = (0..an.block_rows)
+            .flat_map(|i| (0..an.block_cols).flat_map(move |kk| (0..bn.block_cols).map(move |j| (i, kk, j))))
+            .map(|(i, kk, j)| an.get(i, kk) * bn.get(kk, j))
+            .collect();
+        products.sort_by(f64::total_cmp);
+        let mut taus: Vec<f64> = (0..60).map(|_| products[rng.below(products.len())]).collect();
+        taus.extend([range.max, f64::from_bits(range.max.to_bits() + 1), range.positive_floor, range.min / 2.0]);
+        let middle = products[products.len() / 2];
+        taus.push(f64::from_bits(middle.to_bits() + 1));
+        taus.retain(|&t| t > 0.0);
+        taus.sort_by(f64::total_cmp);
+        taus.dedup();
+        taus.truncate(64);
+        let (want, got) = (cpu.evaluate(&taus, false).unwrap(), device.evaluate(&taus, false).unwrap());
+        for (w, g) in want.iter().zip(&got) {
+            let bits = |e: &Evaluation| {
+                (e.performed, e.smallest_performed.to_bits(), e.largest_skipped.to_bits(), e.skipped_squares.is_nan())
+            };
+            assert_eq!(bits(g), bits(w), "{what}: counts at tau {:e}: gpu {g:?} cpu {w:?}", w.tau);
+        }
+        for chunk in [&taus[..taus.len().min(16)], &taus[taus.len().saturating_sub(5)..], &taus[taus.len() / 2..][..1]]
+        {
+            let (want, got) = (cpu.evaluate(chunk, true).unwrap(), device.evaluate(chunk, true).unwrap());
+            for (w, g) in want.iter().zip(&got) {
+                assert_eq!(g.performed, w.performed, "{what}: count with squares at tau {:e}", w.tau);
+                assert_eq!(
+                    g.skipped_squares.to_bits(),
+                    w.skipped_squares.to_bits(),
+                    "{what}: skipped squares at tau {:e}: gpu {:e} cpu {:e}",
+                    w.tau,
+                    g.skipped_squares,
+                    w.skipped_squares
+                );
+            }
+        }
+    }
+    // A NaN in an operand: the range says so, as on the CPU.
+    let mut a = Operand::<T>::random(rng, Operation::N, 40, 40, 0);
+    a.data[77] = T::from_f64(f64::NAN);
+    let raw = a.gemm_operand().raw();
+    let ad = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 8) }.unwrap();
+    let mut device = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &ad, &ad).unwrap();
+    let err = device.range().unwrap_err();
+    assert!(err.message.contains("Inf or NaN"), "{}", err.message);
+}
+
+#[test]
+fn tau_search_evaluations_are_bit_identical_to_the_cpu() {
+    if !common::cuda_available("tau_search_evaluations_are_bit_identical_to_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu tune evaluator");
+    evaluator_matches_the_cpu::<f64>(&mut rng);
+    evaluator_matches_the_cpu::<f32>(&mut rng);
+    evaluator_matches_the_cpu::<f16>(&mut rng);
+}
+
+/// Both searches through the C API on the CPU and on the GPU (host or device pointers), bit for bit.
+#[allow(clippy::too_many_arguments)]
+fn tune_both_ways<T: GpuElement>(
+    a: &Operand<T>,
+    b: &Operand<T>,
+    (m, n, k): (usize, usize, usize),
+    bs: usize,
+    alpha: f64,
+    epsilon: f64,
+    what: &str,
+) -> ((f64, f64), (f64, f64, f64)) {
+    let gpu = cuda::device(0).unwrap();
+    let a_dev = DeviceBuffer::from_host(&gpu, &a.data, Stream::DEFAULT, "A").unwrap();
+    let b_dev = DeviceBuffer::from_host(&gpu, &b.data, Stream::DEFAULT, "B").unwrap();
+    let alpha = T::Compute::from_f64(alpha);
+    let mut results = Vec::new();
+    for (backend, pa, pb) in [
+        (BackendKind::Cpu, a.data.as_ptr() as *const c_void, b.data.as_ptr() as *const c_void),
+        (BackendKind::Cuda, a.data.as_ptr() as *const c_void, b.data.as_ptr() as *const c_void),
+        (BackendKind::Cuda, a_dev.ptr() as *const c_void, b_dev.ptr() as *const c_void),
+    ] {
+        let h = handle(backend, bs);
+        let (mut tau, mut ratio, mut b_tau, mut b_bound, mut b_ratio) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let (ta, tb, mi, ni, ki, lda, ldb) =
+            (a.op as i32, b.op as i32, m as i32, n as i32, k as i32, a.ld as i32, b.ld as i32);
+        let status = unsafe {
+            spammTuneTau(
+                h,
+                T::VALUE_TYPE as i32,
+                ta,
+                tb,
+                mi,
+                ni,
+                ki,
+                pa,
+                lda,
+                pb,
+                ldb,
+                0.3,
+                0.0,
+                30,
+                &mut tau,
+                &mut ratio,
+            )
+        };
+        assert_eq!(status, OK, "{what}: {}", last_error());
+        let status = unsafe {
+            spammTuneTauForErrorBound(
+                h,
+                T::VALUE_TYPE as i32,
+                ta,
+                tb,
+                mi,
+                ni,
+                ki,
+                &alpha as *const T::Compute as *const c_void,
+                pa,
+                lda,
+                pb,
+                ldb,
+                epsilon,
+                40,
+                &mut b_tau,
+                &mut b_bound,
+                &mut b_ratio,
+            )
+        };
+        assert_eq!(status, OK, "{what}: {}", last_error());
+        results.push(((tau, ratio), (b_tau, b_bound, b_ratio)));
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+    }
+    let bits = |r: &((f64, f64), (f64, f64, f64))| {
+        (r.0.0.to_bits(), r.0.1.to_bits(), r.1.0.to_bits(), r.1.1.to_bits(), r.1.2.to_bits())
+    };
+    assert_eq!(
+        bits(&results[1]),
+        bits(&results[0]),
+        "{what}: GPU (host pointers) {:?} vs CPU {:?}",
+        results[1],
+        results[0]
+    );
+    assert_eq!(
+        bits(&results[2]),
+        bits(&results[0]),
+        "{what}: GPU (device pointers) {:?} vs CPU {:?}",
+        results[2],
+        results[0]
+    );
+    results[0]
+}
+
+/// The error-bound search on decay matrices: the same τ, bound and ratio as the CPU; the GPU product
+/// at τ reports them (the bound up to rounding) and its error stays within them.
+fn bound_tuning_against_cpu<T: GpuElement>(rng: &mut Rng, n: usize) {
+    let a = decay_operand::<T>(rng, n, false);
+    let b = decay_operand::<T>(rng, n, true);
+    let mut full = vec![0.0; n * n];
+    common::reference_gemm(n, n, n, 1.0, |i, p| a.at(i, p), |p, j| b.at(p, j), 0.0, &mut full);
+    let full_norm = full.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let alpha = 1.0;
+    for &bs in &[32, 8, 48] {
+        let everything =
+            ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs).statistics(alpha, 0.0);
+        for relative in [1e-6, 1e-3, 0.1] {
+            let epsilon = relative * everything.error_bound;
+            let what = format!("{:?} n {n} bs {bs} epsilon {epsilon:e}", T::VALUE_TYPE);
+            let (_, (tau, bound, ratio)) = tune_both_ways(&a, &b, (n, n, n), bs, alpha, epsilon, &what);
+            assert!(tau.is_finite() && bound <= epsilon, "{what}: tau {tau:e} bound {bound:e}");
+            let call = Call {
+                a: &a,
+                b: &b,
+                m: n,
+                n,
+                k: n,
+                alpha,
+                beta: 0.0,
+                tau,
+                block_size: bs,
+                math_mode: MathMode::Default,
+            };
+            let (c, s) = call.run(BackendKind::Cuda, &vec![T::from_f64(0.0); (n + 3) * n], Memory::Host);
+            // The ratio exactly; the bound up to rounding (the tile kernels sum the squares in their
+            // own order).
+            assert_eq!(s.validRatio.to_bits(), ratio.to_bits(), "{what}: ratio");
+            assert!(
+                (s.errorBound - bound).abs() <= 1e-12 * bound && s.errorBound <= epsilon * (1.0 + 1e-12),
+                "{what}: the product reports {:e}, the search {bound:e}",
+                s.errorBound
+            );
+            let err = difference_norm(&c, &full, n, n);
+            assert!(err <= bound + T::GEMM_RTOL * full_norm, "{what}: error {err:e} above bound {bound:e}");
+        }
+    }
+}
+
+#[test]
+fn error_bound_tuning_matches_the_cpu_and_the_product_reports_it() {
+    if !common::cuda_available("error_bound_tuning_matches_the_cpu_and_the_product_reports_it") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu tune bound");
+    bound_tuning_against_cpu::<f32>(&mut rng, 400);
+    bound_tuning_against_cpu::<f64>(&mut rng, 330);
+    bound_tuning_against_cpu::<f16>(&mut rng, 300);
+}
+
+/// Block size 1 and more than 4096 block rows or columns: the norm maps' segments are sorted in
+/// global memory, one launch per bitonic step, rather than in shared memory.
+#[test]
+fn long_norm_segments_tune_as_on_the_cpu() {
+    if !common::cuda_available("long_norm_segments_tune_as_on_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu tune long segments");
+    for (m, n, k) in [(4100, 90, 5), (70, 4500, 4), (4096, 33, 3)] {
+        let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
+        let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
+        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, 1).statistics(1.0, 0.0);
+        let what = format!("{m}x{n}x{k} bs 1");
+        tune_both_ways(&a, &b, (m, n, k), 1, 1.0, 1e-3 * everything.error_bound, &what);
+    }
+}
+
+/// The cost of the τ searches at N = 8192 in f32 (device arrays, after a warm-up; medians of 15 wall
+/// clocks of whole calls, which wait for their results), beside the norms alone, the device's share
+/// of an iteration (CUDA events around 20 queued iterations), an idle round trip, and the product at
+/// the τ found. `SPAMM_TUNING_N=8192,16384` picks the sizes. Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn tuning_cost_at_8192() {
+    if !common::cuda_available("tuning_cost_at_8192") {
+        return;
+    }
+    let _serial = serial();
+    let sizes = std::env::var("SPAMM_TUNING_N").unwrap_or_else(|_| "8192".into());
+    for n in sizes.split(',').map(|v| v.trim().parse::<usize>().unwrap()) {
+        tuning_cost(n);
+    }
+}
+
+fn tuning_cost(n: usize) {
+    use cudarc::driver::result::event;
+    let mut rng = Rng::fresh("spamm_gpu tuning cost");
+    let gpu = cuda::device(0).unwrap();
+    let a: Vec<f32> = algebraic_decay(&mut rng, n, n, 0.1, 0.1);
+    let a_dev = DeviceBuffer::from_host(&gpu, &a, Stream::DEFAULT, "A").unwrap();
+    let c_dev = DeviceBuffer::alloc(&gpu, n * n * 4, Stream::DEFAULT, "C").unwrap();
+    let h = handle(BackendKind::Cuda, 32);
+    let ap = a_dev.ptr() as *const c_void;
+    let ni = n as i32;
+    let median = |f: &mut dyn FnMut()| {
+        f();
+        let mut t: Vec<f64> = (0..15)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                f();
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    // Device milliseconds of one `f`, from events around 20 back-to-back calls.
+    let device_ms = |f: &mut dyn FnMut()| unsafe {
+        f();
+        let (start, end) = (
+            event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT).unwrap(),
+            event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT).unwrap(),
+        );
+        event::record(start, Stream::DEFAULT.0).unwrap();
+        for _ in 0..20 {
+            f();
+        }
+        event::record(end, Stream::DEFAULT.0).unwrap();
+        event::synchronize(end).unwrap();
+        let ms = event::elapsed(start, end).unwrap() as f64 / 20.0;
+        event::destroy(start).unwrap();
+        event::destroy(end).unwrap();
+        ms
+    };
+    let idle = median(&mut || gpu.synchronize(Stream::DEFAULT).unwrap());
+    let word = DeviceBuffer::alloc(&gpu, 8, Stream::DEFAULT, "a word").unwrap();
+    let round_trip = median(&mut || word.copy_to_host(&mut [0u64]).unwrap());
+    let raw = RawOperand {
+        ptr: a_dev.ptr() as *const f32,
+        len: n * n,
+        op: Operation::N,
+        stored_rows: n,
+        stored_cols: n,
+        ld: n,
+    };
+    let norms = median(&mut || {
+        let x = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
+        let y = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
+        gpu.synchronize(Stream::DEFAULT).unwrap();
+        drop((x, y));
+    });
+    let x = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
+    let setup = median(&mut || {
+        let mut e = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap();
+        e.range().unwrap();
+    });
+    let setup_device =
+        device_ms(&mut || drop(cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap()));
+    let mut e = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap();
+    let range = e.range().unwrap();
+    let spread = |count: usize, low: f64, high: f64| -> Vec<f64> {
+        (0..count).map(|c| low + (high - low) * (c as f64 + 0.5) / count as f64).collect()
+    };
+    let taus = spread(256, range.min, range.max);
+    let ratio_iteration = median(&mut || drop(e.evaluate(&taus, false).unwrap()));
+    let ratio_device = device_ms(&mut || {
+        e.queue(&taus, false).unwrap();
+    });
+    let wide = spread(16, range.min, range.max);
+    let middle = (range.min + range.max) / 2.0;
+    let narrow: Vec<f64> = (0..16).map(|c| middle * (1.0 + c as f64 * 1e-12)).collect();
+    let bound_wide = median(&mut || drop(e.evaluate(&wide, true).unwrap()));
+    let bound_wide_device = device_ms(&mut || {
+        e.queue(&wide, true).unwrap();
+    });
+    let bound_narrow = median(&mut || drop(e.evaluate(&narrow, true).unwrap()));
+    let bound_narrow_device = device_ms(&mut || {
+        e.queue(&narrow, true).unwrap();
+    });
+    println!(
+        "TUNING N {n} f32 bs 32: idle synchronize {idle:.4} ms, 8-byte copy back {round_trip:.4} ms; two norm maps {norms:.4} ms; \
+         sort + range {setup:.4} ms (device {setup_device:.4} ms); ratio iteration (256 candidates) {ratio_iteration:.4} ms \
+         (device {ratio_device:.4} ms); bound iteration (16 candidates) spread {bound_wide:.4} ms (device {bound_wide_device:.4} ms), \
+         clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)"
+    );
+    let handle_ref = unsafe { &*h };
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let gemm_at = |tau: f64| {
+        median(&mut || {
+            let st = unsafe {
+                spammSgemm(h, 0, 0, ni, ni, ni, &alpha, ap as _, ni, ap as _, ni, &beta, c_dev.ptr() as _, ni, tau)
+            };
+            assert_eq!(st, OK, "{}", last_error());
+        })
+    };
+    for target in [0.05, 0.1, 0.3] {
+        for tol in [0.01, 0.005] {
+            let choice = unsafe { handle_ref.tune_tau_raw(&raw, &raw, target, tol, 20) }.unwrap();
+            let (mut tau, mut ratio) = (0.0, 0.0);
+            let call = median(&mut || {
+                let st = unsafe {
+                    spammTuneTau(
+                        h,
+                        ValueType::F32 as i32,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        ap,
+                        ni,
+                        ap,
+                        ni,
+                        target,
+                        tol,
+                        20,
+                        &mut tau,
+                        &mut ratio,
+                    )
+                };
+                assert_eq!(st, OK, "{}", last_error());
+            });
+            let gemm = gemm_at(tau);
+            println!(
+                "TUNING N {n} f32 target {target} tol {tol}: {choice:?}; spammTuneTau {call:.4} ms with the norms, {:.4} ms \
+                 without; spammSgemm at that tau {gemm:.3} ms; tuning without / with norms = {:.2} / {:.2} % of the product",
+                call - norms,
+                100.0 * (call - norms) / gemm,
+                100.0 * call / gemm
+            );
+        }
+    }
+    let everything = ProductPlan::new(
+        &GemmOperand { data: &a, op: Operation::N, stored_rows: n, stored_cols: n, ld: n },
+        &GemmOperand { data: &a, op: Operation::N, stored_rows: n, stored_cols: n, ld: n },
+        f64::INFINITY,
+        32,
+    )
+    .statistics(1.0, 0.0);
+    for relative in [1e-4, 1e-2] {
+        let epsilon = relative * everything.error_bound;
+        let mut choice = None;
+        let call = median(&mut || {
+            choice = Some(unsafe { handle_ref.tune_tau_for_error_bound_raw(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
+        });
+        let choice = choice.unwrap();
+        let gemm = gemm_at(choice.tau);
+        println!(
+            "TUNING N {n} f32 error bound {epsilon:e}: {choice:?}; spammTuneTauForErrorBound {call:.4} ms with the norms; \
+             spammSgemm at that tau {gemm:.3} ms"
+        );
+    }
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
 }
 
 #[test]

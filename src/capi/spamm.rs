@@ -367,13 +367,41 @@ unsafe fn tune_c<T: Element>(
     Ok((choice.tau, choice.valid_ratio))
 }
 
+/// The body of spammTuneTauForErrorBound for one element type: (τ, bound, valid ratio).
+#[allow(clippy::too_many_arguments)]
+unsafe fn tune_bound_c<T: Element>(
+    h: &SpammHandle,
+    ops: (Operation, Operation),
+    (m, n, k): (usize, usize, usize),
+    alpha: *const c_void,
+    a: *const c_void,
+    lda: c_int,
+    b: *const c_void,
+    ldb: c_int,
+    (error_bound, max_iterations): (f64, usize),
+) -> Result<(f64, f64, f64)> {
+    let alpha = unsafe { scalar_arg(alpha as *const T::Compute, "alpha") }?;
+    let a = raw_operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda")?;
+    let b = raw_operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb")?;
+    let choice = if *h.core().backend() == Backend::Cuda {
+        unsafe { h.tune_tau_for_error_bound_raw(&a, &b, alpha, error_bound, max_iterations) }?
+    } else {
+        let (a, b) = unsafe { (host_operand(&a), host_operand(&b)) };
+        h.tune_tau_for_error_bound(&a, &b, alpha, error_bound, max_iterations)?
+    };
+    Ok((choice.tau, choice.error_bound, choice.valid_ratio))
+}
+
 /// Searches the τ at which op(A)·op(B) (as spamm?gemm would take them, at the handle's block size)
-/// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2):
-/// binary search over [0, k·ave], ave the mean of all block norm products, starting at τ = ave with
-/// k = 1 and raising k by one while the upper bound still performs too many products. Stops when
-/// |ratio − target| ≤ tolerance or after maxIterations valid-ratio evaluations (extensions included),
-/// and writes the best τ found and its valid ratio. valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64
-/// (bf16 has no spamm gemm, so it is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+/// performs a fraction targetValidRatio ∈ (0, 1] of the block products (cuSpAMM section 3.5.2,
+/// generalised from bisection to a multi-way search): each iteration evaluates up to 256 candidate τ
+/// at once (on the GPU: one counting kernel and one small copy back), spread over the bracket
+/// [0, just above the largest block norm product] and then over the part of it that still encloses
+/// the target. τ = 0 (ratio 1) and τ above every norm product (ratio 0) are known without an
+/// iteration. Stops when |ratio − target| ≤ tolerance, when no τ could come closer, or after
+/// maxIterations iterations, and writes the τ whose ratio was closest and that ratio (what spamm?gemm
+/// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64 (bf16 has no spamm gemm, so it
+/// is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammTuneTau(
     handle: spammHandle_t,
@@ -413,6 +441,75 @@ pub unsafe extern "C" fn spammTuneTau(
             )),
         }?;
         *tau_out = found_tau;
+        *ratio_out = found_ratio;
+        Ok(())
+    })
+}
+
+/// Searches the largest τ at which the error bound that spamm?gemm would report for
+/// C = alpha·op(A)·op(B) + beta·C (spammStats_t.errorBound: |alpha|·sqrt(Σ over C blocks (i,j) of
+/// (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²), an upper bound of ‖C_exact − C‖_F up to rounding) is
+/// at most errorBound, an absolute bound on the Frobenius norm of the error (for a relative one, scale
+/// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _F32) or a
+/// double (_F64), the value the product will use. The bound is a non-decreasing step function of τ,
+/// so the answer is the largest τ of its step: a block norm product, or +INFINITY when skipping
+/// every product stays within errorBound (alpha = 0, for one). Each iteration evaluates the bound at
+/// up to 16 candidate τ at once (on the GPU: one pass over all block norm products and one small
+/// copy back), over the bracket [0, just above the largest norm product] and then over the part of
+/// it that still encloses errorBound. The search ends when no τ is left between a candidate within
+/// the bound and one beyond it (the τ found is then exactly the largest), or after maxIterations
+/// iterations (then it is the largest τ found, still within the bound). Writes τ, the bound at τ and
+/// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha (the
+/// bound exactly on the CPU backend; the CUDA backend's tile kernels sum it in another order, equal up
+/// to rounding). errorBound: a non-negative number (+INFINITY allowed); other arguments as
+/// spammTuneTau.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammTuneTauForErrorBound(
+    handle: spammHandle_t,
+    valueType: sgpuValueType_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    errorBound: f64,
+    maxIterations: c_int,
+    tau: *mut f64,
+    achievedErrorBound: *mut f64,
+    achievedValidRatio: *mut f64,
+) -> sgpuStatus_t {
+    boundary("spammTuneTauForErrorBound", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let value_type: ValueType = enum_arg(valueType, "valueType")?;
+        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
+        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
+        if maxIterations < 1 {
+            return Err(Error::invalid_value(format!("argument maxIterations = {maxIterations} must be at least 1")));
+        }
+        if errorBound.is_nan() || errorBound < 0.0 {
+            return Err(Error::invalid_value(format!(
+                "argument errorBound = {errorBound} must be a non-negative number"
+            )));
+        }
+        let search = (errorBound, maxIterations as usize);
+        let tau_out = unsafe { out_arg(tau, "tau") }?;
+        let bound_out = unsafe { out_arg(achievedErrorBound, "achievedErrorBound") }?;
+        let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
+        let (found_tau, found_bound, found_ratio) = match value_type {
+            ValueType::F16 => unsafe { tune_bound_c::<f16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
+            ValueType::F32 => unsafe { tune_bound_c::<f32>(h, ops, dims, alpha, A, lda, B, ldb, search) },
+            ValueType::F64 => unsafe { tune_bound_c::<f64>(h, ops, dims, alpha, A, lda, B, ldb, search) },
+            ValueType::Bf16 => Err(Error::not_supported(
+                "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
+            )),
+        }?;
+        *tau_out = found_tau;
+        *bound_out = found_bound;
         *ratio_out = found_ratio;
         Ok(())
     })

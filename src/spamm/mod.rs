@@ -314,7 +314,7 @@ impl SpammHandle {
     }
 
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
-    /// (section 3.5.2's search; see [`tune::tune_tau`]).
+    /// (section 3.5.2's search, multi-way; see [`tune::tune_for_ratio`]).
     pub fn tune_tau<T: Element>(
         &self,
         a: &GemmOperand<'_, T>,
@@ -327,18 +327,14 @@ impl SpammHandle {
             // SAFETY: the operands are slices of the stated lengths. tune_tau_raw checks the shapes.
             return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
         }
-        if a.op_shape().1 != b.op_shape().0 {
-            return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
-        }
-        let block_size = self.block_size;
-        let (a_norms, b_norms) =
-            rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size));
-        tune::tune_tau(&a_norms, &b_norms, target, tolerance, max_iterations)
+        tune::check_search(target, tolerance, max_iterations)?;
+        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
+        tune::tune_for_ratio(&mut tune::NormMapEvaluator::new(&a_norms, &b_norms), target, tolerance, max_iterations)
     }
 
     /// [`SpammHandle::tune_tau`] on the CUDA backend for operands by pointer (host or device memory):
-    /// norm maps by the get-norm kernel, each candidate's valid ratio counted on the device, the
-    /// search itself on the host.
+    /// norm maps by the get-norm kernel, candidates evaluated on the device, only the search's
+    /// decisions on the host (one small copy back per iteration).
     ///
     /// # Safety
     /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
@@ -350,21 +346,77 @@ impl SpammHandle {
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<tune::TauChoice> {
-        if a.op_shape().1 != b.op_shape().0 {
-            return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
-        }
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
         tune::check_search(target, tolerance, max_iterations)?;
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
         let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
         let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
-        let counter = cuda_spamm::DeviceValidCounter::new(&gpu, stream, &a_device, &b_device)?;
-        // The mean of the norm products is summed on the host, in the CPU backend's order, so both
-        // backends search the same candidates.
-        let (a_norms, b_norms) = (a_device.to_host()?, b_device.to_host()?);
-        tune::tune_tau_with(&a_norms, &b_norms, target, tolerance, max_iterations, |tau| counter.count(tau))
+        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
+        tune::tune_for_ratio(&mut evaluator, target, tolerance, max_iterations)
     }
+
+    /// The largest τ at which the error bound the product would report (`spammGetStats`' errorBound,
+    /// for `|alpha|`) is at most `error_bound` (see [`tune::tune_for_error_bound`]).
+    pub fn tune_tau_for_error_bound<T: Element>(
+        &self,
+        a: &GemmOperand<'_, T>,
+        b: &GemmOperand<'_, T>,
+        alpha: T::Compute,
+        error_bound: f64,
+        max_iterations: usize,
+    ) -> Result<tune::BoundChoice> {
+        if *self.core.backend() == Backend::Cuda {
+            // SAFETY: as in tune_tau.
+            return unsafe {
+                self.tune_tau_for_error_bound_raw(&a.raw(), &b.raw(), alpha, error_bound, max_iterations)
+            };
+        }
+        let alpha_abs = alpha.to_f64().abs();
+        tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
+        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
+        let mut evaluator = tune::NormMapEvaluator::new(&a_norms, &b_norms);
+        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
+    }
+
+    /// [`SpammHandle::tune_tau_for_error_bound`] on the CUDA backend for operands by pointer.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
+    pub unsafe fn tune_tau_for_error_bound_raw<T: Element>(
+        &self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        alpha: T::Compute,
+        error_bound: f64,
+        max_iterations: usize,
+    ) -> Result<tune::BoundChoice> {
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
+        let alpha_abs = alpha.to_f64().abs();
+        tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
+        let gpu = self.core.gpu()?;
+        gpu.bind()?;
+        let stream = self.core.cu_stream();
+        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
+        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
+        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
+        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
+    }
+
+    /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
+    fn host_norm_maps<T: Element>(&self, a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>) -> Result<(NormMap, NormMap)> {
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
+        let block_size = self.block_size;
+        Ok(rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size)))
+    }
+}
+
+fn check_inner_dimensions((_, k_a): (usize, usize), (k_b, _): (usize, usize)) -> Result<()> {
+    if k_a != k_b {
+        return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
+    }
+    Ok(())
 }
 
 /// A column-major BLAS operand: the stored `stored_rows × stored_cols` matrix with leading dimension
@@ -572,21 +624,11 @@ pub struct BlockStats {
 }
 
 impl BlockStats {
-    /// Performed products and `Σ_(i,j) skipped(i,j)²`, summed per column of C blocks top to bottom,
-    /// then over the columns left to right (every square and sum rounded on its own): reproducible, and
-    /// parallel over columns on a GPU (`spamm_stats_totals` sums in this order).
+    /// Performed products and `Σ_(i,j) skipped(i,j)²` in [`skipped_squares`]' order: reproducible, and
+    /// parallel over columns on a GPU (`spamm_stats_totals` and the τ search for a bound sum in this
+    /// order).
     pub fn totals(&self) -> (u64, f64) {
-        let mb = self.dims.0;
-        let performed = self.performed.iter().sum();
-        let squared = if mb == 0 {
-            0.0
-        } else {
-            self.skipped
-                .chunks(mb)
-                .map(|column| column.iter().fold(0.0, |acc, s| acc + s * s))
-                .fold(0.0, |acc, c| acc + c)
-        };
-        (performed, squared)
+        (self.performed.iter().sum(), skipped_squares(&self.skipped, self.dims.0))
     }
 
     /// Counts and error bound.
@@ -618,6 +660,14 @@ impl SpammStats {
             elapsed_seconds,
         }
     }
+}
+
+/// `Σ_(i,j) skipped[i + j·mb]²` in a fixed order: down each column of C blocks (i increasing, from
+/// 0), then the column sums left to right (j increasing, from 0), every product and sum rounded. A GPU
+/// thread block per column of C blocks reproduces it exactly, so the τ search for an error bound can
+/// evaluate the bound on the device without copying per-block sums back.
+pub fn skipped_squares(skipped: &[f64], mb: usize) -> f64 {
+    skipped.chunks(mb.max(1)).map(|column| column.iter().fold(0.0, |sum, s| sum + s * s)).fold(0.0, |sum, c| sum + c)
 }
 
 /// The SpAMM decision for one block product: performed iff `‖A_ik‖_F · ‖B_kj‖_F ≥ τ`, the f64
