@@ -62,24 +62,61 @@ extern "C" __global__ void spamm_norm_blocks(int rows, int cols, int bs, const d
 // ---------------------------------------------------------------------------------------------
 // Statistics and counting
 
-// Per C block (i, j): how many k are performed, and the sum over the skipped k of nA * nB, in
-// increasing k (the CPU's order, products and sums rounded separately), so the host reduces exactly
-// the CPU's numbers.
-extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const double* an, const double* bn, double tau,
-                                             unsigned long long* performed, double* skipped) {
+// Statistics per C block (i, j), one warp each (grid-stride): how many k are performed, and the
+// square of the sum over the skipped k of nA * nB (lane l sums k = l, l + 32, ... in increasing k,
+// then a fixed butterfly; the CPU sums in k order, so the bound agrees to rounding). an has leading
+// dimension an_ld (a panel of a larger map), bn kb.
+extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const double* an, int an_ld, const double* bn,
+                                             double tau, unsigned long long* performed, double* squared) {
+    int lane = threadIdx.x & 31;
+    sgpu_i64 warps = (sgpu_i64)gridDim.x * (blockDim.x >> 5);
     sgpu_i64 total = (sgpu_i64)mb * nb;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)(blockDim.x >> 5) + (threadIdx.x >> 5); idx < total; idx += warps) {
         sgpu_i64 i = idx % mb, j = idx / mb;
-        unsigned long long count = 0;
+        unsigned count = 0;
         double sum = 0.0;
-        for (sgpu_i64 k = 0; k < kb; ++k) {
-            double p = __dmul_rn(an[i + k * mb], bn[k + j * kb]);
+        for (sgpu_i64 k = lane; k < kb; k += 32) {
+            double p = __dmul_rn(an[i + k * an_ld], bn[k + j * kb]);
             if (p >= tau) ++count;
             else sum = __dadd_rn(sum, p);
         }
-        performed[idx] = count;
-        skipped[idx] = sum;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            sum = __dadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+            count += __shfl_xor_sync(0xffffffffu, count, offset);
+        }
+        if (lane == 0) {
+            performed[idx] = count;
+            squared[idx] = __dmul_rn(sum, sum);
+        }
+    }
+}
+
+// totals[0] = sum of performed[0..count), totals[1] = the bits of the sum of squared[0..count), in a
+// fixed order (1024 threads each a strided sequence, then a tree). One block of 1024 threads.
+extern "C" __global__ void __launch_bounds__(1024) spamm_stats_sum(sgpu_i64 count,
+        const unsigned long long* performed, const double* squared, unsigned long long* totals) {
+    __shared__ double part_squared[1024];
+    __shared__ unsigned long long part_performed[1024];
+    int tid = threadIdx.x;
+    double my_squared = 0.0;
+    unsigned long long my_performed = 0;
+    for (sgpu_i64 idx = tid; idx < count; idx += 1024) {
+        my_squared = __dadd_rn(my_squared, squared[idx]);
+        my_performed += performed[idx];
+    }
+    part_squared[tid] = my_squared;
+    part_performed[tid] = my_performed;
+    __syncthreads();
+    for (int half = 512; half > 0; half >>= 1) {
+        if (tid < half) {
+            part_squared[tid] = __dadd_rn(part_squared[tid], part_squared[tid + half]);
+            part_performed[tid] += part_performed[tid + half];
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        totals[0] = part_performed[0];
+        totals[1] = (unsigned long long)__double_as_longlong(part_squared[0]);
     }
 }
 
@@ -394,50 +431,27 @@ __device__ __forceinline__ void spamm_tile_blocks(sgpu_i64 row0, sgpu_i64 col0, 
 // One thread block of 256 per tile (grid-stride): the tile's k blocks in windows of 256, one per
 // thread, compacted in increasing order by a ballot scan. counts[t] = entries written at
 // lists + t * kb. The launcher guarantees ni, nj <= 4 and kb < 65536 (the entry format).
-// Also the tile's share of the statistics: for each C block the tile owns (the one holding the
-// block's first row and column), the performed products and the skipped sum of nA * nB, reduced in a
-// fixed order; tile_performed[t] = their sum, tile_squared[t] = the sum of the squared skipped sums.
 extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n, int bs, int mb, int kb, int tile_m,
-        int tile_n, const double* an, const double* bn, double tau, int* counts, unsigned* lists,
-        unsigned long long* tile_performed, double* tile_squared) {
+        int tile_n, const double* an, const double* bn, double tau, int* counts, unsigned* lists) {
     __shared__ int warp_counts[8];
-    __shared__ double warp_skipped[8][16];
-    __shared__ unsigned warp_performed[8][16];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     sgpu_i64 tile_rows = ((sgpu_i64)m + tile_m - 1) / tile_m;
     sgpu_i64 tiles = tile_rows * (((sgpu_i64)n + tile_n - 1) / tile_n);
     for (sgpu_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
-        sgpu_i64 row0 = (t % tile_rows) * tile_m, col0 = (t / tile_rows) * tile_n;
         int i0, ni, j0, nj;
-        spamm_tile_blocks(row0, col0, tile_m, tile_n, m, n, bs, i0, ni, j0, nj);
+        spamm_tile_blocks((t % tile_rows) * tile_m, (t / tile_rows) * tile_n, tile_m, tile_n, m, n, bs, i0, ni, j0, nj);
         unsigned* list = lists + t * kb;
         int total = 0;
-        double skipped[16];
-        unsigned performed[16];
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-            skipped[q] = 0.0;
-            performed[q] = 0;
-        }
         for (int w = 0; w < kb; w += 256) {
             int k = w + tid;
             unsigned mask = 0;
-#pragma unroll
-            for (int bi = 0; bi < 4; ++bi) {
-                if (bi < ni && k < kb) {
+            if (k < kb) {
+                for (int bi = 0; bi < ni; ++bi) {
                     double na = an[(i0 + bi) + (sgpu_i64)k * mb];
-#pragma unroll
-                    for (int bj = 0; bj < 4; ++bj) {
-                        if (bj < nj) {
-                            double p = __dmul_rn(na, bn[k + (sgpu_i64)(j0 + bj) * kb]);
-                            if (p >= tau) mask |= 1u << (bi * 4 + bj);
-                            else skipped[bi * 4 + bj] = __dadd_rn(skipped[bi * 4 + bj], p);
-                        }
-                    }
+                    for (int bj = 0; bj < nj; ++bj)
+                        if (__dmul_rn(na, bn[k + (sgpu_i64)(j0 + bj) * kb]) >= tau) mask |= 1u << (bi * 4 + bj);
                 }
             }
-#pragma unroll
-            for (int q = 0; q < 16; ++q) performed[q] += (mask >> q) & 1u;
             unsigned ballot = __ballot_sync(0xffffffffu, mask != 0);
             if (lane == 0) warp_counts[warp] = __popc(ballot);
             __syncthreads();
@@ -450,80 +464,24 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
             total += window;
             __syncthreads();
         }
-        // Per C block: lanes by a fixed butterfly, then the warps in order.
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-            for (int offset = 16; offset > 0; offset >>= 1) {
-                skipped[q] = __dadd_rn(skipped[q], __shfl_xor_sync(0xffffffffu, skipped[q], offset));
-                performed[q] += __shfl_xor_sync(0xffffffffu, performed[q], offset);
-            }
-            if (lane == 0) {
-                warp_skipped[warp][q] = skipped[q];
-                warp_performed[warp][q] = performed[q];
-            }
-        }
-        __syncthreads();
-        if (tid == 0) {
-            unsigned long long tile_count = 0;
-            double tile_sq = 0.0;
-            for (int bi = 0; bi < ni; ++bi) {
-                for (int bj = 0; bj < nj; ++bj) {
-                    // A block straddling tiles belongs to the tile holding its first row and column.
-                    if ((sgpu_i64)(i0 + bi) * bs < row0 || (sgpu_i64)(j0 + bj) * bs < col0) continue;
-                    double block_skipped = 0.0;
-                    for (int q = 0; q < 8; ++q) {
-                        block_skipped = __dadd_rn(block_skipped, warp_skipped[q][bi * 4 + bj]);
-                        tile_count += warp_performed[q][bi * 4 + bj];
-                    }
-                    tile_sq = __dadd_rn(tile_sq, __dmul_rn(block_skipped, block_skipped));
-                }
-            }
-            counts[t] = total;
-            tile_performed[t] = tile_count;
-            tile_squared[t] = tile_sq;
-        }
-        __syncthreads();
+        if (tid == 0) counts[t] = total;
     }
 }
 
 // The launch order of the tiles: by decreasing work (a counting sort on 1024 buckets of the entry
 // count, the heaviest bucket first; order within a bucket is arbitrary and changes no result), or
-// natural (order[t] = t) when `natural`. Also the statistics totals from the tiles' shares, in a
-// fixed order: totals[0] performed products, totals[1] the bits of the sum of squared skipped sums.
-// One block of 1024 threads.
+// natural (order[t] = t) when `natural`. One block of 1024 threads.
 #define SPAMM_ORDER_BUCKETS 1024
 extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int kb, int natural, const int* counts,
-        const unsigned long long* tile_performed, const double* tile_squared, unsigned* order,
-        unsigned long long* totals) {
+                                                                     unsigned* order) {
     __shared__ int start[SPAMM_ORDER_BUCKETS];
-    __shared__ double squared[1024];
-    __shared__ unsigned long long performed[1024];
     int tid = threadIdx.x;
     start[tid] = 0;
-    double my_squared = 0.0;
-    unsigned long long my_performed = 0;
-    for (int t = tid; t < tiles; t += 1024) {
-        my_squared = __dadd_rn(my_squared, tile_squared[t]);
-        my_performed += tile_performed[t];
-    }
-    squared[tid] = my_squared;
-    performed[tid] = my_performed;
-    __syncthreads();
-    for (int half = 512; half > 0; half >>= 1) {
-        if (tid < half) {
-            squared[tid] = __dadd_rn(squared[tid], squared[tid + half]);
-            performed[tid] += performed[tid + half];
-        }
-        __syncthreads();
-    }
-    if (tid == 0) {
-        totals[0] = performed[0];
-        totals[1] = (unsigned long long)__double_as_longlong(squared[0]);
-    }
     if (natural) {
         for (int t = tid; t < tiles; t += 1024) order[t] = (unsigned)t;
         return;
     }
+    __syncthreads();
     // Bucket 0 holds the heaviest tiles.
     auto bucket = [&](int count) {
         return SPAMM_ORDER_BUCKETS - 1 - (int)((long long)count * SPAMM_ORDER_BUCKETS / (kb + 1));
@@ -541,36 +499,6 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, i
     start[tid] -= mine;
     __syncthreads();
     for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&start[bucket(counts[t])], 1)] = (unsigned)t;
-}
-
-// The totals of a product's statistics from the per-C-block numbers of spamm_block_stats, in
-// BlockStats::totals' order: per column j of C blocks, the squares of the skipped sums added top to
-// bottom; then the columns added left to right (each product and sum rounded on its own, as on the
-// CPU). totals[0]: performed products; totals[1]: the bits of the sum of squares. One block of 1024.
-extern "C" __global__ void __launch_bounds__(1024) spamm_stats_totals(int mb, int nb,
-        const unsigned long long* performed, const double* skipped, unsigned long long* column_performed,
-        double* column_squared, unsigned long long* totals) {
-    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-        unsigned long long count = 0;
-        double squared = 0.0;
-        for (sgpu_i64 idx = (sgpu_i64)j * mb; idx < (sgpu_i64)(j + 1) * mb; ++idx) {
-            count += performed[idx];
-            squared = __dadd_rn(squared, __dmul_rn(skipped[idx], skipped[idx]));
-        }
-        column_performed[j] = count;
-        column_squared[j] = squared;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long count = 0;
-        double squared = 0.0;
-        for (int j = 0; j < nb; ++j) {
-            count += column_performed[j];
-            squared = __dadd_rn(squared, column_squared[j]);
-        }
-        totals[0] = count;
-        totals[1] = (unsigned long long)__double_as_longlong(squared);
-    }
 }
 
 // Performed block products per row of C blocks: rows[i] += #{(j, k) : nA[i,k] * nB[k,j] >= tau}

@@ -230,12 +230,38 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         have = next;
     }
 
+    // Epilogue through shared memory (the stages are free: the loop ended on a barrier after the last
+    // chunk): the 128 x 128 tile column-major with leading dimension F32_SIMT_LD, then written to C a
+    // column per warp, 4 rows per lane. Stored straight from the 8 x 8 register blocks, a warp's store
+    // touched 32 sectors of 8 columns; this way it writes 512 contiguous bytes (measured: C = 0 at
+    // N = 8192 took 0.68 ms the straight way).
+    static_assert(F32_TILE * F32_SIMT_LD <= 2 * F32_SIMT_STAGE, "the C tile fits the stages");
 #pragma unroll
     for (int y = 0; y < 8; ++y) {
-#pragma unroll
-        for (int x = 0; x < 8; ++x) {
-            sgpu_i64 r = work.row0 + tr * 8 + x, col = work.col0 + tc * 8 + y;
-            if (r < m && col < n) spamm_store_c(c, ldc, r, col, alpha, acc[x][y], beta);
+        float* column = smem + (tc * 8 + y) * F32_SIMT_LD + tr * 8;
+        spamm_f4 lo = {acc[0][y], acc[1][y], acc[2][y], acc[3][y]}, hi = {acc[4][y], acc[5][y], acc[6][y], acc[7][y]};
+        *(spamm_f4*)column = lo;
+        *(spamm_f4*)(column + 4) = hi;
+    }
+    __syncthreads();
+    for (int col = warp; col < F32_TILE; col += 8) {
+        sgpu_i64 cg = work.col0 + col, r = work.row0 + lane * 4;
+        if (cg >= n || r >= m) continue;
+        spamm_f4 v = *(const spamm_f4*)(smem + col * F32_SIMT_LD + lane * 4);
+        float* out = c + r + cg * ldc;
+        if (r + 3 < m && (((unsigned long long)out) & 15ull) == 0) {
+            spamm_f4 o = {alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w};
+            if (beta != 0.0f) {
+                spamm_f4 old = *(const spamm_f4*)out;
+                o.x += beta * old.x;
+                o.y += beta * old.y;
+                o.z += beta * old.z;
+                o.w += beta * old.w;
+            }
+            *(spamm_f4*)out = o;
+        } else {
+            float e[4] = {v.x, v.y, v.z, v.w};
+            for (int q = 0; q < 4 && r + q < m; ++q) spamm_store_c(c, ldc, r + q, cg, alpha, e[q], beta);
         }
     }
 }

@@ -613,8 +613,9 @@ impl ProductPlan {
 
 /// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
 /// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
-/// rounded separately. The CPU backend's statistics; the CUDA backend's tile kernels reduce the same
-/// quantities on the device in another fixed order (equal up to rounding, counts exactly).
+/// rounded separately. The CPU backend's statistics; the CUDA backend reduces the same quantities on
+/// the device in another fixed order (`spamm_block_stats`, `spamm_stats_sum`: counts exactly equal,
+/// the bound up to rounding).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockStats {
     /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
@@ -625,8 +626,7 @@ pub struct BlockStats {
 
 impl BlockStats {
     /// Performed products and `Σ_(i,j) skipped(i,j)²` in [`skipped_squares`]' order: reproducible, and
-    /// parallel over columns on a GPU (`spamm_stats_totals` and the τ search for a bound sum in this
-    /// order).
+    /// parallel over columns on a GPU (the τ search for a bound sums in this order).
     pub fn totals(&self) -> (u64, f64) {
         (self.performed.iter().sum(), skipped_squares(&self.skipped, self.dims.0))
     }

@@ -685,12 +685,12 @@ unsafe fn multiply<T: Element>(
                 ],
             )
         }?;
-        return Ok(work.totals);
+        return block_stats_totals(device, stream, ((an, an_ld), bn), tau, (mb, nb, kb));
     }
     // Other block sizes: one 32 × 32 tile of one C block per thread block, deciding its own k from
     // whole norm maps (never a panel: multi-device products use the tile kernels).
     debug_assert_eq!(an_ld, mb);
-    let totals = block_stats_totals(device, stream, (an, bn), tau, (mb, nb, kb))?;
+    let totals = block_stats_totals(device, stream, ((an, an_ld), bn), tau, (mb, nb, kb))?;
     let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
     let tiles_per_block = bs.div_ceil(32);
     let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
@@ -782,14 +782,12 @@ fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
     TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
 }
 
-/// The work lists of a tile kernel's product, on the device, and the totals of its statistics (as
-/// `spamm_stats_totals` leaves them).
+/// The work lists of a tile kernel's product, on the device.
 struct TileWork {
     tiles: usize,
     order: DeviceBuffer,
     counts: DeviceBuffer,
     lists: DeviceBuffer,
-    totals: DeviceBuffer,
 }
 
 /// Whether tiles are launched heaviest first (the default) or in their natural column-major order
@@ -799,9 +797,8 @@ fn heaviest_first() -> bool {
     !*NATURAL.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_SCHEDULE").is_ok_and(|v| v == "natural"))
 }
 
-/// Builds the per-tile lists of k blocks with their C-block masks and the tiles' shares of the
-/// statistics (`spamm_tile_lists`), then the launch order of the tiles and the statistics totals
-/// (`spamm_tile_order`).
+/// Builds the per-tile lists of k blocks with their C-block masks (`spamm_tile_lists`), then the
+/// launch order of the tiles (`spamm_tile_order`).
 fn tile_work(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -815,13 +812,10 @@ fn tile_work(
     let order = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM tile order")?;
     let counts = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM work lists")?;
     let lists = DeviceBuffer::alloc(device, tiles * kb.max(1) * 4, stream, "the SpAMM work lists")?;
-    let shares = DeviceBuffer::alloc(device, tiles * 16, stream, "SpAMM statistics")?;
-    let totals = DeviceBuffer::alloc(device, 16, stream, "SpAMM statistics")?;
     let f = device.function(&SPAMM, "spamm_tile_lists")?;
     let (m_i, n_i, bs_i, mb_i, kb_i) = (m as i32, n as i32, bs as i32, an_ld as i32, kb as i32);
     let (tm, tn) = (kernel.tile_m as i32, kernel.tile_n as i32);
     let (counts_ptr, lists_ptr) = (counts.ptr(), lists.ptr());
-    let (performed_ptr, squared_ptr) = (shares.ptr(), shares.ptr() + tiles as u64 * 8);
     let cfg =
         Launch { grid: (tiles.min(device.multiprocessors * 8) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
     unsafe {
@@ -829,41 +823,19 @@ fn tile_work(
             &f,
             cfg,
             stream,
-            kernel_args![
-                &m_i,
-                &n_i,
-                &bs_i,
-                &mb_i,
-                &kb_i,
-                &tm,
-                &tn,
-                &an,
-                &bn,
-                &tau,
-                &counts_ptr,
-                &lists_ptr,
-                &performed_ptr,
-                &squared_ptr
-            ],
+            kernel_args![&m_i, &n_i, &bs_i, &mb_i, &kb_i, &tm, &tn, &an, &bn, &tau, &counts_ptr, &lists_ptr],
         )
     }?;
     let (tiles_i, natural) = (tiles as i32, (!heaviest_first()) as i32);
-    let (order_ptr, totals_ptr) = (order.ptr(), totals.ptr());
+    let order_ptr = order.ptr();
     let f = device.function(&SPAMM, "spamm_tile_order")?;
     let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![&tiles_i, &kb_i, &natural, &counts_ptr, &performed_ptr, &squared_ptr, &order_ptr, &totals_ptr],
-        )
-    }?;
-    Ok(TileWork { tiles, order, counts, lists, totals })
+    unsafe { launch(&f, cfg, stream, kernel_args![&tiles_i, &kb_i, &natural, &counts_ptr, &order_ptr]) }?;
+    Ok(TileWork { tiles, order, counts, lists })
 }
 
 /// Where a product's statistics land without stopping the caller's stream: a pinned host slot that
-/// the device copies the totals of [`crate::spamm::BlockStats::totals`] into, and an event recorded after the copy.
+/// the device copies a product's statistics totals into, and an event recorded after the copy.
 /// A handle keeps one per device; reading waits for the event only.
 pub struct StatsSlot {
     device: Arc<GpuDevice>,
@@ -927,13 +899,13 @@ impl Drop for StatsSlot {
     }
 }
 
-/// The statistics totals of a product the tile kernels do not run (their work lists carry the
-/// statistics): per-C-block numbers (`spamm_block_stats`) and their totals (`spamm_stats_totals`),
-/// queued on `stream`; 16 bytes as [`multiply`] returns them.
+/// The statistics totals of a product, queued on `stream`: per-C-block numbers (`spamm_block_stats`,
+/// a warp per C block) and their fixed-order sums (`spamm_stats_sum`); 16 bytes as [`multiply`]
+/// returns them. `an` may be a panel of a larger map (leading dimension `an_ld`).
 fn block_stats_totals(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    (an, bn): (CUdeviceptr, CUdeviceptr),
+    ((an, an_ld), bn): ((CUdeviceptr, usize), CUdeviceptr),
     tau: f64,
     (mb, nb, kb): (usize, usize, usize),
 ) -> Result<DeviceBuffer> {
@@ -941,20 +913,18 @@ fn block_stats_totals(
     let totals = DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics")?;
     if blocks > 0 {
         let performed = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
-        let skipped = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+        let squared = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
         let f = device.function(&SPAMM, "spamm_block_stats")?;
-        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
-        let (p, s) = (performed.ptr(), skipped.ptr());
-        unsafe {
-            launch(&f, flat_launch(device, blocks), stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &p, &s])
-        }?;
-        let columns = DeviceBuffer::alloc(device, nb * 16, stream, "SpAMM statistics")?;
-        let f = device.function(&SPAMM, "spamm_stats_totals")?;
-        let (column_performed, column_squared, out) = (columns.ptr(), columns.ptr() + nb as u64 * 8, totals.ptr());
+        let (mb_i, nb_i, kb_i, ld_i) = (mb as i32, nb as i32, kb as i32, an_ld as i32);
+        let (p, q) = (performed.ptr(), squared.ptr());
+        let warps_per_block = 8;
+        let grid = blocks.div_ceil(warps_per_block).min(device.multiprocessors * 16) as u32;
+        let cfg = Launch { grid: (grid, 1, 1), block: (32 * warps_per_block as u32, 1, 1), shared_bytes: 0 };
+        unsafe { launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &ld_i, &bn, &tau, &p, &q]) }?;
+        let f = device.function(&SPAMM, "spamm_stats_sum")?;
+        let (count, out) = (blocks as i64, totals.ptr());
         let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
-        unsafe {
-            launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &p, &s, &column_performed, &column_squared, &out])
-        }?;
+        unsafe { launch(&f, cfg, stream, kernel_args![&count, &p, &q, &out]) }?;
     }
     Ok(totals)
 }
