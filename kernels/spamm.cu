@@ -62,32 +62,38 @@ extern "C" __global__ void spamm_norm_blocks(int rows, int cols, int bs, const d
 // ---------------------------------------------------------------------------------------------
 // Statistics and counting
 
-// Statistics per C block (i, j), one warp each (grid-stride): how many k are performed, and the
-// square of the sum over the skipped k of nA * nB (lane l sums k = l, l + 32, ... in increasing k,
-// then a fixed butterfly; the CPU sums in k order, so the bound agrees to rounding). an has leading
-// dimension an_ld (a panel of a larger map), bn kb.
+// Statistics per C block (i, j), a thread each (grid-stride; consecutive threads take consecutive i,
+// so the reads of an coalesce): how many k are performed, and the square of the sum over the skipped
+// k of nA * nB in increasing k (the CPU's order). The loads of 8 k are issued before they are summed
+// in order, so each thread keeps 16 loads in flight. an has leading dimension an_ld (a panel of a
+// larger map), bn kb.
 extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const double* an, int an_ld, const double* bn,
                                              double tau, unsigned long long* performed, double* squared) {
-    int lane = threadIdx.x & 31;
-    sgpu_i64 warps = (sgpu_i64)gridDim.x * (blockDim.x >> 5);
     sgpu_i64 total = (sgpu_i64)mb * nb;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)(blockDim.x >> 5) + (threadIdx.x >> 5); idx < total; idx += warps) {
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
         sgpu_i64 i = idx % mb, j = idx / mb;
+        const double* a_row = an + i;
+        const double* b_col = bn + j * kb;
         unsigned count = 0;
         double sum = 0.0;
-        for (sgpu_i64 k = lane; k < kb; k += 32) {
-            double p = __dmul_rn(an[i + k * an_ld], bn[k + j * kb]);
-            if (p >= tau) ++count;
-            else sum = __dadd_rn(sum, p);
+        for (int k0 = 0; k0 < kb; k0 += 8) {
+            double x[8], y[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                x[q] = k0 + q < kb ? a_row[(sgpu_i64)(k0 + q) * an_ld] : 0.0;
+                y[q] = k0 + q < kb ? b_col[k0 + q] : 0.0;
+            }
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                if (k0 + q >= kb) break;
+                double p = __dmul_rn(x[q], y[q]);
+                if (p >= tau) ++count;
+                else sum = __dadd_rn(sum, p);
+            }
         }
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            sum = __dadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
-            count += __shfl_xor_sync(0xffffffffu, count, offset);
-        }
-        if (lane == 0) {
-            performed[idx] = count;
-            squared[idx] = __dmul_rn(sum, sum);
-        }
+        performed[idx] = count;
+        squared[idx] = __dmul_rn(sum, sum);
     }
 }
 

@@ -900,7 +900,7 @@ impl Drop for StatsSlot {
 }
 
 /// The statistics totals of a product, queued on `stream`: per-C-block numbers (`spamm_block_stats`,
-/// a warp per C block) and their fixed-order sums (`spamm_stats_sum`); 16 bytes as [`multiply`]
+/// a thread per C block) and their fixed-order sums (`spamm_stats_sum`); 16 bytes as [`multiply`]
 /// returns them. `an` may be a panel of a larger map (leading dimension `an_ld`).
 fn block_stats_totals(
     device: &Arc<GpuDevice>,
@@ -917,9 +917,7 @@ fn block_stats_totals(
         let f = device.function(&SPAMM, "spamm_block_stats")?;
         let (mb_i, nb_i, kb_i, ld_i) = (mb as i32, nb as i32, kb as i32, an_ld as i32);
         let (p, q) = (performed.ptr(), squared.ptr());
-        let warps_per_block = 8;
-        let grid = blocks.div_ceil(warps_per_block).min(device.multiprocessors * 16) as u32;
-        let cfg = Launch { grid: (grid, 1, 1), block: (32 * warps_per_block as u32, 1, 1), shared_bytes: 0 };
+        let cfg = flat_launch(device, blocks);
         unsafe { launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &ld_i, &bn, &tau, &p, &q]) }?;
         let f = device.function(&SPAMM, "spamm_stats_sum")?;
         let (count, out) = (blocks as i64, totals.ptr());
