@@ -279,7 +279,7 @@ impl SpammHandle {
                     &gpu,
                     stream,
                     slot,
-                    &self.shares,
+                    &mut self.shares,
                     a,
                     b,
                     alpha,

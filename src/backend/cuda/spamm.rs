@@ -221,6 +221,9 @@ pub struct DeviceShare {
     copy_out: Arc<CudaStream>,
     done: Event,
     stats: StatsSlot,
+    /// The device's copies of its operands, norms and rows of C, kept between products (grown when a
+    /// product needs more): allocating gigabytes anew for every product costs more than copying them.
+    workspace: Option<DeviceBuffer>,
 }
 
 impl DeviceShare {
@@ -232,7 +235,21 @@ impl DeviceShare {
             done: Event::new(gpu)?,
             stats: StatsSlot::new(gpu)?,
             gpu: gpu.clone(),
+            workspace: None,
         })
+    }
+
+    /// A workspace of at least `bytes`, free once `stream` reaches the point where this is called
+    /// (the last product's work on it is done: `done` is recorded after everything of a share).
+    fn workspace(&mut self, bytes: usize, stream: Stream) -> Result<CUdeviceptr> {
+        if self.workspace.as_ref().is_none_or(|w| w.bytes() < bytes) {
+            // The old one may still be in use by the last product: freed after it (cuMemFree waits).
+            self.done.synchronize()?;
+            self.workspace = None;
+            self.workspace = Some(DeviceBuffer::alloc(&self.gpu, bytes, stream, "SpAMM workspace")?.resident());
+        }
+        self.done.wait_on(stream)?;
+        Ok(self.workspace.as_ref().expect("just made").ptr())
     }
 
     pub fn gpu(&self) -> &Arc<GpuDevice> {
@@ -279,7 +296,7 @@ pub unsafe fn gemm_shared<T: Element>(
     lead: &Arc<GpuDevice>,
     stream: Stream,
     stats: &StatsSlot,
-    shares: &[DeviceShare],
+    shares: &mut [DeviceShare],
     a: &RawOperand<T>,
     b: &RawOperand<T>,
     alpha: T::Compute,
@@ -306,7 +323,7 @@ pub unsafe fn gemm_shared<T: Element>(
     let product = |rows: std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
     let block_rows = |share: usize| bounds[share]..bounds[share + 1];
     let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
-    for (share, side) in shares.iter().enumerate().map(|(i, side)| (i + 1, side)) {
+    for (share, side) in shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
         let share_rows = SharedRows { rows: rows(share), block_rows: block_rows(share), mb, nb, kb, reads_c };
         unsafe {
             run_share::<T>(
@@ -347,7 +364,11 @@ pub unsafe fn gemm_shared<T: Element>(
         )
     }?;
     stats.record(stream, &totals)?;
-    // Every share waited for above; the temporaries of this call are freed after that in each stream.
+    // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
+    // share is done; queued after the lead's own multiplication so that all devices work at once.
+    for side in shares.iter() {
+        side.done.wait_on(stream)?;
+    }
     c.finish()?;
     Ok((mb, nb, kb))
 }
@@ -369,7 +390,8 @@ struct SharedRows {
 /// One other device's share of [`gemm_shared`]: `p` is the share's product (its rows of C, all of
 /// n). Its copy-in stream receives op(A)'s rows, the norm maps' parts, then op(B) (and C when read)
 /// panel by panel; its compute stream multiplies each panel once it has arrived; its copy-out stream
-/// returns each panel of C once computed. The caller's `stream` (on `lead`) waits for the share.
+/// returns each panel of C once computed; `done` is recorded after all of it (the caller's stream
+/// waits for it).
 ///
 /// # Safety
 /// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
@@ -377,7 +399,7 @@ struct SharedRows {
 unsafe fn run_share<T: Element>(
     lead: &Arc<GpuDevice>,
     stream: Stream,
-    side: &DeviceShare,
+    side: &mut DeviceShare,
     ready: &Event,
     share: &SharedRows,
     p: &Product,
@@ -389,7 +411,8 @@ unsafe fn run_share<T: Element>(
     mode: MathMode,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
-    let (gpu, rows, block_rows) = (&side.gpu, share.rows.clone(), share.block_rows.clone());
+    let gpu = &side.gpu.clone();
+    let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
     let (mb, nb, kb) = (share.mb, share.nb, share.kb);
     let (n, k, bs) = (p.n, p.k, p.bs);
     let (compute, copy_in, copy_out) =
@@ -408,34 +431,47 @@ unsafe fn run_share<T: Element>(
         Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel_rows, k, panel_rows),
         Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel_rows, k),
     };
-    // Everything lives on the compute stream (allocated there and, at the end, freed there).
-    let a_side = DeviceBuffer::alloc(gpu, a_width * a_height * size, compute, "A rows on another device")?;
-    let b_side = DeviceBuffer::alloc(gpu, b_rows * b_cols * size, compute, "B on another device")?;
-    let an_side = DeviceBuffer::alloc(gpu, block_rows.len() * kb * 8, compute, "norms on another device")?;
-    let bn_side = DeviceBuffer::alloc(gpu, kb * nb * 8, compute, "norms on another device")?;
-    let c_side = DeviceBuffer::alloc(gpu, panel_rows * n * size, compute, "C rows on another device")?;
-    let acc = DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?;
-    let allocated = Event::new(gpu)?;
-    allocated.record(compute)?;
-    allocated.wait_on(copy_in)?;
-    allocated.wait_on(copy_out)?;
+    // The device's copies, in its workspace: op(A)'s rows, op(B), the norm parts, C's rows, the
+    // statistics accumulator (each part 256-byte aligned).
+    let sizes = [
+        a_width * a_height * size,
+        b_rows * b_cols * size,
+        block_rows.len() * kb * 8,
+        kb * nb * 8,
+        panel_rows * n * size,
+        16,
+    ];
+    let mut offsets = [0usize; 6];
+    let mut end = 0;
+    for (offset, bytes) in offsets.iter_mut().zip(sizes) {
+        *offset = end;
+        end += bytes.div_ceil(256) * 256;
+    }
+    let base = side.workspace(end, compute)?;
+    let [a_side, b_side, an_side, bn_side, c_side, acc] = offsets.map(|offset| base + offset as u64);
+    unsafe { drv::memset_d8_async(acc, 0, 16, compute.0) }.map_err(driver_error("clearing device memory"))?;
+    let side = &*side;
+    let started = Event::new(gpu)?;
+    started.record(compute)?;
+    started.wait_on(copy_in)?;
+    started.wait_on(copy_out)?;
     ready.wait_on(copy_in)?;
     unsafe {
         copy_matrix_async(
-            (a_side.ptr(), a_width * size, gpu),
+            (a_side, a_width * size, gpu),
             (a_src, a_dev.ld * size, lead),
             a_width * size,
             a_height,
             copy_in,
         )?;
         copy_matrix_async(
-            (an_side.ptr(), block_rows.len() * 8, gpu),
+            (an_side, block_rows.len() * 8, gpu),
             (an + (block_rows.start * 8) as u64, mb * 8, lead),
             block_rows.len() * 8,
             kb,
             copy_in,
         )?;
-        copy_matrix_async((bn_side.ptr(), kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
+        copy_matrix_async((bn_side, kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
     }
     let add = gpu.function(&SPAMM, "spamm_stats_add")?;
     let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
@@ -450,10 +486,10 @@ unsafe fn run_share<T: Element>(
             Operation::T => (cols.start * size, cols.start * size, cols.len(), b_cols),
         };
         let c_offset = (rows.start * size + cols.start * ldc * size) as u64;
-        let c_panel = c_side.ptr() + (cols.start * panel_rows * size) as u64;
+        let c_panel = c_side + (cols.start * panel_rows * size) as u64;
         unsafe {
             copy_matrix_async(
-                (b_side.ptr() + b_offset as u64, b_rows * size, gpu),
+                (b_side + b_offset as u64, b_rows * size, gpu),
                 (b_dev.ptr + b_src_offset as u64, b_dev.ld * size, lead),
                 width * size,
                 height,
@@ -477,17 +513,17 @@ unsafe fn run_share<T: Element>(
                 gpu,
                 compute,
                 &Product { n: cols.len(), ..*p },
-                DeviceOperand { ptr: a_side.ptr(), ld: a_ld, op: a_dev.op },
-                DeviceOperand { ptr: b_side.ptr() + b_offset as u64, ld: b_rows, op: b_dev.op },
-                (an_side.ptr(), block_rows.len()),
-                bn_side.ptr() + (blocks.start * kb * 8) as u64,
+                DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
+                DeviceOperand { ptr: b_side + b_offset as u64, ld: b_rows, op: b_dev.op },
+                (an_side, block_rows.len()),
+                bn_side + (blocks.start * kb * 8) as u64,
                 alpha,
                 beta,
                 (c_panel, panel_rows),
                 mode,
             )
         }?;
-        let (acc_ptr, totals_ptr) = (acc.ptr(), totals.ptr());
+        let (acc_ptr, totals_ptr) = (acc, totals.ptr());
         let one = Launch { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
         unsafe { launch(&add, one, compute, kernel_args![&acc_ptr, &totals_ptr]) }?;
         let computed = Event::new(gpu)?;
@@ -504,7 +540,7 @@ unsafe fn run_share<T: Element>(
         }
         events.push((arrived, computed));
     }
-    side.stats.record(compute, &acc)?;
+    side.stats.record_from(compute, acc)?;
     // The temporaries are freed on the compute stream once the last panel of C has left.
     let returned = Event::new(gpu)?;
     returned.record(copy_out)?;
@@ -876,10 +912,15 @@ impl StatsSlot {
     /// Queues on `stream` the copy of 16 bytes of device totals into the slot, after any earlier copy
     /// into it (which may have been queued on another stream), and records the event.
     fn record(&self, stream: Stream, totals: &DeviceBuffer) -> Result<()> {
+        self.record_from(stream, totals.ptr())
+    }
+
+    /// [`StatsSlot::record`] from 16 bytes at `totals` on the slot's device.
+    fn record_from(&self, stream: Stream, totals: CUdeviceptr) -> Result<()> {
         unsafe {
             drv::stream::wait_event(stream.0, self.event, CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
                 .map_err(driver_error("ordering SpAMM statistics"))?;
-            drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals.ptr(), stream.0)
+            drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals, stream.0)
                 .map_err(driver_error("copying SpAMM statistics"))?;
             drv::event::record(self.event, stream.0).map_err(driver_error("recording an event"))
         }
