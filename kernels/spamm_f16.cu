@@ -37,21 +37,6 @@
 struct __align__(16) spamm_h_f4 { float x, y, z, w; };
 struct __align__(8) spamm_h_u2 { unsigned x, y; };
 
-__device__ __forceinline__ unsigned spamm_h_smem_addr(const void* p) {
-    unsigned r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// 16 bytes global -> shared, asynchronously; bytes past `src_bytes` (0..16) are zero-filled.
-__device__ __forceinline__ void spamm_h_cp16(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void spamm_h_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void spamm_h_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ void spamm_h_st16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
@@ -162,7 +147,7 @@ struct SpammHOperand {
         if (VEC && interior && e - s == SPAMM_H_CHUNK) {
 #pragma unroll
             for (int q = 0; q < SPAMM_H_GROUPS; ++q)
-                if (needed(mask, q, rows)) spamm_h_cp16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step, 16);
+                if (needed(mask, q, rows)) spamm_cp_async16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step, 16);
             return;
         }
 #pragma unroll
@@ -178,7 +163,7 @@ struct SpammHOperand {
             const sgpu_f16* src = src0 + q * step;
             unsigned d = d0 + SPAMM_H_GROUP_STRIDE * q;
             if (VEC) {
-                spamm_h_cp16(d, valid > 0 ? (const void*)src : (const void*)x, valid * 2);
+                spamm_cp_async16(d, valid > 0 ? (const void*)src : (const void*)x, valid * 2);
             } else {
                 unsigned w[4];
 #pragma unroll
@@ -243,7 +228,7 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int wm = warp & 1, wn = warp >> 1;
     sgpu_i64 row0 = work.row0, col0 = work.col0;
-    unsigned smem0 = spamm_h_smem_addr(smem);
+    unsigned smem0 = spamm_smem_address(smem);
 
     SpammHOperand<KA> op_a;
     SpammHOperand<KB> op_b;
@@ -282,7 +267,7 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
             op_a.template load<VEC>(a, lda, base, s, e, chunk_mask, true);
             op_b.template load<VEC>(b, ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
         }
-        spamm_h_commit();
+        spamm_cp_async_commit();
     };
     // Masks of the chunks in flight (0: none), oldest first.
     unsigned pending[SPAMM_H_STAGES - 1];
@@ -292,7 +277,7 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
     int stage = 0;
     while (pending[0] != 0) {
         unsigned mask = pending[0];
-        spamm_h_wait<SPAMM_H_STAGES - 2>();
+        spamm_cp_async_wait<SPAMM_H_STAGES - 2>();
         __syncthreads();
 #pragma unroll
         for (int s = 0; s < SPAMM_H_STAGES - 2; ++s) pending[s] = pending[s + 1];
@@ -308,7 +293,7 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
             spamm_h_chunk<KA, KB, false>(acc, sa, sb, a_base, b_base, quads);
         stage = stage == SPAMM_H_STAGES - 1 ? 0 : stage + 1;
     }
-    spamm_h_wait<0>();
+    spamm_cp_async_wait<0>();
     __syncthreads();
 
     // Epilogue: the accumulators into shared memory as [column][row] f32, then C column by column.

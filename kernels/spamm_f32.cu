@@ -27,18 +27,9 @@ __device__ __forceinline__ void spamm_ld16(float* d, const float* s) {
 
 extern __shared__ __align__(16) float f32_dynamic_smem[];
 
-__device__ __forceinline__ unsigned f32_smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-// Copies 16 bytes (4 bytes) to shared memory, of which the first src_bytes come from src, the rest zero.
-__device__ __forceinline__ void f32_cp_async16(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
+// Copies 4 bytes to shared memory, of which the first src_bytes come from src, the rest zero.
 __device__ __forceinline__ void f32_cp_async4(unsigned dst, const void* src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void f32_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int PENDING>
-__device__ __forceinline__ void f32_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 
 // One operand of a tile product, element (o, p) at base[o + p * ld] (outer-contiguous, OC) or
@@ -101,9 +92,9 @@ struct F32Operand {
         for (int q = 0; q < 4; ++q) {
             int valid;
             const float* src = group(from, q, s, e, valid);
-            unsigned to = f32_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
+            unsigned to = spamm_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
             if (vector) {
-                f32_cp_async16(to, valid > 0 ? src : base, valid * 4);
+                spamm_cp_async16(to, valid > 0 ? src : base, valid * 4);
             } else {
 #pragma unroll
                 for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
@@ -173,7 +164,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         else op_a.load(staged_a, s, e);
         if (B_OC) op_b.copy_async(sa + F32_SIMT_OPERAND, 1, F32_SIMT_LD, s, e);
         else op_b.load(staged_b, s, e);
-        f32_cp_async_commit();
+        spamm_cp_async_commit();
     };
     // The register-staged groups of a k-contiguous operand: 4 consecutive p of one o, stored as [p][o].
     auto store = [&](int st) {
@@ -199,7 +190,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         issue(0, s, e);
         store(0);
     }
-    f32_cp_async_wait<0>();
+    spamm_cp_async_wait<0>();
     __syncthreads();
     while (have) {
         bool next = chunks.advance(s, e, next_mask);
@@ -222,7 +213,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         }
         if (next) {
             store(st ^ 1);
-            f32_cp_async_wait<0>();
+            spamm_cp_async_wait<0>();
         }
         __syncthreads();
         st ^= 1;
@@ -425,14 +416,14 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
 #pragma unroll
     for (int st = 0; st < F32_TC_STAGES - 1; ++st) {
         inflight += issue(st);
-        f32_cp_async_commit();
+        spamm_cp_async_commit();
     }
     int load_stage = F32_TC_STAGES - 1, stage = 0;
     while (inflight > 0) {
-        f32_cp_async_wait<F32_TC_STAGES - 2>();
+        spamm_cp_async_wait<F32_TC_STAGES - 2>();
         __syncthreads();  // chunk `stage` visible to all; every thread is done with the stage refilled next
         inflight += issue(load_stage);
-        f32_cp_async_commit();
+        spamm_cp_async_commit();
         unsigned mask = stage_mask[stage], frags = 0;
 #pragma unroll
         for (int x = 0; x < 4; ++x)
@@ -444,7 +435,7 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
         stage = stage + 1 == F32_TC_STAGES ? 0 : stage + 1;
         load_stage = load_stage + 1 == F32_TC_STAGES ? 0 : load_stage + 1;
     }
-    f32_cp_async_wait<0>();
+    spamm_cp_async_wait<0>();
 
 #pragma unroll
     for (int x = 0; x < 4; ++x) {

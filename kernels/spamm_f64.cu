@@ -31,24 +31,8 @@
 #define SPAMM_F64_OPERAND 2560                                        // doubles per operand and stage
 #define SPAMM_F64_SHARED (SPAMM_F64_STAGES * 2 * SPAMM_F64_OPERAND * 8)  // bytes: 163840
 
-__device__ __forceinline__ unsigned spamm_f64_smem_addr(const void* p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16 bytes into shared memory at dst, of which the first src_bytes (8 or 16) come from src (16-byte
-// aligned) and the rest are zero.
-__device__ __forceinline__ void spamm_f64_cp16(unsigned dst, const double* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
 __device__ __forceinline__ void spamm_f64_cp8(unsigned dst, const double* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void spamm_f64_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void spamm_f64_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Two consecutive stored elements src[0], src[1] into dst[0], dst[1] (dst 16-byte aligned), of which
@@ -58,10 +42,10 @@ __device__ __forceinline__ void spamm_f64_copy_pair(double* dst, const double* s
         dst[0] = 0.0;
         dst[1] = 0.0;
     } else if ((((unsigned long long)src) & 15ull) == 0) {
-        spamm_f64_cp16(spamm_f64_smem_addr(dst), src, 8 * valid);
+        spamm_cp_async16(spamm_smem_address(dst), src, 8 * valid);
     } else {
-        spamm_f64_cp8(spamm_f64_smem_addr(dst), src);
-        if (valid == 2) spamm_f64_cp8(spamm_f64_smem_addr(dst + 1), src + 1);
+        spamm_f64_cp8(spamm_smem_address(dst), src);
+        if (valid == 2) spamm_f64_cp8(spamm_smem_address(dst + 1), src + 1);
         else dst[1] = 0.0;
     }
 }
@@ -196,7 +180,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     } else {
         b_outer_in = spamm_f64_clamp2(n - (col0 + oc_outer));
     }
-    const unsigned pool_addr = spamm_f64_smem_addr(spamm_f64_pool);
+    const unsigned pool_addr = spamm_smem_address(spamm_f64_pool);
 
     // Whole chunks of a tile inside the matrix, from 16-byte aligned sources (even leading dimension
     // and base), take one cp.async.cg of 16 bytes per pair with no checks.
@@ -218,7 +202,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int j = J0; j < J0 + 2; ++j) {
                 if (kc ? !((need >> j) & 1u) : !need) continue;
                 int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
-                spamm_f64_cp16(dst_addr + 8u * doff, src + j * step, 16);
+                spamm_cp_async16(dst_addr + 8u * doff, src + j * step, 16);
             }
             return;
         }
@@ -235,7 +219,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             }
             const double* sj = src + j * step;
             int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
-            if (valid == 2 && (((unsigned long long)sj) & 15ull) == 0) spamm_f64_cp16(dst_addr + 8u * doff, sj, 16);
+            if (valid == 2 && (((unsigned long long)sj) & 15ull) == 0) spamm_cp_async16(dst_addr + 8u * doff, sj, 16);
             else spamm_f64_copy_pair(dst + doff, sj, valid);
         }
     };
@@ -290,7 +274,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                 ++pending;
                 next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
             }
-            spamm_f64_commit();
+            spamm_cp_async_commit();
         };
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -302,7 +286,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
         }
         int stage = 0;
         while (pending > 0) {
-            spamm_f64_wait<STAGES - 2>();
+            spamm_cp_async_wait<STAGES - 2>();
             __syncthreads();
             unsigned fm = (unsigned)(queue & 0xffffu);
             queue >>= 16;
