@@ -13,7 +13,7 @@ use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr, CUevent, CUevent_flags, CUevent_wait_flags};
+use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr};
 use std::sync::Arc;
 
 /// A caller's column-major operand by raw pointer (host or device memory), validated by the caller:
@@ -874,10 +874,10 @@ fn tile_work(
 /// the device copies a product's statistics totals into, and an event recorded after the copy.
 /// A handle keeps one per device; reading waits for the event only.
 pub struct StatsSlot {
-    device: Arc<GpuDevice>,
     /// Two u64: performed products, then the bits of the f64 sum of squared skipped sums.
     host: *mut u64,
-    event: CUevent,
+    /// Recorded after every copy into `host`.
+    copied: Event,
 }
 
 // SAFETY: the pinned slot and the event belong to the device's context, usable from any thread; the
@@ -886,24 +886,19 @@ unsafe impl Send for StatsSlot {}
 
 impl StatsSlot {
     pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        device.bind()?;
+        let copied = Event::new(device)?;
         let host = unsafe { drv::malloc_host(16, CU_MEMHOSTALLOC_PORTABLE) }
             .map_err(driver_error("allocating pinned memory for SpAMM statistics"))? as *mut u64;
-        let event = drv::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(|e| {
-            unsafe { drv::free_host(host as *mut _) }.ok();
-            driver_error("creating an event")(e)
-        })?;
-        Ok(StatsSlot { device: device.clone(), host, event })
+        Ok(StatsSlot { host, copied })
     }
 
     pub fn device(&self) -> &Arc<GpuDevice> {
-        &self.device
+        self.copied.device()
     }
 
-    /// The totals of the last product recorded into the slot (waits for its event).
+    /// The totals of the last product recorded into the slot (waits for its copy).
     pub fn wait(&self) -> Result<(u64, f64)> {
-        self.device.bind()?;
-        unsafe { drv::event::synchronize(self.event) }.map_err(driver_error("executing on the GPU"))?;
+        self.copied.synchronize()?;
         // SAFETY: the copy into the slot has completed; volatile because the device wrote it.
         let (performed, bits) = unsafe { (self.host.read_volatile(), self.host.add(1).read_volatile()) };
         Ok((performed, f64::from_bits(bits)))
@@ -917,25 +912,20 @@ impl StatsSlot {
 
     /// [`StatsSlot::record`] from 16 bytes at `totals` on the slot's device.
     fn record_from(&self, stream: Stream, totals: CUdeviceptr) -> Result<()> {
-        unsafe {
-            drv::stream::wait_event(stream.0, self.event, CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
-                .map_err(driver_error("ordering SpAMM statistics"))?;
-            drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals, stream.0)
-                .map_err(driver_error("copying SpAMM statistics"))?;
-            drv::event::record(self.event, stream.0).map_err(driver_error("recording an event"))
-        }
+        self.copied.wait_on(stream)?;
+        unsafe { drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals, stream.0) }
+            .map_err(driver_error("copying SpAMM statistics"))?;
+        self.copied.record(stream)
     }
 }
 
 impl Drop for StatsSlot {
     fn drop(&mut self) {
-        if self.device.bind().is_ok() {
-            // A copy may still be in flight into the pinned slot: wait before freeing it.
-            unsafe {
-                drv::event::synchronize(self.event).ok();
-                drv::event::destroy(self.event).ok();
-                drv::free_host(self.host as *mut _).ok();
-            }
+        // A copy may still be in flight into the pinned slot: wait before freeing it (the event goes
+        // after this, with the struct's fields).
+        let _ = self.copied.synchronize();
+        if self.copied.device().bind().is_ok() {
+            unsafe { drv::free_host(self.host as *mut _) }.ok();
         }
     }
 }
