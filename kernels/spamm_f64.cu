@@ -124,10 +124,8 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
 
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int g = lane >> 2, q = lane & 3;
-    unsigned t = order[blockIdx.x];
-    unsigned tile_rows = (unsigned)((m + T - 1) / T);
-    const int row0 = (int)(t % tile_rows) * T, col0 = (int)(t / tile_rows) * T;
-    const int i0 = row0 / bs, j0 = col0 / bs;
+    SpammTileWork work = spamm_tile_work(m, bs, T, T, order, counts, lists, list_stride);
+    const int row0 = (int)work.row0, col0 = (int)work.col0, i0 = work.i0, j0 = work.j0;
 
     // The C block of each 32-row / 32-column group of the tile, as a mask bit offset (4 bits per group;
     // a group past the matrix gets 15, whose bits no mask has).
@@ -254,7 +252,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int z = 0; z < 4; ++z) acc[x][y][z] = 0.0;
 
     {
-        SpammF64Cursor chunks(lists + (sgpu_i64)t * list_stride, counts[t], bs, k);
+        SpammF64Cursor chunks(work.list, work.count, bs, k);
         unsigned long long queue = 0;  // group masks of the issued chunks not yet consumed, oldest lowest
         unsigned block_fm = 0;
         int pending = 0, next_stage = 0;
