@@ -112,7 +112,7 @@ impl<T: Element> Operand<T> {
 }
 
 /// Where the arrays of a call live and which stream it uses.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Memory {
     Host,
     /// Device arrays, on a stream of the caller's (not the default stream).
@@ -445,32 +445,53 @@ fn f16_tile_kernel_load_paths_match_the_cpu() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu f16 tiles");
+    // Pads making each leading dimension a multiple of 8, or one more (odd) in every third case.
+    let pad = |op: Operation, rows: usize, cols: usize, odd: bool| {
+        let stored_rows = if op == Operation::N { rows } else { cols };
+        (8 - stored_rows % 8) % 8 + odd as usize
+    };
+    tile_kernel_cases::<f16>(
+        &mut rng,
+        &[(200, 136, 264), (129, 257, 77), (256, 128, 320)],
+        (0.75, -0.5),
+        |case, (ta, m, k), (tb, n)| (pad(ta, m, k, case % 3 == 2), pad(tb, k, n, case % 3 == 2)),
+        |case| if case % 3 == 1 { Memory::DeviceMisaligned } else { Memory::Host },
+    );
+}
+
+/// Products of several tiles in each direction through `T`'s tile kernel: for each shape every
+/// transpose pair and block sizes 32, 64 and 96, at τ = 0 and at a τ skipping about half of the block
+/// products. Case c (counted from 1) pads A's and B's leading dimensions by `pads(c, (op(A), m, k),
+/// (op(B), n))`, keeps its arrays where `memory(c)` says, and uses α = 1, β = 0 when even, else
+/// `odd_alpha_beta`.
+fn tile_kernel_cases<T: GpuElement>(
+    rng: &mut Rng,
+    shapes: &[(usize, usize, usize)],
+    odd_alpha_beta: (f64, f64),
+    pads: impl Fn(usize, (Operation, usize, usize), (Operation, usize)) -> (usize, usize),
+    memory: impl Fn(usize) -> Memory,
+) {
     let ops = [Operation::N, Operation::T];
     let mut case = 0usize;
-    for &(m, n, k) in &[(200, 136, 264), (129, 257, 77), (256, 128, 320)] {
+    for &(m, n, k) in shapes {
         for &bs in &[32, 64, 96] {
             for (ta, tb) in [(ops[0], ops[0]), (ops[1], ops[0]), (ops[0], ops[1]), (ops[1], ops[1])] {
                 case += 1;
-                // Pads making each leading dimension a multiple of 8, or one more (odd).
-                let pad = |op: Operation, rows: usize, cols: usize, odd: bool| {
-                    let stored_rows = if op == Operation::N { rows } else { cols };
-                    (8 - stored_rows % 8) % 8 + odd as usize
-                };
-                let odd = case % 3 == 2;
-                let a = Operand::<f16>::random(&mut rng, ta, m, k, pad(ta, m, k, odd));
-                let b = Operand::<f16>::random(&mut rng, tb, k, n, pad(tb, k, n, odd));
-                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
-                let memory = if case % 3 == 1 { Memory::DeviceMisaligned } else { Memory::Host };
+                let (pad_a, pad_b) = pads(case, (ta, m, k), (tb, n));
+                let a = Operand::<T>::random(rng, ta, m, k, pad_a);
+                let b = Operand::<T>::random(rng, tb, k, n, pad_b);
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { odd_alpha_beta };
+                let memory = memory(case);
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
                     let call =
                         Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
                     let what = format!(
-                        "f16 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} misaligned {}",
+                        "{:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} {memory:?}",
+                        T::VALUE_TYPE,
                         a.ld,
                         b.ld,
-                        memory == Memory::DeviceMisaligned
                     );
-                    call.check_against_cpu(&what, memory, &mut rng);
+                    call.check_against_cpu(&what, memory, rng);
                 }
             }
         }
@@ -488,34 +509,17 @@ fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu f64 tiles");
-    let ops = [Operation::N, Operation::T];
-    let mut case = 0usize;
-    for &(m, n, k) in &[(300, 260, 333), (129, 257, 64), (256, 128, 97)] {
-        for &bs in &[32, 64, 96] {
-            for (ta, tb) in [(ops[0], ops[0]), (ops[1], ops[0]), (ops[0], ops[1]), (ops[1], ops[1])] {
-                case += 1;
-                let a = Operand::<f64>::random(&mut rng, ta, m, k, case % 2);
-                let b = Operand::<f64>::random(&mut rng, tb, k, n, (case / 2) % 2);
-                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (-1.25, 0.5) };
-                let memory = match case % 3 {
-                    0 => Memory::Host,
-                    1 => Memory::DeviceMisaligned,
-                    _ => Memory::DeviceOnOwnStream,
-                };
-                for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call =
-                        Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
-                    let what = format!(
-                        "f64 {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} offset {}",
-                        a.ld,
-                        b.ld,
-                        memory == Memory::DeviceMisaligned
-                    );
-                    call.check_against_cpu(&what, memory, &mut rng);
-                }
-            }
-        }
-    }
+    tile_kernel_cases::<f64>(
+        &mut rng,
+        &[(300, 260, 333), (129, 257, 64), (256, 128, 97)],
+        (-1.25, 0.5),
+        |case, _, _| (case % 2, (case / 2) % 2),
+        |case| match case % 3 {
+            0 => Memory::Host,
+            1 => Memory::DeviceMisaligned,
+            _ => Memory::DeviceOnOwnStream,
+        },
+    );
 }
 
 /// A decay matrix `n × n` as an operand (no transpose).
