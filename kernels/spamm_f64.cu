@@ -41,9 +41,10 @@ __device__ __forceinline__ void spamm_f64_copy_pair(double* dst, const double* s
     if (valid == 0) {
         dst[0] = 0.0;
         dst[1] = 0.0;
-    } else if ((((unsigned long long)src) & 15ull) == 0) {
-        spamm_cp_async16(spamm_smem_address(dst), src, 8 * valid);
+    } else if (valid == 2 && (((unsigned long long)src) & 15ull) == 0) {
+        spamm_cp_async16(spamm_smem_address(dst), src, 16);
     } else {
+        // Unaligned, or one element: 8-byte copies (16 bytes from one element would reach past it).
         spamm_f64_cp8(spamm_smem_address(dst), src);
         if (valid == 2) spamm_f64_cp8(spamm_smem_address(dst + 1), src + 1);
         else dst[1] = 0.0;
