@@ -62,68 +62,75 @@ extern "C" __global__ void spamm_norm_blocks(int rows, int cols, int bs, const d
 // ---------------------------------------------------------------------------------------------
 // Statistics and counting
 
-// Statistics per C block (i, j), a thread each (grid-stride; consecutive threads take consecutive i,
-// so the reads of an coalesce): how many k are performed, and the square of the sum over the skipped
-// k of nA * nB in increasing k (the CPU's order). The loads of 8 k are issued before they are summed
-// in order, so each thread keeps 16 loads in flight. an has leading dimension an_ld (a panel of a
-// larger map), bn kb.
-extern "C" __global__ void spamm_block_stats(int mb, int nb, int kb, const double* an, int an_ld, const double* bn,
-                                             double tau, unsigned long long* performed, double* squared) {
-    sgpu_i64 total = (sgpu_i64)mb * nb;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        sgpu_i64 i = idx % mb, j = idx / mb;
-        const double* a_row = an + i;
-        const double* b_col = bn + j * kb;
-        unsigned count = 0;
-        double sum = 0.0;
-        for (int k0 = 0; k0 < kb; k0 += 8) {
-            double x[8], y[8];
+// The statistics of a product in the CPU's order (src/spamm/mod.rs, BlockStats::totals), so that
+// the bound a product reports is the CPU's to the bit and equals what the tau search for a bound
+// evaluates: one thread block per column j of C blocks, one thread per row i counting the performed
+// products of C block (i, j) and summing its skipped nA * nB in increasing k (the loads of 8 k are
+// issued before they are summed in order); the squares then go down the column in row order.
+// column_sums[j] = that column's sum; totals[0] += performed products (zeroed by the caller);
+// rows[i] += the performed products of block row i when rows is not null (zeroed by the caller: how
+// a multi-device product splits C's rows by valid work).
+extern "C" __global__ void __launch_bounds__(256)
+    spamm_block_stats(int mb, int nb, int kb, const double* an, const double* bn, double tau, double* column_sums,
+                      unsigned long long* totals, unsigned long long* rows) {
+    __shared__ double squares[256];
+    for (sgpu_i64 j = blockIdx.x; j < nb; j += gridDim.x) {
+        const double* bj = bn + j * kb;
+        double column = 0.0;
+        unsigned long long performed = 0;
+        for (int i0 = 0; i0 < mb; i0 += blockDim.x) {
+            const int i = i0 + threadIdx.x;
+            if (i < mb) {
+                unsigned count = 0;
+                double sum = 0.0;
+                for (int k0 = 0; k0 < kb; k0 += 8) {
+                    double x[8], y[8];
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                x[q] = k0 + q < kb ? a_row[(sgpu_i64)(k0 + q) * an_ld] : 0.0;
-                y[q] = k0 + q < kb ? b_col[k0 + q] : 0.0;
-            }
+                    for (int q = 0; q < 8; ++q) {
+                        x[q] = k0 + q < kb ? an[i + (sgpu_i64)(k0 + q) * mb] : 0.0;
+                        y[q] = k0 + q < kb ? bj[k0 + q] : 0.0;
+                    }
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                if (k0 + q >= kb) break;
-                double p = __dmul_rn(x[q], y[q]);
-                if (p >= tau) ++count;
-                else sum = __dadd_rn(sum, p);
+                    for (int q = 0; q < 8; ++q) {
+                        if (k0 + q >= kb) break;
+                        double p = __dmul_rn(x[q], y[q]);
+                        if (p >= tau) ++count;
+                        else sum = __dadd_rn(sum, p);
+                    }
+                }
+                squares[threadIdx.x] = __dmul_rn(sum, sum);
+                performed += count;
+                if (rows != nullptr && count != 0) atomicAdd(rows + i, (unsigned long long)count);
             }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                const int in_chunk = mb - i0 < (int)blockDim.x ? mb - i0 : (int)blockDim.x;
+                for (int t = 0; t < in_chunk; ++t) column = __dadd_rn(column, squares[t]);
+            }
+            __syncthreads();
         }
-        performed[idx] = count;
-        squared[idx] = __dmul_rn(sum, sum);
+        if (threadIdx.x == 0) column_sums[j] = column;
+        for (int offset = 16; offset > 0; offset >>= 1) performed += __shfl_down_sync(0xffffffffu, performed, offset);
+        if ((threadIdx.x & 31) == 0 && performed != 0) atomicAdd(totals, performed);
     }
 }
 
-// totals[0] = sum of performed[0..count), totals[1] = the bits of the sum of squared[0..count), in a
-// fixed order (1024 threads each a strided sequence, then a tree). One block of 1024 threads.
-extern "C" __global__ void __launch_bounds__(1024) spamm_stats_sum(sgpu_i64 count,
-        const unsigned long long* performed, const double* squared, unsigned long long* totals) {
-    __shared__ double part_squared[1024];
-    __shared__ unsigned long long part_performed[1024];
-    int tid = threadIdx.x;
-    double my_squared = 0.0;
-    unsigned long long my_performed = 0;
-    for (sgpu_i64 idx = tid; idx < count; idx += 1024) {
-        my_squared = __dadd_rn(my_squared, squared[idx]);
-        my_performed += performed[idx];
-    }
-    part_squared[tid] = my_squared;
-    part_performed[tid] = my_performed;
-    __syncthreads();
-    for (int half = 512; half > 0; half >>= 1) {
-        if (tid < half) {
-            part_squared[tid] = __dadd_rn(part_squared[tid], part_squared[tid + half]);
-            part_performed[tid] += part_performed[tid + half];
+// totals[1] = the bits of column_sums[0..nb) added left to right (the CPU's order). One block of 1024
+// threads: each chunk is staged in shared memory by all, then summed by one.
+extern "C" __global__ void __launch_bounds__(1024) spamm_stats_sum(int nb, const double* column_sums,
+                                                                   unsigned long long* totals) {
+    __shared__ double chunk[1024];
+    double total = 0.0;
+    for (int j0 = 0; j0 < nb; j0 += 1024) {
+        if (j0 + (int)threadIdx.x < nb) chunk[threadIdx.x] = column_sums[j0 + threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const int in_chunk = nb - j0 < 1024 ? nb - j0 : 1024;
+            for (int t = 0; t < in_chunk; ++t) total = __dadd_rn(total, chunk[t]);
         }
         __syncthreads();
     }
-    if (tid == 0) {
-        totals[0] = part_performed[0];
-        totals[1] = (unsigned long long)__double_as_longlong(part_squared[0]);
-    }
+    if (threadIdx.x == 0) totals[1] = (unsigned long long)__double_as_longlong(total);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -505,30 +512,6 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, i
     start[tid] -= mine;
     __syncthreads();
     for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&start[bucket(counts[t])], 1)] = (unsigned)t;
-}
-
-// Performed block products per row of C blocks: rows[i] += #{(j, k) : nA[i,k] * nB[k,j] >= tau}
-// (rows zeroed by the caller). How a multi-device product splits C's rows by valid work.
-extern "C" __global__ void spamm_row_work(int mb, int nb, int kb, const double* an, const double* bn, double tau,
-                                          unsigned long long* rows) {
-    sgpu_i64 total = (sgpu_i64)mb * nb;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        sgpu_i64 i = idx % mb, j = idx / mb;
-        unsigned long long count = 0;
-        for (sgpu_i64 k = 0; k < kb; ++k) count += __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
-        if (count != 0) atomicAdd(rows + i, count);
-    }
-}
-
-// acc += totals for two statistics totals (performed products; bits of a sum of squares), in stream
-// order: the panels of a device's share add up deterministically.
-extern "C" __global__ void spamm_stats_add(unsigned long long* acc, const unsigned long long* totals) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        acc[0] += totals[0];
-        double sum = __dadd_rn(__longlong_as_double((long long)acc[1]), __longlong_as_double((long long)totals[1]));
-        acc[1] = (unsigned long long)__double_as_longlong(sum);
-    }
 }
 
 // =============================================================================================

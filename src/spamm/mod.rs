@@ -106,10 +106,9 @@ impl std::fmt::Debug for SpammHandle {
 #[derive(Clone, Copy, Debug)]
 enum LastStats {
     Ready(SpammStats),
-    /// The totals are in the stats slot, plus the slots of the first `shares` device shares.
+    /// The totals are in the stats slot.
     OnDevice {
         dims: (usize, usize, usize),
-        shares: usize,
         tau: f64,
         block_size: usize,
         alpha_abs: f64,
@@ -166,14 +165,9 @@ impl SpammHandle {
     pub fn last_stats(&mut self) -> Result<SpammStats> {
         let stats = match self.last_stats.ok_or_else(|| Error::invalid_value("no product has run on this handle"))? {
             LastStats::Ready(stats) => stats,
-            LastStats::OnDevice { dims, shares, tau, block_size, alpha_abs, elapsed_seconds } => {
+            LastStats::OnDevice { dims, tau, block_size, alpha_abs, elapsed_seconds } => {
                 let slot = self.stats_slot.as_ref().expect("a CUDA product left its statistics in the slot");
-                let (mut performed, mut squared) = slot.wait()?;
-                for share in &self.shares[..shares] {
-                    let (p, q) = share.stats().wait()?;
-                    performed += p;
-                    squared += q;
-                }
+                let (performed, squared) = slot.wait()?;
                 SpammStats::from_totals(dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
             }
         };
@@ -252,7 +246,7 @@ impl SpammHandle {
         if self.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
             self.stats_slot = Some(cuda_spamm::StatsSlot::new(&gpu)?);
         }
-        // The last product's statistics are no longer reachable once the slots are reused.
+        // The last product's statistics are no longer reachable once the slot is reused.
         self.last_stats = None;
         let share_gpus = self.share_gpus(&gpu)?;
         let (bs, mode) = (self.block_size, self.math_mode);
@@ -273,31 +267,11 @@ impl SpammHandle {
             0
         };
         let slot = self.stats_slot.as_ref().expect("just made");
-        let dims = if shares > 0 {
-            unsafe {
-                cuda_spamm::gemm_shared(
-                    &gpu,
-                    stream,
-                    slot,
-                    &mut self.shares,
-                    a,
-                    b,
-                    alpha,
-                    beta,
-                    c,
-                    c_len,
-                    ldc,
-                    tau,
-                    bs,
-                    mode,
-                )
-            }?
-        } else {
-            unsafe { cuda_spamm::gemm(&gpu, stream, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode, slot) }?
-        };
+        let shares = &mut self.shares[..shares];
+        let dims =
+            unsafe { cuda_spamm::gemm(&gpu, stream, slot, shares, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode) }?;
         self.last_stats = Some(LastStats::OnDevice {
             dims,
-            shares,
             tau,
             block_size: self.block_size,
             alpha_abs: alpha.to_f64().abs(),
@@ -614,8 +588,8 @@ impl ProductPlan {
 /// The skip decisions of a plan per C block (i, j), column-major over C blocks: how many k are
 /// performed, and `Σ_(skipped k) nA[i,k]·nB[k,j]` summed in increasing k with every product and sum
 /// rounded separately. The CPU backend's statistics; the CUDA backend reduces the same quantities on
-/// the device in another fixed order (`spamm_block_stats`, `spamm_stats_sum`: counts exactly equal,
-/// the bound up to rounding).
+/// the device in the same order (`spamm_block_stats`, `spamm_stats_sum`), so both report the same
+/// bits.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockStats {
     /// (mb, nb, kb): C blocks by rows and columns, inner blocks.

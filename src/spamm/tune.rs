@@ -153,8 +153,7 @@ pub struct TauChoice {
 pub struct BoundChoice {
     /// The largest τ found whose bound is within the request (+∞ when skipping every product is).
     pub tau: f64,
-    /// The bound at τ in the statistics' order (what the CPU backend reports; the CUDA tile kernels
-    /// report it up to rounding).
+    /// The bound at τ in the statistics' order: exactly what a product at τ reports.
     pub error_bound: f64,
     pub valid_ratio: f64,
     /// Iterations spent: each evaluates up to [`BOUND_CANDIDATES`] τ at once.

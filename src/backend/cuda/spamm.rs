@@ -159,140 +159,28 @@ pub unsafe fn operand_norm_map<T: Element>(
     norm_map::<T>(device, stream, input.ptr(), x.op, x.stored_rows, x.stored_cols, x.ld, bs)
 }
 
-/// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the device, with C column-major `m × n` (`ldc`) at
-/// `c_ptr` (host or device, `c_len` elements). The totals of the statistics are queued into `stats`
-/// (nothing waits for the stream unless C or an input is in host memory). `mode` selects the FP32
-/// kernel ([`runs_3xtf32`]). Returns (mb, nb, kb).
+/// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the handle's device (the lead), with C
+/// column-major `m × n` (`ldc`) at `c_ptr` (host or device, `c_len` elements), shared with the
+/// devices of `shares` when there are any (cuSpAMM section 3.4; the caller checked [`splits`]).
+///
+/// The statistics totals of the whole product are queued into `stats` (nothing waits for the stream
+/// unless C or an input is in host memory, or the product is shared). `mode` selects the FP32 kernel
+/// ([`runs_3xtf32`]). Returns (mb, nb, kb).
+///
+/// A shared product cuts C's rows at block-row boundaries so that every device performs the same
+/// number of valid block products (counted on the lead from the norm maps, with the statistics: the
+/// only wait on the caller's stream). The lead computes the first rows in place on the caller's
+/// stream; each other device computes its rows in its workspace ([`run_share`]): op(A)'s rows and
+/// the norm maps' parts come from the lead, op(B) chunk by chunk along a chain (the lead sends it to
+/// the first share, each share forwards every chunk it has received to the next), so each device
+/// sends op(B) at most once whatever the number of devices. The caller's stream waits for every
+/// share. Host inputs are staged on the lead first.
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
-/// writable for `c_len`, host memory or memory of this device, not overlapping.
+/// writable for `c_len`, host memory or memory of the lead device, not overlapping.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm<T: Element>(
-    device: &Arc<GpuDevice>,
-    stream: Stream,
-    a: &RawOperand<T>,
-    b: &RawOperand<T>,
-    alpha: T::Compute,
-    beta: T::Compute,
-    c_ptr: *mut T,
-    c_len: usize,
-    ldc: usize,
-    tau: f64,
-    bs: usize,
-    mode: MathMode,
-    stats: &StatsSlot,
-) -> Result<(usize, usize, usize)> {
-    let (m, k) = a.op_shape();
-    let n = b.op_shape().1;
-    let inputs = unsafe { StagedInputs::new(device, stream, a, b, bs) }?;
-    let (mb, nb, kb) = inputs.dims();
-    let c = unsafe { DeviceOutput::new(device, stream, c_ptr, c_len, "C", reads_c(beta, m, n, ldc)) }?;
-    let product = Product { m, n, k, bs, tau };
-    let totals = unsafe {
-        multiply::<T>(
-            device,
-            stream,
-            &product,
-            inputs.a_operand(a),
-            inputs.b_operand(b),
-            (inputs.a_norms.norms.ptr(), mb),
-            inputs.b_norms.norms.ptr(),
-            alpha,
-            beta,
-            (c.ptr(), ldc),
-            mode,
-        )
-    }?;
-    stats.record(stream, &totals)?;
-    c.finish()?;
-    Ok((mb, nb, kb))
-}
-
-/// What a handle keeps on a device that computes a share of multi-device products: a stream there,
-/// the event that marks the share done, and the slot of the share's statistics.
-pub struct DeviceShare {
-    gpu: Arc<GpuDevice>,
-    /// Multiplications (and the temporaries' life).
-    stream: Arc<CudaStream>,
-    /// Operands arriving from the lead device.
-    copy_in: Arc<CudaStream>,
-    /// Rows of C returning to the lead device.
-    copy_out: Arc<CudaStream>,
-    done: Event,
-    stats: StatsSlot,
-    /// The device's copies of its operands, norms and rows of C, kept between products (grown when a
-    /// product needs more): allocating gigabytes anew for every product costs more than copying them.
-    workspace: Option<DeviceBuffer>,
-}
-
-impl DeviceShare {
-    pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
-        Ok(DeviceShare {
-            stream: gpu.new_stream()?,
-            copy_in: gpu.new_stream()?,
-            copy_out: gpu.new_stream()?,
-            done: Event::new(gpu)?,
-            stats: StatsSlot::new(gpu)?,
-            gpu: gpu.clone(),
-            workspace: None,
-        })
-    }
-
-    /// A workspace of at least `bytes`, free once `stream` reaches the point where this is called
-    /// (the last product's work on it is done: `done` is recorded after everything of a share).
-    fn workspace(&mut self, bytes: usize, stream: Stream) -> Result<CUdeviceptr> {
-        if self.workspace.as_ref().is_none_or(|w| w.bytes() < bytes) {
-            // The old one may still be in use by the last product: freed after it (cuMemFree waits).
-            self.done.synchronize()?;
-            self.workspace = None;
-            self.workspace = Some(DeviceBuffer::alloc(&self.gpu, bytes, stream, "SpAMM workspace")?.resident());
-        }
-        self.done.wait_on(stream)?;
-        Ok(self.workspace.as_ref().expect("just made").ptr())
-    }
-
-    pub fn gpu(&self) -> &Arc<GpuDevice> {
-        &self.gpu
-    }
-
-    pub fn stats(&self) -> &StatsSlot {
-        &self.stats
-    }
-}
-
-/// Test hook: a one-device product is split into this many row shares computed like other devices'
-/// shares (own stream, operands copied), so a one-GPU machine exercises the multi-device path.
-static SPLIT_FOR_TESTING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
-
-pub fn split_for_testing(shares: usize) {
-    SPLIT_FOR_TESTING.store(shares.max(1), std::sync::atomic::Ordering::Relaxed);
-}
-
-pub fn shares_for_testing() -> usize {
-    SPLIT_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Whether a product can be split over devices (the tile kernels take panels of C's rows).
-pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize, mode: MathMode) -> bool {
-    let kb = block_count(k, bs);
-    let kernel = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), (false, false));
-    devices.iter().all(|device| kernel.applies(device, bs, kb))
-}
-
-/// [`gemm`] over the lead device and `shares` (cuSpAMM section 3.4): C's rows are cut at block-row
-/// boundaries so that every device performs the same number of valid block products (counted on the
-/// lead device from the norm maps), the lead computing the first rows on the caller's stream. Each
-/// other device receives its rows of op(A), all of op(B), the norm maps' matching parts (and its rows
-/// of C when β ≠ 0) by peer copies on its own stream, which starts once the lead has the inputs and
-/// their norms, multiplies, and copies its rows of C back; the caller's stream waits for every share.
-/// Host inputs are staged on the lead device first. Returns (mb, nb, kb); the statistics totals are
-/// split between `stats` and the shares' slots. The caller checked [`splits`].
-///
-/// # Safety
-/// As [`gemm`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_shared<T: Element>(
     lead: &Arc<GpuDevice>,
     stream: Stream,
     stats: &StatsSlot,
@@ -317,30 +205,46 @@ pub unsafe fn gemm_shared<T: Element>(
     let c = unsafe { DeviceOutput::new(lead, stream, c_ptr, c_len, "C", reads_c) }?;
     let (a_dev, b_dev) = (inputs.a_operand(a), inputs.b_operand(b));
     let (an, bn) = (inputs.a_norms.norms.ptr(), inputs.b_norms.norms.ptr());
-    let bounds = row_shares(lead, stream, (an, bn), tau, (mb, nb, kb), shares.len() + 1)?;
-    let ready = Event::new(lead)?;
-    ready.record(stream)?;
-    let product = |rows: std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
-    let block_rows = |share: usize| bounds[share]..bounds[share + 1];
+    let bounds = if shares.is_empty() {
+        stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), None)?)?;
+        vec![0, mb]
+    } else {
+        let row_work = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
+        stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), Some(row_work.ptr()))?)?;
+        let mut work = vec![0u64; mb];
+        row_work.copy_to_host(&mut work)?;
+        equal_work_bounds(&work, shares.len() + 1)
+    };
+    let product = |rows: &std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
     let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
-    for (share, side) in shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
-        let share_rows = SharedRows { rows: rows(share), block_rows: block_rows(share), mb, nb, kb, reads_c };
-        unsafe {
-            run_share::<T>(
-                lead,
-                stream,
-                side,
-                &ready,
-                &share_rows,
-                &product(rows(share)),
-                (a_dev, b_dev, b.stored_rows, b.stored_cols),
-                (an, bn),
-                alpha,
-                beta,
-                (c.ptr(), ldc),
-                mode,
-            )
-        }?;
+    if !shares.is_empty() {
+        // The shares overwrite their workspaces, which the last product's next share may still be
+        // reading (op(B)'s chain) if the caller's stream has changed since.
+        for side in shares.iter() {
+            side.done.wait_on(stream)?;
+        }
+        let ready = Event::new(lead)?;
+        ready.record(stream)?;
+        let mut source = ChunkSource { device: lead.clone(), operand: b_dev, arrived: ChunkEvents::All(ready) };
+        for (share, side) in shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
+            let share_rows =
+                SharedRows { rows: rows(share), block_rows: bounds[share]..bounds[share + 1], mb, nb, kb, reads_c };
+            source = unsafe {
+                run_share::<T>(
+                    lead,
+                    side,
+                    source,
+                    &share_rows,
+                    &product(&rows(share)),
+                    (a_dev, b.stored_rows, b.stored_cols),
+                    (an, bn),
+                    alpha,
+                    beta,
+                    (c.ptr(), ldc),
+                    mode,
+                )
+            }?;
+        }
     }
     // The lead's share: the first rows, in place.
     let rows = rows(0);
@@ -348,11 +252,11 @@ pub unsafe fn gemm_shared<T: Element>(
         Operation::N => DeviceOperand { ptr: a_dev.ptr + (rows.start * size) as u64, ..a_dev },
         Operation::T => DeviceOperand { ptr: a_dev.ptr + (rows.start * a_dev.ld * size) as u64, ..a_dev },
     };
-    let totals = unsafe {
+    unsafe {
         multiply::<T>(
             lead,
             stream,
-            &product(rows.clone()),
+            &product(&rows),
             a_lead,
             b_dev,
             (an + (bounds[0] * 8) as u64, mb),
@@ -363,7 +267,6 @@ pub unsafe fn gemm_shared<T: Element>(
             mode,
         )
     }?;
-    stats.record(stream, &totals)?;
     // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
     // share is done; queued after the lead's own multiplication so that all devices work at once.
     for side in shares.iter() {
@@ -373,9 +276,80 @@ pub unsafe fn gemm_shared<T: Element>(
     Ok((mb, nb, kb))
 }
 
+/// What a handle keeps on a device that computes a share of multi-device products: its streams, the
+/// event that marks the share done, and its workspace.
+pub struct DeviceShare {
+    gpu: Arc<GpuDevice>,
+    /// Multiplications (and the temporaries' life).
+    stream: Arc<CudaStream>,
+    /// Operands arriving from the lead device or the previous share.
+    copy_in: Arc<CudaStream>,
+    /// Rows of C returning to the lead device.
+    copy_out: Arc<CudaStream>,
+    done: Event,
+    /// The device's copies of its operands, norms and rows of C, kept between products (grown when a
+    /// product needs more): allocating gigabytes anew for every product costs more than copying them.
+    workspace: Option<DeviceBuffer>,
+}
+
+impl DeviceShare {
+    pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
+        Ok(DeviceShare {
+            stream: gpu.new_stream()?,
+            copy_in: gpu.new_stream()?,
+            copy_out: gpu.new_stream()?,
+            done: Event::new(gpu)?,
+            gpu: gpu.clone(),
+            workspace: None,
+        })
+    }
+
+    /// A workspace of at least `bytes`, free once `stream` reaches the point where this is called
+    /// (the last product's work on it is done: `done` is recorded after everything of a share).
+    fn workspace(&mut self, bytes: usize, stream: Stream) -> Result<CUdeviceptr> {
+        if self.workspace.as_ref().is_none_or(|w| w.bytes() < bytes) {
+            // The old one may still be in use by the last product: freed after it (cuMemFree waits).
+            self.done.synchronize()?;
+            self.workspace = None;
+            self.workspace = Some(DeviceBuffer::alloc(&self.gpu, bytes, stream, "SpAMM workspace")?.resident());
+        }
+        self.done.wait_on(stream)?;
+        Ok(self.workspace.as_ref().expect("just made").ptr())
+    }
+
+    pub fn gpu(&self) -> &Arc<GpuDevice> {
+        &self.gpu
+    }
+}
+
+/// Test hook: a one-device product is split into this many row shares computed like other devices'
+/// shares (own stream, operands copied), so a one-GPU machine exercises the multi-device path.
+static SPLIT_FOR_TESTING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+pub fn split_for_testing(shares: usize) {
+    SPLIT_FOR_TESTING.store(shares.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn shares_for_testing() -> usize {
+    SPLIT_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether a product can be split over devices (the tile kernels take panels of C's rows; k = 0 only
+/// scales C, nothing worth sharing).
+pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize, mode: MathMode) -> bool {
+    let kb = block_count(k, bs);
+    let kernel = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), (false, false));
+    k > 0 && devices.iter().all(|device| kernel.applies(device, bs, kb))
+}
+
 /// Column panels a device's share is cut into: op(B)'s next panel is copied in, and C's last one
 /// copied out, while the current one is multiplied.
 const SHARE_PANELS: usize = 8;
+
+/// Chunks each panel of op(B) travels in along the chain of shares: a share forwards a chunk as soon
+/// as it has it, so the last of d devices waits about d chunk copies, not d panel copies, for its
+/// first panel.
+const CHUNKS_PER_PANEL: usize = 4;
 
 /// The rows of C a device's share computes, with the block counts of the whole product.
 struct SharedRows {
@@ -387,29 +361,62 @@ struct SharedRows {
     reads_c: bool,
 }
 
-/// One other device's share of [`gemm_shared`]: `p` is the share's product (its rows of C, all of
-/// n). Its copy-in stream receives op(A)'s rows, the norm maps' parts, then op(B) (and C when read)
-/// panel by panel; its compute stream multiplies each panel once it has arrived; its copy-out stream
-/// returns each panel of C once computed; `done` is recorded after all of it (the caller's stream
-/// waits for it).
+/// When the chunks of a [`ChunkSource`] can be read.
+enum ChunkEvents {
+    /// Every chunk, once this event has completed (the lead's op(B)).
+    All(Event),
+    /// Chunk c once event c has completed (a share's copy, still arriving).
+    Each(Vec<Event>),
+}
+
+/// Where a share copies op(B) from: the lead's op(B) or the previous share's copy of it.
+struct ChunkSource {
+    device: Arc<GpuDevice>,
+    operand: DeviceOperand,
+    arrived: ChunkEvents,
+}
+
+impl ChunkSource {
+    fn arrived(&self, chunk: usize) -> &Event {
+        match &self.arrived {
+            ChunkEvents::All(event) => event,
+            ChunkEvents::Each(events) => &events[chunk],
+        }
+    }
+}
+
+/// The element offset of op(B)'s column `col` in column-major storage of B with leading dimension
+/// `ld`: a stored column (op N) or a stored row (op T).
+fn op_column_offset(op: Operation, col: usize, ld: usize) -> usize {
+    match op {
+        Operation::N => col * ld,
+        Operation::T => col,
+    }
+}
+
+/// One other device's share of a shared [`gemm`]: `p` is the share's product (its rows of C, all of
+/// n). Its copy-in stream receives op(A)'s rows and the norm maps' parts from the lead, then op(B)
+/// chunk by chunk from `source` (and C's rows panel by panel when read); its compute stream
+/// multiplies each panel once the panel's chunks have arrived; its copy-out stream returns each
+/// panel of C once computed; `done` is recorded after all of it. Returns where the next share takes
+/// op(B) from: this share's copy (`source` again for a share without rows, which copies nothing).
 ///
 /// # Safety
 /// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
 #[allow(clippy::too_many_arguments)]
 unsafe fn run_share<T: Element>(
     lead: &Arc<GpuDevice>,
-    stream: Stream,
     side: &mut DeviceShare,
-    ready: &Event,
+    source: ChunkSource,
     share: &SharedRows,
     p: &Product,
-    (a_dev, b_dev, b_rows, b_cols): (DeviceOperand, DeviceOperand, usize, usize),
+    (a_dev, b_rows, b_cols): (DeviceOperand, usize, usize),
     (an, bn): (CUdeviceptr, CUdeviceptr),
     alpha: T::Compute,
     beta: T::Compute,
     (c_lead, ldc): (CUdeviceptr, usize),
     mode: MathMode,
-) -> Result<()> {
+) -> Result<ChunkSource> {
     let size = std::mem::size_of::<T>();
     let gpu = &side.gpu.clone();
     let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
@@ -417,13 +424,13 @@ unsafe fn run_share<T: Element>(
     let (n, k, bs) = (p.n, p.k, p.bs);
     let (compute, copy_in, copy_out) =
         (Stream(side.stream.cu_stream()), Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
-    gpu.bind()?;
     if rows.is_empty() {
-        // Nothing to compute: the share's statistics are zero.
-        return side.stats.record(compute, &DeviceBuffer::zeroed(gpu, 16, compute, "SpAMM statistics")?);
+        return Ok(source);
     }
-    gpu.enable_peer_access(lead)?;
-    lead.enable_peer_access(gpu)?;
+    for peer in [lead, &source.device] {
+        gpu.enable_peer_access(peer)?;
+        peer.enable_peer_access(gpu)?;
+    }
     gpu.bind()?;
     let panel_rows = rows.len();
     // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
@@ -431,31 +438,33 @@ unsafe fn run_share<T: Element>(
         Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel_rows, k, panel_rows),
         Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel_rows, k),
     };
-    // The device's copies, in its workspace: op(A)'s rows, op(B), the norm parts, C's rows, the
-    // statistics accumulator (each part 256-byte aligned).
+    // The device's copies, in its workspace: op(A)'s rows, op(B) (stored as B is, leading dimension
+    // b_rows), the norm parts, C's rows (each part 256-byte aligned).
     let sizes = [
         a_width * a_height * size,
         b_rows * b_cols * size,
         block_rows.len() * kb * 8,
         kb * nb * 8,
         panel_rows * n * size,
-        16,
     ];
-    let mut offsets = [0usize; 6];
+    let mut offsets = [0usize; 5];
     let mut end = 0;
     for (offset, bytes) in offsets.iter_mut().zip(sizes) {
         *offset = end;
         end += bytes.div_ceil(256) * 256;
     }
     let base = side.workspace(end, compute)?;
-    let [a_side, b_side, an_side, bn_side, c_side, acc] = offsets.map(|offset| base + offset as u64);
-    unsafe { drv::memset_d8_async(acc, 0, 16, compute.0) }.map_err(driver_error("clearing device memory"))?;
+    let [a_side, b_side, an_side, bn_side, c_side] = offsets.map(|offset| base + offset as u64);
+    let b_copy = DeviceOperand { ptr: b_side, ld: b_rows, op: source.operand.op };
     let side = &*side;
     let started = Event::new(gpu)?;
     started.record(compute)?;
     started.wait_on(copy_in)?;
     started.wait_on(copy_out)?;
-    ready.wait_on(copy_in)?;
+    // The lead's inputs and norms are ready once the source's first chunk is (the chain starts at
+    // the lead's `ready`); waiting for the chunk also gives the lead's outgoing bandwidth to one
+    // share's rows of op(A) at a time, first to the share whose copy of op(B) the others wait for.
+    source.arrived(0).wait_on(copy_in)?;
     unsafe {
         copy_matrix_async(
             (a_side, a_width * size, gpu),
@@ -473,29 +482,48 @@ unsafe fn run_share<T: Element>(
         )?;
         copy_matrix_async((bn_side, kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
     }
-    let add = gpu.function(&SPAMM, "spamm_stats_add")?;
     let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
-    // Per panel: its columns of op(B) arrived, its columns of C computed (kept alive to the end).
-    let mut events = Vec::new();
+    let chunk_blocks = panel_blocks.div_ceil(CHUNKS_PER_PANEL);
+    // Per chunk of op(B): arrived here (what the next share waits for). Per panel: computed.
+    let mut arrived = Vec::new();
+    let mut computed = Vec::new();
     for first_block in (0..nb).step_by(panel_blocks) {
         let blocks = first_block..(first_block + panel_blocks).min(nb);
         let cols = blocks.start * bs..(blocks.end * bs).min(n);
-        // op(B)'s columns: stored columns of B (op N) or stored rows (op T), in place in B's copy.
-        let (b_offset, b_src_offset, width, height) = match b_dev.op {
-            Operation::N => (cols.start * b_rows * size, cols.start * b_dev.ld * size, b_rows, cols.len()),
-            Operation::T => (cols.start * size, cols.start * size, cols.len(), b_cols),
-        };
+        for chunk_start in blocks.clone().step_by(chunk_blocks) {
+            let chunk_cols = chunk_start * bs..((chunk_start + chunk_blocks).min(blocks.end) * bs).min(n);
+            source.arrived(arrived.len()).wait_on(copy_in)?;
+            // op(B)'s columns: stored columns of B (op N) or stored rows (op T).
+            let (width, height) = match b_copy.op {
+                Operation::N => (b_rows, chunk_cols.len()),
+                Operation::T => (chunk_cols.len(), b_cols),
+            };
+            let from = source.operand;
+            unsafe {
+                copy_matrix_async(
+                    (
+                        b_side + (op_column_offset(b_copy.op, chunk_cols.start, b_rows) * size) as u64,
+                        b_rows * size,
+                        gpu,
+                    ),
+                    (
+                        from.ptr + (op_column_offset(from.op, chunk_cols.start, from.ld) * size) as u64,
+                        from.ld * size,
+                        &source.device,
+                    ),
+                    width * size,
+                    height,
+                    copy_in,
+                )?;
+            }
+            let event = Event::new(gpu)?;
+            event.record(copy_in)?;
+            arrived.push(event);
+        }
         let c_offset = (rows.start * size + cols.start * ldc * size) as u64;
         let c_panel = c_side + (cols.start * panel_rows * size) as u64;
-        unsafe {
-            copy_matrix_async(
-                (b_side + b_offset as u64, b_rows * size, gpu),
-                (b_dev.ptr + b_src_offset as u64, b_dev.ld * size, lead),
-                width * size,
-                height,
-                copy_in,
-            )?;
-            if share.reads_c {
+        if share.reads_c {
+            unsafe {
                 copy_matrix_async(
                     (c_panel, panel_rows * size, gpu),
                     (c_lead + c_offset, ldc * size, lead),
@@ -505,16 +533,19 @@ unsafe fn run_share<T: Element>(
                 )?;
             }
         }
-        let arrived = Event::new(gpu)?;
-        arrived.record(copy_in)?;
-        arrived.wait_on(compute)?;
-        let totals = unsafe {
+        let panel_in = Event::new(gpu)?;
+        panel_in.record(copy_in)?;
+        panel_in.wait_on(compute)?;
+        unsafe {
             multiply::<T>(
                 gpu,
                 compute,
                 &Product { n: cols.len(), ..*p },
                 DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
-                DeviceOperand { ptr: b_side + b_offset as u64, ld: b_rows, op: b_dev.op },
+                DeviceOperand {
+                    ptr: b_side + (op_column_offset(b_copy.op, cols.start, b_rows) * size) as u64,
+                    ..b_copy
+                },
                 (an_side, block_rows.len()),
                 bn_side + (blocks.start * kb * 8) as u64,
                 alpha,
@@ -523,12 +554,9 @@ unsafe fn run_share<T: Element>(
                 mode,
             )
         }?;
-        let (acc_ptr, totals_ptr) = (acc, totals.ptr());
-        let one = Launch { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
-        unsafe { launch(&add, one, compute, kernel_args![&acc_ptr, &totals_ptr]) }?;
-        let computed = Event::new(gpu)?;
-        computed.record(compute)?;
-        computed.wait_on(copy_out)?;
+        let panel_done = Event::new(gpu)?;
+        panel_done.record(compute)?;
+        panel_done.wait_on(copy_out)?;
         unsafe {
             copy_matrix_async(
                 (c_lead + c_offset, ldc * size, lead),
@@ -538,39 +566,19 @@ unsafe fn run_share<T: Element>(
                 copy_out,
             )?;
         }
-        events.push((arrived, computed));
+        computed.push((panel_in, panel_done));
     }
-    side.stats.record_from(compute, acc)?;
-    // The temporaries are freed on the compute stream once the last panel of C has left.
-    let returned = Event::new(gpu)?;
-    returned.record(copy_out)?;
-    returned.wait_on(compute)?;
+    // `done` (on the compute stream) covers the other two streams: the temporaries are freed once the
+    // last panel of C has left, and the copies in are over even when no panel waited for them (n = 0),
+    // before the caller may free the inputs or this workspace.
+    for other in [copy_out, copy_in] {
+        let finished = Event::new(gpu)?;
+        finished.record(other)?;
+        finished.wait_on(compute)?;
+    }
     side.done.record(compute)?;
     lead.bind()?;
-    side.done.wait_on(stream)
-}
-
-/// Block-row boundaries of `parts` shares of C with equal valid work: `bounds[p]..bounds[p + 1]` are
-/// share p's block rows (possibly empty). Waits for the lead's stream (the counts are host results).
-fn row_shares(
-    lead: &Arc<GpuDevice>,
-    stream: Stream,
-    (an, bn): (CUdeviceptr, CUdeviceptr),
-    tau: f64,
-    (mb, nb, kb): (usize, usize, usize),
-    parts: usize,
-) -> Result<Vec<usize>> {
-    let mut work = vec![0u64; mb];
-    if mb * nb * kb > 0 {
-        let rows = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
-        let f = lead.function(&SPAMM, "spamm_row_work")?;
-        let (mb_i, nb_i, kb_i, out) = (mb as i32, nb as i32, kb as i32, rows.ptr());
-        unsafe {
-            launch(&f, flat_launch(lead, mb * nb), stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &out])
-        }?;
-        rows.copy_to_host(&mut work)?;
-    }
-    Ok(equal_work_bounds(&work, parts))
+    Ok(ChunkSource { device: gpu.clone(), operand: b_copy, arrived: ChunkEvents::Each(arrived) })
 }
 
 /// Cuts `work` (per block row) into `parts` consecutive ranges of about equal sums: boundary p is the
@@ -671,8 +679,8 @@ impl StagedInputs {
 
 /// The multiplication of a product whose operands and norm maps are on `device`: `an` is op(A)'s norm
 /// map (pointer, leading dimension: a panel of a larger map may be given by its first row), `bn`
-/// op(B)'s (leading dimension kb); C at (`c`, `ldc`). Returns the statistics totals (16 bytes:
-/// performed products, bits of the sum of squared skipped sums), still being computed on `stream`.
+/// op(B)'s (leading dimension kb); C at (`c`, `ldc`). The statistics are the caller's
+/// ([`product_stats`], over the whole product).
 ///
 /// # Safety
 /// Every pointer must be device memory of `device` holding what the sizes say.
@@ -689,11 +697,11 @@ unsafe fn multiply<T: Element>(
     beta: T::Compute,
     (c_dev, ldc): (CUdeviceptr, usize),
     mode: MathMode,
-) -> Result<DeviceBuffer> {
+) -> Result<()> {
     let Product { m, n, k, bs, tau } = *p;
     let (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
     if m == 0 || n == 0 {
-        return DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics");
+        return Ok(());
     }
     let transposes = (a.op == Operation::T, b.op == Operation::T);
     let tile = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), transposes);
@@ -710,7 +718,7 @@ unsafe fn multiply<T: Element>(
         let cfg =
             Launch { grid: (work.tiles as u32, 1, 1), block: (tile.threads, 1, 1), shared_bytes: tile.shared_bytes };
         let (order, counts, lists, stride) = (work.order.ptr(), work.counts.ptr(), work.lists.ptr(), kb as i32);
-        unsafe {
+        return unsafe {
             launch(
                 &f,
                 cfg,
@@ -720,13 +728,11 @@ unsafe fn multiply<T: Element>(
                     &counts, &lists, &stride
                 ],
             )
-        }?;
-        return block_stats_totals(device, stream, ((an, an_ld), bn), tau, (mb, nb, kb));
+        };
     }
     // Other block sizes: one 32 × 32 tile of one C block per thread block, deciding its own k from
     // whole norm maps (never a panel: multi-device products use the tile kernels).
     debug_assert_eq!(an_ld, mb);
-    let totals = block_stats_totals(device, stream, ((an, an_ld), bn), tau, (mb, nb, kb))?;
     let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
     let tiles_per_block = bs.div_ceil(32);
     let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
@@ -742,8 +748,7 @@ unsafe fn multiply<T: Element>(
                 &tau
             ],
         )
-    }?;
-    Ok(totals)
+    }
 }
 
 /// A tile kernel of `kernels/spamm_*.cu` (contract in `kernels/spamm_tiles.cuh`): one thread block
@@ -930,30 +935,30 @@ impl Drop for StatsSlot {
     }
 }
 
-/// The statistics totals of a product, queued on `stream`: per-C-block numbers (`spamm_block_stats`,
-/// a thread per C block) and their fixed-order sums (`spamm_stats_sum`); 16 bytes as [`multiply`]
-/// returns them. `an` may be a panel of a larger map (leading dimension `an_ld`).
-fn block_stats_totals(
+/// The statistics totals of a product from its whole norm maps (`an` mb × kb, `bn` kb × nb), queued
+/// on `stream`: 16 bytes, performed products and the bits of the sum of squared skipped sums, summed
+/// in the CPU's order (`spamm_block_stats`, `spamm_stats_sum`; [`crate::spamm::BlockStats::totals`])
+/// so that the reported bound is the CPU's to the bit. With `row_work` (mb zeroed u64), also each
+/// block row's performed products.
+fn product_stats(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    ((an, an_ld), bn): ((CUdeviceptr, usize), CUdeviceptr),
+    (an, bn): (CUdeviceptr, CUdeviceptr),
     tau: f64,
     (mb, nb, kb): (usize, usize, usize),
+    row_work: Option<CUdeviceptr>,
 ) -> Result<DeviceBuffer> {
-    let blocks = mb * nb;
     let totals = DeviceBuffer::zeroed(device, 16, stream, "SpAMM statistics")?;
-    if blocks > 0 {
-        let performed = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
-        let squared = DeviceBuffer::alloc(device, blocks * 8, stream, "SpAMM statistics")?;
+    if mb * nb > 0 {
+        let column_sums = DeviceBuffer::alloc(device, nb * 8, stream, "SpAMM statistics")?;
         let f = device.function(&SPAMM, "spamm_block_stats")?;
-        let (mb_i, nb_i, kb_i, ld_i) = (mb as i32, nb as i32, kb as i32, an_ld as i32);
-        let (p, q) = (performed.ptr(), squared.ptr());
-        let cfg = flat_launch(device, blocks);
-        unsafe { launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &ld_i, &bn, &tau, &p, &q]) }?;
+        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+        let (sums, out, rows) = (column_sums.ptr(), totals.ptr(), row_work.unwrap_or(0));
+        let cfg = Launch { grid: (nb.min(65535) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+        unsafe { launch(&f, cfg, stream, kernel_args![&mb_i, &nb_i, &kb_i, &an, &bn, &tau, &sums, &out, &rows]) }?;
         let f = device.function(&SPAMM, "spamm_stats_sum")?;
-        let (count, out) = (blocks as i64, totals.ptr());
         let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
-        unsafe { launch(&f, cfg, stream, kernel_args![&count, &p, &q, &out]) }?;
+        unsafe { launch(&f, cfg, stream, kernel_args![&nb_i, &sums, &out]) }?;
     }
     Ok(totals)
 }
