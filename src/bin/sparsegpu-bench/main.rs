@@ -30,7 +30,7 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--devices K] [--block-size B] [--ratios R,R,...]
-                       [--types T,T,...] [--decay algebraic|exponential|both]
+                       [--types T,T,...] [--decay algebraic|exponential|both] [--no-exact]
 
 Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
 SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time,
@@ -46,6 +46,7 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1)
   --block-size B   SpAMM LoNum (default 32)
   --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
+  --no-exact       SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
   --types T,...    SpAMM value types: f32, f16, f64 (default all three)
   --decay D        SpAMM inputs: algebraic, exponential or both (default both)
   --help       this text
@@ -66,6 +67,8 @@ pub struct Options {
     pub families: Vec<Family>,
     pub n: Option<usize>,
     pub quick: bool,
+    /// SpAMM without the τ = 0 rows.
+    pub no_exact: bool,
     pub json: Option<PathBuf>,
     pub mtx: Vec<PathBuf>,
     pub devices: Option<usize>,
@@ -87,6 +90,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
         match arg {
             "--help" | "-h" => return Ok(None),
             "--quick" => o.quick = true,
+            "--no-exact" => o.no_exact = true,
             "--family" => {
                 let v = value(&mut i, arg)?;
                 o.families = match v.as_str() {
