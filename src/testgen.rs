@@ -4,6 +4,7 @@
 
 use crate::scalar::Element;
 use crate::sparse::CsrMatrix;
+use rayon::prelude::*;
 
 /// SplitMix64: small, fast, and good enough for test data. Not for cryptography.
 #[derive(Clone, Debug)]
@@ -103,15 +104,39 @@ pub fn random_csr<T: Element>(rng: &mut Rng, rows: usize, cols: usize, density: 
     CsrMatrix::from_triplets(rows, cols, triplets)
 }
 
-/// A band matrix: every entry with |i − j| ≤ half_width present.
+/// A band matrix: every entry with |i − j| ≤ half_width present, values in [-1, 1). Built directly in
+/// CSR, rows in parallel (benchmark inputs reach hundreds of millions of entries).
 pub fn band_csr<T: Element>(rng: &mut Rng, n: usize, half_width: usize) -> CsrMatrix<T> {
-    let mut triplets = Vec::new();
+    let row = |r: usize| r.saturating_sub(half_width)..(r + half_width + 1).min(n);
+    let mut row_ptr = Vec::with_capacity(n + 1);
+    row_ptr.push(0usize);
     for r in 0..n {
-        for c in r.saturating_sub(half_width)..(r + half_width + 1).min(n) {
-            triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))));
-        }
+        row_ptr.push(row_ptr[r] + row(r).len());
     }
-    CsrMatrix::from_triplets(n, n, triplets)
+    // Chunks of rows, each filled from its own stream of `rng`, then joined in order.
+    let seeds: Vec<u64> = (0..n.div_ceil(PARALLEL_ROWS)).map(|_| rng.next_u64()).collect();
+    let parts: Vec<(Vec<i32>, Vec<T>)> = seeds
+        .into_par_iter()
+        .enumerate()
+        .map(|(task, seed)| {
+            let mut stream = Rng::new(seed);
+            let rows = task * PARALLEL_ROWS..((task + 1) * PARALLEL_ROWS).min(n);
+            let cols: Vec<i32> = rows.flat_map(row).map(|c| c as i32).collect();
+            let values = cols.iter().map(|_| T::from_f64(stream.range(-1.0, 1.0))).collect();
+            (cols, values)
+        })
+        .collect();
+    let (col_ind, values) = parts.into_iter().flat_map(|(cols, values)| cols.into_iter().zip(values)).unzip();
+    CsrMatrix { rows: n, cols: n, row_ptr: index_array(&row_ptr), col_ind, values }
+}
+
+/// Rows (band) or edges (R-MAT) a parallel generator's task draws from one stream.
+const PARALLEL_ROWS: usize = 1 << 14;
+const PARALLEL_EDGES: usize = 1 << 18;
+
+/// `row_ptr` as the CSR's 32-bit indices (panics beyond them: no generator input is that large).
+fn index_array(offsets: &[usize]) -> Vec<i32> {
+    offsets.iter().map(|&o| i32::try_from(o).expect("more than 2^31 - 1 entries")).collect()
 }
 
 /// Dense `block × block` blocks placed at random with probability `block_density`, each entry of a
@@ -142,33 +167,59 @@ pub fn block_csr<T: Element>(
 }
 
 /// Power-law R-MAT graph of 2^scale vertices and about `edge_factor · 2^scale` distinct edges, with
-/// the Graph500 probabilities (a, b, c) = (0.57, 0.19, 0.19).
+/// the Graph500 probabilities (a, b, c) = (0.57, 0.19, 0.19); values in [-1, 1). Edges are drawn in
+/// parallel, each task from its own stream of `rng`, then sorted and deduplicated (benchmark inputs
+/// reach half a billion edges).
 pub fn rmat_csr<T: Element>(rng: &mut Rng, scale: u32, edge_factor: usize) -> CsrMatrix<T> {
+    assert!(scale <= 31, "R-MAT scale {scale} exceeds 32-bit indices");
     let n = 1usize << scale;
     let (a, b, c) = (0.57, 0.19, 0.19);
-    let mut seen = std::collections::HashSet::new();
-    let mut triplets = Vec::new();
-    for _ in 0..edge_factor * n {
-        let (mut r, mut col) = (0usize, 0usize);
-        for bit in (0..scale).rev() {
-            let p = rng.uniform();
-            let (dr, dc) = if p < a {
-                (0, 0)
-            } else if p < a + b {
-                (0, 1)
-            } else if p < a + b + c {
-                (1, 0)
-            } else {
-                (1, 1)
-            };
-            r |= dr << bit;
-            col |= dc << bit;
-        }
-        if seen.insert((r, col)) {
-            triplets.push((r, col, T::from_f64(rng.range(-1.0, 1.0))));
-        }
+    let draws = edge_factor * n;
+    let seeds: Vec<u64> = (0..draws.div_ceil(PARALLEL_EDGES)).map(|_| rng.next_u64()).collect();
+    // Each edge packed as row << 32 | column, so that sorting orders by row, then column.
+    let mut edges: Vec<u64> = seeds
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(task, &seed)| {
+            let mut stream = Rng::new(seed);
+            let count = PARALLEL_EDGES.min(draws - task * PARALLEL_EDGES);
+            (0..count).map(move |_| {
+                let (mut r, mut col) = (0u64, 0u64);
+                for bit in (0..scale).rev() {
+                    let p = stream.uniform();
+                    let (dr, dc) = if p < a {
+                        (0, 0)
+                    } else if p < a + b {
+                        (0, 1)
+                    } else if p < a + b + c {
+                        (1, 0)
+                    } else {
+                        (1, 1)
+                    };
+                    r |= dr << bit;
+                    col |= dc << bit;
+                }
+                r << 32 | col
+            })
+        })
+        .collect();
+    edges.par_sort_unstable();
+    edges.dedup();
+    let mut row_ptr = vec![0usize; n + 1];
+    for &e in &edges {
+        row_ptr[(e >> 32) as usize + 1] += 1;
     }
-    CsrMatrix::from_triplets(n, n, triplets)
+    for r in 0..n {
+        row_ptr[r + 1] += row_ptr[r];
+    }
+    let col_ind = edges.par_iter().map(|&e| (e & 0xffff_ffff) as i32).collect();
+    let mut values = vec![T::default(); edges.len()];
+    let seeds: Vec<u64> = (0..values.len().div_ceil(PARALLEL_EDGES)).map(|_| rng.next_u64()).collect();
+    values.par_chunks_mut(PARALLEL_EDGES).zip(seeds).for_each(|(chunk, seed)| {
+        let mut stream = Rng::new(seed);
+        chunk.iter_mut().for_each(|v| *v = T::from_f64(stream.range(-1.0, 1.0)));
+    });
+    CsrMatrix { rows: n, cols: n, row_ptr: index_array(&row_ptr), col_ind, values }
 }
 
 /// ‖x − y‖_F / max(‖y‖_F, tiny): the relative Frobenius error used by every accuracy check.
@@ -179,4 +230,47 @@ pub fn relative_error(x: &[f64], reference: &[f64]) -> f64 {
         den += b * b;
     }
     num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows sorted and duplicate-free, pointers consistent.
+    fn check_structure(m: &CsrMatrix<f64>) {
+        assert_eq!(m.row_ptr.len(), m.rows + 1);
+        assert_eq!((m.row_ptr[0], m.row_ptr[m.rows] as usize), (0, m.nnz()));
+        for r in 0..m.rows {
+            let row = &m.col_ind[m.row_ptr[r] as usize..m.row_ptr[r + 1] as usize];
+            assert!(row.windows(2).all(|w| w[0] < w[1]), "row {r} is not strictly increasing");
+            assert!(row.iter().all(|&c| c >= 0 && (c as usize) < m.cols));
+        }
+        assert!(m.values.iter().all(|v| (-1.0..1.0).contains(v)));
+    }
+
+    #[test]
+    fn band_has_exactly_the_band_in_every_size_and_chunking() {
+        for (n, half_width) in [(0, 3), (1, 0), (5, 8), (PARALLEL_ROWS + 17, 2), (3 * PARALLEL_ROWS, 0)] {
+            let m = band_csr::<f64>(&mut Rng::new(7), n, half_width);
+            check_structure(&m);
+            for r in 0..n {
+                let row = &m.col_ind[m.row_ptr[r] as usize..m.row_ptr[r + 1] as usize];
+                let want: Vec<i32> =
+                    (r.saturating_sub(half_width)..(r + half_width + 1).min(n)).map(|c| c as i32).collect();
+                assert_eq!(row, &want[..], "n {n} half-width {half_width} row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn rmat_is_distinct_sorted_skewed_and_reproducible() {
+        let m = rmat_csr::<f64>(&mut Rng::new(3), 12, 8);
+        check_structure(&m);
+        let draws = 8 << 12;
+        assert!(m.nnz() <= draws && m.nnz() > draws / 2, "{} distinct edges of {draws} draws", m.nnz());
+        // Power law: the first row (all bits from the heaviest quadrant) is far above the mean.
+        assert!((m.row_ptr[1] - m.row_ptr[0]) as usize > 10 * m.nnz() / m.rows);
+        let again = rmat_csr::<f64>(&mut Rng::new(3), 12, 8);
+        assert_eq!((&m.row_ptr, &m.col_ind, &m.values), (&again.row_ptr, &again.col_ind, &again.values));
+    }
 }
