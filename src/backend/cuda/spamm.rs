@@ -280,8 +280,9 @@ pub unsafe fn gemm<T: Element>(
 /// event that marks the share done, and its workspace.
 pub struct DeviceShare {
     gpu: Arc<GpuDevice>,
-    /// Multiplications (and the temporaries' life).
-    stream: Arc<CudaStream>,
+    /// Multiplications, panel p on stream p % PANEL_STREAMS; the first also orders the workspace and
+    /// carries `done`.
+    compute: Vec<Arc<CudaStream>>,
     /// Operands arriving from the lead device or the previous share.
     copy_in: Arc<CudaStream>,
     /// Rows of C returning to the lead device.
@@ -295,7 +296,7 @@ pub struct DeviceShare {
 impl DeviceShare {
     pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
         Ok(DeviceShare {
-            stream: gpu.new_stream()?,
+            compute: (0..PANEL_STREAMS).map(|_| gpu.new_stream()).collect::<Result<_>>()?,
             copy_in: gpu.new_stream()?,
             copy_out: gpu.new_stream()?,
             done: Event::new(gpu)?,
@@ -345,6 +346,12 @@ pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize, mode
 /// Column panels a device's share is cut into: op(B)'s next panel is copied in, and C's last one
 /// copied out, while the current one is multiplied.
 const SHARE_PANELS: usize = 8;
+
+/// Streams a share's panels are multiplied on, so that a panel's kernel starts while the last
+/// one's heaviest tiles finish: a panel of a decay product has few heavy tiles (those crossing the
+/// diagonal) and many light ones, and one after another on one stream each panel would take at
+/// least its heaviest tile's time with the device mostly idle.
+const PANEL_STREAMS: usize = 4;
 
 /// Chunks each panel of op(B) travels in along the chain of shares: a share forwards a chunk as soon
 /// as it has it, so the last of d devices waits about d chunk copies, not d panel copies, for its
@@ -396,8 +403,8 @@ fn op_column_offset(op: Operation, col: usize, ld: usize) -> usize {
 
 /// One other device's share of a shared [`gemm`]: `p` is the share's product (its rows of C, all of
 /// n). Its copy-in stream receives op(A)'s rows and the norm maps' parts from the lead, then op(B)
-/// chunk by chunk from `source` (and C's rows panel by panel when read); its compute stream
-/// multiplies each panel once the panel's chunks have arrived; its copy-out stream returns each
+/// chunk by chunk from `source` (and C's rows panel by panel when read); its compute streams, in
+/// turn, multiply each panel once the panel's chunks have arrived; its copy-out stream returns each
 /// panel of C once computed; `done` is recorded after all of it. Returns where the next share takes
 /// op(B) from: this share's copy (`source` again for a share without rows, which copies nothing).
 ///
@@ -422,8 +429,9 @@ unsafe fn run_share<T: Element>(
     let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
     let (mb, nb, kb) = (share.mb, share.nb, share.kb);
     let (n, k, bs) = (p.n, p.k, p.bs);
+    let panel_streams: Vec<Stream> = side.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
     let (compute, copy_in, copy_out) =
-        (Stream(side.stream.cu_stream()), Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+        (panel_streams[0], Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
     if rows.is_empty() {
         return Ok(source);
     }
@@ -459,8 +467,9 @@ unsafe fn run_share<T: Element>(
     let side = &*side;
     let started = Event::new(gpu)?;
     started.record(compute)?;
-    started.wait_on(copy_in)?;
-    started.wait_on(copy_out)?;
+    for other in panel_streams[1..].iter().chain([&copy_in, &copy_out]) {
+        started.wait_on(*other)?;
+    }
     // The lead's inputs and norms are ready once the source's first chunk is (the chain starts at
     // the lead's `ready`); waiting for the chunk also gives the lead's outgoing bandwidth to one
     // share's rows of op(A) at a time, first to the share whose copy of op(B) the others wait for.
@@ -533,13 +542,14 @@ unsafe fn run_share<T: Element>(
                 )?;
             }
         }
+        let panel_stream = panel_streams[computed.len() % PANEL_STREAMS];
         let panel_in = Event::new(gpu)?;
         panel_in.record(copy_in)?;
-        panel_in.wait_on(compute)?;
+        panel_in.wait_on(panel_stream)?;
         unsafe {
             multiply::<T>(
                 gpu,
-                compute,
+                panel_stream,
                 &Product { n: cols.len(), ..*p },
                 DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
                 DeviceOperand {
@@ -555,7 +565,7 @@ unsafe fn run_share<T: Element>(
             )
         }?;
         let panel_done = Event::new(gpu)?;
-        panel_done.record(compute)?;
+        panel_done.record(panel_stream)?;
         panel_done.wait_on(copy_out)?;
         unsafe {
             copy_matrix_async(
@@ -568,10 +578,10 @@ unsafe fn run_share<T: Element>(
         }
         computed.push((panel_in, panel_done));
     }
-    // `done` (on the compute stream) covers the other two streams: the temporaries are freed once the
-    // last panel of C has left, and the copies in are over even when no panel waited for them (n = 0),
-    // before the caller may free the inputs or this workspace.
-    for other in [copy_out, copy_in] {
+    // `done` (on the first compute stream) covers the other streams: the panels are computed, the
+    // last panel of C has left, and the copies in are over even when no panel waited for them
+    // (n = 0), before the caller may free the inputs or this workspace.
+    for &other in panel_streams[1..].iter().chain([&copy_out, &copy_in]) {
         let finished = Event::new(gpu)?;
         finished.record(other)?;
         finished.wait_on(compute)?;
