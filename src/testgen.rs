@@ -69,14 +69,20 @@ pub fn exponential_decay<T: Element>(rng: &mut Rng, rows: usize, cols: usize, c:
     decay(rng, rows, cols, |d| c * lambda.powf(d))
 }
 
-fn decay<T: Element>(rng: &mut Rng, rows: usize, cols: usize, envelope: impl Fn(f64) -> f64) -> Vec<T> {
-    let mut a = Vec::with_capacity(rows * cols);
-    for j in 0..cols {
-        for i in 0..rows {
-            let sign = if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
-            a.push(T::from_f64(sign * rng.range(0.5, 1.0) * envelope((i as f64 - j as f64).abs())));
+/// Column-major `rows × cols`, columns in parallel (benchmark inputs reach a billion elements): each
+/// task fills about [`PARALLEL_ELEMENTS`] elements, whole columns, from its own stream of `rng`.
+fn decay<T: Element>(rng: &mut Rng, rows: usize, cols: usize, envelope: impl Fn(f64) -> f64 + Sync) -> Vec<T> {
+    let mut a = vec![T::default(); rows * cols];
+    let columns_per_task = (PARALLEL_ELEMENTS / rows.max(1)).max(1);
+    let seeds: Vec<u64> = (0..cols.div_ceil(columns_per_task)).map(|_| rng.next_u64()).collect();
+    a.par_chunks_mut((rows * columns_per_task).max(1)).zip(seeds).enumerate().for_each(|(task, (part, seed))| {
+        let mut stream = Rng::new(seed);
+        for (e, x) in part.iter_mut().enumerate() {
+            let (i, j) = (e % rows, task * columns_per_task + e / rows);
+            let sign = if stream.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+            *x = T::from_f64(sign * stream.range(0.5, 1.0) * envelope((i as f64 - j as f64).abs()));
         }
-    }
+    });
     a
 }
 
@@ -130,9 +136,11 @@ pub fn band_csr<T: Element>(rng: &mut Rng, n: usize, half_width: usize) -> CsrMa
     CsrMatrix { rows: n, cols: n, row_ptr: index_array(&row_ptr), col_ind, values }
 }
 
-/// Rows (band) or edges (R-MAT) a parallel generator's task draws from one stream.
+/// Rows (band), edges (R-MAT) or elements (decay, in whole columns) a parallel generator's task draws
+/// from one stream.
 const PARALLEL_ROWS: usize = 1 << 14;
 const PARALLEL_EDGES: usize = 1 << 18;
+const PARALLEL_ELEMENTS: usize = 1 << 18;
 
 /// `row_ptr` as the CSR's 32-bit indices (panics beyond them: no generator input is that large).
 fn index_array(offsets: &[usize]) -> Vec<i32> {
@@ -222,13 +230,14 @@ pub fn rmat_csr<T: Element>(rng: &mut Rng, scale: u32, edge_factor: usize) -> Cs
     CsrMatrix { rows: n, cols: n, row_ptr: index_array(&row_ptr), col_ind, values }
 }
 
-/// ‖x − y‖_F / max(‖y‖_F, tiny): the relative Frobenius error used by every accuracy check.
+/// ‖x − y‖_F / max(‖y‖_F, tiny): the relative Frobenius error used by every accuracy check (summed
+/// in parallel: benchmark results reach a billion elements).
 pub fn relative_error(x: &[f64], reference: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (a, b) in x.iter().zip(reference) {
-        num += (a - b) * (a - b);
-        den += b * b;
-    }
+    let (num, den) = x
+        .par_iter()
+        .zip(reference)
+        .map(|(a, b)| ((a - b) * (a - b), b * b))
+        .reduce(|| (0.0, 0.0), |(n1, d1), (n2, d2)| (n1 + n2, d1 + d2));
     num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
 }
 
@@ -259,6 +268,22 @@ mod tests {
                     (r.saturating_sub(half_width)..(r + half_width + 1).min(n)).map(|c| c as i32).collect();
                 assert_eq!(row, &want[..], "n {n} half-width {half_width} row {r}");
             }
+        }
+    }
+
+    #[test]
+    fn decay_follows_its_envelope_across_task_boundaries() {
+        // Columns of 3 elements: tasks of PARALLEL_ELEMENTS / 3 columns; 20000 columns span several.
+        for (rows, cols) in [(0, 4), (4, 0), (3, 20000), (PARALLEL_ELEMENTS + 5, 2)] {
+            let a: Vec<f64> = algebraic_decay(&mut Rng::new(11), rows, cols, 0.1, 0.1);
+            assert_eq!(a.len(), rows * cols);
+            for (e, x) in a.iter().enumerate() {
+                let distance = ((e % rows) as f64 - (e / rows) as f64).abs();
+                let envelope = 0.1 / (distance.powf(0.1) + 1.0);
+                assert!(x.abs() >= 0.5 * envelope && x.abs() < envelope, "{rows}x{cols} element {e}: {x}");
+            }
+            let again: Vec<f64> = algebraic_decay(&mut Rng::new(11), rows, cols, 0.1, 0.1);
+            assert_eq!(a, again);
         }
     }
 

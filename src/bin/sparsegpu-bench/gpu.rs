@@ -4,6 +4,7 @@
 use cudarc::driver::result::{event, memset_d8_async, stream as drv_stream};
 use cudarc::driver::sys::{CUevent, CUevent_flags};
 use cudarc::driver::{CudaStream, DriverError};
+use rayon::prelude::*;
 use sparsegpu::backend::cuda::memory::DeviceBuffer;
 use sparsegpu::backend::cuda::{self, GpuDevice, Stream};
 use sparsegpu::scalar::Element;
@@ -95,7 +96,7 @@ impl Gpu {
     pub fn download<T: Element>(&self, buffer: &DeviceBuffer, len: usize) -> Outcome<Vec<f64>> {
         let mut host = vec![T::default(); len];
         buffer.copy_to_host(&mut host).map_err(lib)?;
-        Ok(host.into_iter().map(T::to_f64).collect())
+        Ok(host.into_par_iter().map(T::to_f64).collect())
     }
 
     fn flush_l2(&self) -> Outcome<()> {
@@ -154,7 +155,7 @@ pub fn median(values: &mut [f64]) -> f64 {
 
 /// ‖x − y‖_F / ‖y‖_F, and ‖y‖_F.
 pub fn relative_error(x: &[f64], reference: &[f64]) -> (f64, f64) {
-    let norm = reference.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let norm = reference.par_iter().map(|v| v * v).sum::<f64>().sqrt();
     (sparsegpu::testgen::relative_error(x, reference), norm)
 }
 

@@ -18,6 +18,7 @@ mod spamm;
 mod vendor;
 
 use gpu::{Gpu, Outcome, Repeats};
+use rayon::prelude::*;
 use report::Report;
 use sparsegpu::ValueType;
 use sparsegpu::backend::cuda::{self, memory::DeviceBuffer};
@@ -223,7 +224,7 @@ pub fn tolerance(ty: ValueType) -> f64 {
 pub fn upload_as(gpu: &Gpu, ty: ValueType, data: &[f64], what: &str) -> Outcome<DeviceBuffer> {
     use sparsegpu::scalar::Element;
     fn conv<T: Element>(d: &[f64]) -> Vec<T> {
-        d.iter().map(|&v| T::from_f64(v)).collect()
+        d.par_iter().map(|&v| T::from_f64(v)).collect()
     }
     match ty {
         ValueType::F16 => gpu.upload(&conv::<half::f16>(data), what),
@@ -254,9 +255,9 @@ pub enum HostArray {
 impl HostArray {
     pub fn new(ty: ValueType, data: &[f64]) -> HostArray {
         match ty {
-            ValueType::F16 => HostArray::F16(data.iter().map(|&v| half::f16::from_f64(v)).collect()),
-            ValueType::Bf16 => HostArray::Bf16(data.iter().map(|&v| half::bf16::from_f64(v)).collect()),
-            ValueType::F32 => HostArray::F32(data.iter().map(|&v| v as f32).collect()),
+            ValueType::F16 => HostArray::F16(data.par_iter().map(|&v| half::f16::from_f64(v)).collect()),
+            ValueType::Bf16 => HostArray::Bf16(data.par_iter().map(|&v| half::bf16::from_f64(v)).collect()),
+            ValueType::F32 => HostArray::F32(data.par_iter().map(|&v| v as f32).collect()),
             ValueType::F64 => HostArray::F64(data.to_vec()),
         }
     }
