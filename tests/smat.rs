@@ -5,18 +5,23 @@
 mod common;
 use common::last_error;
 
+use common::smat::{Dense, Handle, Matrix, random_matrix, roundoffs};
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::smat::{ReorderMode, Tile};
 use sparsegpu::sparse::CsrMatrix;
-use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
+use sparsegpu::testgen::{band_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 const SUCCESS: i32 = Status::Success as i32;
+
+/// Matrix dimensions of the random cases: one of these half the time, else below the limit.
+const SIZES: [usize; 12] = [0, 1, 2, 3, 4, 7, 8, 15, 16, 17, 33, 47];
+const SIZE_LIMIT: usize = 70;
 
 /// Asserts a failed call's status and that the message names the function and the argument.
 fn assert_fails(status: i32, expected: Status, function: &str, argument: &str) {
@@ -26,40 +31,6 @@ fn assert_fails(status: i32, expected: Status, function: &str, argument: &str) {
         message.contains(function) && message.contains(argument),
         "message '{message}' should name {function} and {argument}"
     );
-}
-
-struct Handle(smatHandle_t);
-
-impl Handle {
-    fn new(mode: ReorderMode) -> Handle {
-        let mut h = null_mut();
-        assert_eq!(unsafe { smatCreate(&mut h) }, SUCCESS, "{}", last_error());
-        assert_eq!(unsafe { smatSetBackend(h, BackendKind::Cpu as i32) }, SUCCESS);
-        assert_eq!(unsafe { smatSetReorderMode(h, mode as i32) }, SUCCESS);
-        Handle(h)
-    }
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        unsafe { smatDestroy(self.0) };
-    }
-}
-
-struct Matrix(smatMatrix_t);
-
-impl Drop for Matrix {
-    fn drop(&mut self) {
-        unsafe { smatDestroyMatrix(self.0) };
-    }
-}
-
-impl Matrix {
-    fn info(&self) -> smatMatrixInfo_t {
-        let mut info = smatMatrixInfo_t::default();
-        assert_eq!(unsafe { smatGetMatrixInfo(self.0, &mut info) }, SUCCESS, "{}", last_error());
-        info
-    }
 }
 
 fn create_matrix<T: Element>(h: &Handle, csr: &CsrMatrix<T>, base: IndexBase) -> Matrix {
@@ -83,44 +54,6 @@ fn create_matrix<T: Element>(h: &Handle, csr: &CsrMatrix<T>, base: IndexBase) ->
     };
     assert_eq!(status, SUCCESS, "{}", last_error());
     Matrix(a)
-}
-
-/// A dense operand stored in `layout` with leading dimension `ld`.
-#[derive(Clone, Copy)]
-struct Dense {
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    layout: Layout,
-}
-
-impl Dense {
-    fn random_ld(rng: &mut Rng, rows: usize, cols: usize, layout: Layout) -> Dense {
-        let inner = if layout == Layout::RowMajor { cols } else { rows };
-        Dense { rows, cols, ld: inner.max(1) + rng.below(3), layout }
-    }
-    fn index(&self, i: usize, j: usize) -> usize {
-        if self.layout == Layout::RowMajor { i * self.ld + j } else { i + j * self.ld }
-    }
-    fn len(&self) -> usize {
-        if self.rows == 0 || self.cols == 0 {
-            0
-        } else if self.layout == Layout::RowMajor {
-            (self.rows - 1) * self.ld + self.cols
-        } else {
-            (self.cols - 1) * self.ld + self.rows
-        }
-    }
-}
-
-/// Unit roundoff of a type's storage and of the type it computes in.
-fn roundoffs(vt: ValueType) -> (f64, f64) {
-    match vt {
-        ValueType::F16 => (2f64.powi(-11), 2f64.powi(-24)),
-        ValueType::Bf16 => (2f64.powi(-8), 2f64.powi(-24)),
-        ValueType::F32 => (2f64.powi(-24), 2f64.powi(-24)),
-        ValueType::F64 => (2f64.powi(-53), 2f64.powi(-53)),
-    }
 }
 
 /// `smatSpMM` on typed slices; the arguments mirror the C signature.
@@ -174,40 +107,10 @@ fn with_duplicates_and_unsorted_rows<T: Element>(rng: &mut Rng, csr: &CsrMatrix<
     m
 }
 
-fn random_size(rng: &mut Rng) -> usize {
-    const INTERESTING: [usize; 12] = [0, 1, 2, 3, 4, 7, 8, 15, 16, 17, 33, 47];
-    if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.below(70) }
-}
-
-fn random_matrix<T: Element>(rng: &mut Rng) -> (CsrMatrix<T>, &'static str) {
-    match rng.below(4) {
-        0 => {
-            let (rows, cols) = (random_size(rng), random_size(rng));
-            let density = rng.range(0.0, 0.4);
-            (random_csr(rng, rows, cols, density), "random")
-        }
-        1 => {
-            let n = random_size(rng);
-            let half_width = rng.below(6);
-            (band_csr(rng, n, half_width), "band")
-        }
-        2 => {
-            let (rows, cols) = (random_size(rng), random_size(rng));
-            let block = 1 + rng.below(20);
-            let (block_density, fill) = (rng.range(0.1, 0.6), rng.range(0.3, 1.0));
-            (block_csr(rng, rows, cols, block, block_density, fill), "block")
-        }
-        _ => {
-            let (scale, edge_factor) = (rng.below(7) as u32, 1 + rng.below(4));
-            (rmat_csr(rng, scale, edge_factor), "rmat")
-        }
-    }
-}
-
 /// One random SpMM through the C API, every output element checked against an f64 reference built
 /// from the rounded inputs, and C's padding between leading dimensions checked untouched.
 fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
-    let (base_matrix, structure) = random_matrix::<T>(rng);
+    let (base_matrix, structure) = random_matrix::<T>(rng, &SIZES, SIZE_LIMIT);
     let csr = with_duplicates_and_unsorted_rows(rng, &base_matrix);
     let (rows, cols) = (csr.rows, csr.cols);
     let n = [0, 1, 2, 3, 8, 17][rng.below(6)];
@@ -222,7 +125,7 @@ fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
         csr.nnz()
     );
 
-    let h = Handle::new(mode);
+    let h = Handle::new(BackendKind::Cpu, mode);
     let a = create_matrix(&h, &csr, base);
     let db = Dense::random_ld(rng, cols, n, layout);
     let dc = Dense::random_ld(rng, rows, n, layout);
@@ -315,7 +218,7 @@ fn direct_counts<T: Element>(csr: &CsrMatrix<T>, tile: Tile) -> (i64, i64) {
 fn check_reordering<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>, what: &str) {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
     let (direct_blocks, positions) = direct_counts(csr, tile);
-    let handles = ReorderMode::variants().iter().map(|&m| (m, Handle::new(m))).collect::<Vec<_>>();
+    let handles = ReorderMode::variants().iter().map(|&m| (m, Handle::new(BackendKind::Cpu, m))).collect::<Vec<_>>();
     let n = 1 + rng.below(5);
     let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };
     let db = Dense::random_ld(rng, csr.cols, n, layout);
@@ -367,7 +270,7 @@ fn check_reordering<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>, what: &str) {
 fn reordering_loop<T: Element>() {
     let mut rng = Rng::fresh(&format!("smat reordering {:?}", T::VALUE_TYPE));
     for case in 0..30 {
-        let (csr, structure) = random_matrix::<T>(&mut rng);
+        let (csr, structure) = random_matrix::<T>(&mut rng, &SIZES, SIZE_LIMIT);
         check_reordering(&mut rng, &csr, &format!("case {case} {structure} {:?}", T::VALUE_TYPE));
         let (groups, tiles_per_group) = (1 + rng.below(6), 1 + rng.below(3));
         let shuffled = row_shuffled_groups::<T>(&mut rng, groups, tiles_per_group);
@@ -411,7 +314,7 @@ fn row_shuffled_groups<T: Element>(rng: &mut Rng, groups: usize, tiles_per_group
 fn reordering_recovers_shuffled_block_structure() {
     fn check<T: Element>(rng: &mut Rng) {
         let (csr, optimum) = row_shuffled_groups::<T>(rng, 6, 2);
-        let h = Handle::new(ReorderMode::Auto);
+        let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
         let info = create_matrix(&h, &csr, IndexBase::Zero).info();
         assert!(
             info.blockCountBeforeReordering > optimum,
@@ -433,8 +336,8 @@ fn auto_keeps_the_order_of_a_band_matrix_when_clustering_adds_blocks() {
     let mut rng = Rng::fresh("smat band");
     for half_width in [1, 2, 5, 9] {
         let csr = band_csr::<f64>(&mut rng, 200, half_width);
-        let always = create_matrix(&Handle::new(ReorderMode::Always), &csr, IndexBase::Zero).info();
-        let auto = create_matrix(&Handle::new(ReorderMode::Auto), &csr, IndexBase::Zero).info();
+        let always = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Always), &csr, IndexBase::Zero).info();
+        let auto = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Auto), &csr, IndexBase::Zero).info();
         assert_eq!(auto.blockCountBeforeReordering, always.blockCountBeforeReordering);
         if always.blockCount >= always.blockCountBeforeReordering {
             assert_eq!(
@@ -462,7 +365,7 @@ fn threshold_controls_merging() {
         }
     }
     let csr = CsrMatrix::from_triplets(rows, 3 * tile.cols, triplets);
-    let h = Handle::new(ReorderMode::Always);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Always);
     let mut default_threshold = 0.0;
     assert_eq!(unsafe { smatGetJaccardThreshold(h.0, &mut default_threshold) }, SUCCESS);
     assert_eq!(default_threshold, 0.5);
@@ -498,14 +401,14 @@ fn matrix_outlives_its_handle_and_copies_the_input() {
     let mut rng = Rng::fresh("smat lifetime");
     let csr = random_csr::<f64>(&mut rng, 20, 13, 0.3);
     let a = {
-        let h = Handle::new(ReorderMode::Auto);
+        let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
         let mut copy = csr.clone();
         let a = create_matrix(&h, &copy, IndexBase::Zero);
         copy.values.iter_mut().for_each(|v| *v = f64::NAN);
         copy.col_ind.iter_mut().for_each(|c| *c = -5);
         a
     };
-    let h = Handle::new(ReorderMode::Never);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Never);
     let db = Dense { rows: 13, cols: 2, ld: 2, layout: Layout::RowMajor };
     let dc = Dense { rows: 20, cols: 2, ld: 2, layout: Layout::RowMajor };
     let b: Vec<f64> = rng.vec(db.len());
@@ -629,7 +532,7 @@ fn small_csr(base: i32) -> (Vec<i32>, Vec<i32>, Vec<f32>) {
 
 #[test]
 fn create_csr_rejects_bad_input_and_leaves_the_output_untouched() {
-    let h = Handle::new(ReorderMode::Auto);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
     let sentinel = 0x5150usize as smatMatrix_t;
     let (rp, ci, v) = small_csr(0);
     let vp = v.as_ptr() as *const c_void;
@@ -743,7 +646,7 @@ fn create_csr_rejects_bad_input_and_leaves_the_output_untouched() {
 
 #[test]
 fn matrix_info_and_destroy_matrix_errors() {
-    let h = Handle::new(ReorderMode::Auto);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
     let csr = CsrMatrix::from_triplets(3, 4, vec![(0, 0, 1.0f32), (0, 3, 2.0), (2, 1, 3.0), (2, 2, 4.0), (2, 3, 5.0)]);
     let a = create_matrix(&h, &csr, IndexBase::Zero);
     let info = a.info();
@@ -776,7 +679,7 @@ fn matrix_info_and_destroy_matrix_errors() {
 
 #[test]
 fn spmm_rejects_bad_input_and_leaves_c_untouched() {
-    let h = Handle::new(ReorderMode::Auto);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
     let csr = CsrMatrix::from_triplets(3, 4, vec![(0, 0, 1.0f32), (0, 3, 2.0), (2, 1, 3.0), (2, 2, 4.0), (2, 3, 5.0)]);
     let a = create_matrix(&h, &csr, IndexBase::Zero);
     let n = 2;
@@ -888,7 +791,7 @@ fn spmm_rejects_bad_input_and_leaves_c_untouched() {
 #[test]
 fn empty_rows_and_beta_zero_ignore_nan_in_c() {
     // rows = 0 and cols = 0 matrices work; cols = 0 gives C = β·C, and β = 0 gives exact zeros over NaN.
-    let h = Handle::new(ReorderMode::Auto);
+    let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
     let no_rows = create_matrix(&h, &CsrMatrix::<f64>::from_triplets(0, 5, vec![]), IndexBase::One);
     let db = Dense { rows: 5, cols: 3, ld: 3, layout: Layout::RowMajor };
     let b = vec![1.0f64; 15];
@@ -947,7 +850,7 @@ fn indexed_clustering_equals_the_quadratic_scan() {
     use sparsegpu::smat::reorder::{RowPatterns, jaccard_row_order};
     let mut rng = Rng::fresh("smat clustering");
     for case in 0..60 {
-        let (csr, structure) = random_matrix::<f64>(&mut rng);
+        let (csr, structure) = random_matrix::<f64>(&mut rng, &SIZES, SIZE_LIMIT);
         let csr = with_duplicates_and_unsorted_rows(&mut rng, &csr);
         let tile_cols = [1, 4, 8, 16][rng.below(4)];
         // A random τ: the test divides, the library multiplies; they can differ only on exact ties.

@@ -6,6 +6,7 @@
 mod common;
 use common::last_error;
 
+use common::smat::{Dense, Handle, Matrix, random_matrix, roundoffs};
 use common::{POISON, Rng};
 use cudarc::driver::sys::CUstream;
 use half::{bf16, f16};
@@ -14,7 +15,7 @@ use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::smat::ReorderMode;
 use sparsegpu::sparse::CsrMatrix;
-use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
+use sparsegpu::testgen::{block_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::null_mut;
@@ -22,45 +23,16 @@ use std::sync::Mutex;
 
 const SUCCESS: i32 = Status::Success as i32;
 
+/// Matrix dimensions of the random cases (around the 16 × 16 tiles and 8-column blocks): one of
+/// these half the time, else below the limit.
+const SIZES: [usize; 14] = [0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 47];
+const SIZE_LIMIT: usize = 90;
+
 /// Allocation-failure injection is process-wide: every test here takes this lock.
 static GPU_LOCK: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-struct Handle(smatHandle_t);
-
-impl Handle {
-    fn new(backend: BackendKind, mode: ReorderMode) -> Handle {
-        let mut h = null_mut();
-        assert_eq!(unsafe { smatCreate(&mut h) }, SUCCESS, "{}", last_error());
-        assert_eq!(unsafe { smatSetBackend(h, backend as i32) }, SUCCESS, "{}", last_error());
-        assert_eq!(unsafe { smatSetReorderMode(h, mode as i32) }, SUCCESS);
-        Handle(h)
-    }
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        unsafe { smatDestroy(self.0) };
-    }
-}
-
-struct Matrix(smatMatrix_t);
-
-impl Drop for Matrix {
-    fn drop(&mut self) {
-        unsafe { smatDestroyMatrix(self.0) };
-    }
-}
-
-impl Matrix {
-    fn info(&self) -> smatMatrixInfo_t {
-        let mut info = smatMatrixInfo_t::default();
-        assert_eq!(unsafe { smatGetMatrixInfo(self.0, &mut info) }, SUCCESS, "{}", last_error());
-        info
-    }
 }
 
 /// CSR arrays with the index base applied.
@@ -111,34 +83,6 @@ fn create_matrix<T: Element>(h: &Handle, csr: &CsrMatrix<T>, base: IndexBase) ->
     Matrix(a)
 }
 
-/// A dense operand stored in `layout` with leading dimension `ld`.
-#[derive(Clone, Copy, Debug)]
-struct Dense {
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    layout: Layout,
-}
-
-impl Dense {
-    fn random_ld(rng: &mut Rng, rows: usize, cols: usize, layout: Layout) -> Dense {
-        let inner = if layout == Layout::RowMajor { cols } else { rows };
-        Dense { rows, cols, ld: inner.max(1) + rng.below(3), layout }
-    }
-    fn index(&self, i: usize, j: usize) -> usize {
-        if self.layout == Layout::RowMajor { i * self.ld + j } else { i + j * self.ld }
-    }
-    fn len(&self) -> usize {
-        if self.rows == 0 || self.cols == 0 {
-            0
-        } else if self.layout == Layout::RowMajor {
-            (self.rows - 1) * self.ld + self.cols
-        } else {
-            (self.cols - 1) * self.ld + self.rows
-        }
-    }
-}
-
 /// `smatSpMM` with raw B / C pointers (host or device).
 #[allow(clippy::too_many_arguments)]
 unsafe fn spmm_raw<T: Element>(
@@ -164,16 +108,6 @@ unsafe fn spmm_raw<T: Element>(
             dc.ld as i32,
             db.layout as i32,
         )
-    }
-}
-
-/// Unit roundoff of a type's storage and of the type it computes in.
-fn roundoffs(vt: ValueType) -> (f64, f64) {
-    match vt {
-        ValueType::F16 => (2f64.powi(-11), 2f64.powi(-24)),
-        ValueType::Bf16 => (2f64.powi(-8), 2f64.powi(-24)),
-        ValueType::F32 => (2f64.powi(-24), 2f64.powi(-24)),
-        ValueType::F64 => (2f64.powi(-53), 2f64.powi(-53)),
     }
 }
 
@@ -251,36 +185,6 @@ impl<T: Element> Problem<T> {
     }
 }
 
-fn random_size(rng: &mut Rng) -> usize {
-    const INTERESTING: [usize; 14] = [0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 47];
-    if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.below(90) }
-}
-
-fn random_matrix<T: Element>(rng: &mut Rng) -> (CsrMatrix<T>, &'static str) {
-    match rng.below(4) {
-        0 => {
-            let (rows, cols) = (random_size(rng), random_size(rng));
-            let density = rng.range(0.0, 0.4);
-            (random_csr(rng, rows, cols, density), "random")
-        }
-        1 => {
-            let n = random_size(rng);
-            let half_width = rng.below(6);
-            (band_csr(rng, n, half_width), "band")
-        }
-        2 => {
-            let (rows, cols) = (random_size(rng), random_size(rng));
-            let block = 1 + rng.below(20);
-            let (block_density, fill) = (rng.range(0.1, 0.6), rng.range(0.3, 1.0));
-            (block_csr(rng, rows, cols, block, block_density, fill), "block")
-        }
-        _ => {
-            let (scale, edge_factor) = (rng.below(7) as u32, 1 + rng.below(4));
-            (rmat_csr(rng, scale, edge_factor), "rmat")
-        }
-    }
-}
-
 /// Adds duplicate entries (they must sum) so the device tiles hold sums, too.
 fn with_duplicates<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>) -> CsrMatrix<T> {
     let mut triplets = Vec::new();
@@ -300,7 +204,7 @@ fn with_duplicates<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>) -> CsrMatrix<T
 fn property_loop<T: Element>(cases: usize) {
     let mut rng = Rng::fresh(&format!("smat gpu spmm {:?}", T::VALUE_TYPE));
     for case in 0..cases {
-        let (base_matrix, structure) = random_matrix::<T>(&mut rng);
+        let (base_matrix, structure) = random_matrix::<T>(&mut rng, &SIZES, SIZE_LIMIT);
         let csr = with_duplicates(&mut rng, &base_matrix);
         let n = [0, 1, 2, 3, 8, 17, 31, 32, 33, 70, 129][rng.below(11)];
         let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::too_many_arguments)]
 
 pub mod msrep;
+pub mod smat;
 
 #[allow(unused_imports)]
 pub use sparsegpu::testgen::{Rng, relative_error};
