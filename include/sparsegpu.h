@@ -756,10 +756,9 @@ sgpuStatus_t spammTuneTau(spammHandle_t handle,
 // it that still encloses errorBound. The search ends when no τ is left between a candidate within
 // the bound and one beyond it (the τ found is then exactly the largest), or after maxIterations
 // iterations (then it is the largest τ found, still within the bound). Writes τ, the bound at τ and
-// the valid ratio at τ, which spammGetStats reports after spamm?gemm at that τ with this alpha (the
-// bound exactly on the CPU backend; the CUDA backend's tile kernels sum it in another order, equal up
-// to rounding). errorBound: a non-negative number (+INFINITY allowed); other arguments as
-// spammTuneTau.
+// the valid ratio at τ, which spammGetStats reports exactly after spamm?gemm at that τ with this
+// alpha (both backends sum the bound in the same order). errorBound: a non-negative number
+// (+INFINITY allowed); other arguments as spammTuneTau.
 sgpuStatus_t spammTuneTauForErrorBound(spammHandle_t handle,
                                        sgpuValueType_t valueType,
                                        sgpuOperation_t transa,
