@@ -322,13 +322,11 @@ impl SpammHandle {
     ) -> Result<tune::TauChoice> {
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
         tune::check_search(target, tolerance, max_iterations)?;
-        let gpu = self.core.gpu()?;
-        gpu.bind()?;
-        let stream = self.core.cu_stream();
-        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
-        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
-        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
-        tune::tune_for_ratio(&mut evaluator, target, tolerance, max_iterations)
+        unsafe {
+            self.with_device_evaluator(a, b, |evaluator| {
+                tune::tune_for_ratio(evaluator, target, tolerance, max_iterations)
+            })
+        }
     }
 
     /// The largest τ at which the error bound the product would report (`spammGetStats`' errorBound,
@@ -369,13 +367,30 @@ impl SpammHandle {
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
         let alpha_abs = alpha.to_f64().abs();
         tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
+        unsafe {
+            self.with_device_evaluator(a, b, |evaluator| {
+                tune::tune_for_error_bound(evaluator, alpha_abs, error_bound, max_iterations)
+            })
+        }
+    }
+
+    /// Runs a τ search on the device: the norm maps of two operands at this handle's block size on
+    /// the handle's device and stream, evaluated there.
+    ///
+    /// # Safety
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
+    unsafe fn with_device_evaluator<T: Element, R>(
+        &self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        search: impl FnOnce(&mut cuda_spamm::DeviceTauEvaluator<'_>) -> Result<R>,
+    ) -> Result<R> {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
         let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
         let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
-        let mut evaluator = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?;
-        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
+        search(&mut cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?)
     }
 
     /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
