@@ -2,7 +2,7 @@
 //! process and one run, on device-resident inputs, timed with CUDA events on one stream.
 //!
 //!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-//!                     [--mtx PATH]... [--devices K]
+//!                     [--mtx PATH]... [--devices K | K,K,...]
 //!
 //! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
 //! stream idle; medians of CUDA-event times. Our result is compared with the vendor's (relative
@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-                       [--mtx PATH]... [--devices K] [--block-size B] [--ratios R,R,...]
+                       [--mtx PATH]... [--devices K|K,...] [--block-size B] [--ratios R,R,...]
                        [--types T,T,...] [--decay algebraic|exponential|both] [--no-exact]
 
 Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
@@ -44,7 +44,8 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --quick      small sizes and few repeats: finishes in well under a minute
   --json PATH  also write one JSON object per measurement to PATH (JSON lines)
   --mtx PATH   add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
-  --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1)
+  --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1);
+               a list K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
   --block-size B   SpAMM LoNum (default 32)
   --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
   --no-exact       SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
@@ -72,7 +73,8 @@ pub struct Options {
     pub no_exact: bool,
     pub json: Option<PathBuf>,
     pub mtx: Vec<PathBuf>,
-    pub devices: Option<usize>,
+    /// `--devices`: the numbers of devices to run on.
+    pub devices: Option<Vec<usize>>,
     pub block_size: Option<usize>,
     pub ratios: Option<Vec<f64>>,
     pub types: Option<Vec<ValueType>>,
@@ -115,11 +117,16 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
             "--mtx" => o.mtx.push(PathBuf::from(value(&mut i, arg)?)),
             "--devices" => {
                 let v = value(&mut i, arg)?;
-                let k: usize = v.parse().map_err(|_| format!("--devices takes a positive integer, not '{v}'"))?;
-                if k == 0 {
-                    return Err("--devices must be at least 1".into());
-                }
-                o.devices = Some(k);
+                let counts = v
+                    .split(',')
+                    .map(|k| k.trim().parse::<usize>().ok().filter(|&k| k > 0))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or_else(|| format!("--devices takes positive integers separated by commas, not '{v}'"))?;
+                // One number K means 1..K; a list means exactly its numbers.
+                o.devices = Some(match counts[..] {
+                    [k] => (1..=k).collect(),
+                    _ => counts,
+                });
             }
             "--block-size" => {
                 let v = value(&mut i, arg)?;
@@ -190,6 +197,22 @@ pub struct Bench {
     pub device_count: usize,
     pub seed: u64,
     pub gpu: Gpu,
+}
+
+impl Bench {
+    /// The numbers of devices a multi-device family runs on: `--devices`, or 1..=`default_max`,
+    /// without those beyond the visible devices (said once on standard error).
+    pub fn device_counts(&self, default_max: usize) -> Vec<usize> {
+        let wanted = self.opts.devices.clone().unwrap_or_else(|| (1..=default_max).collect());
+        let (usable, missing): (Vec<usize>, Vec<usize>) = wanted.into_iter().partition(|&k| k <= self.device_count);
+        if !missing.is_empty() {
+            eprintln!(
+                "sparsegpu-bench: --devices asks for {missing:?} device(s), but only {} are visible: skipped",
+                self.device_count
+            );
+        }
+        usable
+    }
 }
 
 pub fn type_name(ty: ValueType) -> &'static str {

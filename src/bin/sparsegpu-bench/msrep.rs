@@ -1,6 +1,6 @@
 //! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, one per device)
-//! on 1..K devices vs cusparseSpMV (CSR, CUSPARSE_SPMV_ALG_DEFAULT) on device 0, the single-GPU
-//! baseline of the MSREP paper. x and y live on device 0 for both; our call spreads the work.
+//! on 1..K devices (or the numbers `--devices` lists) vs cusparseSpMV (CSR,
+//! CUSPARSE_SPMV_ALG_DEFAULT) on device 0, the single-GPU baseline of the MSREP paper. x and y live on device 0 for both; our call spreads the work.
 
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
@@ -32,24 +32,14 @@ impl Drop for Matrix {
 }
 
 pub fn run(b: &mut Bench) {
-    let devices = match b.opts.devices {
-        Some(k) if k > b.device_count => {
-            eprintln!(
-                "sparsegpu-bench: --devices {k}, but only {} device(s) are visible: using {}",
-                b.device_count, b.device_count
-            );
-            b.device_count
-        }
-        Some(k) => k,
-        None => b.device_count,
-    };
+    let counts = b.device_counts(b.device_count);
     let (scale, band_n) = match b.opts.n {
         Some(n) => ((n as f64).log2().ceil() as u32, n),
         None if b.opts.quick => (16, 1 << 16),
         None => (20, 1 << 20),
     };
     table_header(&format!(
-        "MSREP: y = A·x on 1..{devices} device(s); vendor cusparseSpMV (CSR) on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth"
+        "MSREP: y = A·x on {counts:?} device(s); vendor cusparseSpMV (CSR) on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth"
     ));
     let available = probe(b);
     announce_probe("MSREP", &available);
@@ -70,7 +60,7 @@ pub fn run(b: &mut Bench) {
     }
     for (input, a) in &inputs {
         for ty in [ValueType::F32, ValueType::F64] {
-            if let Err(why) = case(b, &available, input, a, ty, devices, &mut rng) {
+            if let Err(why) = case(b, &available, input, a, ty, &counts, &mut rng) {
                 let mut m = Measurement::new("msrep", "msrepSpMV", "cusparseSpMV", type_name(ty), input, shape(a));
                 m.not_available(format!("harness or vendor failure: {why}"));
                 b.report.push(m);
@@ -89,7 +79,7 @@ fn case(
     input: &str,
     a: &CsrMatrix<f64>,
     ty: ValueType,
-    devices: usize,
+    device_counts: &[usize],
     rng: &mut Rng,
 ) -> Outcome<()> {
     let gpu = &b.gpu;
@@ -111,7 +101,7 @@ fn case(
     // Values and column indices once, row pointers, x once, y written (β = 0).
     base.bytes = Some((a.nnz() * (4 + s) + (a.rows + 1) * 4 + (a.cols + a.rows) * s) as f64);
 
-    for k in 1..=devices {
+    for &k in device_counts {
         let mut m = base.clone();
         m.devices = k;
         m.peak = Some((b.peaks.copy_gbps * k as f64, "GB/s"));

@@ -305,8 +305,8 @@ fn case(
         }
         Ok(())
     };
-    let devices = b.opts.devices.unwrap_or(1).min(b.device_count);
-    for (target, k) in points.iter().flat_map(|&t| (1..=devices).map(move |k| (t, k))) {
+    let counts = b.device_counts(1);
+    for (target, k) in points.iter().flat_map(|&t| counts.iter().map(move |&k| (t, k))) {
         let mut m = base.clone();
         m.devices = k;
         // The table's op names the devices of a multi-device product ("spammSgemm x2").
