@@ -69,6 +69,9 @@ struct DeviceSide {
     /// Recorded on `stream` once this device's partial results are on their way to the lead device.
     ready: Event,
     stream: Arc<CudaStream>,
+    /// The entries of x its partitions read (the union of their column ranges): all a copy of x on
+    /// this device needs, so a banded matrix sends each device only its slice of x per call.
+    x_span: std::ops::Range<usize>,
 }
 
 impl DeviceSide {
@@ -194,7 +197,7 @@ fn zero(ptr: CUdeviceptr, bytes: usize, stream: Stream) -> Result<()> {
 
 /// Copies between devices (or within one) on `stream`, which belongs to the source's device.
 fn peer_copy(
-    dst: &DeviceBuffer,
+    dst: CUdeviceptr,
     dst_gpu: &GpuDevice,
     src: CUdeviceptr,
     src_gpu: &GpuDevice,
@@ -204,7 +207,7 @@ fn peer_copy(
     if bytes == 0 {
         return Ok(());
     }
-    unsafe { drv::memcpy_peer_async(dst_gpu.ctx.cu_ctx(), dst.ptr(), src_gpu.ctx.cu_ctx(), src, bytes, stream.0) }
+    unsafe { drv::memcpy_peer_async(dst_gpu.ctx.cu_ctx(), dst, src_gpu.ctx.cu_ctx(), src, bytes, stream.0) }
         .map_err(driver_error("copying between devices"))
 }
 
@@ -235,15 +238,29 @@ impl GpuResident {
                     gpu.enable_peer_access(lead)?;
                     lead.enable_peer_access(&gpu)?;
                     let stream = gpu.new_stream()?;
-                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream });
+                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream, x_span: 0..0 });
                     resident.sides.len() - 1
                 }
             };
-            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             let (major, minor, values) = match &p.data {
                 PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
             };
+            // pCSC partitions read x over their own columns; pCSR and pCOO over the columns they hold.
+            let x_span = match a.format {
+                SparseFormat::Csc => p.bounds.start_major..p.bounds.end_major,
+                _ => {
+                    use rayon::prelude::*;
+                    let first = minor.par_iter().copied().min().unwrap_or(0) as usize;
+                    first..minor.par_iter().copied().max().map_or(first, |last| last as usize + 1)
+                }
+            };
+            let span = &mut resident.sides[side].x_span;
+            *span = match span.start < span.end {
+                true => span.start.min(x_span.start)..span.end.max(x_span.end),
+                false => x_span,
+            };
+            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             let mut long_list: Vec<i32> = Vec::new();
             let mut long_row = i32::MAX;
             if a.format == SparseFormat::Csr && LONG_ROW_BLOCKS.with(|c| c.get()) {
@@ -459,7 +476,7 @@ pub unsafe fn spmv<T: ComputeScalar>(
     let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
     let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::ZERO) }?;
     let resident = a.resident.as_mut().expect("made resident above");
-    resident.run(a.format, a.rows, a.cols, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
+    resident.run(a.format, a.rows, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
     y_out.finish()
 }
 
@@ -469,7 +486,6 @@ impl GpuResident {
         &mut self,
         format: SparseFormat,
         rows: usize,
-        cols: usize,
         lead: &Arc<GpuDevice>,
         stream: Stream,
         alpha: T,
@@ -491,7 +507,8 @@ impl GpuResident {
             let ss = side.stream();
             l.x_ready.wait_on(ss)?;
             let x_copy = l.x_copies[s].as_ref().expect("staged sides have x");
-            peer_copy(x_copy, &side.gpu, x, lead, cols * size, ss)?;
+            let (offset, len) = ((side.x_span.start * size) as u64, side.x_span.len() * size);
+            peer_copy(x_copy.ptr() + offset, &side.gpu, x + offset, lead, len, ss)?;
             if let Some(acc) = &l.accumulators[s] {
                 zero(acc.ptr(), rows * size, ss)?;
             }
@@ -509,11 +526,11 @@ impl GpuResident {
                     sfx,
                 )?;
                 if let Some(staging) = &l.raw_staging[k] {
-                    peer_copy(staging, lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
+                    peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
                 }
             }
             if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
-                peer_copy(staging, lead, acc.ptr(), &side.gpu, rows * size, ss)?;
+                peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;
             }
             side.ready.record(ss)?;
         }
