@@ -1,5 +1,6 @@
-// The runtime's own kernel: C ← β·C over a strided matrix. No family needs it (each applies β in its
-// own epilogue); tests/cuda_runtime.rs launches it to check staging, streams and the cache.
+// The runtime's own kernels: C ← β·C over a strided matrix (no family needs it: each applies β in its
+// own epilogue; tests/cuda_runtime.rs launches it to check staging, streams and the cache), and the
+// stamps of diagnostic timelines.
 
 // C ← β·C over a strided rows × cols matrix (element (i, j) at i·rs + j·cs). β = 0 writes zeros
 // without reading C, so NaN there does not propagate (the BLAS rule).
@@ -23,4 +24,12 @@ extern "C" __global__ void scale_matrix_f64(int rows, int cols, double beta, dou
 }
 extern "C" __global__ void scale_matrix_f16(int rows, int cols, float beta, sgpu_f16* c, sgpu_i64 rs, sgpu_i64 cs) {
     scale_matrix<sgpu_f16>(rows, cols, beta, c, rs, cs);
+}
+
+// Writes the device's global nanosecond timer to *slot when the stream reaches it: a stamp of a
+// diagnostic timeline (src/backend/cuda/timeline.rs), comparable across the GPUs of one host.
+extern "C" __global__ void timeline_stamp(unsigned long long* slot) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    *slot = now;
 }

@@ -1303,29 +1303,42 @@ fn tune_tau_for_error_bound_rejects_bad_arguments_and_leaves_outputs() {
     unsafe { spammDestroy(h) };
 }
 
-/// The row split of multi-device products: consecutive ranges covering every row, of about equal
-/// work (each share within one row's work of the ideal), and even rows when nothing is valid.
+/// The row split of multi-device products: consecutive ranges covering every row, each holding its
+/// fraction of the work (within one row's work), and even rows when nothing is valid.
 #[test]
-fn multi_device_shares_have_equal_valid_work() {
-    use sparsegpu::backend::cuda::spamm::equal_work_bounds;
+fn multi_device_shares_get_their_fraction_of_valid_work() {
+    use sparsegpu::backend::cuda::spamm::work_bounds;
     let mut rng = Rng::fresh("spamm shares");
-    for _ in 0..200 {
+    for _ in 0..400 {
         let rows = rng.below(40);
         let parts = 1 + rng.below(8);
         let work: Vec<u64> =
             (0..rows).map(|i| if rng.below(4) == 0 { 0 } else { (i * i % 17) as u64 + rng.below(50) as u64 }).collect();
-        let bounds = equal_work_bounds(&work, parts);
+        let fractions: Vec<f64> = match rng.below(2) {
+            0 => vec![1.0 / parts as f64; parts],
+            _ => {
+                let weights: Vec<f64> = (0..parts).map(|_| 1.0 + rng.below(9) as f64).collect();
+                weights.iter().map(|w| w / weights.iter().sum::<f64>()).collect()
+            }
+        };
+        let bounds = work_bounds(&work, &fractions);
         assert_eq!((bounds.len(), bounds[0], bounds[parts]), (parts + 1, 0, rows));
         assert!(bounds.windows(2).all(|w| w[0] <= w[1]), "{bounds:?}");
         let total: u64 = work.iter().sum();
         let largest = work.iter().copied().max().unwrap_or(0);
+        let mut before = 0.0;
         for p in 0..parts {
+            // Boundaries land within a row of the ideal, so a share is off by at most two rows' work.
             let share: u64 = work[bounds[p]..bounds[p + 1]].iter().sum();
-            let ideal = total as f64 / parts as f64;
-            assert!((share as f64 - ideal).abs() <= largest as f64 + 1.0, "{work:?} {bounds:?} share {p}");
+            let ideal = total as f64 * fractions[p];
+            assert!((share as f64 - ideal).abs() <= 2.0 * largest as f64 + 1.0, "{work:?} {bounds:?} share {p}");
+            before += fractions[p];
+            let reached: u64 = work[..bounds[p + 1]].iter().sum();
+            assert!(reached as f64 + 1e-6 >= (total as f64 * before).min(total as f64) - 1.0, "{work:?} {bounds:?}");
         }
     }
-    assert_eq!(equal_work_bounds(&[0; 10], 3), vec![0, 3, 6, 10]);
+    assert_eq!(work_bounds(&[0; 10], &[1.0 / 3.0; 3]), vec![0, 3, 6, 10]);
+    assert_eq!(work_bounds(&[5; 10], &[0.5, 0.3, 0.2]), vec![0, 5, 8, 10]);
 }
 
 // ---- FP32 math mode (spammSetMathMode) ------------------------------------------------------------

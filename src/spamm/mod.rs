@@ -87,8 +87,9 @@ pub struct SpammHandle {
     last_stats: Option<LastStats>,
     /// Where the CUDA backend's products leave their statistics (one device at a time).
     stats_slot: Option<cuda_spamm::StatsSlot>,
-    /// The other devices of multi-device products (the handle's devices after the first).
-    shares: Vec<cuda_spamm::DeviceShare>,
+    /// The other devices of multi-device products (the handle's devices after the first) and the
+    /// split of the work, kept between products.
+    shared: Option<cuda_spamm::SharedDevices>,
 }
 
 impl std::fmt::Debug for SpammHandle {
@@ -124,7 +125,7 @@ impl SpammHandle {
             math_mode: MathMode::Default,
             last_stats: None,
             stats_slot: None,
-            shares: Vec::new(),
+            shared: None,
         })
     }
 
@@ -250,26 +251,21 @@ impl SpammHandle {
         self.last_stats = None;
         let share_gpus = self.share_gpus(&gpu)?;
         let (bs, mode) = (self.block_size, self.math_mode);
-        let shares = if !share_gpus.is_empty()
+        let split = !share_gpus.is_empty()
             && cuda_spamm::splits::<T>(
                 &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
                 bs,
                 a.op_shape().1,
                 mode,
-            ) {
-            if self.shares.len() != share_gpus.len()
-                || self.shares.iter().zip(&share_gpus).any(|(share, gpu)| !Arc::ptr_eq(share.gpu(), gpu))
-            {
-                self.shares = share_gpus.iter().map(cuda_spamm::DeviceShare::new).collect::<Result<_>>()?;
-            }
-            self.shares.len()
-        } else {
-            0
-        };
+            );
+        if split && self.shared.as_ref().is_none_or(|shared| !shared.serves(&gpu, &share_gpus)) {
+            self.shared = None;
+            self.shared = Some(cuda_spamm::SharedDevices::new(&gpu, &share_gpus)?);
+        }
         let slot = self.stats_slot.as_ref().expect("just made");
-        let shares = &mut self.shares[..shares];
+        let shared = self.shared.as_mut().filter(|_| split);
         let dims =
-            unsafe { cuda_spamm::gemm(&gpu, stream, slot, shares, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode) }?;
+            unsafe { cuda_spamm::gemm(&gpu, stream, slot, shared, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode) }?;
         self.last_stats = Some(LastStats::OnDevice {
             dims,
             tau,

@@ -13,6 +13,7 @@ pub mod nvrtc;
 pub mod sddmm;
 pub mod smat;
 pub mod spamm;
+pub mod timeline;
 pub mod util;
 
 use crate::error::{Error, Result, Status};
@@ -297,7 +298,7 @@ macro_rules! kernel_args {
     };
 }
 
-/// A CUDA event (timing disabled) of one device's context.
+/// A CUDA event of one device's context (timing disabled unless made by [`Event::timed`]).
 pub struct Event {
     raw: CUevent,
     device: Arc<GpuDevice>,
@@ -313,6 +314,19 @@ impl Event {
         let raw = drv::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
             .map_err(driver_error("creating a CUDA event"))?;
         Ok(Event { raw, device: device.clone() })
+    }
+
+    /// An event that keeps the time it completed at, for [`Event::elapsed_ms`].
+    pub fn timed(device: &Arc<GpuDevice>) -> Result<Self> {
+        device.bind()?;
+        let raw =
+            drv::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver_error("creating a CUDA event"))?;
+        Ok(Event { raw, device: device.clone() })
+    }
+
+    /// Milliseconds from this event's completion to `later`'s (both timed, of one device, completed).
+    pub fn elapsed_ms(&self, later: &Event) -> Result<f32> {
+        unsafe { drv::event::elapsed(self.raw, later.raw) }.map_err(driver_error("timing CUDA events"))
     }
 
     pub fn device(&self) -> &Arc<GpuDevice> {

@@ -4,6 +4,7 @@
 
 use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
+use super::timeline::Timeline;
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
 use crate::error::{Error, Result};
 use crate::kernel_args;
@@ -161,16 +162,17 @@ pub unsafe fn operand_norm_map<T: Element>(
 
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the handle's device (the lead), with C
 /// column-major `m × n` (`ldc`) at `c_ptr` (host or device, `c_len` elements), shared with the
-/// devices of `shares` when there are any (cuSpAMM section 3.4; the caller checked [`splits`]).
+/// devices of `shared` when given (cuSpAMM section 3.4; the caller checked [`splits`]).
 ///
 /// The statistics totals of the whole product are queued into `stats` (nothing waits for the stream
 /// unless C or an input is in host memory, or the product is shared). `mode` selects the FP32 kernel
 /// ([`runs_3xtf32`]). Returns (mb, nb, kb).
 ///
-/// A shared product cuts C's rows at block-row boundaries so that every device performs the same
-/// number of valid block products (counted on the lead from the norm maps, with the statistics: the
-/// only wait on the caller's stream). The lead computes the first rows in place on the caller's
-/// stream; each other device computes its rows in its workspace ([`run_share`]): op(A)'s rows and
+/// A shared product cuts C's rows at block-row boundaries by valid block products (counted on the
+/// lead from the norm maps, with the statistics: the only wait on the caller's stream), each device
+/// getting its fraction of them ([`SharedDevices`]: equal at first, then adapted so that the devices
+/// finish together). The lead computes the first rows in place on the caller's stream, queued first;
+/// each other device computes its rows in its workspace ([`run_share`]): op(A)'s rows and
 /// the norm maps' parts come from the lead, op(B) chunk by chunk along a chain (the lead sends it to
 /// the first share, each share forwards every chunk it has received to the next), so each device
 /// sends op(B) at most once whatever the number of devices. The caller's stream waits for every
@@ -184,7 +186,7 @@ pub unsafe fn gemm<T: Element>(
     lead: &Arc<GpuDevice>,
     stream: Stream,
     stats: &StatsSlot,
-    shares: &mut [DeviceShare],
+    mut shared: Option<&mut SharedDevices>,
     a: &RawOperand<T>,
     b: &RawOperand<T>,
     alpha: T::Compute,
@@ -199,40 +201,93 @@ pub unsafe fn gemm<T: Element>(
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
     let size = std::mem::size_of::<T>();
+    let devices = shared.as_ref().map_or(1, |s| s.shares.len() + 1);
+    let mut timeline = Timeline::start(|| format!("SpAMM {m}x{n}x{k}, tau {tau:e}, {devices} device(s)"));
+    timeline.stamp(lead, stream, || "called".into())?;
     let inputs = unsafe { StagedInputs::new(lead, stream, a, b, bs) }?;
+    timeline.stamp(lead, stream, || "norm maps".into())?;
     let (mb, nb, kb) = inputs.dims();
     let reads_c = reads_c(beta, m, n, ldc);
     let c = unsafe { DeviceOutput::new(lead, stream, c_ptr, c_len, "C", reads_c) }?;
     let (a_dev, b_dev) = (inputs.a_operand(a), inputs.b_operand(b));
     let (an, bn) = (inputs.a_norms.norms.ptr(), inputs.b_norms.norms.ptr());
-    let bounds = if shares.is_empty() {
-        stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), None)?)?;
-        vec![0, mb]
-    } else {
-        let row_work = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
-        stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), Some(row_work.ptr()))?)?;
-        let mut work = vec![0u64; mb];
-        row_work.copy_to_host(&mut work)?;
-        equal_work_bounds(&work, shares.len() + 1)
+    let (bounds, work) = match shared.as_deref_mut() {
+        None => {
+            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), None)?)?;
+            (vec![0, mb], Vec::new())
+        }
+        Some(shared) => {
+            let row_work = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
+            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), Some(row_work.ptr()))?)?;
+            timeline.stamp(lead, stream, || "statistics and work per row".into())?;
+            let mut work = vec![0u64; mb];
+            row_work.copy_to_host(&mut work)?;
+            // The caller's stream has passed the last product: its timings can be read.
+            shared.rebalance()?;
+            let bounds = work_bounds(&work, &shared.fractions);
+            let fractions = &shared.fractions;
+            timeline.stamp(lead, stream, || format!("split at block rows {bounds:?}, fractions {fractions:.3?}"))?;
+            (bounds, work)
+        }
     };
     let product = |rows: &std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
     let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
-    if !shares.is_empty() {
-        // The shares overwrite their workspaces, which the last product's next share may still be
-        // reading (op(B)'s chain) if the caller's stream has changed since.
-        for side in shares.iter() {
-            side.done.wait_on(stream)?;
+    let ready = match shared.as_deref_mut() {
+        None => None,
+        Some(shared) => {
+            // The shares overwrite their workspaces, which the last product's next share may still be
+            // reading (op(B)'s chain) if the caller's stream has changed since.
+            for side in &shared.shares {
+                side.done.wait_on(stream)?;
+            }
+            shared.split_at.record(stream)?;
+            let ready = Event::new(lead)?;
+            ready.record(stream)?;
+            Some(ready)
         }
-        let ready = Event::new(lead)?;
-        ready.record(stream)?;
+    };
+    // The lead's share, the first rows, in place: queued before the shares' copies so that the lead
+    // starts at once (queueing a share takes the host a while).
+    let lead_rows = rows(0);
+    let a_lead = match a_dev.op {
+        Operation::N => DeviceOperand { ptr: a_dev.ptr + (lead_rows.start * size) as u64, ..a_dev },
+        Operation::T => DeviceOperand { ptr: a_dev.ptr + (lead_rows.start * a_dev.ld * size) as u64, ..a_dev },
+    };
+    timeline.stamp(lead, stream, || "lead's rows start".into())?;
+    unsafe {
+        multiply::<T>(
+            lead,
+            stream,
+            &product(&lead_rows),
+            a_lead,
+            b_dev,
+            (an + (bounds[0] * 8) as u64, mb),
+            bn,
+            alpha,
+            beta,
+            (c.ptr() + (lead_rows.start * size) as u64, ldc),
+            mode,
+        )
+    }?;
+    timeline.stamp(lead, stream, || "lead's rows computed".into())?;
+    if let (Some(shared), Some(ready)) = (shared, ready) {
+        shared.finished[0].record(stream)?;
         let mut source = ChunkSource { device: lead.clone(), operand: b_dev, arrived: ChunkEvents::All(ready) };
-        for (share, side) in shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
-            let share_rows =
-                SharedRows { rows: rows(share), block_rows: bounds[share]..bounds[share + 1], mb, nb, kb, reads_c };
+        for (share, side) in shared.shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
+            let share_rows = SharedRows {
+                index: share,
+                rows: rows(share),
+                block_rows: bounds[share]..bounds[share + 1],
+                mb,
+                nb,
+                kb,
+                reads_c,
+            };
             source = unsafe {
                 run_share::<T>(
                     lead,
                     side,
+                    &mut timeline,
                     source,
                     &share_rows,
                     &product(&rows(share)),
@@ -245,40 +300,22 @@ pub unsafe fn gemm<T: Element>(
                 )
             }?;
         }
-    }
-    // The lead's share: the first rows, in place.
-    let rows = rows(0);
-    let a_lead = match a_dev.op {
-        Operation::N => DeviceOperand { ptr: a_dev.ptr + (rows.start * size) as u64, ..a_dev },
-        Operation::T => DeviceOperand { ptr: a_dev.ptr + (rows.start * a_dev.ld * size) as u64, ..a_dev },
-    };
-    unsafe {
-        multiply::<T>(
-            lead,
-            stream,
-            &product(&rows),
-            a_lead,
-            b_dev,
-            (an + (bounds[0] * 8) as u64, mb),
-            bn,
-            alpha,
-            beta,
-            (c.ptr() + (rows.start * size) as u64, ldc),
-            mode,
-        )
-    }?;
-    // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
-    // share is done; queued after the lead's own multiplication so that all devices work at once.
-    for side in shares.iter() {
-        side.done.wait_on(stream)?;
+        // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
+        // share is done.
+        for side in &shared.shares {
+            side.done.wait_on(stream)?;
+        }
+        shared.observe_finish(&bounds, &work)?;
+        timeline.stamp(lead, stream, || "every share done".into())?;
     }
     c.finish()?;
+    timeline.print()?;
     Ok((mb, nb, kb))
 }
 
 /// What a handle keeps on a device that computes a share of multi-device products: its streams, the
 /// event that marks the share done, and its workspace.
-pub struct DeviceShare {
+struct DeviceShare {
     gpu: Arc<GpuDevice>,
     /// Multiplications, panel p on stream p % PANEL_STREAMS; the first also orders the workspace and
     /// carries `done`.
@@ -294,7 +331,7 @@ pub struct DeviceShare {
 }
 
 impl DeviceShare {
-    pub fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
+    fn new(gpu: &Arc<GpuDevice>) -> Result<Self> {
         Ok(DeviceShare {
             compute: (0..PANEL_STREAMS).map(|_| gpu.new_stream()).collect::<Result<_>>()?,
             copy_in: gpu.new_stream()?,
@@ -317,9 +354,85 @@ impl DeviceShare {
         self.done.wait_on(stream)?;
         Ok(self.workspace.as_ref().expect("just made").ptr())
     }
+}
 
-    pub fn gpu(&self) -> &Arc<GpuDevice> {
-        &self.gpu
+/// The devices besides the lead that compute shares of a handle's multi-device products, and how the
+/// valid work is divided among all of them. The fractions start equal and are adapted after every
+/// product to how long each device took (measured in the lead's clock): a device that starts later —
+/// the others wait for their operands to arrive over the interconnect, the lead does not — or
+/// computes more slowly gets less work next time, so that the devices finish together. Repeated
+/// products (purification's) converge in a few calls; a product of another shape starts from the
+/// last split. The split changes which device computes a row, not the row's arithmetic.
+pub struct SharedDevices {
+    lead: Arc<GpuDevice>,
+    shares: Vec<DeviceShare>,
+    /// Fraction of the valid work per device, the lead's first; they sum to 1.
+    fractions: Vec<f64>,
+    /// Recorded on the caller's stream once a product's split is known.
+    split_at: Event,
+    /// Per device, recorded on the lead once the device has finished its part of the product: the
+    /// lead's on the caller's stream, each share's on its observer stream.
+    finished: Vec<Event>,
+    /// Streams of the lead that wait for one share each and record its `finished` event.
+    observers: Vec<Arc<CudaStream>>,
+    /// The valid work each device was given by the last product, until its timings have been read.
+    unread: Option<Vec<u64>>,
+}
+
+impl SharedDevices {
+    pub fn new(lead: &Arc<GpuDevice>, share_gpus: &[Arc<GpuDevice>]) -> Result<Self> {
+        let devices = share_gpus.len() + 1;
+        Ok(SharedDevices {
+            lead: lead.clone(),
+            shares: share_gpus.iter().map(DeviceShare::new).collect::<Result<_>>()?,
+            fractions: vec![1.0 / devices as f64; devices],
+            split_at: Event::timed(lead)?,
+            finished: (0..devices).map(|_| Event::timed(lead)).collect::<Result<_>>()?,
+            observers: share_gpus.iter().map(|_| lead.new_stream()).collect::<Result<_>>()?,
+            unread: None,
+        })
+    }
+
+    /// Whether these are `lead` and then `share_gpus`.
+    pub fn serves(&self, lead: &Arc<GpuDevice>, share_gpus: &[Arc<GpuDevice>]) -> bool {
+        Arc::ptr_eq(&self.lead, lead)
+            && self.shares.len() == share_gpus.len()
+            && self.shares.iter().zip(share_gpus).all(|(share, gpu)| Arc::ptr_eq(&share.gpu, gpu))
+    }
+
+    /// After a product has been queued: each share's observer records its `finished` once the share is
+    /// done, and the work each device got is kept for [`SharedDevices::rebalance`].
+    fn observe_finish(&mut self, bounds: &[usize], work: &[u64]) -> Result<()> {
+        self.lead.bind()?;
+        for ((side, observer), finished) in self.shares.iter().zip(&self.observers).zip(&self.finished[1..]) {
+            let observer = Stream(observer.cu_stream());
+            side.done.wait_on(observer)?;
+            finished.record(observer)?;
+        }
+        self.unread = Some(bounds.windows(2).map(|range| work[range[0]..range[1]].iter().sum()).collect());
+        Ok(())
+    }
+
+    /// Adapts the fractions to the last product's timings, once that product is done: each device's
+    /// new fraction is proportional to the work it got over the time it took from the split to its
+    /// finish (its effective rate, start latency included), averaged with its old fraction to damp
+    /// noise. A product in which some device got no work, or finished at once, changes nothing.
+    fn rebalance(&mut self) -> Result<()> {
+        let Some(work) = self.unread.take() else { return Ok(()) };
+        let mut rates = Vec::with_capacity(work.len());
+        for (finished, &w) in self.finished.iter().zip(&work) {
+            finished.synchronize()?;
+            let ms = self.split_at.elapsed_ms(finished)? as f64;
+            if w == 0 || ms <= 0.0 {
+                return Ok(());
+            }
+            rates.push(w as f64 / ms);
+        }
+        let total: f64 = rates.iter().sum();
+        for (fraction, rate) in self.fractions.iter_mut().zip(&rates) {
+            *fraction = 0.5 * *fraction + 0.5 * rate / total;
+        }
+        Ok(())
     }
 }
 
@@ -360,6 +473,8 @@ const CHUNKS_PER_PANEL: usize = 4;
 
 /// The rows of C a device's share computes, with the block counts of the whole product.
 struct SharedRows {
+    /// The share's place in the chain (the lead's own rows are share 0).
+    index: usize,
     rows: std::ops::Range<usize>,
     block_rows: std::ops::Range<usize>,
     mb: usize,
@@ -414,6 +529,7 @@ fn op_column_offset(op: Operation, col: usize, ld: usize) -> usize {
 unsafe fn run_share<T: Element>(
     lead: &Arc<GpuDevice>,
     side: &mut DeviceShare,
+    timeline: &mut Timeline,
     source: ChunkSource,
     share: &SharedRows,
     p: &Product,
@@ -470,6 +586,8 @@ unsafe fn run_share<T: Element>(
     for other in panel_streams[1..].iter().chain([&copy_in, &copy_out]) {
         started.wait_on(*other)?;
     }
+    let s = share.index;
+    timeline.stamp(gpu, compute, || format!("share {s}: rows {rows:?} queued"))?;
     // The lead's inputs and norms are ready once the source's first chunk is (the chain starts at
     // the lead's `ready`); waiting for the chunk also gives the lead's outgoing bandwidth to one
     // share's rows of op(A) at a time, first to the share whose copy of op(B) the others wait for.
@@ -491,6 +609,7 @@ unsafe fn run_share<T: Element>(
         )?;
         copy_matrix_async((bn_side, kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
     }
+    timeline.stamp(gpu, copy_in, || format!("share {s}: op(A)'s rows and norms in"))?;
     let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
     let chunk_blocks = panel_blocks.div_ceil(CHUNKS_PER_PANEL);
     // Per chunk of op(B): arrived here (what the next share waits for). Per panel: computed.
@@ -542,10 +661,13 @@ unsafe fn run_share<T: Element>(
                 )?;
             }
         }
-        let panel_stream = panel_streams[computed.len() % PANEL_STREAMS];
+        let panel = computed.len();
+        let panel_stream = panel_streams[panel % PANEL_STREAMS];
+        timeline.stamp(gpu, copy_in, || format!("share {s}: panel {panel} in"))?;
         let panel_in = Event::new(gpu)?;
         panel_in.record(copy_in)?;
         panel_in.wait_on(panel_stream)?;
+        timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {panel} starts"))?;
         unsafe {
             multiply::<T>(
                 gpu,
@@ -564,6 +686,7 @@ unsafe fn run_share<T: Element>(
                 mode,
             )
         }?;
+        timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {panel} computed"))?;
         let panel_done = Event::new(gpu)?;
         panel_done.record(panel_stream)?;
         panel_done.wait_on(copy_out)?;
@@ -576,6 +699,7 @@ unsafe fn run_share<T: Element>(
                 copy_out,
             )?;
         }
+        timeline.stamp(gpu, copy_out, || format!("share {s}: panel {panel} out"))?;
         computed.push((panel_in, panel_done));
     }
     // `done` (on the first compute stream) covers the other streams: the panels are computed, the
@@ -587,14 +711,16 @@ unsafe fn run_share<T: Element>(
         finished.wait_on(compute)?;
     }
     side.done.record(compute)?;
+    timeline.stamp(gpu, compute, || format!("share {s}: done"))?;
     lead.bind()?;
     Ok(ChunkSource { device: gpu.clone(), operand: b_copy, arrived: ChunkEvents::Each(arrived) })
 }
 
-/// Cuts `work` (per block row) into `parts` consecutive ranges of about equal sums: boundary p is the
-/// first row where the running sum reaches p/parts of the total (rows of no work spread evenly when
-/// nothing is valid).
-pub fn equal_work_bounds(work: &[u64], parts: usize) -> Vec<usize> {
+/// Cuts `work` (per block row) into consecutive ranges, range d holding about `fractions[d]` of the
+/// total (the fractions sum to 1): boundary p is the first row where the running sum reaches the
+/// fractions before p of the total. Rows of no work spread evenly when nothing is valid.
+pub fn work_bounds(work: &[u64], fractions: &[f64]) -> Vec<usize> {
+    let parts = fractions.len();
     let total: u64 = work.iter().sum();
     let mut bounds = vec![0; parts + 1];
     bounds[parts] = work.len();
@@ -604,15 +730,15 @@ pub fn equal_work_bounds(work: &[u64], parts: usize) -> Vec<usize> {
         }
         return bounds;
     }
-    let mut running = 0u64;
-    let mut row = 0;
-    for (p, bound) in bounds.iter_mut().enumerate().take(parts).skip(1) {
-        let target = (total as u128 * p as u128).div_ceil(parts as u128) as u64;
+    let (mut running, mut row, mut before) = (0u64, 0, 0.0);
+    for (p, fraction) in fractions.iter().enumerate().take(parts - 1) {
+        before += fraction;
+        let target = (total as f64 * before).ceil().min(total as f64) as u64;
         while row < work.len() && running < target {
             running += work[row];
             row += 1;
         }
-        *bound = row;
+        bounds[p + 1] = row;
     }
     bounds
 }
