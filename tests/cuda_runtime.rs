@@ -7,7 +7,8 @@ use sparsegpu::Status;
 use sparsegpu::backend::cuda::{self, kernels, memory, nvrtc, util};
 use std::sync::Mutex;
 
-/// Allocation-failure injection is process-wide: tests that allocate take this lock.
+/// Allocation-failure injection is process-wide, and some tests count free device memory: tests that
+/// allocate take this lock.
 static ALLOCATION_LOCK: Mutex<()> = Mutex::new(());
 
 #[test]
@@ -15,6 +16,8 @@ fn first_call_latency_with_cold_and_warm_cache() {
     if !common::cuda_available("first_call_latency_with_cold_and_warm_cache") {
         return;
     }
+    // Loading modules takes device memory, which the tests that count free memory must not see.
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
     let gpu = cuda::device(0).unwrap();
     let arch = gpu.arch_for(&kernels::UTIL);
     let dir = std::env::temp_dir().join(format!("sparsegpu-latency-{}", std::process::id()));

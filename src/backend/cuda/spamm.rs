@@ -172,11 +172,12 @@ pub unsafe fn operand_norm_map<T: Element>(
 /// lead from the norm maps, with the statistics: the only wait on the caller's stream), each device
 /// getting its fraction of them ([`SharedDevices`]: equal at first, then adapted so that the devices
 /// finish together). The lead computes the first rows in place on the caller's stream, queued first;
-/// each other device computes its rows in its workspace ([`run_share`]): op(A)'s rows and
-/// the norm maps' parts come from the lead, op(B) chunk by chunk along a chain (the lead sends it to
-/// the first share, each share forwards every chunk it has received to the next), so each device
-/// sends op(B) at most once whatever the number of devices. The caller's stream waits for every
-/// share. Host inputs are staged on the lead first.
+/// each other device computes its rows in its workspace: op(A)'s rows and the norm maps' parts come
+/// from the lead, every share's before any of op(B) ([`send_rows`]); then op(B) comes chunk by
+/// chunk along a chain ([`run_share`]: the lead sends it to the first share, each share forwards
+/// every chunk it has received to the next), so each device sends op(B) at most once whatever the
+/// number of devices. The caller's stream waits for every share. Host inputs are staged on the lead
+/// first.
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
@@ -272,27 +273,42 @@ pub unsafe fn gemm<T: Element>(
     timeline.stamp(lead, stream, || "lead's rows computed".into())?;
     if let (Some(shared), Some(ready)) = (shared, ready) {
         shared.finished[0].record(stream)?;
-        let mut source = ChunkSource { device: lead.clone(), operand: b_dev, arrived: ChunkEvents::All(ready) };
+        let share_rows = |share: usize| SharedRows {
+            index: share,
+            rows: rows(share),
+            block_rows: bounds[share]..bounds[share + 1],
+            mb,
+            nb,
+            kb,
+            reads_c,
+        };
+        let mut copies = Vec::with_capacity(shared.shares.len());
         for (share, side) in shared.shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
-            let share_rows = SharedRows {
-                index: share,
-                rows: rows(share),
-                block_rows: bounds[share]..bounds[share + 1],
-                mb,
-                nb,
-                kb,
-                reads_c,
-            };
+            copies.push(unsafe {
+                send_rows::<T>(
+                    lead,
+                    side,
+                    &mut timeline,
+                    &ready,
+                    &share_rows(share),
+                    &product(&rows(share)),
+                    (a_dev, b_dev.op, b.stored_rows, b.stored_cols),
+                    (an, bn),
+                )
+            }?);
+        }
+        let mut source = ChunkSource { device: lead.clone(), operand: b_dev, arrived: ChunkEvents::All(ready) };
+        for (share, (side, copies)) in shared.shares.iter().zip(&copies).enumerate().map(|(i, pair)| (i + 1, pair)) {
+            let Some(copies) = copies else { continue };
             source = unsafe {
                 run_share::<T>(
                     lead,
                     side,
                     &mut timeline,
                     source,
-                    &share_rows,
+                    copies,
+                    &share_rows(share),
                     &product(&rows(share)),
-                    (a_dev, b.stored_rows, b.stored_cols),
-                    (an, bn),
                     alpha,
                     beta,
                     (c.ptr(), ldc),
@@ -516,46 +532,52 @@ fn op_column_offset(op: Operation, col: usize, ld: usize) -> usize {
     }
 }
 
-/// One other device's share of a shared [`gemm`]: `p` is the share's product (its rows of C, all of
-/// n). Its copy-in stream receives op(A)'s rows and the norm maps' parts from the lead, then op(B)
-/// chunk by chunk from `source` (and C's rows panel by panel when read); its compute streams, in
-/// turn, multiply each panel once the panel's chunks have arrived; its copy-out stream returns each
-/// panel of C once computed; `done` is recorded after all of it. Returns where the next share takes
-/// op(B) from: this share's copy (`source` again for a share without rows, which copies nothing).
+/// Where a share's copies of its operands, norm parts and rows of C live in its device's workspace.
+struct ShareCopies {
+    /// op(A)'s rows, compact.
+    a: DeviceOperand,
+    /// op(B), stored as the lead's is (leading dimension B's stored rows), and B's stored columns.
+    b: DeviceOperand,
+    b_cols: usize,
+    an: CUdeviceptr,
+    bn: CUdeviceptr,
+    c: CUdeviceptr,
+}
+
+/// The first part of one other device's share of a shared [`gemm`] (`p` is the share's product: its
+/// rows of C, all of n): its workspace, and op(A)'s rows and the norm maps' parts copied from the lead
+/// on its copy-in stream once `ready`. [`gemm`] queues this for every share before any chunk of op(B)
+/// ([`run_share`]): the lead's outgoing copies are served in the order queued, and a share whose
+/// rows of op(A) came after the first share's op(B) would idle until all of op(B) had left the lead.
+/// `None` for a share without rows.
 ///
 /// # Safety
 /// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
 #[allow(clippy::too_many_arguments)]
-unsafe fn run_share<T: Element>(
+unsafe fn send_rows<T: Element>(
     lead: &Arc<GpuDevice>,
     side: &mut DeviceShare,
     timeline: &mut Timeline,
-    source: ChunkSource,
+    ready: &Event,
     share: &SharedRows,
     p: &Product,
-    (a_dev, b_rows, b_cols): (DeviceOperand, usize, usize),
+    (a_dev, b_op, b_rows, b_cols): (DeviceOperand, Operation, usize, usize),
     (an, bn): (CUdeviceptr, CUdeviceptr),
-    alpha: T::Compute,
-    beta: T::Compute,
-    (c_lead, ldc): (CUdeviceptr, usize),
-    mode: MathMode,
-) -> Result<ChunkSource> {
+) -> Result<Option<ShareCopies>> {
     let size = std::mem::size_of::<T>();
     let gpu = &side.gpu.clone();
     let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
     let (mb, nb, kb) = (share.mb, share.nb, share.kb);
-    let (n, k, bs) = (p.n, p.k, p.bs);
+    let (n, k) = (p.n, p.k);
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    gpu.enable_peer_access(lead)?;
+    lead.enable_peer_access(gpu)?;
+    gpu.bind()?;
     let panel_streams: Vec<Stream> = side.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
     let (compute, copy_in, copy_out) =
         (panel_streams[0], Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
-    if rows.is_empty() {
-        return Ok(source);
-    }
-    for peer in [lead, &source.device] {
-        gpu.enable_peer_access(peer)?;
-        peer.enable_peer_access(gpu)?;
-    }
-    gpu.bind()?;
     let panel_rows = rows.len();
     // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
     let (a_src, a_width, a_height, a_ld) = match a_dev.op {
@@ -579,8 +601,6 @@ unsafe fn run_share<T: Element>(
     }
     let base = side.workspace(end, compute)?;
     let [a_side, b_side, an_side, bn_side, c_side] = offsets.map(|offset| base + offset as u64);
-    let b_copy = DeviceOperand { ptr: b_side, ld: b_rows, op: source.operand.op };
-    let side = &*side;
     let started = Event::new(gpu)?;
     started.record(compute)?;
     for other in panel_streams[1..].iter().chain([&copy_in, &copy_out]) {
@@ -588,10 +608,7 @@ unsafe fn run_share<T: Element>(
     }
     let s = share.index;
     timeline.stamp(gpu, compute, || format!("share {s}: rows {rows:?} queued"))?;
-    // The lead's inputs and norms are ready once the source's first chunk is (the chain starts at
-    // the lead's `ready`); waiting for the chunk also gives the lead's outgoing bandwidth to one
-    // share's rows of op(A) at a time, first to the share whose copy of op(B) the others wait for.
-    source.arrived(0).wait_on(copy_in)?;
+    ready.wait_on(copy_in)?;
     unsafe {
         copy_matrix_async(
             (a_side, a_width * size, gpu),
@@ -610,6 +627,54 @@ unsafe fn run_share<T: Element>(
         copy_matrix_async((bn_side, kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
     }
     timeline.stamp(gpu, copy_in, || format!("share {s}: op(A)'s rows and norms in"))?;
+    lead.bind()?;
+    Ok(Some(ShareCopies {
+        a: DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
+        b: DeviceOperand { ptr: b_side, ld: b_rows, op: b_op },
+        b_cols,
+        an: an_side,
+        bn: bn_side,
+        c: c_side,
+    }))
+}
+
+/// The rest of one other device's share of a shared [`gemm`], after [`send_rows`] gave it `copies`:
+/// its copy-in stream receives op(B) chunk by chunk from `source` (and C's rows panel by panel when
+/// read); its compute streams, in turn, multiply each panel once the panel's chunks have arrived; its
+/// copy-out stream returns each panel of C once computed; `done` is recorded after all of it. Returns
+/// where the next share takes op(B) from: this share's copy.
+///
+/// # Safety
+/// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_share<T: Element>(
+    lead: &Arc<GpuDevice>,
+    side: &DeviceShare,
+    timeline: &mut Timeline,
+    source: ChunkSource,
+    copies: &ShareCopies,
+    share: &SharedRows,
+    p: &Product,
+    alpha: T::Compute,
+    beta: T::Compute,
+    (c_lead, ldc): (CUdeviceptr, usize),
+    mode: MathMode,
+) -> Result<ChunkSource> {
+    let size = std::mem::size_of::<T>();
+    let gpu = &side.gpu;
+    let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
+    let (nb, kb) = (share.nb, share.kb);
+    let (n, bs) = (p.n, p.bs);
+    let panel_streams: Vec<Stream> = side.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
+    let (compute, copy_in, copy_out) =
+        (panel_streams[0], Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+    gpu.enable_peer_access(&source.device)?;
+    source.device.enable_peer_access(gpu)?;
+    gpu.bind()?;
+    let panel_rows = rows.len();
+    let (b_copy, an_side, bn_side, c_side) = (copies.b, copies.an, copies.bn, copies.c);
+    let (b_side, b_rows, b_cols) = (b_copy.ptr, b_copy.ld, copies.b_cols);
+    let s = share.index;
     let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
     let chunk_blocks = panel_blocks.div_ceil(CHUNKS_PER_PANEL);
     // Per chunk of op(B): arrived here (what the next share waits for). Per panel: computed.
@@ -673,7 +738,7 @@ unsafe fn run_share<T: Element>(
                 gpu,
                 panel_stream,
                 &Product { n: cols.len(), ..*p },
-                DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
+                copies.a,
                 DeviceOperand {
                     ptr: b_side + (op_column_offset(b_copy.op, cols.start, b_rows) * size) as u64,
                     ..b_copy
