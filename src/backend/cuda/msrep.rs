@@ -229,36 +229,39 @@ impl GpuResident {
             if p.bounds.nnz() == 0 {
                 continue;
             }
+            // pCSC partitions read x over their own columns; pCSR and pCOO over the columns they hold
+            // (a non-empty partition holds at least one).
+            let x_span = match &p.data {
+                _ if a.format == SparseFormat::Csc => p.bounds.start_major..p.bounds.end_major,
+                PartitionData::Compressed { minor_ind: cols, .. } | PartitionData::Coordinate { col_ind: cols, .. } => {
+                    use rayon::prelude::*;
+                    let (first, last) = cols
+                        .par_iter()
+                        .map(|&c| (c, c))
+                        .reduce(|| (i32::MAX, i32::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+                    first as usize..last as usize + 1
+                }
+            };
             let ordinal = p.device as usize;
             let side = match resident.sides.iter().position(|s| s.gpu.ordinal == ordinal) {
-                Some(s) => s,
+                Some(s) => {
+                    let span = &mut resident.sides[s].x_span;
+                    *span = span.start.min(x_span.start)..span.end.max(x_span.end);
+                    s
+                }
                 None => {
                     let gpu = super::device(ordinal)?;
                     // x and the partial results travel between this device and the lead by peer copies.
                     gpu.enable_peer_access(lead)?;
                     lead.enable_peer_access(&gpu)?;
                     let stream = gpu.new_stream()?;
-                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream, x_span: 0..0 });
+                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream, x_span });
                     resident.sides.len() - 1
                 }
             };
             let (major, minor, values) = match &p.data {
                 PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
-            };
-            // pCSC partitions read x over their own columns; pCSR and pCOO over the columns they hold.
-            let x_span = match a.format {
-                SparseFormat::Csc => p.bounds.start_major..p.bounds.end_major,
-                _ => {
-                    use rayon::prelude::*;
-                    let first = minor.par_iter().copied().min().unwrap_or(0) as usize;
-                    first..minor.par_iter().copied().max().map_or(first, |last| last as usize + 1)
-                }
-            };
-            let span = &mut resident.sides[side].x_span;
-            *span = match span.start < span.end {
-                true => span.start.min(x_span.start)..span.end.max(x_span.end),
-                false => x_span,
             };
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             let mut long_list: Vec<i32> = Vec::new();

@@ -358,6 +358,12 @@ impl DeviceShare {
         })
     }
 
+    /// The compute streams (panel p on the p % PANEL_STREAMS-th), the copy-in and the copy-out stream.
+    fn streams(&self) -> (Vec<Stream>, Stream, Stream) {
+        let compute = self.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
+        (compute, Stream(self.copy_in.cu_stream()), Stream(self.copy_out.cu_stream()))
+    }
+
     /// A workspace of at least `bytes`, free once `stream` reaches the point where this is called
     /// (the last product's work on it is done: `done` is recorded after everything of a share).
     fn workspace(&mut self, bytes: usize, stream: Stream) -> Result<CUdeviceptr> {
@@ -575,9 +581,8 @@ unsafe fn send_rows<T: Element>(
     gpu.enable_peer_access(lead)?;
     lead.enable_peer_access(gpu)?;
     gpu.bind()?;
-    let panel_streams: Vec<Stream> = side.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
-    let (compute, copy_in, copy_out) =
-        (panel_streams[0], Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+    let (panel_streams, copy_in, copy_out) = side.streams();
+    let compute = panel_streams[0];
     let panel_rows = rows.len();
     // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
     let (a_src, a_width, a_height, a_ld) = match a_dev.op {
@@ -665,9 +670,8 @@ unsafe fn run_share<T: Element>(
     let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
     let (nb, kb) = (share.nb, share.kb);
     let (n, bs) = (p.n, p.bs);
-    let panel_streams: Vec<Stream> = side.compute.iter().map(|stream| Stream(stream.cu_stream())).collect();
-    let (compute, copy_in, copy_out) =
-        (panel_streams[0], Stream(side.copy_in.cu_stream()), Stream(side.copy_out.cu_stream()));
+    let (panel_streams, copy_in, copy_out) = side.streams();
+    let compute = panel_streams[0];
     gpu.enable_peer_access(&source.device)?;
     source.device.enable_peer_access(gpu)?;
     gpu.bind()?;
