@@ -1,6 +1,6 @@
 // The runtime's own kernels: C ← β·C over a strided matrix (no family needs it: each applies β in its
-// own epilogue; tests/cuda_runtime.rs launches it to check staging, streams and the cache), and the
-// stamps of diagnostic timelines.
+// own epilogue; tests/cuda_runtime.rs launches it to check staging, streams and the cache), a copy by
+// the SMs, and the stamps of diagnostic timelines.
 
 // C ← β·C over a strided rows × cols matrix (element (i, j) at i·rs + j·cs). β = 0 writes zeros
 // without reading C, so NaN there does not propagate (the BLAS rule).
@@ -24,6 +24,19 @@ extern "C" __global__ void scale_matrix_f64(int rows, int cols, double beta, dou
 }
 extern "C" __global__ void scale_matrix_f16(int rows, int cols, float beta, sgpu_f16* c, sgpu_i64 rs, sgpu_i64 cs) {
     scale_matrix<sgpu_f16>(rows, cols, beta, c, rs, cs);
+}
+
+// Copies `lines` lines of `width` 8-byte words from src (a line every src_pitch words) to dst (every
+// dst_pitch words), either of which may be a peer device's memory: a small copy that must not queue
+// behind the copy engines' traffic out of this device (SpAMM's norm maps to the other devices).
+extern "C" __global__ void copy_words(int width, int lines, const unsigned long long* src, sgpu_i64 src_pitch,
+                                      unsigned long long* dst, sgpu_i64 dst_pitch) {
+    sgpu_i64 total = (sgpu_i64)width * lines;
+    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
+         idx += (sgpu_i64)gridDim.x * blockDim.x) {
+        sgpu_i64 word = idx % width, line = idx / width;
+        dst[line * dst_pitch + word] = src[line * src_pitch + word];
+    }
 }
 
 // Writes the device's global nanosecond timer to *slot when the stream reaches it: a stamp of a

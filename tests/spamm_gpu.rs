@@ -139,6 +139,13 @@ impl<T: GpuElement> Call<'_, T> {
     /// Runs the product on `backend`; C starts as `c0` (ldc = m + 3). Returns C and the statistics.
     fn run(&self, backend: BackendKind, c0: &[T], memory: Memory) -> (Vec<T>, spammStats_t) {
         let h = handle(backend, self.block_size);
+        let result = self.run_on(h, c0, memory);
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+        result
+    }
+
+    /// [`Call::run`] on the handle `h` (its backend and block size), which it keeps.
+    fn run_on(&self, h: spammHandle_t, c0: &[T], memory: Memory) -> (Vec<T>, spammStats_t) {
         assert_eq!(unsafe { spammSetMathMode(h, self.math_mode as i32) }, OK, "{}", last_error());
         let ldc = self.m + 3;
         let mut c = c0.to_vec();
@@ -212,10 +219,10 @@ impl<T: GpuElement> Call<'_, T> {
                 )
             });
             c.copy_from_slice(&back[offset..]);
+            // The stream is about to go: a kept handle's later calls use the default stream.
+            assert_eq!(unsafe { spammSetStream(h, null_mut()) }, OK);
         }
-        let s = stats(h);
-        assert_eq!(unsafe { spammDestroy(h) }, OK);
-        (c, s)
+        (c, stats(h))
     }
 
     /// Σ_p |α·a_ip·b_pj| + |β·c_ij|, the scale of element (i, j)'s rounding.
@@ -231,13 +238,27 @@ impl<T: GpuElement> Call<'_, T> {
     /// The GPU against the CPU: identical statistics, every element equal to rounding, the padding
     /// between columns of C untouched.
     fn check_against_cpu(&self, what: &str, memory: Memory, rng: &mut Rng) -> (Vec<T>, spammStats_t) {
+        self.check_against_cpu_on(None, what, memory, rng)
+    }
+
+    /// [`Call::check_against_cpu`] on the CUDA handle `gpu` (kept) when given, else on a new one.
+    fn check_against_cpu_on(
+        &self,
+        gpu: Option<spammHandle_t>,
+        what: &str,
+        memory: Memory,
+        rng: &mut Rng,
+    ) -> (Vec<T>, spammStats_t) {
         let ldc = self.m + 3;
         let mut c0: Vec<T> = rng.vec(ldc * self.n);
         if self.beta == 0.0 {
             c0.iter_mut().for_each(|x| *x = T::from_f64(f64::NAN));
         }
         let (cpu, cpu_stats) = self.run(BackendKind::Cpu, &c0, Memory::Host);
-        let (gpu, gpu_stats) = self.run(BackendKind::Cuda, &c0, memory);
+        let (gpu, gpu_stats) = match gpu {
+            Some(h) => self.run_on(h, &c0, memory),
+            None => self.run(BackendKind::Cuda, &c0, memory),
+        };
         assert_eq!(gpu_stats.performedProducts, cpu_stats.performedProducts, "{what}: performed products");
         assert_eq!(gpu_stats.totalProducts, cpu_stats.totalProducts, "{what}: total products");
         assert_eq!(gpu_stats.validRatio.to_bits(), cpu_stats.validRatio.to_bits(), "{what}: valid ratio");
@@ -391,14 +412,7 @@ fn products_split_over_devices_match_the_cpu() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu split");
-    let mut configurations = vec![(3, vec![])];
-    let count = cuda::device_count().unwrap_or(0);
-    if count >= 2 {
-        configurations.push((1, (0..count as i32).collect::<Vec<_>>()));
-    }
-    for (split, devices) in configurations {
-        cuda_spamm::split_for_testing(split);
-        *CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()) = devices.clone();
+    for_each_split(|split, devices| {
         shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
         shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
         shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
@@ -425,9 +439,59 @@ fn products_split_over_devices_match_the_cpu() {
             Memory::DeviceOnOwnStream,
             &mut rng,
         );
+    });
+}
+
+/// Runs `body(split, devices)` with the multi-device path on: three shares of GPU 0 (the test
+/// hook), then every GPU when there are several; one device again afterwards.
+fn for_each_split(mut body: impl FnMut(usize, &[i32])) {
+    let mut configurations = vec![(3, vec![])];
+    let count = cuda::device_count().unwrap_or(0);
+    if count >= 2 {
+        configurations.push((1, (0..count as i32).collect::<Vec<_>>()));
+    }
+    for (split, devices) in configurations {
+        cuda_spamm::split_for_testing(split);
+        *CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()) = devices.clone();
+        body(split, &devices);
     }
     cuda_spamm::split_for_testing(1);
     CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// Repeated products on one multi-device handle: a product of the last one's dimensions is split by
+/// that product's valid work before its own norm maps exist, so its inputs, τ and α / β change here
+/// between calls (the split is stale, the result must not be), and a product of other dimensions
+/// comes between (split by its own work).
+#[test]
+fn repeated_split_products_on_one_handle_match_the_cpu() {
+    if !common::cuda_available("repeated_split_products_on_one_handle_match_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu repeated split");
+    for_each_split(|split, devices| {
+        let h = handle(BackendKind::Cuda, 32);
+        // (n, exponential decay, τ as a multiple of the median norm product, α, β, memory)
+        let sequence = [
+            (300, false, 1.0, 1.0, 0.5, Memory::DeviceOnOwnStream),
+            (300, true, 0.25, 0.75, 0.0, Memory::DeviceOnOwnStream),
+            (300, false, 0.0, 1.0, -1.0, Memory::Host),
+            (170, false, 1.0, 1.0, 0.0, Memory::DeviceOnOwnStream),
+            (300, true, 4.0, -0.5, 0.25, Memory::DeviceOnOwnStream),
+            (300, false, 1.0, 1.0, 0.0, Memory::DeviceOnOwnStream),
+        ];
+        for (call_index, &(n, exponential, tau_scale, alpha, beta, memory)) in sequence.iter().enumerate() {
+            let a = decay_operand::<f32>(&mut rng, n, exponential);
+            let b = decay_operand::<f32>(&mut rng, n, !exponential);
+            let tau = tau_scale * median_norm_product(&a, &b, 32);
+            let call =
+                Call { a: &a, b: &b, m: n, n, k: n, alpha, beta, tau, block_size: 32, math_mode: MathMode::Default };
+            let what = format!("call {call_index}: {n}³ τ {tau} split {split} devices {devices:?}");
+            call.check_against_cpu_on(Some(h), &what, memory, &mut rng);
+        }
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+    });
 }
 
 #[test]

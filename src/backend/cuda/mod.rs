@@ -90,8 +90,9 @@ pub struct GpuDevice {
     pub multiprocessors: usize,
     pub max_shared_memory_per_block_optin: usize,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
-    /// Devices whose memory this one's context may access directly (`enable_peer_access`).
-    peers: Mutex<Vec<usize>>,
+    /// Devices `enable_peer_access` has been asked for, with whether this one's context may access
+    /// their memory directly.
+    peers: Mutex<Vec<(usize, bool)>>,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -193,12 +194,15 @@ impl GpuDevice {
 
     /// Lets this device's context reach `peer`'s memory directly, and `peer` this device's memory
     /// pool (copies between them then go over NVLink / PCIe peer to peer instead of through host
-    /// memory). A no-op for the device itself or a
-    /// pair the hardware cannot connect (copies still work, staged by the driver).
-    pub fn enable_peer_access(&self, peer: &GpuDevice) -> Result<()> {
+    /// memory). A no-op for the device itself or a pair the hardware cannot connect (copies still
+    /// work, staged by the driver). Returns whether this device's kernels can reach `peer`'s memory.
+    pub fn enable_peer_access(&self, peer: &GpuDevice) -> Result<bool> {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if peer.ordinal == self.ordinal || peers.contains(&peer.ordinal) {
-            return Ok(());
+        if peer.ordinal == self.ordinal {
+            return Ok(true);
+        }
+        if let Some(&(_, reachable)) = peers.iter().find(|(ordinal, _)| *ordinal == peer.ordinal) {
+            return Ok(reachable);
         }
         self.bind()?;
         let mut can = 0;
@@ -231,8 +235,8 @@ impl GpuDevice {
                     .map_err(driver_error("opening the memory pool to a peer device"))?;
             }
         }
-        peers.push(peer.ordinal);
-        Ok(())
+        peers.push((peer.ordinal, can != 0));
+        Ok(can != 0)
     }
 
     /// A new non-blocking stream of this device.

@@ -2,7 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
 //! candidate evaluations.
 
-use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64};
+use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64, UTIL};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
@@ -168,16 +168,17 @@ pub unsafe fn operand_norm_map<T: Element>(
 /// unless C or an input is in host memory, or the product is shared). `mode` selects the FP32 kernel
 /// ([`runs_3xtf32`]). Returns (mb, nb, kb).
 ///
-/// A shared product cuts C's rows at block-row boundaries by valid block products (counted on the
-/// lead from the norm maps, with the statistics: the only wait on the caller's stream), each device
+/// A shared product cuts C's rows at block-row boundaries by valid block products, each device
 /// getting its fraction of them ([`SharedDevices`]: equal at first, then adapted so that the devices
-/// finish together). The lead computes the first rows in place on the caller's stream, queued first;
-/// each other device computes its rows in its workspace: op(A)'s rows and the norm maps' parts come
-/// from the lead, every share's before any of op(B) ([`send_rows`]); then op(B) comes chunk by
-/// chunk along a chain ([`run_share`]: the lead sends it to the first share, each share forwards
-/// every chunk it has received to the next), so each device sends op(B) at most once whatever the
-/// number of devices. The caller's stream waits for every share. Host inputs are staged on the lead
-/// first.
+/// finish together). The lead computes the first rows in place on the caller's stream; each other
+/// device computes its rows in its workspace ([`start_shares`], [`finish_shares`]): op(A)'s rows
+/// come from the lead, op(B) comes chunk by chunk along a chain (the lead sends it to the first
+/// share, each share forwards every chunk it has received to the next), so each device sends op(B)
+/// at most once whatever the number of devices, and the norm maps' parts follow. When the last
+/// product had these dimensions, its valid work per row gives the split at once and every share's
+/// operands start moving before the norm maps are computed; otherwise the lead counts this
+/// product's (with the statistics) and the host waits for the count. The caller's stream waits for
+/// every share. Host inputs are staged on the lead first.
 ///
 /// # Safety
 /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c_ptr` readable and
@@ -202,54 +203,71 @@ pub unsafe fn gemm<T: Element>(
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
     let size = std::mem::size_of::<T>();
+    let dims @ (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
     let devices = shared.as_ref().map_or(1, |s| s.shares.len() + 1);
     let mut timeline = Timeline::start(|| format!("SpAMM {m}x{n}x{k}, tau {tau:e}, {devices} device(s)"));
     timeline.stamp(lead, stream, || "called".into())?;
-    let inputs = unsafe { StagedInputs::new(lead, stream, a, b, bs) }?;
-    timeline.stamp(lead, stream, || "norm maps".into())?;
-    let (mb, nb, kb) = inputs.dims();
+    let inputs = unsafe { StagedInputs::new(lead, stream, a, b) }?;
     let reads_c = reads_c(beta, m, n, ldc);
     let c = unsafe { DeviceOutput::new(lead, stream, c_ptr, c_len, "C", reads_c) }?;
     let (a_dev, b_dev) = (inputs.a_operand(a), inputs.b_operand(b));
-    let (an, bn) = (inputs.a_norms.norms.ptr(), inputs.b_norms.norms.ptr());
-    let (bounds, work) = match shared.as_deref_mut() {
+    let whole = Product { m, n, k, bs, tau };
+    let operands = SharedOperands { a: a_dev, b: b_dev, b_rows: b.stored_rows, b_cols: b.stored_cols };
+    // The shares' operands may leave the lead once it has them; a split known now starts them moving.
+    let early = match shared.as_deref_mut() {
+        None => None,
+        Some(shared) => {
+            let ready = shared.begin(stream)?;
+            let runs = match shared.last_split(dims)? {
+                None => None,
+                Some(bounds) => {
+                    let rows = SplitRows { bounds: &bounds, bs, m, dims, reads_c };
+                    Some((
+                        unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands, &whole) }?,
+                        bounds,
+                    ))
+                }
+            };
+            Some((ready, runs))
+        }
+    };
+    let norms = inputs.norm_maps(lead, stream, a, b, bs)?;
+    timeline.stamp(lead, stream, || "norm maps".into())?;
+    let (an, bn) = (norms[0].norms.ptr(), norms[1].norms.ptr());
+    let bounds = match shared.as_deref_mut() {
         None => {
-            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), None)?)?;
-            (vec![0, mb], Vec::new())
+            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, dims, None)?)?;
+            vec![0, mb]
         }
         Some(shared) => {
             let row_work = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
-            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, (mb, nb, kb), Some(row_work.ptr()))?)?;
+            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, dims, Some(row_work.ptr()))?)?;
+            shared.keep_row_work(stream, &row_work, dims)?;
             timeline.stamp(lead, stream, || "statistics and work per row".into())?;
-            let mut work = vec![0u64; mb];
-            row_work.copy_to_host(&mut work)?;
-            // The caller's stream has passed the last product: its timings can be read.
-            shared.rebalance()?;
-            let bounds = work_bounds(&work, &shared.fractions);
-            let fractions = &shared.fractions;
-            timeline.stamp(lead, stream, || format!("split at block rows {bounds:?}, fractions {fractions:.3?}"))?;
-            (bounds, work)
-        }
-    };
-    let product = |rows: &std::ops::Range<usize>| Product { m: rows.len(), n, k, bs, tau };
-    let rows = |share: usize| (bounds[share] * bs).min(m)..(bounds[share + 1] * bs).min(m);
-    let ready = match shared.as_deref_mut() {
-        None => None,
-        Some(shared) => {
-            // The shares overwrite their workspaces, which the last product's next share may still be
-            // reading (op(B)'s chain) if the caller's stream has changed since.
-            for side in &shared.shares {
-                side.done.wait_on(stream)?;
+            match early.as_ref().and_then(|(_, runs)| runs.as_ref()) {
+                Some((_, bounds)) => bounds.clone(),
+                None => shared.this_split()?,
             }
-            shared.split_at.record(stream)?;
-            let ready = Event::new(lead)?;
-            ready.record(stream)?;
-            Some(ready)
         }
     };
-    // The lead's share, the first rows, in place: queued before the shares' copies so that the lead
-    // starts at once (queueing a share takes the host a while).
-    let lead_rows = rows(0);
+    let fractions = shared.as_ref().map(|s| s.fractions.clone());
+    timeline.stamp(lead, stream, || format!("split at block rows {bounds:?}, fractions {fractions:.3?}"))?;
+    let rows = SplitRows { bounds: &bounds, bs, m, dims, reads_c };
+    // Multi-device: every share started (now, when the split came late), and the norm maps' parts
+    // pushed to each before the lead's own rows.
+    let in_flight = match (shared.as_deref_mut(), early) {
+        (Some(shared), Some((ready, runs))) => {
+            let runs = match runs {
+                Some((runs, _)) => runs,
+                None => unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands, &whole) }?,
+            };
+            let norms_in = push_norms(lead, stream, shared, &runs, &rows, (an, bn))?;
+            Some((ready, runs, norms_in))
+        }
+        _ => None,
+    };
+    // The lead's share, the first rows, in place.
+    let lead_rows = rows.of(0);
     let a_lead = match a_dev.op {
         Operation::N => DeviceOperand { ptr: a_dev.ptr + (lead_rows.start * size) as u64, ..a_dev },
         Operation::T => DeviceOperand { ptr: a_dev.ptr + (lead_rows.start * a_dev.ld * size) as u64, ..a_dev },
@@ -259,7 +277,7 @@ pub unsafe fn gemm<T: Element>(
         multiply::<T>(
             lead,
             stream,
-            &product(&lead_rows),
+            &whole.rows(&lead_rows),
             a_lead,
             b_dev,
             (an + (bounds[0] * 8) as u64, mb),
@@ -271,57 +289,29 @@ pub unsafe fn gemm<T: Element>(
         )
     }?;
     timeline.stamp(lead, stream, || "lead's rows computed".into())?;
-    if let (Some(shared), Some(ready)) = (shared, ready) {
+    if let (Some(shared), Some((ready, mut runs, norms_in))) = (shared, in_flight) {
         shared.finished[0].record(stream)?;
-        let share_rows = |share: usize| SharedRows {
-            index: share,
-            rows: rows(share),
-            block_rows: bounds[share]..bounds[share + 1],
-            mb,
-            nb,
-            kb,
-            reads_c,
-        };
-        let mut copies = Vec::with_capacity(shared.shares.len());
-        for (share, side) in shared.shares.iter_mut().enumerate().map(|(i, side)| (i + 1, side)) {
-            copies.push(unsafe {
-                send_rows::<T>(
-                    lead,
-                    side,
-                    &mut timeline,
-                    &ready,
-                    &share_rows(share),
-                    &product(&rows(share)),
-                    (a_dev, b_dev.op, b.stored_rows, b.stored_cols),
-                    (an, bn),
-                )
-            }?);
-        }
-        let mut source = ChunkSource { device: lead.clone(), operand: b_dev, arrived: ChunkEvents::All(ready) };
-        for (share, (side, copies)) in shared.shares.iter().zip(&copies).enumerate().map(|(i, pair)| (i + 1, pair)) {
-            let Some(copies) = copies else { continue };
-            source = unsafe {
-                run_share::<T>(
-                    lead,
-                    side,
-                    &mut timeline,
-                    source,
-                    copies,
-                    &share_rows(share),
-                    &product(&rows(share)),
-                    alpha,
-                    beta,
-                    (c.ptr(), ldc),
-                    mode,
-                )
-            }?;
-        }
+        unsafe {
+            finish_shares::<T>(
+                lead,
+                shared,
+                &mut timeline,
+                &mut runs,
+                (&ready, &norms_in),
+                &rows,
+                &operands,
+                &whole,
+                (alpha, beta),
+                (c.ptr(), ldc),
+                mode,
+            )
+        }?;
         // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
         // share is done.
         for side in &shared.shares {
             side.done.wait_on(stream)?;
         }
-        shared.observe_finish(&bounds, &work)?;
+        shared.observe_finish(&bounds)?;
         timeline.stamp(lead, stream, || "every share done".into())?;
     }
     c.finish()?;
@@ -333,10 +323,10 @@ pub unsafe fn gemm<T: Element>(
 /// event that marks the share done, and its workspace.
 struct DeviceShare {
     gpu: Arc<GpuDevice>,
-    /// Multiplications, panel p on stream p % PANEL_STREAMS; the first also orders the workspace and
-    /// carries `done`.
+    /// Multiplications, panel p on stream p % PANEL_STREAMS; the first also receives op(A)'s rows and
+    /// the norm parts, orders the workspace and carries `done`.
     compute: Vec<Arc<CudaStream>>,
-    /// Operands arriving from the lead device or the previous share.
+    /// op(B) arriving from the lead device or the previous share, and C's rows when read.
     copy_in: Arc<CudaStream>,
     /// Rows of C returning to the lead device.
     copy_out: Arc<CudaStream>,
@@ -364,13 +354,15 @@ impl DeviceShare {
         (compute, Stream(self.copy_in.cu_stream()), Stream(self.copy_out.cu_stream()))
     }
 
-    /// A workspace of at least `bytes`, free once `stream` reaches the point where this is called
-    /// (the last product's work on it is done: `done` is recorded after everything of a share).
-    fn workspace(&mut self, bytes: usize, stream: Stream) -> Result<CUdeviceptr> {
+    /// A workspace of at least `bytes` (of `grown` bytes when the one kept is smaller), free once
+    /// `stream` reaches the point where this is called (the last product's work on it is done: `done`
+    /// is recorded after everything of a share).
+    fn workspace(&mut self, bytes: usize, grown: usize, stream: Stream) -> Result<CUdeviceptr> {
         if self.workspace.as_ref().is_none_or(|w| w.bytes() < bytes) {
             // The old one may still be in use by the last product: freed after it (cuMemFree waits).
             self.done.synchronize()?;
             self.workspace = None;
+            let bytes = grown.max(bytes);
             self.workspace = Some(DeviceBuffer::alloc(&self.gpu, bytes, stream, "SpAMM workspace")?.resident());
         }
         self.done.wait_on(stream)?;
@@ -384,21 +376,28 @@ impl DeviceShare {
 /// the others wait for their operands to arrive over the interconnect, the lead does not — or
 /// computes more slowly gets less work next time, so that the devices finish together. Repeated
 /// products (purification's) converge in a few calls; a product of another shape starts from the
-/// last split. The split changes which device computes a row, not the row's arithmetic.
+/// last split. The split changes which device computes a row, not the row's arithmetic, so it may
+/// come from the last product's valid work per row: a product of the same dimensions (purification's
+/// next square) is split before its own norm maps exist.
 pub struct SharedDevices {
     lead: Arc<GpuDevice>,
     shares: Vec<DeviceShare>,
     /// Fraction of the valid work per device, the lead's first; they sum to 1.
     fractions: Vec<f64>,
-    /// Recorded on the caller's stream once a product's split is known.
-    split_at: Event,
+    /// Recorded on the caller's stream once a product's inputs are on the lead: where the devices'
+    /// times are measured from.
+    started: Event,
     /// Per device, recorded on the lead once the device has finished its part of the product: the
     /// lead's on the caller's stream, each share's on its observer stream.
     finished: Vec<Event>,
     /// Streams of the lead that wait for one share each and record its `finished` event.
     observers: Vec<Arc<CudaStream>>,
-    /// The valid work each device was given by the last product, until its timings have been read.
-    unread: Option<Vec<u64>>,
+    /// Valid block products per block row of C of the last product, copied to the host, with that
+    /// product's (mb, nb, kb).
+    row_work: PinnedWords,
+    row_work_dims: Option<(usize, usize, usize)>,
+    /// The block-row bounds of the last product, until its timings have been read.
+    unread: Option<Vec<usize>>,
 }
 
 impl SharedDevices {
@@ -408,9 +407,11 @@ impl SharedDevices {
             lead: lead.clone(),
             shares: share_gpus.iter().map(DeviceShare::new).collect::<Result<_>>()?,
             fractions: vec![1.0 / devices as f64; devices],
-            split_at: Event::timed(lead)?,
+            started: Event::timed(lead)?,
             finished: (0..devices).map(|_| Event::timed(lead)).collect::<Result<_>>()?,
             observers: share_gpus.iter().map(|_| lead.new_stream()).collect::<Result<_>>()?,
+            row_work: PinnedWords::new(lead, 0)?,
+            row_work_dims: None,
             unread: None,
         })
     }
@@ -422,33 +423,78 @@ impl SharedDevices {
             && self.shares.iter().zip(share_gpus).all(|(share, gpu)| Arc::ptr_eq(&share.gpu, gpu))
     }
 
+    /// The start of a product whose inputs the caller's `stream` has queued: the fractions follow the
+    /// last product's timings, the stream waits until every share of the last product is done (the
+    /// shares are about to overwrite their workspaces, which the last product's next share may still
+    /// be reading: op(B)'s chain) and records `started` and the returned event, after which the
+    /// shares may copy the lead's inputs.
+    fn begin(&mut self, stream: Stream) -> Result<Event> {
+        self.rebalance()?;
+        for side in &self.shares {
+            side.done.wait_on(stream)?;
+        }
+        self.started.record(stream)?;
+        let ready = Event::new(&self.lead)?;
+        ready.record(stream)?;
+        Ok(ready)
+    }
+
+    /// The split of a product of dimensions `dims` from the last product's valid work per row, when
+    /// that product had the same dimensions.
+    fn last_split(&self, dims: (usize, usize, usize)) -> Result<Option<Vec<usize>>> {
+        if self.row_work_dims != Some(dims) {
+            return Ok(None);
+        }
+        Ok(Some(work_bounds(self.row_work.wait(dims.0)?, &self.fractions)))
+    }
+
+    /// Queues on `stream` the copy of this product's valid work per block row (`row_work`, mb words,
+    /// counted by [`product_stats`]) to the host, for [`SharedDevices::this_split`], the next
+    /// product's [`SharedDevices::last_split`] and the rates of [`SharedDevices::rebalance`].
+    fn keep_row_work(&mut self, stream: Stream, row_work: &DeviceBuffer, dims: (usize, usize, usize)) -> Result<()> {
+        if self.row_work.len() < dims.0 {
+            self.row_work = PinnedWords::new(&self.lead, dims.0)?;
+        }
+        self.row_work.record_from(stream, row_work.ptr(), dims.0)?;
+        self.row_work_dims = Some(dims);
+        Ok(())
+    }
+
+    /// The split of this product from its own valid work per row (waits for the count).
+    fn this_split(&self) -> Result<Vec<usize>> {
+        let mb = self.row_work_dims.map_or(0, |dims| dims.0);
+        Ok(work_bounds(self.row_work.wait(mb)?, &self.fractions))
+    }
+
     /// After a product has been queued: each share's observer records its `finished` once the share is
-    /// done, and the work each device got is kept for [`SharedDevices::rebalance`].
-    fn observe_finish(&mut self, bounds: &[usize], work: &[u64]) -> Result<()> {
+    /// done, and the product's split is kept for [`SharedDevices::rebalance`].
+    fn observe_finish(&mut self, bounds: &[usize]) -> Result<()> {
         self.lead.bind()?;
         for ((side, observer), finished) in self.shares.iter().zip(&self.observers).zip(&self.finished[1..]) {
             let observer = Stream(observer.cu_stream());
             side.done.wait_on(observer)?;
             finished.record(observer)?;
         }
-        self.unread = Some(bounds.windows(2).map(|range| work[range[0]..range[1]].iter().sum()).collect());
+        self.unread = Some(bounds.to_vec());
         Ok(())
     }
 
-    /// Adapts the fractions to the last product's timings, once that product is done: each device's
-    /// new fraction is proportional to the work it got over the time it took from the split to its
-    /// finish (its effective rate, start latency included), averaged with its old fraction to damp
-    /// noise. A product in which some device got no work, or finished at once, changes nothing.
+    /// Adapts the fractions to the last product's timings (waits for that product): each device's new
+    /// fraction is proportional to the work it got over the time it took from `started` to its finish
+    /// (its effective rate, start latency included), averaged with its old fraction to damp noise. A
+    /// product in which some device got no work, or finished at once, changes nothing.
     fn rebalance(&mut self) -> Result<()> {
-        let Some(work) = self.unread.take() else { return Ok(()) };
-        let mut rates = Vec::with_capacity(work.len());
-        for (finished, &w) in self.finished.iter().zip(&work) {
+        let Some(bounds) = self.unread.take() else { return Ok(()) };
+        let row_work = self.row_work.wait(bounds.last().copied().unwrap_or(0))?;
+        let mut rates = Vec::with_capacity(bounds.len() - 1);
+        for (finished, range) in self.finished.iter().zip(bounds.windows(2)) {
+            let work: u64 = row_work[range[0]..range[1]].iter().sum();
             finished.synchronize()?;
-            let ms = self.split_at.elapsed_ms(finished)? as f64;
-            if w == 0 || ms <= 0.0 {
+            let ms = self.started.elapsed_ms(finished)? as f64;
+            if work == 0 || ms <= 0.0 {
                 return Ok(());
             }
-            rates.push(w as f64 / ms);
+            rates.push(work as f64 / ms);
         }
         let total: f64 = rates.iter().sum();
         for (fraction, rate) in self.fractions.iter_mut().zip(&rates) {
@@ -493,40 +539,73 @@ const PANEL_STREAMS: usize = 4;
 /// first panel.
 const CHUNKS_PER_PANEL: usize = 4;
 
-/// The rows of C a device's share computes, with the block counts of the whole product.
-struct SharedRows {
-    /// The share's place in the chain (the lead's own rows are share 0).
-    index: usize,
-    rows: std::ops::Range<usize>,
-    block_rows: std::ops::Range<usize>,
-    mb: usize,
+/// The column panels of op(B) and C (in blocks of `bs`, n columns), each cut into chunks.
+struct Panels {
+    n: usize,
+    bs: usize,
     nb: usize,
-    kb: usize,
+    panel_blocks: usize,
+    chunk_blocks: usize,
+}
+
+impl Panels {
+    fn new(n: usize, bs: usize, nb: usize) -> Panels {
+        let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
+        Panels { n, bs, nb, panel_blocks, chunk_blocks: panel_blocks.div_ceil(CHUNKS_PER_PANEL) }
+    }
+
+    fn count(&self) -> usize {
+        self.nb.div_ceil(self.panel_blocks)
+    }
+
+    /// Panel p's block columns.
+    fn blocks(&self, p: usize) -> std::ops::Range<usize> {
+        p * self.panel_blocks..((p + 1) * self.panel_blocks).min(self.nb)
+    }
+
+    fn columns(&self, blocks: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        (blocks.start * self.bs).min(self.n)..(blocks.end * self.bs).min(self.n)
+    }
+
+    /// Panel p's chunks, as column ranges.
+    fn chunks(&self, p: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let blocks = self.blocks(p);
+        blocks
+            .clone()
+            .step_by(self.chunk_blocks)
+            .map(move |first| self.columns(first..(first + self.chunk_blocks).min(blocks.end)))
+    }
+}
+
+/// A product's split: block-row bounds per device (the lead's first), and what every share needs to
+/// know about the whole product.
+struct SplitRows<'a> {
+    bounds: &'a [usize],
+    bs: usize,
+    m: usize,
+    /// (mb, nb, kb) of the whole product.
+    dims: (usize, usize, usize),
     reads_c: bool,
 }
 
-/// When the chunks of a [`ChunkSource`] can be read.
-enum ChunkEvents {
-    /// Every chunk, once this event has completed (the lead's op(B)).
-    All(Event),
-    /// Chunk c once event c has completed (a share's copy, still arriving).
-    Each(Vec<Event>),
-}
-
-/// Where a share copies op(B) from: the lead's op(B) or the previous share's copy of it.
-struct ChunkSource {
-    device: Arc<GpuDevice>,
-    operand: DeviceOperand,
-    arrived: ChunkEvents,
-}
-
-impl ChunkSource {
-    fn arrived(&self, chunk: usize) -> &Event {
-        match &self.arrived {
-            ChunkEvents::All(event) => event,
-            ChunkEvents::Each(events) => &events[chunk],
-        }
+impl SplitRows<'_> {
+    /// Device d's rows of C.
+    fn of(&self, d: usize) -> std::ops::Range<usize> {
+        (self.bounds[d] * self.bs).min(self.m)..(self.bounds[d + 1] * self.bs).min(self.m)
     }
+
+    fn block_rows(&self, d: usize) -> std::ops::Range<usize> {
+        self.bounds[d]..self.bounds[d + 1]
+    }
+}
+
+/// The lead's operands of a shared product, as every share copies from them.
+struct SharedOperands {
+    a: DeviceOperand,
+    b: DeviceOperand,
+    /// B's stored shape.
+    b_rows: usize,
+    b_cols: usize,
 }
 
 /// The element offset of op(B)'s column `col` in column-major storage of B with leading dimension
@@ -538,8 +617,11 @@ fn op_column_offset(op: Operation, col: usize, ld: usize) -> usize {
     }
 }
 
-/// Where a share's copies of its operands, norm parts and rows of C live in its device's workspace.
-struct ShareCopies {
+/// One other device's share of a product in flight: where its copies live in its workspace, and
+/// which of op(B)'s chunks have been queued to it.
+struct ShareRun {
+    /// The device's index in [`SharedDevices::shares`] (its place in the chain is one more).
+    side: usize,
     /// op(A)'s rows, compact.
     a: DeviceOperand,
     /// op(B), stored as the lead's is (leading dimension B's stored rows), and B's stored columns.
@@ -548,165 +630,176 @@ struct ShareCopies {
     an: CUdeviceptr,
     bn: CUdeviceptr,
     c: CUdeviceptr,
+    /// Per chunk of op(B) queued so far, in order: recorded once it has arrived here.
+    arrived: Vec<Event>,
+    /// Recorded on the first compute stream once op(A)'s rows are in.
+    a_in: Option<Event>,
 }
 
-/// The first part of one other device's share of a shared [`gemm`] (`p` is the share's product: its
-/// rows of C, all of n): its workspace, and op(A)'s rows and the norm maps' parts copied from the lead
-/// on its copy-in stream once `ready`. [`gemm`] queues this for every share before any chunk of op(B)
-/// ([`run_share`]): the lead's outgoing copies are served in the order queued, and a share whose
-/// rows of op(A) came after the first share's op(B) would idle until all of op(B) had left the lead.
-/// `None` for a share without rows.
+/// The first part of the other devices' shares of a shared [`gemm`]: each device's workspace, then
+/// op(A)'s rows of the first share, op(B)'s first panel along the chain, and the other shares' rows
+/// of op(A), all once `ready`. The lead's outgoing copies are served in the order queued: this order
+/// lets the first share start after one share of op(A) and one panel of op(B), the next shares one
+/// share of op(A) later each, while the rest of op(B) follows ([`finish_shares`]). Shares without rows
+/// get no run.
 ///
 /// # Safety
 /// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
-#[allow(clippy::too_many_arguments)]
-unsafe fn send_rows<T: Element>(
+unsafe fn start_shares<T: Element>(
     lead: &Arc<GpuDevice>,
-    side: &mut DeviceShare,
+    shared: &mut SharedDevices,
     timeline: &mut Timeline,
     ready: &Event,
-    share: &SharedRows,
-    p: &Product,
-    (a_dev, b_op, b_rows, b_cols): (DeviceOperand, Operation, usize, usize),
-    (an, bn): (CUdeviceptr, CUdeviceptr),
-) -> Result<Option<ShareCopies>> {
+    rows: &SplitRows,
+    operands: &SharedOperands,
+    whole: &Product,
+) -> Result<Vec<ShareRun>> {
     let size = std::mem::size_of::<T>();
-    let gpu = &side.gpu.clone();
-    let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
-    let (mb, nb, kb) = (share.mb, share.nb, share.kb);
-    let (n, k) = (p.n, p.k);
-    if rows.is_empty() {
-        return Ok(None);
+    let (_, nb, kb) = rows.dims;
+    let a_dev = operands.a;
+    let mut runs = Vec::with_capacity(shared.shares.len());
+    for (side, device) in shared.shares.iter_mut().enumerate() {
+        let (share_rows, block_rows) = (rows.of(side + 1), rows.block_rows(side + 1));
+        if share_rows.is_empty() {
+            continue;
+        }
+        let (n, k) = (whole.n, whole.k);
+        let gpu = &device.gpu.clone();
+        gpu.enable_peer_access(lead)?;
+        lead.enable_peer_access(gpu)?;
+        gpu.bind()?;
+        let (panel_streams, copy_in, copy_out) = device.streams();
+        // The device's copies, in its workspace: op(A)'s rows, op(B) (stored as B is), the norm
+        // parts, C's rows (each part 256-byte aligned), for `rows` rows in `block_rows` block rows.
+        let layout = |rows: usize, block_rows: usize| {
+            let sizes = [
+                rows * k * size,
+                operands.b_rows * operands.b_cols * size,
+                block_rows * kb * 8,
+                kb * nb * 8,
+                rows * n * size,
+            ];
+            let mut offsets = [0usize; 5];
+            let mut end = 0;
+            for (offset, bytes) in offsets.iter_mut().zip(sizes) {
+                *offset = end;
+                end += bytes.div_ceil(256) * 256;
+            }
+            (offsets, end)
+        };
+        let (offsets, bytes) = layout(share_rows.len(), block_rows.len());
+        // A workspace that must grow is made for a quarter more rows: the split moves a little with
+        // every product, and growing frees and allocates gigabytes (tens of milliseconds).
+        let headroom = |count: usize, limit: usize| (count + count / 4).min(limit);
+        let grown = layout(headroom(share_rows.len(), rows.m), headroom(block_rows.len(), rows.dims.0)).1;
+        let base = device.workspace(bytes, grown, panel_streams[0])?;
+        let [a, b, an, bn, c] = offsets.map(|offset| base + offset as u64);
+        let started = Event::new(gpu)?;
+        started.record(panel_streams[0])?;
+        for other in panel_streams[1..].iter().chain([&copy_in, &copy_out]) {
+            started.wait_on(*other)?;
+        }
+        let a_ld = match a_dev.op {
+            Operation::N => share_rows.len(),
+            Operation::T => k,
+        };
+        runs.push(ShareRun {
+            side,
+            a: DeviceOperand { ptr: a, ld: a_ld, op: a_dev.op },
+            b: DeviceOperand { ptr: b, ld: operands.b_rows, op: operands.b.op },
+            b_cols: operands.b_cols,
+            an,
+            bn,
+            c,
+            arrived: Vec::new(),
+            a_in: None,
+        });
     }
-    gpu.enable_peer_access(lead)?;
-    lead.enable_peer_access(gpu)?;
-    gpu.bind()?;
-    let (panel_streams, copy_in, copy_out) = side.streams();
-    let compute = panel_streams[0];
-    let panel_rows = rows.len();
-    // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
-    let (a_src, a_width, a_height, a_ld) = match a_dev.op {
-        Operation::N => (a_dev.ptr + (rows.start * size) as u64, panel_rows, k, panel_rows),
-        Operation::T => (a_dev.ptr + (rows.start * a_dev.ld * size) as u64, k, panel_rows, k),
-    };
-    // The device's copies, in its workspace: op(A)'s rows, op(B) (stored as B is, leading dimension
-    // b_rows), the norm parts, C's rows (each part 256-byte aligned).
-    let sizes = [
-        a_width * a_height * size,
-        b_rows * b_cols * size,
-        block_rows.len() * kb * 8,
-        kb * nb * 8,
-        panel_rows * n * size,
-    ];
-    let mut offsets = [0usize; 5];
-    let mut end = 0;
-    for (offset, bytes) in offsets.iter_mut().zip(sizes) {
-        *offset = end;
-        end += bytes.div_ceil(256) * 256;
+    let panels = Panels::new(whole.n, whole.bs, nb);
+    for r in 0..runs.len() {
+        let run = &runs[r];
+        let device = &shared.shares[run.side];
+        let (gpu, share_rows) = (&device.gpu, rows.of(run.side + 1));
+        let k = whole.k;
+        let receive = device.streams().0[0];
+        // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
+        let (a_src, a_width, a_height) = match a_dev.op {
+            Operation::N => (a_dev.ptr + (share_rows.start * size) as u64, share_rows.len(), k),
+            Operation::T => (a_dev.ptr + (share_rows.start * a_dev.ld * size) as u64, k, share_rows.len()),
+        };
+        gpu.bind()?;
+        let s = run.side + 1;
+        timeline.stamp(gpu, receive, || format!("share {s}: rows {share_rows:?} queued"))?;
+        ready.wait_on(receive)?;
+        unsafe {
+            copy_matrix_async(
+                (run.a.ptr, a_width * size, gpu),
+                (a_src, a_dev.ld * size, lead),
+                a_width * size,
+                a_height,
+                receive,
+            )?;
+        }
+        let a_in = Event::new(gpu)?;
+        a_in.record(receive)?;
+        runs[r].a_in = Some(a_in);
+        timeline.stamp(gpu, receive, || format!("share {s}: op(A)'s rows in"))?;
+        if r == 0 && panels.count() > 0 {
+            forward_panel::<T>(lead, shared, timeline, &mut runs, (operands.b, ready), &panels, 0)?;
+        }
     }
-    let base = side.workspace(end, compute)?;
-    let [a_side, b_side, an_side, bn_side, c_side] = offsets.map(|offset| base + offset as u64);
-    let started = Event::new(gpu)?;
-    started.record(compute)?;
-    for other in panel_streams[1..].iter().chain([&copy_in, &copy_out]) {
-        started.wait_on(*other)?;
-    }
-    let s = share.index;
-    timeline.stamp(gpu, compute, || format!("share {s}: rows {rows:?} queued"))?;
-    ready.wait_on(copy_in)?;
-    unsafe {
-        copy_matrix_async(
-            (a_side, a_width * size, gpu),
-            (a_src, a_dev.ld * size, lead),
-            a_width * size,
-            a_height,
-            copy_in,
-        )?;
-        copy_matrix_async(
-            (an_side, block_rows.len() * 8, gpu),
-            (an + (block_rows.start * 8) as u64, mb * 8, lead),
-            block_rows.len() * 8,
-            kb,
-            copy_in,
-        )?;
-        copy_matrix_async((bn_side, kb * 8, gpu), (bn, kb * 8, lead), kb * 8, nb, copy_in)?;
-    }
-    timeline.stamp(gpu, copy_in, || format!("share {s}: op(A)'s rows and norms in"))?;
     lead.bind()?;
-    Ok(Some(ShareCopies {
-        a: DeviceOperand { ptr: a_side, ld: a_ld, op: a_dev.op },
-        b: DeviceOperand { ptr: b_side, ld: b_rows, op: b_op },
-        b_cols,
-        an: an_side,
-        bn: bn_side,
-        c: c_side,
-    }))
+    Ok(runs)
 }
 
-/// The rest of one other device's share of a shared [`gemm`], after [`send_rows`] gave it `copies`:
-/// its copy-in stream receives op(B) chunk by chunk from `source` (and C's rows panel by panel when
-/// read); its compute streams, in turn, multiply each panel once the panel's chunks have arrived; its
-/// copy-out stream returns each panel of C once computed; `done` is recorded after all of it. Returns
-/// where the next share takes op(B) from: this share's copy.
-///
-/// # Safety
-/// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
-#[allow(clippy::too_many_arguments)]
-unsafe fn run_share<T: Element>(
+/// Queues panel `p` of op(B) along the chain of `runs`: the lead's op(B) (`lead_b`, readable once its
+/// event has completed) to the first share, each share's copy to the next, chunk by chunk on the
+/// copy-in streams, each chunk forwarded once it has arrived.
+fn forward_panel<T: Element>(
     lead: &Arc<GpuDevice>,
-    side: &DeviceShare,
+    shared: &SharedDevices,
     timeline: &mut Timeline,
-    source: ChunkSource,
-    copies: &ShareCopies,
-    share: &SharedRows,
-    p: &Product,
-    alpha: T::Compute,
-    beta: T::Compute,
-    (c_lead, ldc): (CUdeviceptr, usize),
-    mode: MathMode,
-) -> Result<ChunkSource> {
+    runs: &mut [ShareRun],
+    lead_b: (DeviceOperand, &Event),
+    panels: &Panels,
+    p: usize,
+) -> Result<()> {
     let size = std::mem::size_of::<T>();
-    let gpu = &side.gpu;
-    let (rows, block_rows) = (share.rows.clone(), share.block_rows.clone());
-    let (nb, kb) = (share.nb, share.kb);
-    let (n, bs) = (p.n, p.bs);
-    let (panel_streams, copy_in, copy_out) = side.streams();
-    let compute = panel_streams[0];
-    gpu.enable_peer_access(&source.device)?;
-    source.device.enable_peer_access(gpu)?;
-    gpu.bind()?;
-    let panel_rows = rows.len();
-    let (b_copy, an_side, bn_side, c_side) = (copies.b, copies.an, copies.bn, copies.c);
-    let (b_side, b_rows, b_cols) = (b_copy.ptr, b_copy.ld, copies.b_cols);
-    let s = share.index;
-    let panel_blocks = nb.div_ceil(SHARE_PANELS).max(1);
-    let chunk_blocks = panel_blocks.div_ceil(CHUNKS_PER_PANEL);
-    // Per chunk of op(B): arrived here (what the next share waits for). Per panel: computed.
-    let mut arrived = Vec::new();
-    let mut computed = Vec::new();
-    for first_block in (0..nb).step_by(panel_blocks) {
-        let blocks = first_block..(first_block + panel_blocks).min(nb);
-        let cols = blocks.start * bs..(blocks.end * bs).min(n);
-        for chunk_start in blocks.clone().step_by(chunk_blocks) {
-            let chunk_cols = chunk_start * bs..((chunk_start + chunk_blocks).min(blocks.end) * bs).min(n);
-            source.arrived(arrived.len()).wait_on(copy_in)?;
+    for r in 0..runs.len() {
+        let (before, rest) = runs.split_at_mut(r);
+        let run = &mut rest[0];
+        let device = &shared.shares[run.side];
+        let gpu = &device.gpu;
+        let copy_in = device.streams().1;
+        let (from_gpu, from) = match before.last() {
+            None => (lead, lead_b.0),
+            Some(previous) => (&shared.shares[previous.side].gpu, previous.b),
+        };
+        gpu.enable_peer_access(from_gpu)?;
+        from_gpu.enable_peer_access(gpu)?;
+        gpu.bind()?;
+        for cols in panels.chunks(p) {
+            let chunk = run.arrived.len();
+            match before.last() {
+                None => lead_b.1.wait_on(copy_in)?,
+                Some(previous) => previous.arrived[chunk].wait_on(copy_in)?,
+            }
             // op(B)'s columns: stored columns of B (op N) or stored rows (op T).
-            let (width, height) = match b_copy.op {
-                Operation::N => (b_rows, chunk_cols.len()),
-                Operation::T => (chunk_cols.len(), b_cols),
+            let (width, height) = match run.b.op {
+                Operation::N => (run.b.ld, cols.len()),
+                Operation::T => (cols.len(), run.b_cols),
             };
-            let from = source.operand;
             unsafe {
                 copy_matrix_async(
                     (
-                        b_side + (op_column_offset(b_copy.op, chunk_cols.start, b_rows) * size) as u64,
-                        b_rows * size,
+                        run.b.ptr + (op_column_offset(run.b.op, cols.start, run.b.ld) * size) as u64,
+                        run.b.ld * size,
                         gpu,
                     ),
                     (
-                        from.ptr + (op_column_offset(from.op, chunk_cols.start, from.ld) * size) as u64,
+                        from.ptr + (op_column_offset(from.op, cols.start, from.ld) * size) as u64,
                         from.ld * size,
-                        &source.device,
+                        from_gpu,
                     ),
                     width * size,
                     height,
@@ -715,74 +808,171 @@ unsafe fn run_share<T: Element>(
             }
             let event = Event::new(gpu)?;
             event.record(copy_in)?;
-            arrived.push(event);
+            run.arrived.push(event);
         }
-        let c_offset = (rows.start * size + cols.start * ldc * size) as u64;
-        let c_panel = c_side + (cols.start * panel_rows * size) as u64;
-        if share.reads_c {
+        let s = run.side + 1;
+        timeline.stamp(gpu, copy_in, || format!("share {s}: panel {p} in"))?;
+    }
+    lead.bind()
+}
+
+/// Pushes each share's parts of the norm maps (its block rows of `an`, all of `bn`) into its
+/// workspace with the lead's SMs, on the caller's `stream` once the maps are there, and returns the
+/// event after them. The copy engines would serve them only after everything queued out of the lead
+/// before them: op(A)'s rows for every share and op(B)'s first panel. (A device the lead cannot
+/// reach peer to peer gets them by a copy, staged by the driver.)
+fn push_norms(
+    lead: &Arc<GpuDevice>,
+    stream: Stream,
+    shared: &SharedDevices,
+    runs: &[ShareRun],
+    rows: &SplitRows,
+    (an, bn): (CUdeviceptr, CUdeviceptr),
+) -> Result<Event> {
+    let (mb, nb, kb) = rows.dims;
+    let f = lead.function(&UTIL, "copy_words")?;
+    // `lines` lines of `width` words, from the lead to `gpu`.
+    let push = |gpu: &Arc<GpuDevice>, (src, src_pitch): (CUdeviceptr, usize), (dst, dst_pitch), width, lines| {
+        if !(lead.enable_peer_access(gpu)? && gpu.enable_peer_access(lead)?) {
+            lead.bind()?;
+            return unsafe {
+                copy_matrix_async((dst, dst_pitch * 8, gpu), (src, src_pitch * 8, lead), width * 8, lines, stream)
+            };
+        }
+        lead.bind()?;
+        let (width_i, lines_i, src_pitch, dst_pitch) = (width as i32, lines as i32, src_pitch as i64, dst_pitch as i64);
+        unsafe {
+            launch(
+                &f,
+                flat_launch(lead, width * lines),
+                stream,
+                kernel_args![&width_i, &lines_i, &src, &src_pitch, &dst, &dst_pitch],
+            )
+        }
+    };
+    for run in runs {
+        let gpu = &shared.shares[run.side].gpu;
+        let block_rows = rows.block_rows(run.side + 1);
+        // op(A)'s map is mb × kb column-major: the share's block rows of every column.
+        push(gpu, (an + (block_rows.start * 8) as u64, mb), (run.an, block_rows.len()), block_rows.len(), kb)?;
+        push(gpu, (bn, kb), (run.bn, kb), kb, nb)?;
+    }
+    let norms_in = Event::new(lead)?;
+    norms_in.record(stream)?;
+    Ok(norms_in)
+}
+
+/// The rest of the other devices' shares of a shared [`gemm`], after [`start_shares`] and
+/// [`push_norms`] (`ready`, `norms_in`: their events on the lead): the rest of op(B) along the
+/// chain, and per panel: C's rows when read (copy-in stream), the multiplication (the compute
+/// streams in turn, once the panel's chunks, op(A)'s rows and the norm parts are in), C's rows back
+/// to the lead (copy-out stream). Each share's `done` is recorded after all of it.
+///
+/// # Safety
+/// As [`gemm`]; the lead's buffers stay alive until the caller's stream has waited.
+#[allow(clippy::too_many_arguments)]
+unsafe fn finish_shares<T: Element>(
+    lead: &Arc<GpuDevice>,
+    shared: &SharedDevices,
+    timeline: &mut Timeline,
+    runs: &mut [ShareRun],
+    (ready, norms_in): (&Event, &Event),
+    rows: &SplitRows,
+    operands: &SharedOperands,
+    whole: &Product,
+    (alpha, beta): (T::Compute, T::Compute),
+    (c_lead, ldc): (CUdeviceptr, usize),
+    mode: MathMode,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let (_, nb, kb) = rows.dims;
+    let panels = Panels::new(whole.n, whole.bs, nb);
+    for p in 0..panels.count() {
+        if p > 0 {
+            forward_panel::<T>(lead, shared, timeline, runs, (operands.b, ready), &panels, p)?;
+        }
+        for run in runs.iter() {
+            let device = &shared.shares[run.side];
+            let gpu = &device.gpu;
+            let (share_rows, block_rows) = (rows.of(run.side + 1), rows.block_rows(run.side + 1));
+            let panel_rows = share_rows.len();
+            let (panel_streams, copy_in, copy_out) = device.streams();
+            let panel_stream = panel_streams[p % PANEL_STREAMS];
+            let blocks = panels.blocks(p);
+            let cols = panels.columns(blocks.clone());
+            let c_offset = (share_rows.start * size + cols.start * ldc * size) as u64;
+            let c_panel = run.c + (cols.start * panel_rows * size) as u64;
+            gpu.bind()?;
+            if rows.reads_c {
+                unsafe {
+                    copy_matrix_async(
+                        (c_panel, panel_rows * size, gpu),
+                        (c_lead + c_offset, ldc * size, lead),
+                        panel_rows * size,
+                        cols.len(),
+                        copy_in,
+                    )?;
+                }
+            }
+            // The panel's chunks of op(B) are the last queued on the copy-in stream, C's rows after them.
+            let panel_in = Event::new(gpu)?;
+            panel_in.record(copy_in)?;
+            panel_in.wait_on(panel_stream)?;
+            run.a_in.as_ref().expect("set by start_shares").wait_on(panel_stream)?;
+            norms_in.wait_on(panel_stream)?;
+            let s = run.side + 1;
+            timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {p} starts"))?;
+            unsafe {
+                multiply::<T>(
+                    gpu,
+                    panel_stream,
+                    &Product { n: cols.len(), ..whole.rows(&share_rows) },
+                    run.a,
+                    DeviceOperand {
+                        ptr: run.b.ptr + (op_column_offset(run.b.op, cols.start, run.b.ld) * size) as u64,
+                        ..run.b
+                    },
+                    (run.an, block_rows.len()),
+                    run.bn + (blocks.start * kb * 8) as u64,
+                    alpha,
+                    beta,
+                    (c_panel, panel_rows),
+                    mode,
+                )
+            }?;
+            timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {p} computed"))?;
+            let panel_done = Event::new(gpu)?;
+            panel_done.record(panel_stream)?;
+            panel_done.wait_on(copy_out)?;
             unsafe {
                 copy_matrix_async(
-                    (c_panel, panel_rows * size, gpu),
                     (c_lead + c_offset, ldc * size, lead),
+                    (c_panel, panel_rows * size, gpu),
                     panel_rows * size,
                     cols.len(),
-                    copy_in,
+                    copy_out,
                 )?;
             }
+            timeline.stamp(gpu, copy_out, || format!("share {s}: panel {p} out"))?;
         }
-        let panel = computed.len();
-        let panel_stream = panel_streams[panel % PANEL_STREAMS];
-        timeline.stamp(gpu, copy_in, || format!("share {s}: panel {panel} in"))?;
-        let panel_in = Event::new(gpu)?;
-        panel_in.record(copy_in)?;
-        panel_in.wait_on(panel_stream)?;
-        timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {panel} starts"))?;
-        unsafe {
-            multiply::<T>(
-                gpu,
-                panel_stream,
-                &Product { n: cols.len(), ..*p },
-                copies.a,
-                DeviceOperand {
-                    ptr: b_side + (op_column_offset(b_copy.op, cols.start, b_rows) * size) as u64,
-                    ..b_copy
-                },
-                (an_side, block_rows.len()),
-                bn_side + (blocks.start * kb * 8) as u64,
-                alpha,
-                beta,
-                (c_panel, panel_rows),
-                mode,
-            )
-        }?;
-        timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {panel} computed"))?;
-        let panel_done = Event::new(gpu)?;
-        panel_done.record(panel_stream)?;
-        panel_done.wait_on(copy_out)?;
-        unsafe {
-            copy_matrix_async(
-                (c_lead + c_offset, ldc * size, lead),
-                (c_panel, panel_rows * size, gpu),
-                panel_rows * size,
-                cols.len(),
-                copy_out,
-            )?;
-        }
-        timeline.stamp(gpu, copy_out, || format!("share {s}: panel {panel} out"))?;
-        computed.push((panel_in, panel_done));
     }
     // `done` (on the first compute stream) covers the other streams: the panels are computed, the
     // last panel of C has left, and the copies in are over even when no panel waited for them
     // (n = 0), before the caller may free the inputs or this workspace.
-    for &other in panel_streams[1..].iter().chain([&copy_out, &copy_in]) {
-        let finished = Event::new(gpu)?;
-        finished.record(other)?;
-        finished.wait_on(compute)?;
+    for run in runs.iter() {
+        let device = &shared.shares[run.side];
+        let (panel_streams, copy_in, copy_out) = device.streams();
+        device.gpu.bind()?;
+        for &other in panel_streams[1..].iter().chain([&copy_out, &copy_in]) {
+            let finished = Event::new(&device.gpu)?;
+            finished.record(other)?;
+            finished.wait_on(panel_streams[0])?;
+        }
+        device.done.record(panel_streams[0])?;
+        let s = run.side + 1;
+        timeline.stamp(&device.gpu, panel_streams[0], || format!("share {s}: done"))?;
     }
-    side.done.record(compute)?;
-    timeline.stamp(gpu, compute, || format!("share {s}: done"))?;
-    lead.bind()?;
-    Ok(ChunkSource { device: gpu.clone(), operand: b_copy, arrived: ChunkEvents::Each(arrived) })
+    lead.bind()
 }
 
 /// Cuts `work` (per block row) into consecutive ranges, range d holding about `fractions[d]` of the
@@ -828,6 +1018,13 @@ struct Product {
     tau: f64,
 }
 
+impl Product {
+    /// The part of this product that computes `rows` of C.
+    fn rows(&self, rows: &std::ops::Range<usize>) -> Product {
+        Product { m: rows.len(), ..*self }
+    }
+}
+
 /// A column-major operand in device memory, used as `op(X)`.
 #[derive(Clone, Copy, Debug)]
 struct DeviceOperand {
@@ -836,14 +1033,12 @@ struct DeviceOperand {
     op: Operation,
 }
 
-/// A product's inputs on its (lead) device, staged from host memory when needed, with their norm maps.
-/// A product of a matrix with itself (X·X, Xᵀ·X: purification's repeated squares) stages and reads
-/// the matrix once and computes its norms in one pass.
+/// A product's inputs on its (lead) device, staged from host memory when needed. A product of a
+/// matrix with itself (X·X, Xᵀ·X: purification's repeated squares) stages and reads the matrix once
+/// and computes its norms in one pass.
 struct StagedInputs {
     a: DeviceInput,
     b: Option<DeviceInput>,
-    a_norms: DeviceNormMap,
-    b_norms: DeviceNormMap,
 }
 
 impl StagedInputs {
@@ -854,23 +1049,32 @@ impl StagedInputs {
         stream: Stream,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
-        bs: usize,
     ) -> Result<Self> {
         let a_in = unsafe { DeviceInput::new(device, stream, a.ptr, a.len, "A") }?;
-        if a.same_matrix(b) {
-            let [a_norms, b_norms] =
-                norm_maps::<T, 2>(device, stream, a_in.ptr(), [a.op, b.op], a.stored_rows, a.stored_cols, a.ld, bs)?;
-            return Ok(StagedInputs { a: a_in, b: None, a_norms, b_norms });
-        }
-        let b_in = unsafe { DeviceInput::new(device, stream, b.ptr, b.len, "B") }?;
-        let a_norms = norm_map::<T>(device, stream, a_in.ptr(), a.op, a.stored_rows, a.stored_cols, a.ld, bs)?;
-        let b_norms = norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?;
-        Ok(StagedInputs { a: a_in, b: Some(b_in), a_norms, b_norms })
+        let b_in = match a.same_matrix(b) {
+            true => None,
+            false => Some(unsafe { DeviceInput::new(device, stream, b.ptr, b.len, "B") }?),
+        };
+        Ok(StagedInputs { a: a_in, b: b_in })
     }
 
-    /// (mb, nb, kb): C blocks by rows and columns, inner blocks.
-    fn dims(&self) -> (usize, usize, usize) {
-        (self.a_norms.block_rows, self.b_norms.block_cols, self.a_norms.block_cols)
+    /// The norm maps of op(A) and op(B), queued on `stream`.
+    fn norm_maps<T: Element>(
+        &self,
+        device: &Arc<GpuDevice>,
+        stream: Stream,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        bs: usize,
+    ) -> Result<[DeviceNormMap; 2]> {
+        let a_in = self.a.ptr();
+        match &self.b {
+            None => norm_maps::<T, 2>(device, stream, a_in, [a.op, b.op], a.stored_rows, a.stored_cols, a.ld, bs),
+            Some(b_in) => Ok([
+                norm_map::<T>(device, stream, a_in, a.op, a.stored_rows, a.stored_cols, a.ld, bs)?,
+                norm_map::<T>(device, stream, b_in.ptr(), b.op, b.stored_rows, b.stored_cols, b.ld, bs)?,
+            ]),
+        }
     }
 
     fn a_operand<T>(&self, a: &RawOperand<T>) -> DeviceOperand {
@@ -1080,63 +1284,90 @@ fn tile_work(
     Ok(TileWork { tiles, order, counts, lists })
 }
 
-/// Where a product's statistics land without stopping the caller's stream: a pinned host slot that
-/// the device copies a product's statistics totals into, and an event recorded after the copy.
-/// A handle keeps one per device; reading waits for the event only.
-pub struct StatsSlot {
-    /// Two u64: performed products, then the bits of the f64 sum of squared skipped sums.
+/// Words the device copies into pinned host memory behind an event: the host reads them after
+/// waiting for that event only, not for the stream.
+struct PinnedWords {
     host: *mut u64,
+    len: usize,
     /// Recorded after every copy into `host`.
     copied: Event,
 }
 
-// SAFETY: the pinned slot and the event belong to the device's context, usable from any thread; the
-// handle owning the slot is used by one thread at a time.
-unsafe impl Send for StatsSlot {}
+// SAFETY: the pinned memory and the event belong to the device's context, usable from any thread; the
+// handle owning them is used by one thread at a time.
+unsafe impl Send for PinnedWords {}
+
+impl PinnedWords {
+    fn new(device: &Arc<GpuDevice>, len: usize) -> Result<Self> {
+        let copied = Event::new(device)?;
+        let host = unsafe { drv::malloc_host(len.max(1) * 8, CU_MEMHOSTALLOC_PORTABLE) }
+            .map_err(driver_error("allocating pinned host memory"))? as *mut u64;
+        Ok(PinnedWords { host, len, copied })
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queues on `stream` the copy of `words` words at `from` (device memory of the event's device)
+    /// into the first words, after any earlier copy into them (which may have been queued on another
+    /// stream), and records the event.
+    fn record_from(&self, stream: Stream, from: CUdeviceptr, words: usize) -> Result<()> {
+        assert!(words <= self.len, "{words} words into pinned memory of {}", self.len);
+        self.copied.wait_on(stream)?;
+        unsafe { drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, words), from, stream.0) }
+            .map_err(driver_error("copying to pinned host memory"))?;
+        self.copied.record(stream)
+    }
+
+    /// The first `words` words (at most all) as the last copy left them (waits for it).
+    fn wait(&self, words: usize) -> Result<&[u64]> {
+        self.copied.synchronize()?;
+        // SAFETY: the copy into the memory has completed, and nothing writes it until the next
+        // `record_from`, which takes `&self` only after this borrow ends.
+        Ok(unsafe { std::slice::from_raw_parts(self.host, words.min(self.len)) })
+    }
+}
+
+impl Drop for PinnedWords {
+    fn drop(&mut self) {
+        // A copy may still be in flight into the pinned memory: wait before freeing it (the event
+        // goes after this, with the struct's fields).
+        let _ = self.copied.synchronize();
+        if self.copied.device().bind().is_ok() {
+            unsafe { drv::free_host(self.host as *mut _) }.ok();
+        }
+    }
+}
+
+/// Where a product's statistics land without stopping the caller's stream: two pinned words the
+/// device copies a product's statistics totals into, performed products and the bits of the f64 sum
+/// of squared skipped sums. A handle keeps one per device.
+pub struct StatsSlot(PinnedWords);
 
 impl StatsSlot {
     pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        let copied = Event::new(device)?;
-        let host = unsafe { drv::malloc_host(16, CU_MEMHOSTALLOC_PORTABLE) }
-            .map_err(driver_error("allocating pinned memory for SpAMM statistics"))? as *mut u64;
-        Ok(StatsSlot { host, copied })
+        Ok(StatsSlot(PinnedWords::new(device, 2)?))
     }
 
     pub fn device(&self) -> &Arc<GpuDevice> {
-        self.copied.device()
+        self.0.copied.device()
     }
 
     /// The totals of the last product recorded into the slot (waits for its copy).
     pub fn wait(&self) -> Result<(u64, f64)> {
-        self.copied.synchronize()?;
-        // SAFETY: the copy into the slot has completed; volatile because the device wrote it.
-        let (performed, bits) = unsafe { (self.host.read_volatile(), self.host.add(1).read_volatile()) };
-        Ok((performed, f64::from_bits(bits)))
+        let words = self.0.wait(2)?;
+        Ok((words[0], f64::from_bits(words[1])))
     }
 
-    /// Queues on `stream` the copy of 16 bytes of device totals into the slot, after any earlier copy
-    /// into it (which may have been queued on another stream), and records the event.
+    /// Queues on `stream` the copy of 16 bytes of device totals into the slot.
     fn record(&self, stream: Stream, totals: &DeviceBuffer) -> Result<()> {
         self.record_from(stream, totals.ptr())
     }
 
     /// [`StatsSlot::record`] from 16 bytes at `totals` on the slot's device.
     fn record_from(&self, stream: Stream, totals: CUdeviceptr) -> Result<()> {
-        self.copied.wait_on(stream)?;
-        unsafe { drv::memcpy_dtoh_async(std::slice::from_raw_parts_mut(self.host, 2), totals, stream.0) }
-            .map_err(driver_error("copying SpAMM statistics"))?;
-        self.copied.record(stream)
-    }
-}
-
-impl Drop for StatsSlot {
-    fn drop(&mut self) {
-        // A copy may still be in flight into the pinned slot: wait before freeing it (the event goes
-        // after this, with the struct's fields).
-        let _ = self.copied.synchronize();
-        if self.copied.device().bind().is_ok() {
-            unsafe { drv::free_host(self.host as *mut _) }.ok();
-        }
+        self.0.record_from(stream, totals, 2)
     }
 }
 
