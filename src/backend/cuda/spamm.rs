@@ -234,16 +234,22 @@ pub unsafe fn gemm<T: Element>(
     let norms = inputs.norm_maps(lead, stream, a, b, bs)?;
     timeline.stamp(lead, stream, || "norm maps".into())?;
     let (an, bn) = (norms[0].norms.ptr(), norms[1].norms.ptr());
+    // The statistics on the slot's stream, beside the multiplication; the caller's stream waits for
+    // them before the norm maps are freed.
+    let side = stats.side_stream();
+    let norms_done = Event::new(lead)?;
+    norms_done.record(stream)?;
+    norms_done.wait_on(side)?;
     let bounds = match shared.as_deref_mut() {
         None => {
-            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, dims, None)?)?;
+            stats.record(side, &product_stats(lead, side, (an, bn), tau, dims, None)?)?;
             vec![0, mb]
         }
         Some(shared) => {
-            let row_work = DeviceBuffer::zeroed(lead, mb * 8, stream, "SpAMM row work")?;
-            stats.record(stream, &product_stats(lead, stream, (an, bn), tau, dims, Some(row_work.ptr()))?)?;
-            shared.keep_row_work(stream, &row_work, dims)?;
-            timeline.stamp(lead, stream, || "statistics and work per row".into())?;
+            let row_work = DeviceBuffer::zeroed(lead, mb * 8, side, "SpAMM row work")?;
+            stats.record(side, &product_stats(lead, side, (an, bn), tau, dims, Some(row_work.ptr()))?)?;
+            shared.keep_row_work(side, &row_work, dims)?;
+            timeline.stamp(lead, side, || "statistics and work per row".into())?;
             match early.as_ref().and_then(|(_, runs)| runs.as_ref()) {
                 Some((_, bounds)) => bounds.clone(),
                 None => shared.this_split()?,
@@ -314,6 +320,9 @@ pub unsafe fn gemm<T: Element>(
         shared.observe_finish(&bounds)?;
         timeline.stamp(lead, stream, || "every share done".into())?;
     }
+    let stats_done = Event::new(lead)?;
+    stats_done.record(side)?;
+    stats_done.wait_on(stream)?;
     c.finish()?;
     timeline.print()?;
     Ok((mb, nb, kb))
@@ -1342,22 +1351,32 @@ impl Drop for PinnedWords {
 
 /// Where a product's statistics land without stopping the caller's stream: two pinned words the
 /// device copies a product's statistics totals into, performed products and the bits of the f64 sum
-/// of squared skipped sums. A handle keeps one per device.
-pub struct StatsSlot(PinnedWords);
+/// of squared skipped sums. A handle keeps one per device, with a stream of that device on which
+/// [`gemm`] computes the statistics beside the multiplication (nothing in the multiplication reads
+/// them).
+pub struct StatsSlot {
+    words: PinnedWords,
+    side: Arc<CudaStream>,
+}
 
 impl StatsSlot {
     pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        Ok(StatsSlot(PinnedWords::new(device, 2)?))
+        Ok(StatsSlot { words: PinnedWords::new(device, 2)?, side: device.new_stream()? })
     }
 
     pub fn device(&self) -> &Arc<GpuDevice> {
-        self.0.copied.device()
+        self.words.copied.device()
     }
 
     /// The totals of the last product recorded into the slot (waits for its copy).
     pub fn wait(&self) -> Result<(u64, f64)> {
-        let words = self.0.wait(2)?;
+        let words = self.words.wait(2)?;
         Ok((words[0], f64::from_bits(words[1])))
+    }
+
+    /// The stream the statistics are computed on.
+    fn side_stream(&self) -> Stream {
+        Stream(self.side.cu_stream())
     }
 
     /// Queues on `stream` the copy of 16 bytes of device totals into the slot.
@@ -1367,7 +1386,7 @@ impl StatsSlot {
 
     /// [`StatsSlot::record`] from 16 bytes at `totals` on the slot's device.
     fn record_from(&self, stream: Stream, totals: CUdeviceptr) -> Result<()> {
-        self.0.record_from(stream, totals, 2)
+        self.words.record_from(stream, totals, 2)
     }
 }
 
