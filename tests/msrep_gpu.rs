@@ -386,57 +386,10 @@ fn rmat_timing() {
     let _guard = lock();
     let scale: u32 = std::env::var("MSREP_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(22);
     let n = 1usize << scale;
-    let edges = 16 * n;
     let started = std::time::Instant::now();
-    let mut pairs: Vec<u64> = {
-        use rayon::prelude::*;
-        (0..edges)
-            .into_par_iter()
-            .map(|e| {
-                // A per-edge SplitMix64 stream: deterministic and parallel.
-                let mut s = (e as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-                let mut next = || {
-                    s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = s;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-                };
-                let (mut r, mut c) = (0u64, 0u64);
-                for bit in (0..scale).rev() {
-                    let p = next();
-                    let (dr, dc) = if p < 0.57 {
-                        (0, 0)
-                    } else if p < 0.76 {
-                        (0, 1)
-                    } else if p < 0.95 {
-                        (1, 0)
-                    } else {
-                        (1, 1)
-                    };
-                    r |= dr << bit;
-                    c |= dc << bit;
-                }
-                (r << 32) | c
-            })
-            .collect()
-    };
-    {
-        use rayon::prelude::*;
-        pairs.par_sort_unstable();
-    }
-    pairs.dedup();
-    let nnz = pairs.len();
-    let mut row_ptr = vec![0i32; n + 1];
-    for &p in &pairs {
-        row_ptr[(p >> 32) as usize + 1] += 1;
-    }
-    for r in 0..n {
-        row_ptr[r + 1] += row_ptr[r];
-    }
-    let col_ind: Vec<i32> = pairs.iter().map(|&p| (p & 0xffff_ffff) as i32).collect();
-    drop(pairs);
-    let values: Vec<f64> = (0..nnz).map(|e| ((e * 7919) % 2001) as f64 / 1000.0 - 1.0).collect();
+    let a = rmat_csr::<f64>(&mut Rng::fresh("msrep_gpu rmat timing"), scale, 16);
+    let nnz = a.nnz();
+    let (row_ptr, col_ind, values) = (a.row_ptr, a.col_ind, a.values);
     println!("R-MAT 2^{scale}: {nnz} nonzeros, generated in {:.1} s", started.elapsed().as_secs_f64());
     let input = Input { format: SparseFormat::Csr, major: row_ptr, minor: col_ind, values };
     let gpu = cuda::device(0).unwrap();
