@@ -174,7 +174,8 @@ pub unsafe fn operand_norm_map<T: Element>(
 /// device computes its rows in its workspace ([`start_shares`], [`finish_shares`]): op(A)'s rows
 /// come from the lead, op(B) comes chunk by chunk along a chain (the lead sends it to the first
 /// share, each share forwards every chunk it has received to the next), so each device sends op(B)
-/// at most once whatever the number of devices, and the norm maps' parts follow. When the last
+/// at most once whatever the number of devices; the lead's SMs write the norm maps' parts into each
+/// ([`push_norms`]). The statistics run on the slot's stream beside the multiplication. When the last
 /// product had these dimensions, its valid work per row gives the split at once and every share's
 /// operands start moving before the norm maps are computed; otherwise the lead counts this
 /// product's (with the statistics) and the host waits for the count. The caller's stream waits for
