@@ -346,6 +346,31 @@ pub unsafe extern "C" fn spammGetStats(handle: spammHandle_t, stats: *mut spammS
     })
 }
 
+/// The arguments both τ searches check alike, in the same order: the value type, the transposes, the
+/// dimensions and the iteration budget (at least 1).
+#[allow(clippy::type_complexity)]
+fn tune_args(
+    value_type: sgpuValueType_t,
+    (transa, transb): (sgpuOperation_t, sgpuOperation_t),
+    (m, n, k): (c_int, c_int, c_int),
+    max_iterations: c_int,
+) -> Result<(ValueType, (Operation, Operation), (usize, usize, usize), usize)> {
+    let value_type: ValueType = enum_arg(value_type, "valueType")?;
+    let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
+    let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
+    if max_iterations < 1 {
+        return Err(Error::invalid_value(format!("argument maxIterations = {max_iterations} must be at least 1")));
+    }
+    Ok((value_type, ops, dims, max_iterations as usize))
+}
+
+/// Both τ searches' answer to a bf16 request.
+fn no_bf16_tuning() -> Error {
+    Error::not_supported(
+        "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
+    )
+}
+
 unsafe fn tune_c<T: Element>(
     h: &SpammHandle,
     ops: (Operation, Operation),
@@ -423,22 +448,15 @@ pub unsafe extern "C" fn spammTuneTau(
 ) -> sgpuStatus_t {
     boundary("spammTuneTau", || {
         let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let value_type: ValueType = enum_arg(valueType, "valueType")?;
-        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
-        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
-        if maxIterations < 1 {
-            return Err(Error::invalid_value(format!("argument maxIterations = {maxIterations} must be at least 1")));
-        }
-        let search = (targetValidRatio, tolerance, maxIterations as usize);
+        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
+        let search = (targetValidRatio, tolerance, max_iterations);
         let tau_out = unsafe { out_arg(tau, "tau") }?;
         let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
         let (found_tau, found_ratio) = match value_type {
             ValueType::F16 => unsafe { tune_c::<f16>(h, ops, dims, A, lda, B, ldb, search) },
             ValueType::F32 => unsafe { tune_c::<f32>(h, ops, dims, A, lda, B, ldb, search) },
             ValueType::F64 => unsafe { tune_c::<f64>(h, ops, dims, A, lda, B, ldb, search) },
-            ValueType::Bf16 => Err(Error::not_supported(
-                "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
-            )),
+            ValueType::Bf16 => Err(no_bf16_tuning()),
         }?;
         *tau_out = found_tau;
         *ratio_out = found_ratio;
@@ -484,18 +502,13 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
 ) -> sgpuStatus_t {
     boundary("spammTuneTauForErrorBound", || {
         let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let value_type: ValueType = enum_arg(valueType, "valueType")?;
-        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
-        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
-        if maxIterations < 1 {
-            return Err(Error::invalid_value(format!("argument maxIterations = {maxIterations} must be at least 1")));
-        }
+        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
         if errorBound.is_nan() || errorBound < 0.0 {
             return Err(Error::invalid_value(format!(
                 "argument errorBound = {errorBound} must be a non-negative number"
             )));
         }
-        let search = (errorBound, maxIterations as usize);
+        let search = (errorBound, max_iterations);
         let tau_out = unsafe { out_arg(tau, "tau") }?;
         let bound_out = unsafe { out_arg(achievedErrorBound, "achievedErrorBound") }?;
         let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
@@ -503,9 +516,7 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
             ValueType::F16 => unsafe { tune_bound_c::<f16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
             ValueType::F32 => unsafe { tune_bound_c::<f32>(h, ops, dims, alpha, A, lda, B, ldb, search) },
             ValueType::F64 => unsafe { tune_bound_c::<f64>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-            ValueType::Bf16 => Err(Error::not_supported(
-                "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
-            )),
+            ValueType::Bf16 => Err(no_bf16_tuning()),
         }?;
         *tau_out = found_tau;
         *bound_out = found_bound;
