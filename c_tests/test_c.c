@@ -543,6 +543,22 @@ static void run_spamm(spammHandle_t h, int vt, int ta, int tb, int m, int n, int
         check_status(spammGetStats(h, &stats), "spammGetStats");
         check(stats.errorBound == achieved && stats.validRatio == ratio,
               "spammGetStats after spammTuneTauForErrorBound reports its bound and ratio");
+        /* The same search inside the product: the same tau, bound and ratio; with beta = 0 the same C. */
+        {
+            double *previous = as_doubles(C, vt, csize), within_tau = -1.0;
+            st = spammGemmWithinErrorBound(h, vt, ta, tb, m, n, k, scalar(&sa, vt, alpha), A, lda, B, ldb,
+                                           scalar(&sb, vt, beta), C, ldc, bound, 60, &within_tau);
+            check_status(st, "spammGemmWithinErrorBound");
+            check_status(spammGetStats(h, &stats), "spammGetStats");
+            sprintf(what, "spammGemmWithinErrorBound %.4g: tau %.4g (search %.4g), bound %.4g, ratio %.3f", bound,
+                    within_tau, bound_tau, stats.errorBound, stats.validRatio);
+            check(within_tau == bound_tau && stats.tau == bound_tau && stats.errorBound == achieved &&
+                      stats.validRatio == ratio,
+                  what);
+            if (beta == 0.0) check_array("spammGemmWithinErrorBound's C is spamm?gemm's at its tau", C, vt, previous,
+                                         csize);
+            free(previous);
+        }
     }
     free(A); free(B); free(C); free(want); free(exact);
 }

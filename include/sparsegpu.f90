@@ -672,6 +672,57 @@ module sparsegpu
       real(c_double), intent(out) :: achievedErrorBound
       real(c_double), intent(out) :: achievedValidRatio
     end function spammTuneTauForErrorBound
+    function spammGemmAtValidRatio( &
+        handle, valueType, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,  &
+        targetValidRatio, tolerance, maxIterations, tau) &
+        bind(c, name="spammGemmAtValidRatio")
+      import
+      integer(c_int) :: spammGemmAtValidRatio
+      type(c_ptr), value :: handle
+      integer(c_int), value :: valueType
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      type(c_ptr), value :: alpha
+      type(c_ptr), value :: A
+      integer(c_int), value :: lda
+      type(c_ptr), value :: B
+      integer(c_int), value :: ldb
+      type(c_ptr), value :: beta
+      type(c_ptr), value :: C
+      integer(c_int), value :: ldc
+      real(c_double), value :: targetValidRatio
+      real(c_double), value :: tolerance
+      integer(c_int), value :: maxIterations
+      real(c_double), intent(out) :: tau
+    end function spammGemmAtValidRatio
+    function spammGemmWithinErrorBound( &
+        handle, valueType, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,  &
+        errorBound, maxIterations, tau) &
+        bind(c, name="spammGemmWithinErrorBound")
+      import
+      integer(c_int) :: spammGemmWithinErrorBound
+      type(c_ptr), value :: handle
+      integer(c_int), value :: valueType
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      type(c_ptr), value :: alpha
+      type(c_ptr), value :: A
+      integer(c_int), value :: lda
+      type(c_ptr), value :: B
+      integer(c_int), value :: ldb
+      type(c_ptr), value :: beta
+      type(c_ptr), value :: C
+      integer(c_int), value :: ldc
+      real(c_double), value :: errorBound
+      integer(c_int), value :: maxIterations
+      real(c_double), intent(out) :: tau
+    end function spammGemmWithinErrorBound
   end interface
 
 contains

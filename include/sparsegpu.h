@@ -777,6 +777,58 @@ sgpuStatus_t spammTuneTauForErrorBound(spammHandle_t handle,
                                        double *achievedErrorBound,
                                        double *achievedValidRatio);
 
+// C = alpha·op(A)·op(B) + beta·C as spamm?gemm (valueType SGPU_VALUE_TYPE_F16, _F32 or _F64 picks
+// spammHgemm, spammSgemm or spammDgemm; A, B, C of that type; alpha and beta point to a float for
+// _F16 and _F32, a double for _F64) at the τ spammTuneTau would return for targetValidRatio,
+// tolerance and maxIterations, and writes that τ to *tau. The search runs on the product's own block
+// norm maps, so the inputs are read for norms once, not once for spammTuneTau and again for the
+// product; the host waits for each search iteration. spammGetStats reports the product, its valid
+// ratio and τ among it. m, n or k = 0: no block products, τ = 0 without a search. Other arguments
+// as spammSgemm and spammTuneTau.
+sgpuStatus_t spammGemmAtValidRatio(spammHandle_t handle,
+                                   sgpuValueType_t valueType,
+                                   sgpuOperation_t transa,
+                                   sgpuOperation_t transb,
+                                   int m,
+                                   int n,
+                                   int k,
+                                   const void *alpha,
+                                   const void *A,
+                                   int lda,
+                                   const void *B,
+                                   int ldb,
+                                   const void *beta,
+                                   void *C,
+                                   int ldc,
+                                   double targetValidRatio,
+                                   double tolerance,
+                                   int maxIterations,
+                                   double *tau);
+
+// C = alpha·op(A)·op(B) + beta·C as spammGemmAtValidRatio, at the τ spammTuneTauForErrorBound
+// would return for errorBound and maxIterations with this alpha: the largest τ whose reported error
+// bound (spammStats_t.errorBound, ≥ ‖C_exact − C‖_F up to rounding) is at most errorBound. Writes τ
+// to *tau; spammGetStats reports the bound reached. This is the product a purification step with an
+// error budget per multiplication wants, with one read of its inputs for norms.
+sgpuStatus_t spammGemmWithinErrorBound(spammHandle_t handle,
+                                       sgpuValueType_t valueType,
+                                       sgpuOperation_t transa,
+                                       sgpuOperation_t transb,
+                                       int m,
+                                       int n,
+                                       int k,
+                                       const void *alpha,
+                                       const void *A,
+                                       int lda,
+                                       const void *B,
+                                       int ldb,
+                                       const void *beta,
+                                       void *C,
+                                       int ldc,
+                                       double errorBound,
+                                       int maxIterations,
+                                       double *tau);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -13,50 +13,78 @@
 // ---------------------------------------------------------------------------------------------
 // get-norm
 
-// Row sums of squares: thread (r, cb) sums x(r, c)^2 over the columns c of stored column block cb,
-// sequentially with fma in f64. Consecutive threads read consecutive rows: coalesced.
+#define SPAMM_NORM_THREADS 256
+
+// Block norms in one pass over x, in the CPU's order (src/spamm, NormMap::of_col_major): each row's
+// sum of squares over the block's columns in column order (fma in f64 from 0), the block's row sums
+// added in row order from 0, then sqrt (all correctly rounded). Thread block (g, cb) covers stored
+// column block cb and the row blocks g * R .. g * R + R - 1, R = max(1, 256 / bs): whole blocks, so
+// the row sums stay in shared memory (R * bs of them, at most max(256, bs)). A thread sums rows t,
+// t + 256, ... (consecutive threads read consecutive rows: coalesced), 8 loads in flight before
+// their fma; then one thread per row block adds its rows. The norm of stored block (rb, cb) goes to
+// map0 at op position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null
+// (two ops of one matrix, read once). Maps are column-major over their op's blocks.
 template <typename T>
-__device__ void norm_row_sums(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* row_sums) {
-    int col_blocks = (cols + bs - 1) / bs;
-    for (sgpu_i64 r = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; r < rows; r += (sgpu_i64)gridDim.x * blockDim.x) {
-        for (int cb = blockIdx.y; cb < col_blocks; cb += gridDim.y) {
-            sgpu_i64 c0 = (sgpu_i64)cb * bs;
-            sgpu_i64 c1 = c0 + bs < cols ? c0 + bs : cols;
+__device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                            double* map1, int transpose1) {
+    extern __shared__ double row_sums[];
+    const int per_group = bs < SPAMM_NORM_THREADS ? SPAMM_NORM_THREADS / bs : 1;
+    const int group_rows = per_group * bs;
+    const sgpu_i64 block_rows = (rows + bs - 1) / bs, block_cols = (cols + bs - 1) / bs;
+    const sgpu_i64 r_base = (sgpu_i64)blockIdx.x * group_rows;
+    for (sgpu_i64 cb = blockIdx.y; cb < block_cols; cb += gridDim.y) {
+        const sgpu_i64 c0 = cb * bs, c1 = c0 + bs < cols ? c0 + bs : cols;
+        for (int t = threadIdx.x; t < group_rows; t += blockDim.x) {
+            const sgpu_i64 r = r_base + t;
             double s = 0.0;
-            for (sgpu_i64 c = c0; c < c1; ++c) {
-                double v = (double)sgpu_elem<T>::load(x[r + c * ld]);
-                s = __fma_rn(v, v, s);
+            if (r < rows) {
+                const T* p = x + r + c0 * ld;
+                sgpu_i64 c = c0;
+                for (; c + 8 <= c1; c += 8, p += 8 * ld) {
+                    double v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) v[u] = (double)sgpu_elem<T>::load(p[u * ld]);
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) s = __fma_rn(v[u], v[u], s);
+                }
+                for (; c < c1; ++c, p += ld) {
+                    double v = (double)sgpu_elem<T>::load(*p);
+                    s = __fma_rn(v, v, s);
+                }
             }
-            row_sums[r + (sgpu_i64)cb * rows] = s;
+            row_sums[t] = s;
         }
+        __syncthreads();
+        if (threadIdx.x < per_group) {
+            const sgpu_i64 rb = blockIdx.x * (sgpu_i64)per_group + threadIdx.x;
+            if (rb < block_rows) {
+                const int first = threadIdx.x * bs;
+                const int count = rows - rb * bs < bs ? (int)(rows - rb * bs) : bs;
+                double acc = 0.0;
+                for (int i = 0; i < count; ++i) acc = __dadd_rn(acc, row_sums[first + i]);
+                const double norm = __dsqrt_rn(acc);
+                map0[transpose0 ? cb + rb * block_cols : rb + cb * block_rows] = norm;
+                if (map1) map1[transpose1 ? cb + rb * block_cols : rb + cb * block_rows] = norm;
+            }
+        }
+        __syncthreads();
     }
 }
 
-extern "C" __global__ void spamm_norm_rows_f32(int rows, int cols, const float* x, sgpu_i64 ld, int bs, double* out) {
-    norm_row_sums<float>(rows, cols, x, ld, bs, out);
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f32(int rows, int cols, const float* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<float>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
 }
-extern "C" __global__ void spamm_norm_rows_f64(int rows, int cols, const double* x, sgpu_i64 ld, int bs, double* out) {
-    norm_row_sums<double>(rows, cols, x, ld, bs, out);
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f64(int rows, int cols, const double* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<double>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
 }
-extern "C" __global__ void spamm_norm_rows_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* out) {
-    norm_row_sums<sgpu_f16>(rows, cols, x, ld, bs, out);
-}
-
-// Block norms from the row sums: the block's row sums added in row order from 0, then sqrt (both
-// correctly rounded, as on the CPU). `transpose` writes the norm of stored block (rb, cb) at op
-// position (cb, rb), so the map describes op(X).
-extern "C" __global__ void spamm_norm_blocks(int rows, int cols, int bs, const double* row_sums, int transpose,
-                                              double* norms) {
-    sgpu_i64 block_rows = (rows + bs - 1) / bs, block_cols = (cols + bs - 1) / bs;
-    sgpu_i64 total = block_rows * block_cols;
-    for (sgpu_i64 idx = blockIdx.x * (sgpu_i64)blockDim.x + threadIdx.x; idx < total;
-         idx += (sgpu_i64)gridDim.x * blockDim.x) {
-        sgpu_i64 rb = idx % block_rows, cb = idx / block_rows;
-        sgpu_i64 r0 = rb * bs, r1 = r0 + bs < rows ? r0 + bs : rows;
-        double acc = 0.0;
-        for (sgpu_i64 r = r0; r < r1; ++r) acc = __dadd_rn(acc, row_sums[r + cb * rows]);
-        norms[transpose ? cb + rb * block_cols : idx] = __dsqrt_rn(acc);
-    }
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<sgpu_f16>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1487,3 +1487,243 @@ fn tf32x3_is_close_to_fp32_against_an_f64_reference() {
     assert!(emulated_differs > 0, "3xTF32 never differed from exact FP32: is it emulated at all?");
     assert_eq!(unsafe { spammDestroy(h) }, OK);
 }
+
+/// A tuned product's τ rule as the C API takes it.
+#[derive(Clone, Copy, Debug)]
+enum Tuned {
+    ValidRatio(f64),
+    ErrorBound(f64),
+}
+
+/// spammGemmAtValidRatio / spammGemmWithinErrorBound for element type T (C = αAB + βC, A m×k, B k×n,
+/// no transposes, lda = m, ldb = k, ldc = m); returns the status and the τ written (−5 untouched).
+fn tuned_gemm<T: Element>(
+    h: spammHandle_t,
+    rule: Tuned,
+    (m, n, k): (usize, usize, usize),
+    (alpha, beta): (T::Compute, T::Compute),
+    (a, b, c): (&[T], &[T], &mut [T]),
+) -> (i32, f64) {
+    let mut tau = -5.0;
+    let (vt, mi, ni, ki) = (T::VALUE_TYPE as i32, m as i32, n as i32, k as i32);
+    let (ap, bp, cp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void, c.as_mut_ptr() as *mut c_void);
+    let (alpha, beta) = (&alpha as *const T::Compute as *const c_void, &beta as *const T::Compute as *const c_void);
+    let (lda, ldb) = (mi.max(1), ki.max(1));
+    let status = unsafe {
+        match rule {
+            Tuned::ValidRatio(target) => spammGemmAtValidRatio(
+                h, vt, OP_N, OP_N, mi, ni, ki, alpha, ap, lda, bp, ldb, beta, cp, lda, target, 0.005, 20, &mut tau,
+            ),
+            Tuned::ErrorBound(bound) => spammGemmWithinErrorBound(
+                h, vt, OP_N, OP_N, mi, ni, ki, alpha, ap, lda, bp, ldb, beta, cp, lda, bound, 60, &mut tau,
+            ),
+        }
+    };
+    (status, tau)
+}
+
+/// A tuned product equals spammTuneTau (or spammTuneTauForErrorBound) followed by spamm?gemm at the
+/// τ found: the same τ, the same C to the bit, the same statistics; on square and non-square decay
+/// products with α / β, and with m, n or k zero (τ = 0, C = βC).
+fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
+    let h = create();
+    assert_eq!(unsafe { spammSetBlockSize(h, 16) }, OK);
+    for (m, n, k) in [(150, 150, 150), (97, 130, 70)] {
+        let a: Vec<T> = algebraic_decay(rng, m, k, 0.1, 0.1);
+        let b: Vec<T> = exponential_decay(rng, k, n, 1.0, 0.9);
+        let c0: Vec<T> = rng.vec(m * n);
+        let (alpha, beta) = (T::Compute::from_f64(-0.75), T::Compute::from_f64(0.5));
+        let (ap, bp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void);
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        // The bound of skipping every product, to ask for a fraction of it.
+        let mut c = c0.clone();
+        let zero = T::Compute::from_f64(0.0);
+        let everything = unsafe {
+            T::gemm(
+                h,
+                OP_N,
+                OP_N,
+                mi,
+                ni,
+                ki,
+                &alpha,
+                a.as_ptr(),
+                mi,
+                b.as_ptr(),
+                ki,
+                &zero,
+                c.as_mut_ptr(),
+                mi,
+                f64::INFINITY,
+            )
+        };
+        assert_eq!(everything, OK, "{}", last_error());
+        let skip_all = stats(h).errorBound;
+        for rule in [Tuned::ValidRatio(0.1), Tuned::ValidRatio(0.3), Tuned::ErrorBound(0.05 * skip_all)] {
+            let what = format!("{:?} {m}x{n}x{k} {rule:?}", T::VALUE_TYPE);
+            let mut tuned = c0.clone();
+            let (status, tau) = tuned_gemm(h, rule, (m, n, k), (alpha, beta), (&a, &b, &mut tuned));
+            assert_eq!(status, OK, "{what}: {}", last_error());
+            let tuned_stats = stats(h);
+            let (mut searched, mut bound, mut ratio) = (-1.0, -1.0, -1.0);
+            let st = unsafe {
+                match rule {
+                    Tuned::ValidRatio(target) => spammTuneTau(
+                        h,
+                        T::VALUE_TYPE as i32,
+                        OP_N,
+                        OP_N,
+                        mi,
+                        ni,
+                        ki,
+                        ap,
+                        mi,
+                        bp,
+                        ki,
+                        target,
+                        0.005,
+                        20,
+                        &mut searched,
+                        &mut ratio,
+                    ),
+                    Tuned::ErrorBound(epsilon) => spammTuneTauForErrorBound(
+                        h,
+                        T::VALUE_TYPE as i32,
+                        OP_N,
+                        OP_N,
+                        mi,
+                        ni,
+                        ki,
+                        &alpha as *const T::Compute as *const c_void,
+                        ap,
+                        mi,
+                        bp,
+                        ki,
+                        epsilon,
+                        60,
+                        &mut searched,
+                        &mut bound,
+                        &mut ratio,
+                    ),
+                }
+            };
+            assert_eq!(st, OK, "{what}: {}", last_error());
+            assert_eq!(tau.to_bits(), searched.to_bits(), "{what}: the tuned product's τ is the search's");
+            assert_eq!(tuned_stats.tau.to_bits(), tau.to_bits(), "{what}: spammGetStats reports τ");
+            assert_eq!(tuned_stats.validRatio, ratio, "{what}");
+            if let Tuned::ErrorBound(epsilon) = rule {
+                assert_eq!(tuned_stats.errorBound.to_bits(), bound.to_bits(), "{what}");
+                assert!(bound <= epsilon && tuned_stats.validRatio < 1.0, "{what}: bound {bound:e}");
+            }
+            let mut plain = c0.clone();
+            let st = unsafe {
+                T::gemm(
+                    h,
+                    OP_N,
+                    OP_N,
+                    mi,
+                    ni,
+                    ki,
+                    &alpha,
+                    a.as_ptr(),
+                    mi,
+                    b.as_ptr(),
+                    ki,
+                    &beta,
+                    plain.as_mut_ptr(),
+                    mi,
+                    tau,
+                )
+            };
+            assert_eq!(st, OK, "{what}: {}", last_error());
+            let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
+            assert!(bits(&tuned) == bits(&plain), "{what}: C differs from spamm?gemm at the τ found");
+        }
+    }
+    // No block products: τ = 0 without a search, C = βC (k = 0) or nothing to write.
+    for (m, n, k) in [(0, 5, 3), (4, 0, 3), (5, 4, 0)] {
+        let (a, b): (Vec<T>, Vec<T>) = (rng.vec(m.max(1) * k.max(1)), rng.vec(k.max(1) * n.max(1)));
+        let c0: Vec<T> = rng.vec(m.max(1) * n.max(1));
+        let mut c = c0.clone();
+        let (alpha, beta) = (T::Compute::from_f64(1.0), T::Compute::from_f64(2.0));
+        for rule in [Tuned::ValidRatio(0.1), Tuned::ErrorBound(0.0)] {
+            c.copy_from_slice(&c0);
+            let (status, tau) = tuned_gemm(h, rule, (m, n, k), (alpha, beta), (&a, &b, &mut c));
+            assert_eq!((status, tau), (OK, 0.0), "{m}x{n}x{k} {rule:?}: {}", last_error());
+            let want: Vec<f64> = c0
+                .iter()
+                .map(|x| if m * n > 0 { T::from_f64(2.0 * x.to_f64()).to_f64() } else { x.to_f64() })
+                .collect();
+            let got: Vec<f64> = c.iter().map(|x| x.to_f64()).collect();
+            assert_all_close(&format!("{m}x{n}x{k} {rule:?}"), &got, &want, 0.0, 0.0);
+        }
+    }
+    unsafe { spammDestroy(h) };
+}
+
+#[test]
+fn tuned_products_equal_tuning_then_the_product() {
+    let mut rng = Rng::fresh("spamm tuned products");
+    tuned_products_equal_tune_then_gemm::<f32>(&mut rng);
+    tuned_products_equal_tune_then_gemm::<f64>(&mut rng);
+    tuned_products_equal_tune_then_gemm::<f16>(&mut rng);
+}
+
+/// The tuned products check their arguments (their own and spamm?gemm's) before any work, fail with
+/// a message naming the function and the argument, and leave C and *tau untouched.
+#[test]
+fn tuned_products_reject_bad_arguments_and_leave_c_untouched() {
+    let h = create();
+    let a = [1.0f32; 16];
+    let (ap, one) = (a.as_ptr() as *const c_void, &1.0f32 as *const f32 as *const c_void);
+    let f32t = sparsegpu::ValueType::F32 as i32;
+    let bf16 = sparsegpu::ValueType::Bf16 as i32;
+    let mut c = [7.0f32; 16];
+    let cp = c.as_mut_ptr() as *mut c_void;
+    let mut tau = -5.0;
+    let tp: *mut f64 = &mut tau;
+    type Call<'a> = Box<dyn Fn() -> i32 + 'a>;
+    let ratio = |h, vt, m, alpha, c, target, iterations, tau| -> Call {
+        Box::new(move || unsafe {
+            spammGemmAtValidRatio(
+                h, vt, OP_N, OP_N, m, 4, 4, alpha, ap, 4, ap, 4, one, c, 4, target, 0.01, iterations, tau,
+            )
+        })
+    };
+    let bound = |h, vt, alpha, epsilon, iterations| -> Call {
+        Box::new(move || unsafe {
+            spammGemmWithinErrorBound(
+                h, vt, OP_N, OP_N, 4, 4, 4, alpha, ap, 4, ap, 4, one, cp, 4, epsilon, iterations, tp,
+            )
+        })
+    };
+    let cases: Vec<(Call, Status, &str, &str)> = vec![
+        (ratio(null_mut(), f32t, 4, one, cp, 0.5, 10, tp), Status::InvalidHandle, "spammGemmAtValidRatio", "handle"),
+        (ratio(h, 17, 4, one, cp, 0.5, 10, tp), Status::InvalidValue, "spammGemmAtValidRatio", "valueType"),
+        (ratio(h, bf16, 4, one, cp, 0.5, 10, tp), Status::NotSupported, "spammGemmAtValidRatio", "BF16"),
+        (ratio(h, f32t, -1, one, cp, 0.5, 10, tp), Status::InvalidSize, "spammGemmAtValidRatio", "m"),
+        (ratio(h, f32t, 4, one, cp, 0.5, 0, tp), Status::InvalidValue, "spammGemmAtValidRatio", "maxIterations"),
+        (ratio(h, f32t, 4, one, cp, 0.5, 10, null_mut()), Status::InvalidPointer, "spammGemmAtValidRatio", "tau"),
+        (ratio(h, f32t, 4, null(), cp, 0.5, 10, tp), Status::InvalidPointer, "spammGemmAtValidRatio", "alpha"),
+        (ratio(h, f32t, 4, one, cp, 0.0, 10, tp), Status::InvalidValue, "spammGemmAtValidRatio", "targetValidRatio"),
+        (ratio(h, f32t, 4, one, cp, 1.5, 10, tp), Status::InvalidValue, "spammGemmAtValidRatio", "targetValidRatio"),
+        (ratio(h, f32t, 4, one, null_mut(), 0.5, 10, tp), Status::InvalidPointer, "spammGemmAtValidRatio", "C"),
+        (
+            ratio(h, f32t, 4, one, ap as *mut c_void, 0.5, 10, tp),
+            Status::InvalidPointer,
+            "spammGemmAtValidRatio",
+            "overlaps",
+        ),
+        (bound(h, f32t, one, -1.0, 10), Status::InvalidValue, "spammGemmWithinErrorBound", "errorBound"),
+        (bound(h, f32t, one, f64::NAN, 10), Status::InvalidValue, "spammGemmWithinErrorBound", "errorBound"),
+        (bound(h, f32t, one, 1.0, 0), Status::InvalidValue, "spammGemmWithinErrorBound", "maxIterations"),
+        (bound(h, f32t, null(), 1.0, 10), Status::InvalidPointer, "spammGemmWithinErrorBound", "alpha"),
+        (bound(h, bf16, one, 1.0, 10), Status::NotSupported, "spammGemmWithinErrorBound", "BF16"),
+    ];
+    for (call, status, function, fragment) in cases {
+        expect_failure(call(), status, function, fragment);
+        assert_eq!(unsafe { *tp }, -5.0, "{function} {fragment}: tau written");
+        assert!(c.iter().all(|&x| x == 7.0), "{function} {fragment}: C written");
+    }
+    unsafe { spammDestroy(h) };
+}

@@ -12,6 +12,7 @@ use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
+use sparsegpu::spamm::TauRule::{self, Given};
 use sparsegpu::spamm::tune::{CandidateEvaluator, Evaluation, NormMapEvaluator};
 use sparsegpu::spamm::{GemmOperand, MathMode, NormMap, ProductPlan, RawOperand};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
@@ -130,7 +131,8 @@ struct Call<'a, T: GpuElement> {
     k: usize,
     alpha: f64,
     beta: f64,
-    tau: f64,
+    /// τ, given or searched by the tuned products (spammGemmAtValidRatio, spammGemmWithinErrorBound).
+    tau: TauRule,
     block_size: usize,
     math_mode: MathMode,
 }
@@ -149,32 +151,9 @@ impl<T: GpuElement> Call<'_, T> {
         assert_eq!(unsafe { spammSetMathMode(h, self.math_mode as i32) }, OK, "{}", last_error());
         let ldc = self.m + 3;
         let mut c = c0.to_vec();
-        let alpha = T::Compute::from_f64(self.alpha);
-        let beta = T::Compute::from_f64(self.beta);
-        let (ta, tb) = (self.a.op as i32, self.b.op as i32);
-        let dims = (self.m as i32, self.n as i32, self.k as i32);
-        let (lda, ldb) = (self.a.ld as i32, self.b.ld as i32);
         if memory == Memory::Host {
-            let status = unsafe {
-                T::gemm(
-                    h,
-                    ta,
-                    tb,
-                    dims.0,
-                    dims.1,
-                    dims.2,
-                    &alpha,
-                    self.a.data.as_ptr(),
-                    lda,
-                    self.b.data.as_ptr(),
-                    ldb,
-                    &beta,
-                    c.as_mut_ptr(),
-                    ldc as i32,
-                    self.tau,
-                )
-            };
-            assert_eq!(status, OK, "{}", last_error());
+            let (a, b) = (self.a.data.as_ptr(), self.b.data.as_ptr());
+            unsafe { self.call(h, a, b, c.as_mut_ptr(), ldc) };
         } else {
             let gpu = cuda::device(0).unwrap();
             let stream = gpu.ctx.new_stream().unwrap();
@@ -186,36 +165,21 @@ impl<T: GpuElement> Call<'_, T> {
             let b = DeviceBuffer::from_host(&gpu, &shifted(&self.b.data), own, "B").unwrap();
             let c_dev = DeviceBuffer::from_host(&gpu, &shifted(&c), own, "C").unwrap();
             let elem = (offset * std::mem::size_of::<T>()) as u64;
-            let status = unsafe {
-                T::gemm(
-                    h,
-                    ta,
-                    tb,
-                    dims.0,
-                    dims.1,
-                    dims.2,
-                    &alpha,
-                    (a.ptr() + elem) as *const T,
-                    lda,
-                    (b.ptr() + elem) as *const T,
-                    ldb,
-                    &beta,
-                    (c_dev.ptr() + elem) as *mut T,
-                    ldc as i32,
-                    self.tau,
-                )
-            };
-            assert_eq!(status, OK, "{}", last_error());
+            let (a, b, c_ptr) =
+                ((a.ptr() + elem) as *const T, (b.ptr() + elem) as *const T, (c_dev.ptr() + elem) as *mut T);
+            unsafe { self.call(h, a, b, c_ptr, ldc) };
             let mut back = shifted(&c);
             c_dev.copy_to_host(&mut back).unwrap_or_else(|e| {
                 panic!(
-                    "{:?} {:?} {}x{}x{} bs {} {ta}{tb} {memory:?}: {e:?}",
+                    "{:?} {:?} {}x{}x{} bs {} {:?}{:?} {memory:?}: {e:?}",
                     T::VALUE_TYPE,
                     self.math_mode,
                     self.m,
                     self.n,
                     self.k,
-                    self.block_size
+                    self.block_size,
+                    self.a.op,
+                    self.b.op
                 )
             });
             c.copy_from_slice(&back[offset..]);
@@ -223,6 +187,71 @@ impl<T: GpuElement> Call<'_, T> {
             assert_eq!(unsafe { spammSetStream(h, null_mut()) }, OK);
         }
         (c, stats(h))
+    }
+
+    /// The product through the C API entry point of its τ rule, on operands and C at the given
+    /// pointers (host or device); a tuned product's τ must be the one its statistics report.
+    ///
+    /// # Safety
+    /// The pointers hold the operands and C (`ldc` × n) of this call.
+    unsafe fn call(&self, h: spammHandle_t, a: *const T, b: *const T, c: *mut T, ldc: usize) {
+        let (alpha, beta) = (T::Compute::from_f64(self.alpha), T::Compute::from_f64(self.beta));
+        let (ta, tb) = (self.a.op as i32, self.b.op as i32);
+        let (m, n, k) = (self.m as i32, self.n as i32, self.k as i32);
+        let (lda, ldb, ldc) = (self.a.ld as i32, self.b.ld as i32, ldc as i32);
+        let mut searched = -1.0;
+        let scalars = (&alpha as *const T::Compute as *const c_void, &beta as *const T::Compute as *const c_void);
+        let (vt, av, bv, cv) = (T::VALUE_TYPE as i32, a as *const c_void, b as *const c_void, c as *mut c_void);
+        let status = unsafe {
+            match self.tau {
+                Given(tau) => T::gemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc, tau),
+                TauRule::ValidRatio { target, tolerance, max_iterations } => spammGemmAtValidRatio(
+                    h,
+                    vt,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    scalars.0,
+                    av,
+                    lda,
+                    bv,
+                    ldb,
+                    scalars.1,
+                    cv,
+                    ldc,
+                    target,
+                    tolerance,
+                    max_iterations as i32,
+                    &mut searched,
+                ),
+                TauRule::ErrorBound { bound, max_iterations } => spammGemmWithinErrorBound(
+                    h,
+                    vt,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    scalars.0,
+                    av,
+                    lda,
+                    bv,
+                    ldb,
+                    scalars.1,
+                    cv,
+                    ldc,
+                    bound,
+                    max_iterations as i32,
+                    &mut searched,
+                ),
+            }
+        };
+        assert_eq!(status, OK, "{:?} {:?}: {}", T::VALUE_TYPE, self.tau, last_error());
+        if self.tau.given().is_none() {
+            assert_eq!(searched.to_bits(), stats(h).tau.to_bits(), "{:?}: the τ written is the product's", self.tau);
+        }
     }
 
     /// Σ_p |α·a_ip·b_pj| + |β·c_ij|, the scale of element (i, j)'s rounding.
@@ -281,7 +310,7 @@ impl<T: GpuElement> Call<'_, T> {
                 assert!(g.is_finite() && (g - c).abs() <= tol, "{what}: C({i},{j}) gpu {g} cpu {c} tol {tol}");
             }
         }
-        if self.tau == 0.0 && self.m * self.n > 0 {
+        if self.tau == Given(0.0) && self.m * self.n > 0 {
             // Against GEMM in f64 of the same inputs: the FP32 level for both math modes.
             let mut want: Vec<f64> =
                 (0..self.m * self.n).map(|e| c0[e % self.m + (e / self.m) * ldc].to_f64()).collect();
@@ -377,7 +406,7 @@ fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng, math_mode: MathMode) {
                 let b = Operand::<T>::random(rng, tb, k, n, (case + 1) % 3);
                 let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode };
+                    let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau: Given(tau), block_size: bs, math_mode };
                     let what = format!(
                         "{:?} {math_mode:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} α {alpha} β {beta} τ {tau}",
                         T::VALUE_TYPE
@@ -430,7 +459,7 @@ fn products_split_over_devices_match_the_cpu() {
             k: n,
             alpha: 1.0,
             beta: 0.5,
-            tau,
+            tau: Given(tau),
             block_size: 32,
             math_mode: MathMode::Default,
         };
@@ -485,10 +514,90 @@ fn repeated_split_products_on_one_handle_match_the_cpu() {
             let a = decay_operand::<f32>(&mut rng, n, exponential);
             let b = decay_operand::<f32>(&mut rng, n, !exponential);
             let tau = tau_scale * median_norm_product(&a, &b, 32);
-            let call =
-                Call { a: &a, b: &b, m: n, n, k: n, alpha, beta, tau, block_size: 32, math_mode: MathMode::Default };
+            let call = Call {
+                a: &a,
+                b: &b,
+                m: n,
+                n,
+                k: n,
+                alpha,
+                beta,
+                tau: Given(tau),
+                block_size: 32,
+                math_mode: MathMode::Default,
+            };
             let what = format!("call {call_index}: {n}³ τ {tau} split {split} devices {devices:?}");
             call.check_against_cpu_on(Some(h), &what, memory, &mut rng);
+        }
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+    });
+}
+
+/// Tuned products (τ searched on the product's own norm maps) on the GPU against the CPU: the same
+/// τ, statistics and C to rounding; every type, transposes, shapes not multiples of the block size,
+/// α / β, host and device memory, m, n or k zero; then decay products split over devices (τ is
+/// searched before the shares multiply, after their operands started moving).
+#[test]
+fn tuned_products_match_the_cpu() {
+    if !common::cuda_available("tuned_products_match_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    let mut rng = Rng::fresh("spamm_gpu tuned products");
+    fn rules<T: GpuElement>(a: &Operand<T>, b: &Operand<T>, alpha: f64, bs: usize) -> [TauRule; 3] {
+        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs);
+        let skip_all = everything.statistics(alpha.abs(), 0.0).error_bound;
+        [
+            TauRule::ValidRatio { target: 0.1, tolerance: 0.01, max_iterations: 20 },
+            TauRule::ValidRatio { target: 0.4, tolerance: 0.0, max_iterations: 3 },
+            TauRule::ErrorBound { bound: 0.05 * skip_all, max_iterations: 60 },
+        ]
+    }
+    fn shapes<T: GpuElement>(rng: &mut Rng) {
+        let ops = [Operation::N, Operation::T];
+        let mut case = 0usize;
+        for &(m, n, k) in &[(0, 5, 3), (5, 4, 0), (33, 17, 45), (70, 65, 100), (130, 97, 64)] {
+            for &bs in &[32, 8] {
+                case += 1;
+                let (ta, tb) = (ops[case % 2], ops[(case / 2) % 2]);
+                let a = Operand::<T>::random(rng, ta, m, k, case % 3);
+                let b = Operand::<T>::random(rng, tb, k, n, (case + 1) % 3);
+                let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (0.75, -0.5) };
+                for tau in rules(&a, &b, alpha, bs) {
+                    let call =
+                        Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
+                    let what =
+                        format!("{:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} α {alpha} β {beta} {tau:?}", T::VALUE_TYPE);
+                    let memory = if case % 3 == 1 { Memory::Host } else { Memory::DeviceOnOwnStream };
+                    call.check_against_cpu(&what, memory, rng);
+                }
+            }
+        }
+    }
+    shapes::<f32>(&mut rng);
+    shapes::<f64>(&mut rng);
+    shapes::<f16>(&mut rng);
+    for_each_split(|split, devices| {
+        let h = handle(BackendKind::Cuda, 32);
+        for call_index in 0..3 {
+            let n = 300;
+            let a = decay_operand::<f32>(&mut rng, n, call_index == 1);
+            let b = decay_operand::<f32>(&mut rng, n, call_index != 1);
+            let tau = rules(&a, &b, 1.0, 32)[call_index];
+            let call = Call {
+                a: &a,
+                b: &b,
+                m: n,
+                n,
+                k: n,
+                alpha: 1.0,
+                beta: 0.5,
+                tau,
+                block_size: 32,
+                math_mode: MathMode::Default,
+            };
+            let what = format!("call {call_index}: {n}³ {tau:?} split {split} devices {devices:?}");
+            call.check_against_cpu_on(Some(h), &what, Memory::DeviceOnOwnStream, &mut rng);
         }
         assert_eq!(unsafe { spammDestroy(h) }, OK);
     });
@@ -507,12 +616,12 @@ fn block_sizes_from_one_to_the_maximum() {
         let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
         let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
         let tau = median_norm_product(&a, &b, bs);
-        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau, block_size: bs, math_mode };
+        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau: Given(tau), block_size: bs, math_mode };
         call.check_against_cpu(&format!("f32 bs {bs}"), Memory::Host, &mut rng);
         let ah = Operand::<f16>::random(&mut rng, Operation::T, m, k, 0);
         let bh = Operand::<f16>::random(&mut rng, Operation::N, k, n, 0);
         let tau = median_norm_product(&ah, &bh, bs);
-        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau, block_size: bs, math_mode };
+        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau: Given(tau), block_size: bs, math_mode };
         call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
     }
 }
@@ -567,8 +676,18 @@ fn tile_kernel_cases<T: GpuElement>(
                 let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { odd_alpha_beta };
                 let memory = memory(case);
                 for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                    let call =
-                        Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode: MathMode::Default };
+                    let call = Call {
+                        a: &a,
+                        b: &b,
+                        m,
+                        n,
+                        k,
+                        alpha,
+                        beta,
+                        tau: Given(tau),
+                        block_size: bs,
+                        math_mode: MathMode::Default,
+                    };
                     let what = format!(
                         "{:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} α {alpha} β {beta} τ {tau} {memory:?}",
                         T::VALUE_TYPE,
@@ -632,7 +751,7 @@ fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize, math_mode: MathMode) {
     let full_norm = full.iter().map(|x| x * x).sum::<f64>().sqrt();
 
     // τ = 0 is GEMM.
-    let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+    let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: Given(0.0), block_size: 32, math_mode };
     let (c, s) = call.check_against_cpu(&format!("{:?} {math_mode:?} decay τ = 0", T::VALUE_TYPE), Memory::Host, rng);
     assert_eq!(s.performedProducts, s.totalProducts);
     let compact: Vec<f64> = (0..n * n).map(|idx| c[idx % n + (idx / n) * (n + 3)].to_f64()).collect();
@@ -678,7 +797,8 @@ fn decay_products<T: GpuElement>(rng: &mut Rng, n: usize, math_mode: MathMode) {
         );
         assert_eq!(tuned[0].1.to_bits(), tuned[1].1.to_bits(), "bs {bs}: tuned ratio");
         let tau = tuned[1].0;
-        let call = Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau, block_size: bs, math_mode };
+        let call =
+            Call { a: &a, b: &b, m: n, n, k: n, alpha: 1.0, beta: 0.0, tau: Given(tau), block_size: bs, math_mode };
         let what = format!("{:?} {math_mode:?} decay bs {bs} τ {tau}", T::VALUE_TYPE);
         let (c, s) = call.check_against_cpu(&what, Memory::Host, rng);
         assert_eq!(s.validRatio, tuned[1].1, "{what}: the product reports the tuned ratio");
@@ -719,7 +839,7 @@ fn large_shapes_against_cpu(rng: &mut Rng, math_mode: MathMode) {
             let b = Operand::<f32>::random(rng, tb, k, n, (case / 2) % 2 * 3);
             let (alpha, beta) = if case.is_multiple_of(2) { (1.0, 0.0) } else { (-1.25, 0.5) };
             for tau in [0.0, median_norm_product(&a, &b, bs)] {
-                let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau, block_size: bs, math_mode };
+                let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau: Given(tau), block_size: bs, math_mode };
                 let what =
                     format!("f32 {math_mode:?} {m}x{n}x{k} bs {bs} {ta:?}{tb:?} lda {} ldb {} τ {tau}", a.ld, b.ld);
                 let memory = if case % 3 == 1 { Memory::DeviceOnOwnStream } else { Memory::Host };
@@ -760,7 +880,8 @@ fn tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input() 
     );
     run_both(
         &|math_mode| {
-            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            let call =
+                Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: Given(0.0), block_size: 32, math_mode };
             call.run(BackendKind::Cuda, &vec![0.0; (m + 3) * n], Memory::Host).0.iter().map(|x| x.to_bits()).collect()
         },
         "f64",
@@ -771,7 +892,8 @@ fn tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input() 
     );
     run_both(
         &|math_mode| {
-            let call = Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: 0.0, block_size: 32, math_mode };
+            let call =
+                Call { a: &a, b: &b, m, n, k, alpha: 1.0, beta: 0.0, tau: Given(0.0), block_size: 32, math_mode };
             let c0 = vec![f16::ZERO; (m + 3) * n];
             call.run(BackendKind::Cuda, &c0, Memory::Host).0.iter().map(|x| x.to_bits() as u64).collect()
         },
@@ -1027,7 +1149,7 @@ fn bound_tuning_against_cpu<T: GpuElement>(rng: &mut Rng, n: usize) {
                 k: n,
                 alpha,
                 beta: 0.0,
-                tau,
+                tau: Given(tau),
                 block_size: bs,
                 math_mode: MathMode::Default,
             };
@@ -1140,11 +1262,14 @@ fn tuning_cost(n: usize) {
         stored_cols: n,
         ld: n,
     };
+    // The norms of A·A (what spammTuneTau, spammSgemm and the tuned products compute: one pass).
     let norms = median(&mut || {
-        let x = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
-        let y = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
+        let maps = unsafe { cuda_spamm::operand_norm_maps(&gpu, Stream::DEFAULT, &raw, &raw, 32) }.unwrap();
         gpu.synchronize(Stream::DEFAULT).unwrap();
-        drop((x, y));
+        drop(maps);
+    });
+    let norms_device = device_ms(&mut || {
+        drop(unsafe { cuda_spamm::operand_norm_maps(&gpu, Stream::DEFAULT, &raw, &raw, 32) }.unwrap());
     });
     let x = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, 32) }.unwrap();
     let setup = median(&mut || {
@@ -1175,10 +1300,12 @@ fn tuning_cost(n: usize) {
         e.queue(&narrow, true).unwrap();
     });
     println!(
-        "TUNING N {n} f32 bs 32: idle synchronize {idle:.4} ms, 8-byte copy back {round_trip:.4} ms; two norm maps {norms:.4} ms; \
+        "TUNING N {n} f32 bs 32: idle synchronize {idle:.4} ms, 8-byte copy back {round_trip:.4} ms; norm maps of A·A {norms:.4} ms (device {norms_device:.4} ms, \
+         {:.0} GB/s); \
          sort + range {setup:.4} ms (device {setup_device:.4} ms); ratio iteration (256 candidates) {ratio_iteration:.4} ms \
          (device {ratio_device:.4} ms); bound iteration (16 candidates) spread {bound_wide:.4} ms (device {bound_wide_device:.4} ms), \
-         clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)"
+         clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)",
+        (n * n * 4) as f64 / norms_device / 1e6
     );
     let handle_ref = unsafe { &*h };
     let (alpha, beta) = (1.0f32, 0.0f32);
@@ -1218,12 +1345,43 @@ fn tuning_cost(n: usize) {
                 assert_eq!(st, OK, "{}", last_error());
             });
             let gemm = gemm_at(tau);
+            let mut searched = 0.0;
+            let tuned = median(&mut || {
+                let st = unsafe {
+                    spammGemmAtValidRatio(
+                        h,
+                        ValueType::F32 as i32,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        &alpha as *const f32 as _,
+                        ap,
+                        ni,
+                        ap,
+                        ni,
+                        &beta as *const f32 as _,
+                        c_dev.ptr() as _,
+                        ni,
+                        target,
+                        tol,
+                        20,
+                        &mut searched,
+                    )
+                };
+                assert_eq!(st, OK, "{}", last_error());
+            });
+            assert_eq!(searched.to_bits(), tau.to_bits(), "the tuned product's tau is spammTuneTau's");
+            let search = tuned - gemm;
             println!(
                 "TUNING N {n} f32 target {target} tol {tol}: {choice:?}; spammTuneTau {call:.4} ms with the norms, {:.4} ms \
-                 without; spammSgemm at that tau {gemm:.3} ms; tuning without / with norms = {:.2} / {:.2} % of the product",
+                 without; spammSgemm at that tau {gemm:.3} ms; tuning without / with norms = {:.2} / {:.2} % of the product; \
+                 spammGemmAtValidRatio {tuned:.3} ms: norms {norms:.4} + search {search:.4} ms = {:.2} % of it",
                 call - norms,
                 100.0 * (call - norms) / gemm,
-                100.0 * call / gemm
+                100.0 * call / gemm,
+                100.0 * (norms + search) / tuned
             );
         }
     }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::spamm::MathMode;
-use crate::spamm::{GemmOperand, RawOperand, SpammHandle, check_tau};
+use crate::spamm::{GemmOperand, RawOperand, SpammHandle, TauRule};
 use crate::types::{Layout, Operation, ValueType};
 use half::f16;
 use std::ffi::c_void;
@@ -208,35 +208,48 @@ unsafe fn gemm_c<T: Element>(
 ) -> sgpuStatus_t {
     boundary(function, || {
         let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let op_a: Operation = enum_arg(transa, "transa")?;
-        let op_b: Operation = enum_arg(transb, "transb")?;
-        let m = size_arg(m as i64, "m")?;
-        let n = size_arg(n as i64, "n")?;
-        let k = size_arg(k as i64, "k")?;
-        let alpha = unsafe { scalar_arg(alpha, "alpha") }?;
-        let beta = unsafe { scalar_arg(beta, "beta") }?;
-        check_tau(tau)?;
-        let a = raw_operand_arg(a, op_a, m, k, lda, "A", "lda")?;
-        let b = raw_operand_arg(b, op_b, k, n, ldb, "B", "ldb")?;
-        let ldc = size_arg(ldc as i64, "ldc")?;
-        let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
-            .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
-        check_array(c as *const T, c_len, "C")?;
-        for (input, name) in [(&a, "A"), (&b, "B")] {
-            let (x, y) = (byte_range(input.ptr, input.len), byte_range(c as *const T, c_len));
-            if input.len > 0 && c_len > 0 && x.start < y.end && y.start < x.end {
-                return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
-            }
-        }
-        if *h.core().backend() == Backend::Cuda {
-            // Host or device memory: never made into Rust slices.
-            return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
-        }
-        let a = unsafe { host_operand(&a) };
-        let b = unsafe { host_operand(&b) };
-        let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
-        h.gemm(&a, &b, alpha, beta, c, ldc, tau)
+        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
+        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
+        unsafe { run_gemm(h, ops, dims, (alpha, beta), (a, lda), (b, ldb), (c, ldc), TauRule::Given(tau)) }.map(|_| ())
     })
+}
+
+/// Checks the rest of a product's arguments (α, β, the τ rule, A, B, C and their overlap) and runs
+/// it; returns the τ used.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_gemm<T: Element>(
+    h: &mut SpammHandle,
+    (op_a, op_b): (Operation, Operation),
+    (m, n, k): (usize, usize, usize),
+    (alpha, beta): (*const T::Compute, *const T::Compute),
+    (a, lda): (*const T, c_int),
+    (b, ldb): (*const T, c_int),
+    (c, ldc): (*mut T, c_int),
+    tau: TauRule,
+) -> Result<f64> {
+    let alpha = unsafe { scalar_arg(alpha, "alpha") }?;
+    let beta = unsafe { scalar_arg(beta, "beta") }?;
+    tau.check(alpha.to_f64().abs())?;
+    let a = raw_operand_arg(a, op_a, m, k, lda, "A", "lda")?;
+    let b = raw_operand_arg(b, op_b, k, n, ldb, "B", "ldb")?;
+    let ldc = size_arg(ldc as i64, "ldc")?;
+    let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
+        .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
+    check_array(c as *const T, c_len, "C")?;
+    for (input, name) in [(&a, "A"), (&b, "B")] {
+        let (x, y) = (byte_range(input.ptr, input.len), byte_range(c as *const T, c_len));
+        if input.len > 0 && c_len > 0 && x.start < y.end && y.start < x.end {
+            return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
+        }
+    }
+    if *h.core().backend() == Backend::Cuda {
+        // Host or device memory: never made into Rust slices.
+        return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
+    }
+    let a = unsafe { host_operand(&a) };
+    let b = unsafe { host_operand(&b) };
+    let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
+    h.gemm(&a, &b, alpha, beta, c, ldc, tau)
 }
 
 /// The host operand of a CPU handle.
@@ -521,6 +534,126 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
         *tau_out = found_tau;
         *bound_out = found_bound;
         *ratio_out = found_ratio;
+        Ok(())
+    })
+}
+
+/// A tuned product's typed body: the element type from valueType, α / β as that type's scalars
+/// (float for SGPU_VALUE_TYPE_F16 and _F32, double for _F64).
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_tuned_gemm(
+    h: &mut SpammHandle,
+    value_type: ValueType,
+    ops: (Operation, Operation),
+    dims: (usize, usize, usize),
+    (alpha, beta): (*const c_void, *const c_void),
+    (a, lda): (*const c_void, c_int),
+    (b, ldb): (*const c_void, c_int),
+    (c, ldc): (*mut c_void, c_int),
+    tau: TauRule,
+) -> Result<f64> {
+    unsafe fn typed<T: Element>(
+        h: &mut SpammHandle,
+        ops: (Operation, Operation),
+        dims: (usize, usize, usize),
+        (alpha, beta): (*const c_void, *const c_void),
+        (a, lda): (*const c_void, c_int),
+        (b, ldb): (*const c_void, c_int),
+        (c, ldc): (*mut c_void, c_int),
+        tau: TauRule,
+    ) -> Result<f64> {
+        let scalars = (alpha as *const T::Compute, beta as *const T::Compute);
+        unsafe { run_gemm(h, ops, dims, scalars, (a as *const T, lda), (b as *const T, ldb), (c as *mut T, ldc), tau) }
+    }
+    let (scalars, a, b, c) = ((alpha, beta), (a, lda), (b, ldb), (c, ldc));
+    match value_type {
+        ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, a, b, c, tau) },
+        ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, a, b, c, tau) },
+        ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, a, b, c, tau) },
+        ValueType::Bf16 => {
+            Err(Error::not_supported("argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product"))
+        }
+    }
+}
+
+/// C = alpha·op(A)·op(B) + beta·C as spamm?gemm (valueType SGPU_VALUE_TYPE_F16, _F32 or _F64 picks
+/// spammHgemm, spammSgemm or spammDgemm; A, B, C of that type; alpha and beta point to a float for
+/// _F16 and _F32, a double for _F64) at the τ spammTuneTau would return for targetValidRatio,
+/// tolerance and maxIterations, and writes that τ to *tau. The search runs on the product's own block
+/// norm maps, so the inputs are read for norms once, not once for spammTuneTau and again for the
+/// product; the host waits for each search iteration. spammGetStats reports the product, its valid
+/// ratio and τ among it. m, n or k = 0: no block products, τ = 0 without a search. Other arguments
+/// as spammSgemm and spammTuneTau.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGemmAtValidRatio(
+    handle: spammHandle_t,
+    valueType: sgpuValueType_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    beta: *const c_void,
+    C: *mut c_void,
+    ldc: c_int,
+    targetValidRatio: f64,
+    tolerance: f64,
+    maxIterations: c_int,
+    tau: *mut f64,
+) -> sgpuStatus_t {
+    boundary("spammGemmAtValidRatio", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
+        let tau_out = unsafe { out_arg(tau, "tau") }?;
+        let rule = TauRule::ValidRatio { target: targetValidRatio, tolerance, max_iterations };
+        let operands = ((A, lda), (B, ldb), (C, ldc));
+        *tau_out = unsafe {
+            run_tuned_gemm(h, value_type, ops, dims, (alpha, beta), operands.0, operands.1, operands.2, rule)
+        }?;
+        Ok(())
+    })
+}
+
+/// C = alpha·op(A)·op(B) + beta·C as spammGemmAtValidRatio, at the τ spammTuneTauForErrorBound
+/// would return for errorBound and maxIterations with this alpha: the largest τ whose reported error
+/// bound (spammStats_t.errorBound, ≥ ‖C_exact − C‖_F up to rounding) is at most errorBound. Writes τ
+/// to *tau; spammGetStats reports the bound reached. This is the product a purification step with an
+/// error budget per multiplication wants, with one read of its inputs for norms.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGemmWithinErrorBound(
+    handle: spammHandle_t,
+    valueType: sgpuValueType_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    beta: *const c_void,
+    C: *mut c_void,
+    ldc: c_int,
+    errorBound: f64,
+    maxIterations: c_int,
+    tau: *mut f64,
+) -> sgpuStatus_t {
+    boundary("spammGemmWithinErrorBound", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
+        let tau_out = unsafe { out_arg(tau, "tau") }?;
+        let rule = TauRule::ErrorBound { bound: errorBound, max_iterations };
+        let operands = ((A, lda), (B, ldb), (C, ldc));
+        *tau_out = unsafe {
+            run_tuned_gemm(h, value_type, ops, dims, (alpha, beta), operands.0, operands.1, operands.2, rule)
+        }?;
         Ok(())
     })
 }

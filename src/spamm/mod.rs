@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub mod tune;
+pub use tune::TauRule;
 
 /// The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
 pub const DEFAULT_BLOCK_SIZE: usize = 32;
@@ -176,9 +177,10 @@ impl SpammHandle {
         Ok(stats)
     }
 
-    /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ, on the handle's backend; the
-    /// statistics are stored on the handle. C is column-major m × n with leading dimension `ldc`.
-    /// The C API has validated every argument; the checks here guard the Rust entry point.
+    /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ (given, or searched on the
+    /// product's norm maps: [`tune::TauRule`]), on the handle's backend; the statistics, τ among them,
+    /// are stored on the handle; returns τ. C is column-major m × n with leading dimension `ldc`. The
+    /// C API has validated every argument; the checks here guard the Rust entry point.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm<T: Element>(
         &mut self,
@@ -188,10 +190,11 @@ impl SpammHandle {
         beta: T::Compute,
         c: &mut [T],
         ldc: usize,
-        tau: f64,
-    ) -> Result<()> {
+        tau: TauRule,
+    ) -> Result<f64> {
         let started = Instant::now();
-        check_tau(tau)?;
+        let alpha_abs = alpha.to_f64().abs();
+        tau.check(alpha_abs)?;
         let (m, k) = a.op_shape();
         let (k_b, n) = b.op_shape();
         if k != k_b {
@@ -213,16 +216,18 @@ impl SpammHandle {
             // cannot overlap the shared A and B.
             return unsafe { self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) };
         }
-        let plan = ProductPlan::new(a, b, tau, self.block_size);
+        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
+        let dims = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
+        let tau = tau.choose(&mut tune::NormMapEvaluator::new(&a_norms, &b_norms), dims, alpha_abs)?;
+        let plan = ProductPlan { a_norms, b_norms, tau, block_size: self.block_size };
         cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc, self.math_mode);
-        let alpha_abs = alpha.to_f64().abs();
         self.last_stats = Some(LastStats::Ready(plan.statistics(alpha_abs, started.elapsed().as_secs_f64())));
-        Ok(())
+        Ok(tau)
     }
 
     /// [`SpammHandle::gemm`] on the CUDA backend, for operands by pointer to host or device memory
     /// (a CUDA handle never makes Rust slices of the caller's arrays). The caller has validated the
-    /// arguments: shapes agree and τ ≥ 0.
+    /// arguments: shapes agree and the τ rule's arguments are valid.
     ///
     /// # Safety
     /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c` readable and writable
@@ -237,10 +242,11 @@ impl SpammHandle {
         c: *mut T,
         c_len: usize,
         ldc: usize,
-        tau: f64,
-    ) -> Result<()> {
+        tau: TauRule,
+    ) -> Result<f64> {
         let started = Instant::now();
-        check_tau(tau)?;
+        let alpha_abs = alpha.to_f64().abs();
+        tau.check(alpha_abs)?;
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
@@ -264,16 +270,16 @@ impl SpammHandle {
         }
         let slot = self.stats_slot.as_ref().expect("just made");
         let shared = self.shared.as_mut().filter(|_| split);
-        let dims =
+        let (dims, tau) =
             unsafe { cuda_spamm::gemm(&gpu, stream, slot, shared, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode) }?;
         self.last_stats = Some(LastStats::OnDevice {
             dims,
             tau,
             block_size: self.block_size,
-            alpha_abs: alpha.to_f64().abs(),
+            alpha_abs,
             elapsed_seconds: started.elapsed().as_secs_f64(),
         });
-        Ok(())
+        Ok(tau)
     }
 
     /// The devices besides the lead that share a product: the handle's other devices, or (test hook
@@ -384,8 +390,7 @@ impl SpammHandle {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
-        let a_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, a, self.block_size) }?;
-        let b_device = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, b, self.block_size) }?;
+        let [a_device, b_device] = unsafe { cuda_spamm::operand_norm_maps(&gpu, stream, a, b, self.block_size) }?;
         search(&mut cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?)
     }
 

@@ -162,6 +162,67 @@ pub struct BoundChoice {
     pub exact: bool,
 }
 
+/// How a product gets its τ: given by the caller, or searched on the product's own norm maps (so a
+/// tuned product reads its inputs for norms once, where spammTuneTau and then spamm?gemm read them
+/// twice). A searched τ is the one [`tune_for_ratio`] / [`tune_for_error_bound`] would return.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TauRule {
+    Given(f64),
+    /// The τ whose valid ratio is closest to `target` ([`tune_for_ratio`]).
+    ValidRatio {
+        target: f64,
+        tolerance: f64,
+        max_iterations: usize,
+    },
+    /// The largest τ whose error bound, for the product's |α|, is at most `bound`
+    /// ([`tune_for_error_bound`]).
+    ErrorBound {
+        bound: f64,
+        max_iterations: usize,
+    },
+}
+
+impl TauRule {
+    /// Checks the rule's arguments before any work (`alpha_abs`: the product's |α|).
+    pub fn check(&self, alpha_abs: f64) -> Result<()> {
+        match *self {
+            TauRule::Given(tau) => super::check_tau(tau),
+            TauRule::ValidRatio { target, tolerance, max_iterations } => {
+                check_search(target, tolerance, max_iterations)
+            }
+            TauRule::ErrorBound { bound, max_iterations } => check_bound_search(alpha_abs, bound, max_iterations),
+        }
+    }
+
+    /// The τ itself when the caller gave it.
+    pub fn given(&self) -> Option<f64> {
+        match *self {
+            TauRule::Given(tau) => Some(tau),
+            _ => None,
+        }
+    }
+
+    /// The τ of a product with block counts `dims` whose norm maps `evaluator` reads. A product
+    /// without block products (m, n or k zero) has nothing to skip: τ = 0 there, without a search.
+    pub fn choose(
+        &self,
+        evaluator: &mut dyn CandidateEvaluator,
+        dims: (usize, usize, usize),
+        alpha_abs: f64,
+    ) -> Result<f64> {
+        Ok(match *self {
+            TauRule::Given(tau) => tau,
+            _ if dims.0 * dims.1 * dims.2 == 0 => 0.0,
+            TauRule::ValidRatio { target, tolerance, max_iterations } => {
+                tune_for_ratio(evaluator, target, tolerance, max_iterations)?.tau
+            }
+            TauRule::ErrorBound { bound, max_iterations } => {
+                tune_for_error_bound(evaluator, alpha_abs, bound, max_iterations)?.tau
+            }
+        })
+    }
+}
+
 /// Checks the valid-ratio search's arguments (before any expensive work).
 pub fn check_search(target: f64, tolerance: f64, max_iterations: usize) -> Result<()> {
     if !(target > 0.0 && target <= 1.0) {

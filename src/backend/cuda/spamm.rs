@@ -9,7 +9,7 @@ use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, l
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
-use crate::spamm::tune::{self, CandidateEvaluator, Evaluation, ProductRange};
+use crate::spamm::tune::{self, CandidateEvaluator, Evaluation, ProductRange, TauRule};
 use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::CudaStream;
@@ -92,8 +92,11 @@ pub fn norm_map<T: Element>(
     Ok(map)
 }
 
-/// [`norm_map`] for several `op`s of one stored matrix, reading the matrix once (the per-row sums of
-/// squares are shared; only the cheap block sums run per `op`).
+/// Threads per block of the get-norm kernel (`SPAMM_NORM_THREADS` in kernels/spamm.cu).
+const NORM_THREADS: usize = 256;
+
+/// [`norm_map`] for one or two `op`s of one stored matrix, reading the matrix once (one kernel
+/// writes every map).
 #[allow(clippy::too_many_arguments)]
 fn norm_maps<T: Element, const OPS: usize>(
     device: &Arc<GpuDevice>,
@@ -105,6 +108,7 @@ fn norm_maps<T: Element, const OPS: usize>(
     ld: usize,
     bs: usize,
 ) -> Result<[DeviceNormMap; OPS]> {
+    const { assert!(OPS == 1 || OPS == 2, "the get-norm kernel writes one or two maps") };
     let (stored_block_rows, stored_block_cols) = (block_count(stored_rows, bs), block_count(stored_cols, bs));
     let blocks = stored_block_rows * stored_block_cols;
     let maps = ops.map(|op| {
@@ -120,28 +124,22 @@ fn norm_maps<T: Element, const OPS: usize>(
     });
     let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
     if blocks > 0 {
-        let row_sums = DeviceBuffer::alloc(device, stored_rows * stored_block_cols * 8, stream, "block norm row sums")?;
-        let rows_fn = device.function(&SPAMM, &format!("spamm_norm_rows_{}", type_suffix::<T>()))?;
-        let (rows, cols, bs_i) = (stored_rows as i32, stored_cols as i32, bs as i32);
-        let ld = ld as i64;
-        let grid_x = stored_rows.div_ceil(256).min(device.multiprocessors * 8) as u32;
+        let function = device.function(&SPAMM, &format!("spamm_norm_blocks_{}", type_suffix::<T>()))?;
+        // Thread blocks of NORM_THREADS threads over groups of whole row blocks (as many as fit in
+        // NORM_THREADS rows, at least one) and over column blocks; the group's row sums in shared memory.
+        let group_rows = (NORM_THREADS / bs).max(1) * bs;
+        let grid_x = stored_rows.div_ceil(group_rows) as u32;
         let grid_y = stored_block_cols.min(65535) as u32;
-        let cfg = Launch { grid: (grid_x, grid_y, 1), block: (256, 1, 1), shared_bytes: 0 };
-        let sums = row_sums.ptr();
-        unsafe { launch(&rows_fn, cfg, stream, kernel_args![&rows, &cols, &x, &ld, &bs_i, &sums]) }?;
-        let blocks_fn = device.function(&SPAMM, "spamm_norm_blocks")?;
-        for (op, map) in ops.iter().zip(&maps) {
-            let transpose = (*op == Operation::T) as i32;
-            let out = map.norms.ptr();
-            unsafe {
-                launch(
-                    &blocks_fn,
-                    flat_launch(device, blocks),
-                    stream,
-                    kernel_args![&rows, &cols, &bs_i, &sums, &transpose, &out],
-                )
-            }?;
-        }
+        let cfg = Launch {
+            grid: (grid_x, grid_y, 1),
+            block: (NORM_THREADS as u32, 1, 1),
+            shared_bytes: (group_rows * 8) as u32,
+        };
+        let (rows, cols, bs_i, ld) = (stored_rows as i32, stored_cols as i32, bs as i32, ld as i64);
+        let transposed = |i: usize| (ops.get(i) == Some(&Operation::T)) as i32;
+        let (map0, map1) = (maps[0].norms.ptr(), maps.get(1).map_or(0, |m| m.norms.ptr()));
+        let (t0, t1) = (transposed(0), transposed(1));
+        unsafe { launch(&function, cfg, stream, kernel_args![&rows, &cols, &x, &ld, &bs_i, &map0, &t0, &map1, &t1]) }?;
     }
     Ok(maps.try_into().unwrap_or_else(|_| unreachable!("one map per op")))
 }
@@ -160,13 +158,31 @@ pub unsafe fn operand_norm_map<T: Element>(
     norm_map::<T>(device, stream, input.ptr(), x.op, x.stored_rows, x.stored_cols, x.ld, bs)
 }
 
+/// The norm maps of a product's op(A) and op(B) (host or device memory), as [`gemm`] computes them:
+/// one matrix used twice (A·A, Aᵀ·A) is staged and read once.
+///
+/// # Safety
+/// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory of this
+/// device).
+pub unsafe fn operand_norm_maps<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    a: &RawOperand<T>,
+    b: &RawOperand<T>,
+    bs: usize,
+) -> Result<[DeviceNormMap; 2]> {
+    let inputs = unsafe { StagedInputs::new(device, stream, a, b) }?;
+    inputs.norm_maps(device, stream, a, b, bs)
+}
+
 /// `C ← α·Σ_(valid k) op(A)_ik·op(B)_kj + β·C` on the handle's device (the lead), with C
 /// column-major `m × n` (`ldc`) at `c_ptr` (host or device, `c_len` elements), shared with the
 /// devices of `shared` when given (cuSpAMM section 3.4; the caller checked [`splits`]).
 ///
 /// The statistics totals of the whole product are queued into `stats` (nothing waits for the stream
 /// unless C or an input is in host memory, or the product is shared). `mode` selects the FP32 kernel
-/// ([`runs_3xtf32`]). Returns (mb, nb, kb).
+/// ([`runs_3xtf32`]). A τ to be searched ([`TauRule`]) is searched on the product's own norm maps
+/// once they are computed (the host waits for each search iteration). Returns (mb, nb, kb) and τ.
 ///
 /// A shared product cuts C's rows at block-row boundaries by valid block products, each device
 /// getting its fraction of them ([`SharedDevices`]: equal at first, then adapted so that the devices
@@ -197,22 +213,21 @@ pub unsafe fn gemm<T: Element>(
     c_ptr: *mut T,
     c_len: usize,
     ldc: usize,
-    tau: f64,
+    tau: TauRule,
     bs: usize,
     mode: MathMode,
-) -> Result<(usize, usize, usize)> {
+) -> Result<((usize, usize, usize), f64)> {
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
     let size = std::mem::size_of::<T>();
     let dims @ (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
     let devices = shared.as_ref().map_or(1, |s| s.shares.len() + 1);
-    let mut timeline = Timeline::start(|| format!("SpAMM {m}x{n}x{k}, tau {tau:e}, {devices} device(s)"));
+    let mut timeline = Timeline::start(|| format!("SpAMM {m}x{n}x{k}, tau {tau:?}, {devices} device(s)"));
     timeline.stamp(lead, stream, || "called".into())?;
     let inputs = unsafe { StagedInputs::new(lead, stream, a, b) }?;
     let reads_c = reads_c(beta, m, n, ldc);
     let c = unsafe { DeviceOutput::new(lead, stream, c_ptr, c_len, "C", reads_c) }?;
     let (a_dev, b_dev) = (inputs.a_operand(a), inputs.b_operand(b));
-    let whole = Product { m, n, k, bs, tau };
     let operands = SharedOperands { a: a_dev, b: b_dev, b_rows: b.stored_rows, b_cols: b.stored_cols };
     // The shares' operands may leave the lead once it has them; a split known now starts them moving.
     let early = match shared.as_deref_mut() {
@@ -222,11 +237,8 @@ pub unsafe fn gemm<T: Element>(
             let runs = match shared.last_split(dims)? {
                 None => None,
                 Some(bounds) => {
-                    let rows = SplitRows { bounds: &bounds, bs, m, dims, reads_c };
-                    Some((
-                        unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands, &whole) }?,
-                        bounds,
-                    ))
+                    let rows = SplitRows { bounds: &bounds, bs, m, n, k, dims, reads_c };
+                    Some((unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands) }?, bounds))
                 }
             };
             Some((ready, runs))
@@ -235,6 +247,16 @@ pub unsafe fn gemm<T: Element>(
     let norms = inputs.norm_maps(lead, stream, a, b, bs)?;
     timeline.stamp(lead, stream, || "norm maps".into())?;
     let (an, bn) = (norms[0].norms.ptr(), norms[1].norms.ptr());
+    let tau = match tau.given() {
+        Some(tau) => tau,
+        None => {
+            let evaluator = &mut DeviceTauEvaluator::new(lead, stream, &norms[0], &norms[1])?;
+            let tau = tau.choose(evaluator, dims, alpha.to_f64().abs())?;
+            timeline.stamp(lead, stream, || format!("tau {tau:e} searched"))?;
+            tau
+        }
+    };
+    let whole = Product { m, n, k, bs, tau };
     // The statistics on the slot's stream, beside the multiplication; the caller's stream waits for
     // them before the norm maps are freed.
     let side = stats.side_stream();
@@ -259,14 +281,14 @@ pub unsafe fn gemm<T: Element>(
     };
     let fractions = shared.as_ref().map(|s| s.fractions.clone());
     timeline.stamp(lead, stream, || format!("split at block rows {bounds:?}, fractions {fractions:.3?}"))?;
-    let rows = SplitRows { bounds: &bounds, bs, m, dims, reads_c };
+    let rows = SplitRows { bounds: &bounds, bs, m, n, k, dims, reads_c };
     // Multi-device: every share started (now, when the split came late), and the norm maps' parts
     // pushed to each before the lead's own rows.
     let in_flight = match (shared.as_deref_mut(), early) {
         (Some(shared), Some((ready, runs))) => {
             let runs = match runs {
                 Some((runs, _)) => runs,
-                None => unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands, &whole) }?,
+                None => unsafe { start_shares::<T>(lead, shared, &mut timeline, &ready, &rows, &operands) }?,
             };
             let norms_in = push_norms(lead, stream, shared, &runs, &rows, (an, bn))?;
             Some((ready, runs, norms_in))
@@ -326,7 +348,7 @@ pub unsafe fn gemm<T: Element>(
     stats_done.wait_on(stream)?;
     c.finish()?;
     timeline.print()?;
-    Ok((mb, nb, kb))
+    Ok(((mb, nb, kb), tau))
 }
 
 /// What a handle keeps on a device that computes a share of multi-device products: its streams, the
@@ -592,7 +614,10 @@ impl Panels {
 struct SplitRows<'a> {
     bounds: &'a [usize],
     bs: usize,
+    /// The whole product's op(A) rows, op(B) columns and inner dimension.
     m: usize,
+    n: usize,
+    k: usize,
     /// (mb, nb, kb) of the whole product.
     dims: (usize, usize, usize),
     reads_c: bool,
@@ -662,7 +687,6 @@ unsafe fn start_shares<T: Element>(
     ready: &Event,
     rows: &SplitRows,
     operands: &SharedOperands,
-    whole: &Product,
 ) -> Result<Vec<ShareRun>> {
     let size = std::mem::size_of::<T>();
     let (_, nb, kb) = rows.dims;
@@ -673,7 +697,7 @@ unsafe fn start_shares<T: Element>(
         if share_rows.is_empty() {
             continue;
         }
-        let (n, k) = (whole.n, whole.k);
+        let (n, k) = (rows.n, rows.k);
         let gpu = &device.gpu.clone();
         gpu.enable_peer_access(lead)?;
         lead.enable_peer_access(gpu)?;
@@ -725,12 +749,12 @@ unsafe fn start_shares<T: Element>(
             a_in: None,
         });
     }
-    let panels = Panels::new(whole.n, whole.bs, nb);
+    let panels = Panels::new(rows.n, rows.bs, nb);
     for r in 0..runs.len() {
         let run = &runs[r];
         let device = &shared.shares[run.side];
         let (gpu, share_rows) = (&device.gpu, rows.of(run.side + 1));
-        let k = whole.k;
+        let k = rows.k;
         let receive = device.streams().0[0];
         // op(A)'s rows: stored rows of A (op N) or stored columns (op T), into a compact matrix.
         let (a_src, a_width, a_height) = match a_dev.op {

@@ -32,6 +32,7 @@ const USAGE: &str = "\
 usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--devices K|K,...] [--block-size B] [--ratios R,R,...]
                        [--types T,T,...] [--decay algebraic|exponential|both] [--no-exact]
+                       [--square]
 
 Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
 SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time,
@@ -51,6 +52,8 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --no-exact       SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
   --types T,...    SpAMM value types: f32, f16, f64 (default all three)
   --decay D        SpAMM inputs: algebraic, exponential or both (default both)
+  --square         SpAMM C = A·A (one matrix for both inputs, as the paper's a_ij = b_ij and
+                   purification's X·X; norms are computed once) instead of two independent draws
   --help       this text
 
 Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor
@@ -71,6 +74,8 @@ pub struct Options {
     pub quick: bool,
     /// SpAMM without the τ = 0 rows.
     pub no_exact: bool,
+    /// SpAMM C = A·A (B is A, the same buffer).
+    pub square: bool,
     pub json: Option<PathBuf>,
     pub mtx: Vec<PathBuf>,
     /// `--devices`: the numbers of devices to run on.
@@ -94,6 +99,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
             "--help" | "-h" => return Ok(None),
             "--quick" => o.quick = true,
             "--no-exact" => o.no_exact = true,
+            "--square" => o.square = true,
             "--family" => {
                 let v = value(&mut i, arg)?;
                 o.families = match v.as_str() {

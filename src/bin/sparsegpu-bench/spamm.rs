@@ -153,6 +153,51 @@ impl Handle {
         Ok((tau, achieved))
     }
 
+    /// spammGemmAtValidRatio: C = A·B at the τ searched for `target` on the product's own norm maps
+    /// (the same search, tolerance and budget as [`Handle::tune_ptr`]); returns that τ.
+    fn tuned_gemm(
+        &self,
+        ty: ValueType,
+        n: usize,
+        (a, bm, c): (&DeviceBuffer, &DeviceBuffer, &DeviceBuffer),
+        target: f64,
+    ) -> Outcome<f64> {
+        let ni = n as i32;
+        let (one32, zero32, one64, zero64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
+        let scalar = |x32: &f32, x64: &f64| match ty {
+            ValueType::F64 => x64 as *const f64 as *const std::ffi::c_void,
+            _ => x32 as *const f32 as *const std::ffi::c_void,
+        };
+        let mut tau = 0.0;
+        check(
+            unsafe {
+                spammGemmAtValidRatio(
+                    self.0,
+                    ty as i32,
+                    0,
+                    0,
+                    ni,
+                    ni,
+                    ni,
+                    scalar(&one32, &one64),
+                    a.ptr() as _,
+                    ni,
+                    bm.ptr() as _,
+                    ni,
+                    scalar(&zero32, &zero64),
+                    c.ptr() as _,
+                    ni,
+                    target,
+                    target * 0.01,
+                    30,
+                    &mut tau,
+                )
+            },
+            "spammGemmAtValidRatio",
+        )?;
+        Ok(tau)
+    }
+
     /// Products on devices 0..k (the harness's stream on device 0 is the caller's).
     fn set_devices(&self, k: usize) -> Outcome<()> {
         let devices: Vec<i32> = (0..k as i32).collect();
@@ -209,7 +254,9 @@ pub fn run(b: &mut Bench) {
             continue;
         }
         let a_host = generate(&mut rng, n);
-        let b_host = generate(&mut rng, n);
+        let b_host = if b.opts.square { vec![] } else { generate(&mut rng, n) };
+        let label = if b.opts.square { format!("{input}, C = A·A") } else { input.to_string() };
+        let input = label.as_str();
         for &ty in &types {
             if let Err(why) = case(b, &available, input, ty, (n, block_size), &a_host, &b_host, &targets) {
                 let mut m = Measurement::new(
@@ -240,8 +287,12 @@ fn case(
 ) -> Outcome<()> {
     let gpu = &b.gpu;
     let bytes = n * n * type_size(ty);
+    // --square: B is A's buffer itself, so the library sees one matrix (A·A).
+    let square = b_host.is_empty();
+    let b_host = if square { a_host } else { b_host };
     let a = upload_as(gpu, ty, a_host, "A")?;
-    let bm = upload_as(gpu, ty, b_host, "B")?;
+    let b_owned = if square { None } else { Some(upload_as(gpu, ty, b_host, "B")?) };
+    let bm = b_owned.as_ref().unwrap_or(&a);
     let c_vendor = gpu.zeros(bytes, "C (vendor)")?;
     let c_ours = gpu.zeros(bytes, "C (ours)")?;
     let vendor = gpu.time(|| b.blas.gemm(ty, (n, n, n), 1.0, a.ptr(), n, bm.ptr(), n, 0.0, c_vendor.ptr(), n))?;
@@ -266,7 +317,7 @@ fn case(
     // Fixed costs: the product at τ = ∞ (norm maps, work lists, statistics, C = 0; no block
     // product), and spammTuneTau on the device-resident A and B (median wall time of 5; norm maps
     // included).
-    let fixed = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, f64::INFINITY))?;
+    let fixed = b.gpu.time(|| handle.gemm(ty, n, &a, bm, &c_ours, f64::INFINITY))?;
     let mut tune_ms = Vec::new();
     for _ in 0..6 {
         let began = Instant::now();
@@ -283,9 +334,9 @@ fn case(
     points.extend(targets.iter().map(|&t| Some(t)));
     // One timed product at τ into `m`: time, valid ratio, error against the vendor's C and the verdict.
     let measure = |m: &mut Measurement, tau: f64| -> Outcome<()> {
-        handle.gemm(ty, n, &a, &bm, &c_ours, tau)?;
+        handle.gemm(ty, n, &a, bm, &c_ours, tau)?;
         let stats = handle.stats()?;
-        let t = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c_ours, tau))?;
+        let t = b.gpu.time(|| handle.gemm(ty, n, &a, bm, &c_ours, tau))?;
         m.ours_ms = Some(t.gpu_ms);
         m.ours_wall_ms = Some(t.wall_ms);
         m.valid_ratio = Some(stats.validRatio);
@@ -341,6 +392,27 @@ fn case(
                     fast.not_available(why);
                 }
                 extra = Some(fast);
+            }
+            if let Some(t) = target {
+                // The same product with τ searched inside it (norm maps computed once): its cost over
+                // the product at that τ is the search's. A failure here is noted, not the row's.
+                let plain = m.ours_ms.unwrap_or(f64::NAN);
+                let mut searched = tau;
+                let tuned = b
+                    .gpu
+                    .time(|| handle.tuned_gemm(ty, n, (&a, bm, &c_ours), t).map(|found| searched = found))
+                    .and_then(|tuned| match searched.to_bits() == tau.to_bits() {
+                        true => Ok(tuned),
+                        false => Err(format!("it chose tau {searched:e}, spammTuneTau {tau:e}")),
+                    });
+                m.note += &match tuned {
+                    Ok(tuned) => format!(
+                        "; spammGemmAtValidRatio {:.3} ms ({:+.1} % over the product at its tau)",
+                        tuned.gpu_ms,
+                        (tuned.gpu_ms / plain - 1.0) * 100.0
+                    ),
+                    Err(why) => format!("; spammGemmAtValidRatio failed: {why}"),
+                };
             }
             Ok(())
         })();
