@@ -693,7 +693,7 @@ extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double
 // skipped and the smallest performed product, added to out = [performed | largest skipped |
 // ~smallest performed | skipped squares] (slots of SPAMM_TUNE_MAX_CANDIDATES, zero before). Block 0
 // zeroes `next`, the accumulators of the following iteration (the host has read them already).
-// Per inner block k and candidate, a thread walks a segment of A's sorted column k: for ascending a,
+// Per inner block k and candidate, a thread walks segments of A's sorted column k: for ascending a,
 // the first performed position p in B's sorted row k only moves down (rounding a * x is monotone in
 // both), so each a costs its steps of p plus one multiply. With `staged`, the block first copies the
 // column and the row into shared memory (mb + nb doubles of dynamic shared memory).
@@ -717,7 +717,12 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
     const int segments = (mb + SPAMM_TUNE_SEGMENT - 1) / SPAMM_TUNE_SEGMENT;
-    const sgpu_i64 work = (sgpu_i64)segments * count;
+    // Thread t keeps candidate t % count over every k and segment it walks (segments t / count,
+    // stepping by the lanes per candidate) and adds its totals once at the end. Consecutive threads:
+    // consecutive candidates on the same segment (the same a, broadcast).
+    const int c = threadIdx.x % count, lane = threadIdx.x / count, lanes = blockDim.x / count;
+    const double tau = taus[c];
+    unsigned long long n = 0, small = ~0ULL, large = 0;
     for (sgpu_i64 k = blockIdx.x; k < kb; k += gridDim.x) {
         const double* a = sorted_a + k * pitch_a;
         const double* b = sorted_b + k * pitch_b;
@@ -728,12 +733,9 @@ extern "C" __global__ void __launch_bounds__(1024)
             a = stage;
             b = stage + mb;
         }
-        // Consecutive threads: consecutive candidates on the same segment (the same a, broadcast).
-        for (sgpu_i64 w = threadIdx.x; w < work; w += blockDim.x) {
-            const int c = (int)(w % count);
-            int i = (int)(w / count) * SPAMM_TUNE_SEGMENT;
+        for (int segment = lane; lane < lanes && segment < segments; segment += lanes) {
+            int i = segment * SPAMM_TUNE_SEGMENT;
             const int end = i + SPAMM_TUNE_SEGMENT < mb ? i + SPAMM_TUNE_SEGMENT : mb;
-            const double tau = taus[c];
             double x = a[i];
             int lo = 0, hi = nb;
             while (lo < hi) {
@@ -742,7 +744,6 @@ extern "C" __global__ void __launch_bounds__(1024)
                 else lo = mid + 1;
             }
             int p = lo;
-            unsigned long long n = 0, small = ~0ULL, large = 0;
             for (; i < end; ++i) {
                 x = a[i];
                 while (p > 0 && __dmul_rn(x, b[p - 1]) >= tau) --p;
@@ -756,11 +757,13 @@ extern "C" __global__ void __launch_bounds__(1024)
                     large = v > large ? v : large;
                 }
             }
-            if (n) atomicAdd(&performed[c], n);
-            if (~small) atomicMax(&smallest[c], ~small);
-            if (large) atomicMax(&largest[c], large);
         }
         if (staged) __syncthreads();
+    }
+    if (lane < lanes) {
+        if (n) atomicAdd(&performed[c], n);
+        if (~small) atomicMax(&smallest[c], ~small);
+        if (large) atomicMax(&largest[c], large);
     }
     __syncthreads();
     for (int c = threadIdx.x; c < count; c += blockDim.x) {

@@ -52,39 +52,6 @@ __device__ __forceinline__ void spamm_h_ldsm4(unsigned* r, unsigned addr) {
                      : "r"(addr));
 }
 
-// Walks the tile's chunks like SpammChunkCursor, but reads the list entry after the current one
-// while the current one is being used (its latency hides behind a chunk of products).
-struct SpammPrefetchCursor {
-    const unsigned* list;
-    int count, entry, pos, block_end;
-    unsigned next, mask;
-
-    __device__ __forceinline__ SpammPrefetchCursor(const SpammTileWork& w)
-        : list(w.list), count(w.count), entry(-1), pos(0), block_end(0), next(w.count > 0 ? w.list[0] : 0u),
-          mask(0) {}
-
-    // The next chunk [start, end) and its C-block mask; false (mask 0) past the list.
-    __device__ __forceinline__ bool advance(int bs, int k, int& start, int& end, unsigned& chunk_mask) {
-        if (pos >= block_end) {
-            ++entry;
-            if (entry >= count) {
-                chunk_mask = 0;
-                return false;
-            }
-            unsigned e = next;
-            next = entry + 1 < count ? list[entry + 1] : 0u;
-            pos = spamm_entry_k(e) * bs;
-            block_end = pos + bs < k ? pos + bs : k;
-            mask = spamm_entry_mask(e);
-        }
-        start = pos;
-        end = pos + SPAMM_H_CHUNK < block_end ? pos + SPAMM_H_CHUNK : block_end;
-        chunk_mask = mask;
-        pos = end;
-        return true;
-    }
-};
-
 // Byte offset of 16-byte group `chunk` of row `row` in a k-major ([outer][32]) or mn-major
 // ([32][128]) operand stage.
 template <bool KMAJOR>
@@ -259,10 +226,10 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[x][y][q] = 0.0f;
 
-    SpammPrefetchCursor chunks(work);
+    SpammChunkCursor<SPAMM_H_CHUNK> chunks(work, bs, k);
     auto issue = [&](int stage, unsigned& chunk_mask) {
         int s, e;
-        if (chunks.advance(bs, k, s, e, chunk_mask)) {
+        if (chunks.advance(s, e, chunk_mask)) {
             unsigned base = smem0 + stage * SPAMM_H_STAGE_BYTES;
             op_a.template load<VEC>(a, lda, base, s, e, chunk_mask, true);
             op_b.template load<VEC>(b, ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);

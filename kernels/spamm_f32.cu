@@ -181,8 +181,8 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         }
     };
 
-    SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
-    sgpu_i64 s, e;
+    SpammChunkCursor<F32_CHUNK> chunks(work, bs, k);
+    int s, e;
     unsigned mask = 0, next_mask = 0;
     bool have = chunks.advance(s, e, mask);
     int st = 0;
@@ -399,9 +399,9 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
             }
     };
 
-    SpammChunkCursor chunks(work, bs, k, F32_CHUNK);
+    SpammChunkCursor<F32_CHUNK> chunks(work, bs, k);
     auto issue = [&](int st) {
-        sgpu_i64 s, e;
+        int s, e;
         unsigned chunk_mask;
         if (chunks.advance(s, e, chunk_mask)) {
             float* sa = smem + st * F32_TC_STAGE;

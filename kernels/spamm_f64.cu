@@ -79,36 +79,6 @@ struct SpammF64Int {
     static constexpr int value = V;
 };
 
-// The tile's k blocks, SPAMM_F64_BK at a time (SpammChunkCursor's walk in 32-bit positions), the next
-// list entry loaded one k block ahead so that no stage waits for it.
-struct SpammF64Cursor {
-    const unsigned* list;
-    int count, entry, pos, block_end, bs, k;
-    unsigned next, mask;
-
-    __device__ __forceinline__ SpammF64Cursor(const unsigned* list_, int count_, int bs_, int k_)
-        : list(list_), count(count_), entry(-1), pos(0), block_end(0), bs(bs_), k(k_), next(0), mask(0) {
-        if (count > 0) next = list[0];
-    }
-
-    // The next chunk [start, end) and its list mask (a new k block's mask in `fresh`).
-    __device__ __forceinline__ bool advance(int& start, int& end, bool& fresh) {
-        fresh = pos >= block_end;
-        if (fresh) {
-            if (++entry >= count) return false;
-            unsigned e = next;
-            if (entry + 1 < count) next = list[entry + 1];
-            pos = spamm_entry_k(e) * bs;
-            block_end = pos + bs < k ? pos + bs : k;
-            mask = spamm_entry_mask(e);
-        }
-        start = pos;
-        end = pos + SPAMM_F64_BK < block_end ? pos + SPAMM_F64_BK : block_end;
-        pos = end;
-        return true;
-    }
-};
-
 // A_KC: op(A) contiguous along k (A transposed), stored [row][k]; else [k][row]. B_KC: op(B)
 // contiguous along k (B not transposed), stored [column][k]; else [k][column].
 template <bool A_KC, bool B_KC>
@@ -253,7 +223,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int z = 0; z < 4; ++z) acc[x][y][z] = 0.0;
 
     {
-        SpammF64Cursor chunks(work.list, work.count, bs, k);
+        SpammChunkCursor<SPAMM_F64_BK> chunks(work, bs, k);
         unsigned long long queue = 0;  // group masks of the issued chunks not yet consumed, oldest lowest
         unsigned block_fm = 0;
         int pending = 0, next_stage = 0;
@@ -263,9 +233,10 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
         bool have = false;
         auto find_next = [&]() {
             bool fresh;
-            have = more && chunks.advance(n_s0, n_e, fresh);
+            unsigned chunk_mask;
+            have = more && chunks.advance(n_s0, n_e, chunk_mask, fresh);
             more = have;
-            if (have && fresh) block_fm = group_mask(chunks.mask);
+            if (have && fresh) block_fm = group_mask(chunk_mask);
         };
         auto finish_next = [&]() {
             if (have) {

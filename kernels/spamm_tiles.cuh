@@ -53,31 +53,45 @@ __device__ __forceinline__ SpammTileWork spamm_tile_work(int m, int bs, int tile
     return w;
 }
 
-// Walks the chunks [start, end) of the tile's k blocks, `chunk` (a divisor of bs) at a time; a chunk
-// never crosses a k block, so it carries one mask. Every thread holds the same cursor.
+// Walks the chunks [start, end) of the tile's k blocks, CHUNK elements of k at a time (a chunk never
+// crosses a k block, so it carries one C-block mask). Every thread holds the same cursor. The list
+// entry after the current one is read while the current one is used, so its latency hides behind a
+// chunk of products. Positions are 32-bit: k is an int.
+template <int CHUNK>
 struct SpammChunkCursor {
     const unsigned* list;
-    int count, entry;
-    sgpu_i64 pos, block_end, bs, k_total, chunk;
-    unsigned mask;
+    int count, entry, pos, block_end, bs, k;
+    unsigned next, mask;
 
-    __device__ __forceinline__ SpammChunkCursor(const SpammTileWork& w, int bs_, int k, int chunk_)
-        : list(w.list), count(w.count), entry(-1), pos(0), block_end(0), bs(bs_), k_total(k), chunk(chunk_), mask(0) {}
+    __device__ __forceinline__ SpammChunkCursor(const SpammTileWork& w, int bs_, int k_)
+        : list(w.list), count(w.count), entry(-1), pos(0), block_end(0), bs(bs_), k(k_),
+          next(w.count > 0 ? w.list[0] : 0u), mask(0) {}
 
-    __device__ __forceinline__ bool advance(sgpu_i64& start, sgpu_i64& end, unsigned& chunk_mask) {
-        if (pos >= block_end) {
-            ++entry;
-            if (entry >= count) return false;
-            unsigned e = list[entry];
-            pos = (sgpu_i64)spamm_entry_k(e) * bs;
-            block_end = pos + bs < k_total ? pos + bs : k_total;
+    // The next chunk [start, end), its C-block mask and whether it starts a k block (`fresh`); false
+    // past the list (mask 0 then).
+    __device__ __forceinline__ bool advance(int& start, int& end, unsigned& chunk_mask, bool& fresh) {
+        fresh = pos >= block_end;
+        if (fresh) {
+            if (++entry >= count) {
+                chunk_mask = 0;
+                return false;
+            }
+            unsigned e = next;
+            next = entry + 1 < count ? list[entry + 1] : 0u;
+            pos = spamm_entry_k(e) * bs;
+            block_end = pos + bs < k ? pos + bs : k;
             mask = spamm_entry_mask(e);
         }
         start = pos;
-        end = pos + chunk < block_end ? pos + chunk : block_end;
+        end = pos + CHUNK < block_end ? pos + CHUNK : block_end;
         chunk_mask = mask;
         pos = end;
         return true;
+    }
+
+    __device__ __forceinline__ bool advance(int& start, int& end, unsigned& chunk_mask) {
+        bool fresh;
+        return advance(start, end, chunk_mask, fresh);
     }
 };
 

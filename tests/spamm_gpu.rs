@@ -1315,6 +1315,7 @@ fn tuning_cost(n: usize) {
                 spammSgemm(h, 0, 0, ni, ni, ni, &alpha, ap as _, ni, ap as _, ni, &beta, c_dev.ptr() as _, ni, tau)
             };
             assert_eq!(st, OK, "{}", last_error());
+            gpu.synchronize(Stream::DEFAULT).unwrap();
         })
     };
     for target in [0.05, 0.1, 0.3] {
@@ -1371,6 +1372,7 @@ fn tuning_cost(n: usize) {
                     )
                 };
                 assert_eq!(st, OK, "{}", last_error());
+                gpu.synchronize(Stream::DEFAULT).unwrap();
             });
             assert_eq!(searched.to_bits(), tau.to_bits(), "the tuned product's tau is spammTuneTau's");
             let search = tuned - gemm;
