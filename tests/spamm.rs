@@ -1535,28 +1535,12 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
         let (alpha, beta) = (T::Compute::from_f64(-0.75), T::Compute::from_f64(0.5));
         let (ap, bp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-        // The bound of skipping every product, to ask for a fraction of it.
-        let mut c = c0.clone();
-        let zero = T::Compute::from_f64(0.0);
-        let everything = unsafe {
-            T::gemm(
-                h,
-                OP_N,
-                OP_N,
-                mi,
-                ni,
-                ki,
-                &alpha,
-                a.as_ptr(),
-                mi,
-                b.as_ptr(),
-                ki,
-                &zero,
-                c.as_mut_ptr(),
-                mi,
-                f64::INFINITY,
-            )
+        // spamm?gemm at τ into c (A m×k, B k×n, lda = m, ldb = k, ldc = m).
+        let product = |beta: T::Compute, c: &mut [T], tau: f64| unsafe {
+            T::gemm(h, OP_N, OP_N, mi, ni, ki, &alpha, a.as_ptr(), mi, b.as_ptr(), ki, &beta, c.as_mut_ptr(), mi, tau)
         };
+        // The bound of skipping every product, to ask for a fraction of it.
+        let everything = product(T::Compute::from_f64(0.0), &mut c0.clone(), f64::INFINITY);
         assert_eq!(everything, OK, "{}", last_error());
         let skip_all = stats(h).errorBound;
         for rule in [Tuned::ValidRatio(0.1), Tuned::ValidRatio(0.3), Tuned::ErrorBound(0.05 * skip_all)] {
@@ -1616,25 +1600,7 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
                 assert!(bound <= epsilon && tuned_stats.validRatio < 1.0, "{what}: bound {bound:e}");
             }
             let mut plain = c0.clone();
-            let st = unsafe {
-                T::gemm(
-                    h,
-                    OP_N,
-                    OP_N,
-                    mi,
-                    ni,
-                    ki,
-                    &alpha,
-                    a.as_ptr(),
-                    mi,
-                    b.as_ptr(),
-                    ki,
-                    &beta,
-                    plain.as_mut_ptr(),
-                    mi,
-                    tau,
-                )
-            };
+            let st = product(beta, &mut plain, tau);
             assert_eq!(st, OK, "{what}: {}", last_error());
             let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
             assert!(bits(&tuned) == bits(&plain), "{what}: C differs from spamm?gemm at the τ found");

@@ -538,42 +538,53 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
     })
 }
 
-/// A tuned product's typed body: the element type from valueType, α / β as that type's scalars
-/// (float for SGPU_VALUE_TYPE_F16 and _F32, double for _F64).
+/// A, B and C of a tuned product as the C API passes them (the value type says what they hold), each
+/// with its leading dimension.
+type UntypedOperands = ((*const c_void, c_int), (*const c_void, c_int), (*mut c_void, c_int));
+
+/// The shared body of the tuned products: the search's arguments checked first as the τ searches
+/// check them (value type, transposes, dimensions, maxIterations), then *tau, then the product's as
+/// spamm?gemm checks them; `rule` makes the τ rule from maxIterations. The element type comes from
+/// valueType, α / β are that type's scalars (float for SGPU_VALUE_TYPE_F16 and _F32, double for _F64).
 #[allow(clippy::too_many_arguments)]
-unsafe fn run_tuned_gemm(
-    h: &mut SpammHandle,
-    value_type: ValueType,
-    ops: (Operation, Operation),
-    dims: (usize, usize, usize),
-    (alpha, beta): (*const c_void, *const c_void),
-    (a, lda): (*const c_void, c_int),
-    (b, ldb): (*const c_void, c_int),
-    (c, ldc): (*mut c_void, c_int),
-    tau: TauRule,
-) -> Result<f64> {
+unsafe fn tuned_gemm_c(
+    function: &str,
+    handle: spammHandle_t,
+    value_type: sgpuValueType_t,
+    ops: (sgpuOperation_t, sgpuOperation_t),
+    dims: (c_int, c_int, c_int),
+    scalars: (*const c_void, *const c_void),
+    (a, b, c): UntypedOperands,
+    max_iterations: c_int,
+    rule: impl FnOnce(usize) -> TauRule,
+    tau: *mut f64,
+) -> sgpuStatus_t {
     unsafe fn typed<T: Element>(
         h: &mut SpammHandle,
         ops: (Operation, Operation),
         dims: (usize, usize, usize),
         (alpha, beta): (*const c_void, *const c_void),
-        (a, lda): (*const c_void, c_int),
-        (b, ldb): (*const c_void, c_int),
-        (c, ldc): (*mut c_void, c_int),
+        ((a, lda), (b, ldb), (c, ldc)): UntypedOperands,
         tau: TauRule,
     ) -> Result<f64> {
         let scalars = (alpha as *const T::Compute, beta as *const T::Compute);
         unsafe { run_gemm(h, ops, dims, scalars, (a as *const T, lda), (b as *const T, ldb), (c as *mut T, ldc), tau) }
     }
-    let (scalars, a, b, c) = ((alpha, beta), (a, lda), (b, ldb), (c, ldc));
-    match value_type {
-        ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, a, b, c, tau) },
-        ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, a, b, c, tau) },
-        ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, a, b, c, tau) },
-        ValueType::Bf16 => {
-            Err(Error::not_supported("argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product"))
-        }
-    }
+    boundary(function, || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let (value_type, ops, dims, max_iterations) = tune_args(value_type, ops, dims, max_iterations)?;
+        let tau_out = unsafe { out_arg(tau, "tau") }?;
+        let (rule, operands) = (rule(max_iterations), (a, b, c));
+        *tau_out = match value_type {
+            ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, operands, rule) },
+            ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, operands, rule) },
+            ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, operands, rule) },
+            ValueType::Bf16 => {
+                Err(Error::not_supported("argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product"))
+            }
+        }?;
+        Ok(())
+    })
 }
 
 /// C = alpha·op(A)·op(B) + beta·C as spamm?gemm (valueType SGPU_VALUE_TYPE_F16, _F32 or _F64 picks
@@ -606,17 +617,11 @@ pub unsafe extern "C" fn spammGemmAtValidRatio(
     maxIterations: c_int,
     tau: *mut f64,
 ) -> sgpuStatus_t {
-    boundary("spammGemmAtValidRatio", || {
-        let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
-        let tau_out = unsafe { out_arg(tau, "tau") }?;
-        let rule = TauRule::ValidRatio { target: targetValidRatio, tolerance, max_iterations };
-        let operands = ((A, lda), (B, ldb), (C, ldc));
-        *tau_out = unsafe {
-            run_tuned_gemm(h, value_type, ops, dims, (alpha, beta), operands.0, operands.1, operands.2, rule)
-        }?;
-        Ok(())
-    })
+    let rule = |max_iterations| TauRule::ValidRatio { target: targetValidRatio, tolerance, max_iterations };
+    let operands = ((A, lda), (B, ldb), (C, ldc));
+    let (ops, dims) = ((transa, transb), (m, n, k));
+    let name = "spammGemmAtValidRatio";
+    unsafe { tuned_gemm_c(name, handle, valueType, ops, dims, (alpha, beta), operands, maxIterations, rule, tau) }
 }
 
 /// C = alpha·op(A)·op(B) + beta·C as spammGemmAtValidRatio, at the τ spammTuneTauForErrorBound
@@ -645,15 +650,9 @@ pub unsafe extern "C" fn spammGemmWithinErrorBound(
     maxIterations: c_int,
     tau: *mut f64,
 ) -> sgpuStatus_t {
-    boundary("spammGemmWithinErrorBound", || {
-        let h = unsafe { REGISTRY.get(handle, "handle") }?;
-        let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
-        let tau_out = unsafe { out_arg(tau, "tau") }?;
-        let rule = TauRule::ErrorBound { bound: errorBound, max_iterations };
-        let operands = ((A, lda), (B, ldb), (C, ldc));
-        *tau_out = unsafe {
-            run_tuned_gemm(h, value_type, ops, dims, (alpha, beta), operands.0, operands.1, operands.2, rule)
-        }?;
-        Ok(())
-    })
+    let rule = |max_iterations| TauRule::ErrorBound { bound: errorBound, max_iterations };
+    let operands = ((A, lda), (B, ldb), (C, ldc));
+    let (ops, dims) = ((transa, transb), (m, n, k));
+    let name = "spammGemmWithinErrorBound";
+    unsafe { tuned_gemm_c(name, handle, valueType, ops, dims, (alpha, beta), operands, maxIterations, rule, tau) }
 }
