@@ -11,7 +11,7 @@ use sparsegpu::Status;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::matrix_market::read_matrix_market;
 use sparsegpu::scalar::Element;
-use sparsegpu::spamm::MathMode;
+use sparsegpu::spamm::{MathMode, TauRule};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
@@ -1488,38 +1488,29 @@ fn tf32x3_is_close_to_fp32_against_an_f64_reference() {
     assert_eq!(unsafe { spammDestroy(h) }, OK);
 }
 
-/// A tuned product's τ rule as the C API takes it.
-#[derive(Clone, Copy, Debug)]
-enum Tuned {
-    ValidRatio(f64),
-    ErrorBound(f64),
-}
-
-/// spammGemmAtValidRatio / spammGemmWithinErrorBound for element type T (C = αAB + βC, A m×k, B k×n,
-/// no transposes, lda = m, ldb = k, ldc = m); returns the status and the τ written (−5 untouched).
-fn tuned_gemm<T: Element>(
+/// A tuned product (C = αAB + βC, A m×k, B k×n, no transposes, lda = m, ldb = k, ldc = m) by
+/// [`common::SpammGemm::gemm_by_rule`]; returns the status and the τ written (−5 untouched).
+fn tuned_gemm<T: SpammElement>(
     h: spammHandle_t,
-    rule: Tuned,
+    rule: TauRule,
     (m, n, k): (usize, usize, usize),
     (alpha, beta): (T::Compute, T::Compute),
     (a, b, c): (&[T], &[T], &mut [T]),
 ) -> (i32, f64) {
-    let mut tau = -5.0;
-    let (vt, mi, ni, ki) = (T::VALUE_TYPE as i32, m as i32, n as i32, k as i32);
-    let (ap, bp, cp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void, c.as_mut_ptr() as *mut c_void);
-    let (alpha, beta) = (&alpha as *const T::Compute as *const c_void, &beta as *const T::Compute as *const c_void);
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
     let (lda, ldb) = (mi.max(1), ki.max(1));
-    let status = unsafe {
-        match rule {
-            Tuned::ValidRatio(target) => spammGemmAtValidRatio(
-                h, vt, OP_N, OP_N, mi, ni, ki, alpha, ap, lda, bp, ldb, beta, cp, lda, target, 0.005, 20, &mut tau,
-            ),
-            Tuned::ErrorBound(bound) => spammGemmWithinErrorBound(
-                h, vt, OP_N, OP_N, mi, ni, ki, alpha, ap, lda, bp, ldb, beta, cp, lda, bound, 60, &mut tau,
-            ),
-        }
-    };
-    (status, tau)
+    let operands = ((a.as_ptr(), lda), (b.as_ptr(), ldb), (c.as_mut_ptr(), lda));
+    unsafe { T::gemm_by_rule(h, (OP_N, OP_N), (mi, ni, ki), &alpha, operands.0, operands.1, &beta, operands.2, rule) }
+}
+
+/// The tuned products' rules in these tests: a valid ratio within 0.005 in at most 20 iterations, or
+/// an error bound in at most 60.
+fn at_ratio(target: f64) -> TauRule {
+    TauRule::ValidRatio { target, tolerance: 0.005, max_iterations: 20 }
+}
+
+fn within_bound(bound: f64) -> TauRule {
+    TauRule::ErrorBound { bound, max_iterations: 60 }
 }
 
 /// A tuned product equals spammTuneTau (or spammTuneTauForErrorBound) followed by spamm?gemm at the
@@ -1543,7 +1534,7 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
         let everything = product(T::Compute::from_f64(0.0), &mut c0.clone(), f64::INFINITY);
         assert_eq!(everything, OK, "{}", last_error());
         let skip_all = stats(h).errorBound;
-        for rule in [Tuned::ValidRatio(0.1), Tuned::ValidRatio(0.3), Tuned::ErrorBound(0.05 * skip_all)] {
+        for rule in [at_ratio(0.1), at_ratio(0.3), within_bound(0.05 * skip_all)] {
             let what = format!("{:?} {m}x{n}x{k} {rule:?}", T::VALUE_TYPE);
             let mut tuned = c0.clone();
             let (status, tau) = tuned_gemm(h, rule, (m, n, k), (alpha, beta), (&a, &b, &mut tuned));
@@ -1552,7 +1543,7 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
             let (mut searched, mut bound, mut ratio) = (-1.0, -1.0, -1.0);
             let st = unsafe {
                 match rule {
-                    Tuned::ValidRatio(target) => spammTuneTau(
+                    TauRule::ValidRatio { target, tolerance, max_iterations } => spammTuneTau(
                         h,
                         T::VALUE_TYPE as i32,
                         OP_N,
@@ -1565,12 +1556,12 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
                         bp,
                         ki,
                         target,
-                        0.005,
-                        20,
+                        tolerance,
+                        max_iterations as i32,
                         &mut searched,
                         &mut ratio,
                     ),
-                    Tuned::ErrorBound(epsilon) => spammTuneTauForErrorBound(
+                    TauRule::ErrorBound { bound: epsilon, max_iterations } => spammTuneTauForErrorBound(
                         h,
                         T::VALUE_TYPE as i32,
                         OP_N,
@@ -1584,18 +1575,19 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
                         bp,
                         ki,
                         epsilon,
-                        60,
+                        max_iterations as i32,
                         &mut searched,
                         &mut bound,
                         &mut ratio,
                     ),
+                    TauRule::Given(_) => unreachable!("only tuned rules here"),
                 }
             };
             assert_eq!(st, OK, "{what}: {}", last_error());
             assert_eq!(tau.to_bits(), searched.to_bits(), "{what}: the tuned product's τ is the search's");
             assert_eq!(tuned_stats.tau.to_bits(), tau.to_bits(), "{what}: spammGetStats reports τ");
             assert_eq!(tuned_stats.validRatio, ratio, "{what}");
-            if let Tuned::ErrorBound(epsilon) = rule {
+            if let TauRule::ErrorBound { bound: epsilon, .. } = rule {
                 assert_eq!(tuned_stats.errorBound.to_bits(), bound.to_bits(), "{what}");
                 assert!(bound <= epsilon && tuned_stats.validRatio < 1.0, "{what}: bound {bound:e}");
             }
@@ -1612,7 +1604,7 @@ fn tuned_products_equal_tune_then_gemm<T: SpammElement>(rng: &mut Rng) {
         let c0: Vec<T> = rng.vec(m.max(1) * n.max(1));
         let mut c = c0.clone();
         let (alpha, beta) = (T::Compute::from_f64(1.0), T::Compute::from_f64(2.0));
-        for rule in [Tuned::ValidRatio(0.1), Tuned::ErrorBound(0.0)] {
+        for rule in [at_ratio(0.1), within_bound(0.0)] {
             c.copy_from_slice(&c0);
             let (status, tau) = tuned_gemm(h, rule, (m, n, k), (alpha, beta), (&a, &b, &mut c));
             assert_eq!((status, tau), (OK, 0.0), "{m}x{n}x{k} {rule:?}: {}", last_error());

@@ -196,58 +196,10 @@ impl<T: GpuElement> Call<'_, T> {
     /// The pointers hold the operands and C (`ldc` × n) of this call.
     unsafe fn call(&self, h: spammHandle_t, a: *const T, b: *const T, c: *mut T, ldc: usize) {
         let (alpha, beta) = (T::Compute::from_f64(self.alpha), T::Compute::from_f64(self.beta));
-        let (ta, tb) = (self.a.op as i32, self.b.op as i32);
-        let (m, n, k) = (self.m as i32, self.n as i32, self.k as i32);
-        let (lda, ldb, ldc) = (self.a.ld as i32, self.b.ld as i32, ldc as i32);
-        let mut searched = -1.0;
-        let scalars = (&alpha as *const T::Compute as *const c_void, &beta as *const T::Compute as *const c_void);
-        let (vt, av, bv, cv) = (T::VALUE_TYPE as i32, a as *const c_void, b as *const c_void, c as *mut c_void);
-        let status = unsafe {
-            match self.tau {
-                Given(tau) => T::gemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc, tau),
-                TauRule::ValidRatio { target, tolerance, max_iterations } => spammGemmAtValidRatio(
-                    h,
-                    vt,
-                    ta,
-                    tb,
-                    m,
-                    n,
-                    k,
-                    scalars.0,
-                    av,
-                    lda,
-                    bv,
-                    ldb,
-                    scalars.1,
-                    cv,
-                    ldc,
-                    target,
-                    tolerance,
-                    max_iterations as i32,
-                    &mut searched,
-                ),
-                TauRule::ErrorBound { bound, max_iterations } => spammGemmWithinErrorBound(
-                    h,
-                    vt,
-                    ta,
-                    tb,
-                    m,
-                    n,
-                    k,
-                    scalars.0,
-                    av,
-                    lda,
-                    bv,
-                    ldb,
-                    scalars.1,
-                    cv,
-                    ldc,
-                    bound,
-                    max_iterations as i32,
-                    &mut searched,
-                ),
-            }
-        };
+        let ops = (self.a.op as i32, self.b.op as i32);
+        let dims = (self.m as i32, self.n as i32, self.k as i32);
+        let (a, b, c) = ((a, self.a.ld as i32), (b, self.b.ld as i32), (c, ldc as i32));
+        let (status, searched) = unsafe { T::gemm_by_rule(h, ops, dims, &alpha, a, b, &beta, c, self.tau) };
         assert_eq!(status, OK, "{:?} {:?}: {}", T::VALUE_TYPE, self.tau, last_error());
         if self.tau.given().is_none() {
             assert_eq!(searched.to_bits(), stats(h).tau.to_bits(), "{:?}: the τ written is the product's", self.tau);

@@ -397,8 +397,7 @@ impl SpammHandle {
     /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
     fn host_norm_maps<T: Element>(&self, a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>) -> Result<(NormMap, NormMap)> {
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
-        let block_size = self.block_size;
-        Ok(rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size)))
+        Ok(NormMap::of_operands(a, b, self.block_size))
     }
 }
 
@@ -480,6 +479,15 @@ impl NormMap {
         }
     }
 
+    /// The norm maps of a product's op(A) and op(B), computed side by side.
+    pub fn of_operands<T: Element>(
+        a: &GemmOperand<'_, T>,
+        b: &GemmOperand<'_, T>,
+        block_size: usize,
+    ) -> (NormMap, NormMap) {
+        rayon::join(|| Self::of_operand(a, block_size), || Self::of_operand(b, block_size))
+    }
+
     fn of_col_major<T: Element>(data: &[T], rows: usize, cols: usize, ld: usize, block_size: usize) -> NormMap {
         let block_rows = block_count(rows, block_size);
         let block_cols = block_count(cols, block_size);
@@ -548,8 +556,7 @@ pub struct SpammStats {
 impl ProductPlan {
     /// The plan of `op(A) · op(B)` at threshold τ (τ ≥ 0, checked by the caller).
     pub fn new<T: Element>(a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>, tau: f64, block_size: usize) -> Self {
-        let (a_norms, b_norms) =
-            rayon::join(|| NormMap::of_operand(a, block_size), || NormMap::of_operand(b, block_size));
+        let (a_norms, b_norms) = NormMap::of_operands(a, b, block_size);
         debug_assert_eq!(a_norms.block_cols, b_norms.block_rows);
         ProductPlan { a_norms, b_norms, tau, block_size }
     }

@@ -85,6 +85,82 @@ pub trait SpammGemm: sparsegpu::scalar::Element {
         ldc: i32,
         tau: f64,
     ) -> i32;
+
+    /// The product through the entry point of its τ rule: spamm?gemm for a given τ,
+    /// spammGemmAtValidRatio or spammGemmWithinErrorBound for a searched one. Returns the status and
+    /// the τ the call wrote (the given τ itself for spamm?gemm; −5 when a tuned call left it).
+    ///
+    /// # Safety
+    /// As the C entry points: the pointers hold A, B and C of the stated shapes.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm_by_rule(
+        h: sparsegpu::capi::spamm::spammHandle_t,
+        (ta, tb): (i32, i32),
+        (m, n, k): (i32, i32, i32),
+        alpha: &Self::Compute,
+        (a, lda): (*const Self, i32),
+        (b, ldb): (*const Self, i32),
+        beta: &Self::Compute,
+        (c, ldc): (*mut Self, i32),
+        rule: sparsegpu::spamm::TauRule,
+    ) -> (i32, f64) {
+        use sparsegpu::capi::spamm::{spammGemmAtValidRatio, spammGemmWithinErrorBound};
+        use sparsegpu::spamm::TauRule;
+        use std::ffi::c_void;
+        let mut tau = -5.0;
+        let (vt, av, bv, cv) = (Self::VALUE_TYPE as i32, a as *const c_void, b as *const c_void, c as *mut c_void);
+        let scalars = (alpha as *const Self::Compute as *const c_void, beta as *const Self::Compute as *const c_void);
+        let status = unsafe {
+            match rule {
+                TauRule::Given(given) => {
+                    tau = given;
+                    Self::gemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, given)
+                }
+                TauRule::ValidRatio { target, tolerance, max_iterations } => spammGemmAtValidRatio(
+                    h,
+                    vt,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    scalars.0,
+                    av,
+                    lda,
+                    bv,
+                    ldb,
+                    scalars.1,
+                    cv,
+                    ldc,
+                    target,
+                    tolerance,
+                    max_iterations as i32,
+                    &mut tau,
+                ),
+                TauRule::ErrorBound { bound, max_iterations } => spammGemmWithinErrorBound(
+                    h,
+                    vt,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    scalars.0,
+                    av,
+                    lda,
+                    bv,
+                    ldb,
+                    scalars.1,
+                    cv,
+                    ldc,
+                    bound,
+                    max_iterations as i32,
+                    &mut tau,
+                ),
+            }
+        };
+        (status, tau)
+    }
 }
 
 macro_rules! spamm_gemm {

@@ -254,11 +254,12 @@ pub fn run(b: &mut Bench) {
             continue;
         }
         let a_host = generate(&mut rng, n);
-        let b_host = if b.opts.square { vec![] } else { generate(&mut rng, n) };
+        // --square: no B of its own (C = A·A).
+        let b_host = (!b.opts.square).then(|| generate(&mut rng, n));
         let label = if b.opts.square { format!("{input}, C = A·A") } else { input.to_string() };
         let input = label.as_str();
         for &ty in &types {
-            if let Err(why) = case(b, &available, input, ty, (n, block_size), &a_host, &b_host, &targets) {
+            if let Err(why) = case(b, &available, input, ty, (n, block_size), &a_host, b_host.as_deref(), &targets) {
                 let mut m = Measurement::new(
                     "spamm",
                     op_name(ty),
@@ -282,16 +283,15 @@ fn case(
     ty: ValueType,
     (n, block_size): (usize, usize),
     a_host: &[f64],
-    b_host: &[f64],
+    b_host: Option<&[f64]>,
     targets: &[f64],
 ) -> Outcome<()> {
     let gpu = &b.gpu;
     let bytes = n * n * type_size(ty);
-    // --square: B is A's buffer itself, so the library sees one matrix (A·A).
-    let square = b_host.is_empty();
-    let b_host = if square { a_host } else { b_host };
+    // Without a B of its own, B is A's buffer itself, so the library sees one matrix (A·A).
     let a = upload_as(gpu, ty, a_host, "A")?;
-    let b_owned = if square { None } else { Some(upload_as(gpu, ty, b_host, "B")?) };
+    let b_owned = b_host.map(|b_host| upload_as(gpu, ty, b_host, "B")).transpose()?;
+    let b_host = b_host.unwrap_or(a_host);
     let bm = b_owned.as_ref().unwrap_or(&a);
     let c_vendor = gpu.zeros(bytes, "C (vendor)")?;
     let c_ours = gpu.zeros(bytes, "C (ours)")?;
