@@ -471,10 +471,14 @@ __device__ __forceinline__ void spamm_tile_blocks(sgpu_i64 row0, sgpu_i64 col0, 
 
 // One thread block of 256 per tile (grid-stride): the tile's k blocks in windows of 256, one per
 // thread, compacted in increasing order by a ballot scan. counts[t] = entries written at
-// lists + t * kb. The launcher guarantees ni, nj <= 4 and kb < 65536 (the entry format).
+// lists + t * kb. The launcher guarantees ni, nj <= 4 and kb < 65536 (the entry format). A's norms of
+// a window (the tile's rows are 4 consecutive doubles per k) are staged through shared memory, so a
+// warp reads whole sectors; the window's entries too, so that the list is written contiguously.
 extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n, int bs, int mb, int kb, int tile_m,
         int tile_n, const double* an, const double* bn, double tau, int* counts, unsigned* lists) {
     __shared__ int warp_counts[8];
+    __shared__ double a_window[4][256];
+    __shared__ unsigned entries[256];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     sgpu_i64 tile_rows = ((sgpu_i64)m + tile_m - 1) / tile_m;
     sgpu_i64 tiles = tile_rows * (((sgpu_i64)n + tile_n - 1) / tile_n);
@@ -484,24 +488,37 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
         unsigned* list = lists + t * kb;
         int total = 0;
         for (int w = 0; w < kb; w += 256) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                int e = tid + 256 * r, bi = e & 3, k = w + (e >> 2);
+                a_window[bi][e >> 2] = bi < ni && k < kb ? an[(i0 + bi) + (sgpu_i64)k * mb] : 0.0;
+            }
+            __syncthreads();
             int k = w + tid;
             unsigned mask = 0;
             if (k < kb) {
-                for (int bi = 0; bi < ni; ++bi) {
-                    double na = an[(i0 + bi) + (sgpu_i64)k * mb];
-                    for (int bj = 0; bj < nj; ++bj)
-                        if (__dmul_rn(na, bn[k + (sgpu_i64)(j0 + bj) * kb]) >= tau) mask |= 1u << (bi * 4 + bj);
+                double nbk[4];
+#pragma unroll
+                for (int bj = 0; bj < 4; ++bj) nbk[bj] = bj < nj ? bn[k + (sgpu_i64)(j0 + bj) * kb] : 0.0;
+#pragma unroll
+                for (int bi = 0; bi < 4; ++bi) {
+                    double na = a_window[bi][tid];
+#pragma unroll
+                    for (int bj = 0; bj < 4; ++bj)
+                        if (bi < ni && bj < nj && __dmul_rn(na, nbk[bj]) >= tau) mask |= 1u << (bi * 4 + bj);
                 }
             }
             unsigned ballot = __ballot_sync(0xffffffffu, mask != 0);
             if (lane == 0) warp_counts[warp] = __popc(ballot);
             __syncthreads();
-            int offset = total, window = 0;
+            int offset = 0, window = 0;
             for (int q = 0; q < 8; ++q) {
                 offset += q < warp ? warp_counts[q] : 0;
                 window += warp_counts[q];
             }
-            if (mask != 0) list[offset + __popc(ballot & ((1u << lane) - 1u))] = ((unsigned)k << 16) | mask;
+            if (mask != 0) entries[offset + __popc(ballot & ((1u << lane) - 1u))] = ((unsigned)k << 16) | mask;
+            __syncthreads();
+            if (tid < window) list[total + tid] = entries[tid];
             total += window;
             __syncthreads();
         }
@@ -510,16 +527,25 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
 }
 
 // The launch order of the tiles: by decreasing work (a counting sort on 1024 buckets of the entry
-// count, the heaviest bucket first; order within a bucket is arbitrary and changes no result), or
-// natural (order[t] = t) when `natural`. One block of 1024 threads.
+// count, the heaviest bucket first; order within a bucket is arbitrary and changes no result) when
+// `group_cols` is 0; otherwise grouped for the caches: the tile columns in groups of `group_cols`,
+// a group's tiles row by row (so the tiles running at once share rows of op(A) and columns of
+// op(B)); group_cols = 1 is the natural column-major order. One block of 1024 threads.
 #define SPAMM_ORDER_BUCKETS 1024
-extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int kb, int natural, const int* counts,
-                                                                     unsigned* order) {
+extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int tile_rows, int kb, int group_cols,
+                                                                     const int* counts, unsigned* order) {
     __shared__ int start[SPAMM_ORDER_BUCKETS];
     int tid = threadIdx.x;
     start[tid] = 0;
-    if (natural) {
-        for (int t = tid; t < tiles; t += 1024) order[t] = (unsigned)t;
+    if (group_cols > 0) {
+        for (int p = tid; p < tiles; p += 1024) {
+            const int tile_cols = tiles / tile_rows, group_tiles = group_cols * tile_rows;
+            int group = p / group_tiles, within = p % group_tiles;
+            int first_col = group * group_cols;
+            int width = tile_cols - first_col < group_cols ? tile_cols - first_col : group_cols;
+            int row = within / width, col = first_col + within % width;
+            order[p] = (unsigned)(row + col * tile_rows);
+        }
         return;
     }
     __syncthreads();
@@ -552,7 +578,6 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, i
 
 #define SPAMM_TUNE_MAX_CANDIDATES 256  // tune::RATIO_CANDIDATES
 #define SPAMM_TUNE_BOUND_CANDIDATES 16 // tune::BOUND_CANDIDATES
-#define SPAMM_TUNE_SEGMENT 16          // sorted A norms one thread walks for one candidate
 
 // Candidates by value (kernel parameters): `count` ascending tau, the slots after them repeat the last.
 struct SpammTuneCandidates {
@@ -580,13 +605,18 @@ __device__ __forceinline__ void spamm_bitonic_step(double* d, int x, int size, i
     }
 }
 
-// Sorts `padded` (a power of two) keys in shared memory ascending, with the whole thread block; ends
-// with a barrier (when there is anything to sort).
-__device__ void spamm_bitonic_sort_block(double* keys, int padded) {
-    for (int size = 2; size <= padded; size <<= 1) {
+// Sorts two arrays of keys in shared memory ascending, `pa` and `pb` of them (powers of two), with
+// the whole thread block: the steps of both networks side by side, one barrier per step; ends with a
+// barrier (when there is anything to sort).
+__device__ void spamm_bitonic_sort_pair(double* a, int pa, double* b, int pb) {
+    const int largest = pa > pb ? pa : pb;
+    for (int size = 2; size <= largest; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int t = threadIdx.x; t < padded / 2; t += blockDim.x)
-                spamm_bitonic_step(keys, 2 * stride * (t / stride) + t % stride, size, stride);
+            const int steps_a = size <= pa ? pa / 2 : 0, steps_b = size <= pb ? pb / 2 : 0;
+            for (int t = threadIdx.x; t < steps_a + steps_b; t += blockDim.x) {
+                const int u = t < steps_a ? t : t - steps_a;
+                spamm_bitonic_step(t < steps_a ? a : b, 2 * stride * (u / stride) + u % stride, size, stride);
+            }
             __syncthreads();
         }
     }
@@ -643,8 +673,7 @@ extern "C" __global__ void spamm_tune_sort_pairs(int mb, int nb, int kb, const d
         }
         if (bad) atomicOr(&summary[1], 1ULL);
         __syncthreads();
-        spamm_bitonic_sort_block(ka, pa);
-        spamm_bitonic_sort_block(kbk, pb);
+        spamm_bitonic_sort_pair(ka, pa, kbk, pb);
         for (int e = threadIdx.x; e < pa; e += blockDim.x) sorted_a[(sgpu_i64)k * pa + e] = ka[e];
         for (int e = threadIdx.x; e < pb; e += blockDim.x) sorted_b[(sgpu_i64)k * pb + e] = kbk[e];
         if (threadIdx.x == 0) spamm_tune_extremes(ka, mb, kbk, nb, summary);
@@ -689,14 +718,56 @@ extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double
         spamm_tune_extremes(sorted_a + k * pitch_a, mb, sorted_b + k * pitch_b, nb, summary);
 }
 
+// Piece `lane` (of `piece` steps) of candidate tau's staircase over a = A's sorted column k and b =
+// B's sorted row k (spamm_tune_count): adds its performed count to n and its products to small
+// (smallest performed) and large (largest skipped).
+__device__ __forceinline__ void spamm_tune_walk(const double* a, int mb, const double* b, int nb, double tau,
+                                                int lane, int piece, unsigned long long& n, double& small,
+                                                double& large) {
+    // The staircase's point after `first` steps: the smallest i whose count q_i reaches
+    // first - i (i = mb: every a consumed), with q = first - i.
+    const int first = lane * piece;
+    int lo = first > nb ? first - nb : 0, hi = first < mb ? first : mb;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        int q = first - mid;  // >= 1 here: mid < first
+        if (__dmul_rn(a[mid], b[nb - q]) >= tau) hi = mid;
+        else lo = mid + 1;
+    }
+    int i = lo, q = first - lo;
+    if (i < mb) {
+        // Branch-free steps (the lanes of a warp raise and consume at different times):
+        // x = a[i], at = b[nb - q] and below = b[nb - q - 1] (0 outside), reloaded every step.
+        double x = a[i], at = q > 0 ? b[nb - q] : 0.0, below = q < nb ? b[nb - q - 1] : 0.0;
+        for (int step = 0; step < piece && i < mb; ++step) {
+            const double low = __dmul_rn(x, below);
+            const bool raise = q < nb && low >= tau;
+            if (!raise) {
+                n += (unsigned long long)q;
+                small = q > 0 ? fmin(small, __dmul_rn(x, at)) : small;
+                large = q < nb ? fmax(large, low) : large;
+            }
+            q += raise;
+            i += !raise;
+            at = raise ? below : at;
+            below = q < nb ? b[nb - q - 1] : 0.0;
+            x = a[i < mb ? i : mb - 1];
+        }
+    }
+}
+
 // Per candidate c, over all block products: how many are performed (nA * nB >= tau), the largest
 // skipped and the smallest performed product, added to out = [performed | largest skipped |
 // ~smallest performed | skipped squares] (slots of SPAMM_TUNE_MAX_CANDIDATES, zero before). Block 0
 // zeroes `next`, the accumulators of the following iteration (the host has read them already).
-// Per inner block k and candidate, a thread walks segments of A's sorted column k: for ascending a,
-// the first performed position p in B's sorted row k only moves down (rounding a * x is monotone in
-// both), so each a costs its steps of p plus one multiply. With `staged`, the block first copies the
-// column and the row into shared memory (mb + nb doubles of dynamic shared memory).
+// Per inner block k and candidate, the performed products form a staircase: for ascending a in A's
+// sorted column k, the count q of B's sorted row k performed with it (a * b >= tau for the largest q
+// b) only grows (rounding a * x is monotone in both). Walking it takes at most mb + nb steps, each
+// either raising q or consuming an a (adding q, and its smallest performed product a * b[nb - q] and
+// largest skipped a * b[nb - q - 1]). The walk is cut into equal pieces, one per thread of the
+// candidate (merge-path partitioning: the point where a piece starts is found by a binary search
+// on its diagonal), so that no thread waits for one that walks far. With `staged`, the block first
+// copies the column and the row into shared memory (mb + nb doubles of dynamic shared memory).
 extern "C" __global__ void __launch_bounds__(1024)
     spamm_tune_count(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a, const double* sorted_b,
                      sgpu_i64 pitch_b, int staged, SpammTuneCandidates candidates, unsigned long long* out,
@@ -716,13 +787,14 @@ extern "C" __global__ void __launch_bounds__(1024)
         smallest[c] = 0;
     }
     __syncthreads();
-    const int segments = (mb + SPAMM_TUNE_SEGMENT - 1) / SPAMM_TUNE_SEGMENT;
-    // Thread t keeps candidate t % count over every k and segment it walks (segments t / count,
-    // stepping by the lanes per candidate) and adds its totals once at the end. Consecutive threads:
-    // consecutive candidates on the same segment (the same a, broadcast).
+    // Thread t keeps candidate t % count over every k, walking piece t / count of its staircase, and
+    // adds its totals once at the end. Consecutive threads: consecutive candidates.
     const int c = threadIdx.x % count, lane = threadIdx.x / count, lanes = blockDim.x / count;
     const double tau = taus[c];
-    unsigned long long n = 0, small = ~0ULL, large = 0;
+    const int piece = (mb + nb + lanes - 1) / lanes;
+    // Products of finite norms are finite and non-negative: as doubles they order as their bits.
+    unsigned long long n = 0;
+    double small = __longlong_as_double(0x7ff0000000000000LL), large = 0.0;
     for (sgpu_i64 k = blockIdx.x; k < kb; k += gridDim.x) {
         const double* a = sorted_a + k * pitch_a;
         const double* b = sorted_b + k * pitch_b;
@@ -730,40 +802,18 @@ extern "C" __global__ void __launch_bounds__(1024)
             for (int e = threadIdx.x; e < mb; e += blockDim.x) stage[e] = a[e];
             for (int e = threadIdx.x; e < nb; e += blockDim.x) stage[mb + e] = b[e];
             __syncthreads();
-            a = stage;
-            b = stage + mb;
         }
-        for (int segment = lane; lane < lanes && segment < segments; segment += lanes) {
-            int i = segment * SPAMM_TUNE_SEGMENT;
-            const int end = i + SPAMM_TUNE_SEGMENT < mb ? i + SPAMM_TUNE_SEGMENT : mb;
-            double x = a[i];
-            int lo = 0, hi = nb;
-            while (lo < hi) {
-                int mid = (lo + hi) >> 1;
-                if (__dmul_rn(x, b[mid]) >= tau) hi = mid;
-                else lo = mid + 1;
-            }
-            int p = lo;
-            for (; i < end; ++i) {
-                x = a[i];
-                while (p > 0 && __dmul_rn(x, b[p - 1]) >= tau) --p;
-                n += (unsigned long long)(nb - p);
-                if (p < nb) {
-                    unsigned long long v = spamm_bits(__dmul_rn(x, b[p]));
-                    small = v < small ? v : small;
-                }
-                if (p > 0) {
-                    unsigned long long v = spamm_bits(__dmul_rn(x, b[p - 1]));
-                    large = v > large ? v : large;
-                }
-            }
+        if (lane < lanes) {
+            // Two copies: shared-memory loads where staged, global ones otherwise.
+            if (staged) spamm_tune_walk(stage, mb, stage + mb, nb, tau, lane, piece, n, small, large);
+            else spamm_tune_walk(a, mb, b, nb, tau, lane, piece, n, small, large);
         }
         if (staged) __syncthreads();
     }
     if (lane < lanes) {
         if (n) atomicAdd(&performed[c], n);
-        if (~small) atomicMax(&smallest[c], ~small);
-        if (large) atomicMax(&largest[c], large);
+        if (spamm_finite(small)) atomicMax(&smallest[c], ~spamm_bits(small));
+        if (spamm_bits(large)) atomicMax(&largest[c], spamm_bits(large));
     }
     __syncthreads();
     for (int c = threadIdx.x; c < count; c += blockDim.x) {

@@ -6,9 +6,10 @@
 // tile's C blocks performs, in increasing order, each with a 16-bit mask (bit bi * 4 + bj: C block
 // (i0 + bi, j0 + bj) of the tile performs it). A kernel issues the products of a k block only for
 // the C blocks whose bit is set (per thread, per warp or per mma fragment, each lying inside one C
-// block), so the products summed into every C element are exactly Algorithm 2's. spamm_tile_order
-// lists the tiles by decreasing work: thread block b computes tile order[b], the heaviest first, so
-// the hardware's in-order dispatch is a longest-job-first schedule and no SM idles at the end.
+// block), so the products summed into every C element are exactly Algorithm 2's. Thread block b
+// computes tile order[b] (spamm_tile_order): for FP32 and FP64 by decreasing work, so the hardware's
+// in-order dispatch is a longest-job-first schedule and no SM idles at the end; for FP16, whose
+// tiles are short and bound by L2, in the natural order, so tiles running together share operands.
 //
 // Kernel arguments (every tile kernel, in this order; the launcher in src/backend/cuda/spamm.rs):
 //   int m, int n, int k, int bs, F alpha, const T* a, sgpu_i64 lda, int ta, const T* b, sgpu_i64 ldb,

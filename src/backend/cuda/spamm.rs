@@ -1204,6 +1204,9 @@ struct TileKernel {
     threads: u32,
     /// Dynamic shared memory per thread block.
     shared_bytes: u32,
+    /// The tiles' launch order unless `SPARSEGPU_SPAMM_SCHEDULE` says otherwise, as
+    /// `spamm_tile_order`'s `group_cols` (0: heaviest first).
+    group_cols: i32,
 }
 
 impl TileKernel {
@@ -1219,9 +1222,12 @@ impl TileKernel {
                 tile_n: 128,
                 threads: 256,
                 shared_bytes: 163_840,
+                group_cols: 0,
             },
             // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
-            // (SPAMM_H_SHARED_BYTES in kernels/spamm_f16.cu).
+            // (SPAMM_H_SHARED_BYTES in kernels/spamm_f16.cu). Launched in the natural order: its
+            // tiles are short and bound by L2, where tiles running side by side should share rows of
+            // A and columns of B (docs/methods.md, load balance).
             ValueType::F16 => TileKernel {
                 module: &SPAMM_F16,
                 name: "spamm_tiles_f16",
@@ -1229,6 +1235,7 @@ impl TileKernel {
                 tile_n: 128,
                 threads: 128,
                 shared_bytes: 67584,
+                group_cols: 1,
             },
             ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
         }
@@ -1263,7 +1270,7 @@ fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
     };
     // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
     let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
-    TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes }
+    TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes, group_cols: 0 }
 }
 
 /// The work lists of a tile kernel's product, on the device.
@@ -1274,11 +1281,17 @@ struct TileWork {
     lists: DeviceBuffer,
 }
 
-/// Whether tiles are launched heaviest first (the default) or in their natural column-major order
-/// (`SPARSEGPU_SPAMM_SCHEDULE=natural`, kept to measure what the ordering buys).
-fn heaviest_first() -> bool {
-    static NATURAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !*NATURAL.get_or_init(|| std::env::var("SPARSEGPU_SPAMM_SCHEDULE").is_ok_and(|v| v == "natural"))
+/// The tiles' launch order `SPARSEGPU_SPAMM_SCHEDULE` asks for, as `spamm_tile_order`'s
+/// `group_cols`: `heaviest` (0), `natural` (1, column-major) or `grouped:G` (groups of G tile columns,
+/// row by row within a group); None (each kernel's own order) when unset or not one of these. Kept to
+/// measure what the ordering buys.
+fn schedule_group_cols() -> Option<i32> {
+    static GROUP_COLS: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *GROUP_COLS.get_or_init(|| match std::env::var("SPARSEGPU_SPAMM_SCHEDULE").ok()?.as_str() {
+        "heaviest" => Some(0),
+        "natural" => Some(1),
+        v => v.strip_prefix("grouped:")?.parse().ok().filter(|&g| g > 0),
+    })
 }
 
 /// Builds the per-tile lists of k blocks with their C-block masks (`spamm_tile_lists`), then the
@@ -1310,11 +1323,14 @@ fn tile_work(
             kernel_args![&m_i, &n_i, &bs_i, &mb_i, &kb_i, &tm, &tn, &an, &bn, &tau, &counts_ptr, &lists_ptr],
         )
     }?;
-    let (tiles_i, natural) = (tiles as i32, (!heaviest_first()) as i32);
+    let group_cols = schedule_group_cols().unwrap_or(kernel.group_cols);
+    let (tiles_i, tile_rows) = (tiles as i32, m.div_ceil(kernel.tile_m) as i32);
     let order_ptr = order.ptr();
     let f = device.function(&SPAMM, "spamm_tile_order")?;
     let cfg = Launch { grid: (1, 1, 1), block: (1024, 1, 1), shared_bytes: 0 };
-    unsafe { launch(&f, cfg, stream, kernel_args![&tiles_i, &kb_i, &natural, &counts_ptr, &order_ptr]) }?;
+    unsafe {
+        launch(&f, cfg, stream, kernel_args![&tiles_i, &tile_rows, &kb_i, &group_cols, &counts_ptr, &order_ptr])
+    }?;
     Ok(TileWork { tiles, order, counts, lists })
 }
 
