@@ -720,7 +720,9 @@ extern "C" __global__ void spamm_tune_range(int mb, int nb, int kb, const double
 
 // Piece `lane` (of `piece` steps) of candidate tau's staircase over a = A's sorted column k and b =
 // B's sorted row k (spamm_tune_count): adds its performed count to n and its products to small
-// (smallest performed) and large (largest skipped).
+// (smallest performed) and large (largest skipped). SENTINELS: b[-1] = 0 and a[mb] readable (the
+// staged layout), so that the steps need no bounds checks; otherwise b[-1] is replaced by 0 here.
+template <bool SENTINELS>
 __device__ __forceinline__ void spamm_tune_walk(const double* a, int mb, const double* b, int nb, double tau,
                                                 int lane, int piece, unsigned long long& n, double& small,
                                                 double& large) {
@@ -735,25 +737,75 @@ __device__ __forceinline__ void spamm_tune_walk(const double* a, int mb, const d
         else lo = mid + 1;
     }
     int i = lo, q = first - lo;
-    if (i < mb) {
-        // Branch-free steps (the lanes of a warp raise and consume at different times):
-        // x = a[i], at = b[nb - q] and below = b[nb - q - 1] (0 outside), reloaded every step.
-        double x = a[i], at = q > 0 ? b[nb - q] : 0.0, below = q < nb ? b[nb - q - 1] : 0.0;
-        for (int step = 0; step < piece && i < mb; ++step) {
-            const double low = __dmul_rn(x, below);
-            const bool raise = q < nb && low >= tau;
-            if (!raise) {
-                n += (unsigned long long)q;
-                small = q > 0 ? fmin(small, __dmul_rn(x, at)) : small;
-                large = q < nb ? fmax(large, low) : large;
-            }
-            q += raise;
-            i += !raise;
-            at = raise ? below : at;
-            below = q < nb ? b[nb - q - 1] : 0.0;
-            x = a[i < mb ? i : mb - 1];
+    if (i >= mb) return;
+    // Branch-free steps (the lanes of a warp raise and consume at different times). x = a[i] and
+    // at = b[nb - q]: x * at is performed whenever q > 0 (it was when q last rose, and x only grew
+    // since), so it goes into `small` at every step, not only when row i is consumed; at q = 0, at =
+    // +inf and x * at (inf, or NaN for x = 0) leaves the minimum alone. below = b[nb - q - 1] (0 at
+    // q = nb, where nothing can rise: tau > 0): x * below decides between raising q and consuming
+    // row i, whose count is q and whose largest skipped product is x * below. The step's count fits
+    // 32 bits when staged (mb + nb <= 4096).
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    double x = a[i], at = q > 0 ? b[nb - q] : inf;
+    const int stop = first + piece;  // i + q after the piece's last step
+    unsigned count = 0;
+    while (i < mb && i + q < stop) {
+        const double below = SENTINELS || q < nb ? b[nb - q - 1] : 0.0;
+        const double low = __dmul_rn(x, below);
+        const bool raise = low >= tau;
+        small = fmin(small, __dmul_rn(x, at));
+        large = raise ? large : fmax(large, low);
+        count += raise ? 0u : (unsigned)q;
+        at = raise ? below : at;
+        q += raise;
+        i += !raise;
+        x = a[SENTINELS || i < mb ? i : mb - 1];
+        if (!SENTINELS) {
+            n += count;
+            count = 0;
         }
     }
+    n += count;
+}
+
+// The valid-ratio search's first candidates, as src/spamm/tune.rs chooses them from the range alone
+// (Bracket::search's first iteration: spread() over the bit patterns from the smallest product's + 1
+// to the largest product's, with the positive floor as an extra candidate where the smallest product
+// is 0), so that the counting can start before the host has read the range. summary as
+// spamm_tune_extremes leaves it. Every thread of the block calls it; returns the count and leaves the
+// candidates in taus[0, count), with a barrier before returning.
+__device__ int spamm_tune_first_candidates(const unsigned long long* summary, double* taus) {
+    const unsigned long long max_bits = summary[0], min_bits = ~summary[2];
+    const unsigned long long floor_bits = summary[3] ? ~summary[3] : 0ULL;
+    const unsigned long long from = min_bits + 1, to = max_bits;
+    int count = 0;
+    if (from <= to) {
+        const bool extra = min_bits == 0 && floor_bits > from && floor_bits <= to;
+        const unsigned long long slots = SPAMM_TUNE_MAX_CANDIDATES - (extra ? 1 : 0);
+        const unsigned long long width = to - from;
+        const int t = threadIdx.x;
+        if (width < slots) {
+            // Every pattern (the floor among them).
+            count = (int)width + 1;
+            if (t < count) taus[t] = __longlong_as_double((long long)(from + t));
+        } else {
+            // from + floor(width * e / d) for e < slots, d = slots - 1, without 128-bit products.
+            const unsigned long long d = slots - 1, whole = width / d, rest = width % d;
+            auto even = [&](unsigned long long e) { return from + whole * e + rest * e / d; };
+            const bool mine = (unsigned long long)t < slots;
+            // The floor goes after the evens below it, unless it is one of them.
+            const int below = extra ? __syncthreads_count(mine && even(t) < floor_bits) : 0;
+            const bool duplicate = extra && (unsigned long long)below < slots && even(below) == floor_bits;
+            count = (int)slots + (extra && !duplicate);
+            if (t < count) {
+                unsigned long long bits = extra && !duplicate && t >= below ? (t == below ? floor_bits : even(t - 1))
+                                                                           : even(t);
+                taus[t] = __longlong_as_double((long long)bits);
+            }
+        }
+    }
+    __syncthreads();
+    return count;
 }
 
 // Per candidate c, over all block products: how many are performed (nA * nB >= tau), the largest
@@ -767,21 +819,32 @@ __device__ __forceinline__ void spamm_tune_walk(const double* a, int mb, const d
 // largest skipped a * b[nb - q - 1]). The walk is cut into equal pieces, one per thread of the
 // candidate (merge-path partitioning: the point where a piece starts is found by a binary search
 // on its diagonal), so that no thread waits for one that walks far. With `staged`, the block first
-// copies the column and the row into shared memory (mb + nb doubles of dynamic shared memory).
+// copies the column and the row into shared memory (mb + nb + 2 doubles of dynamic shared memory,
+// laid out a, 0, b, +inf for the walk's sentinels).
+// With `derive` (the summary's address), the candidates are the search's first ones, derived from
+// the range on the device (spamm_tune_first_candidates) instead of `candidates`; block 0 writes
+// their patterns to out[3 * SPAMM_TUNE_MAX_CANDIDATES + c], zero after the last, for the host.
 extern "C" __global__ void __launch_bounds__(1024)
     spamm_tune_count(int mb, int nb, int kb, const double* sorted_a, sgpu_i64 pitch_a, const double* sorted_b,
-                     sgpu_i64 pitch_b, int staged, SpammTuneCandidates candidates, unsigned long long* out,
-                     unsigned long long* next) {
+                     sgpu_i64 pitch_b, int staged, SpammTuneCandidates candidates,
+                     const unsigned long long* derive, unsigned long long* out, unsigned long long* next) {
     extern __shared__ double stage[];
     __shared__ double taus[SPAMM_TUNE_MAX_CANDIDATES];
     __shared__ unsigned long long performed[SPAMM_TUNE_MAX_CANDIDATES];
     __shared__ unsigned long long largest[SPAMM_TUNE_MAX_CANDIDATES];
     __shared__ unsigned long long smallest[SPAMM_TUNE_MAX_CANDIDATES]; // complemented
-    const int count = candidates.count;
     if (blockIdx.x == 0)
         for (int e = threadIdx.x; e < 4 * SPAMM_TUNE_MAX_CANDIDATES; e += blockDim.x) next[e] = 0;
+    int count = candidates.count;
+    if (derive) {
+        count = spamm_tune_first_candidates(derive, taus);
+        if (blockIdx.x == 0)
+            for (int c = threadIdx.x; c < SPAMM_TUNE_MAX_CANDIDATES; c += blockDim.x)
+                out[3 * SPAMM_TUNE_MAX_CANDIDATES + c] = c < count ? spamm_bits(taus[c]) : 0ULL;
+        if (count == 0) return;
+    }
     for (int c = threadIdx.x; c < count; c += blockDim.x) {
-        taus[c] = candidates.tau[c];
+        if (!derive) taus[c] = candidates.tau[c];
         performed[c] = 0;
         largest[c] = 0;
         smallest[c] = 0;
@@ -795,18 +858,24 @@ extern "C" __global__ void __launch_bounds__(1024)
     // Products of finite norms are finite and non-negative: as doubles they order as their bits.
     unsigned long long n = 0;
     double small = __longlong_as_double(0x7ff0000000000000LL), large = 0.0;
+    double* stage_a = stage;
+    double* stage_b = stage + mb + 1;
+    if (staged && threadIdx.x == 0) {
+        stage_b[-1] = 0.0;
+        stage_b[nb] = __longlong_as_double(0x7ff0000000000000LL);
+    }
     for (sgpu_i64 k = blockIdx.x; k < kb; k += gridDim.x) {
         const double* a = sorted_a + k * pitch_a;
         const double* b = sorted_b + k * pitch_b;
         if (staged) {
-            for (int e = threadIdx.x; e < mb; e += blockDim.x) stage[e] = a[e];
-            for (int e = threadIdx.x; e < nb; e += blockDim.x) stage[mb + e] = b[e];
+            for (int e = threadIdx.x; e < mb; e += blockDim.x) stage_a[e] = a[e];
+            for (int e = threadIdx.x; e < nb; e += blockDim.x) stage_b[e] = b[e];
             __syncthreads();
         }
         if (lane < lanes) {
             // Two copies: shared-memory loads where staged, global ones otherwise.
-            if (staged) spamm_tune_walk(stage, mb, stage + mb, nb, tau, lane, piece, n, small, large);
-            else spamm_tune_walk(a, mb, b, nb, tau, lane, piece, n, small, large);
+            if (staged) spamm_tune_walk<true>(stage_a, mb, stage_b, nb, tau, lane, piece, n, small, large);
+            else spamm_tune_walk<false>(a, mb, b, nb, tau, lane, piece, n, small, large);
         }
         if (staged) __syncthreads();
     }

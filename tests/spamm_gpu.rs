@@ -13,7 +13,7 @@ use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::spamm::TauRule::{self, Given};
-use sparsegpu::spamm::tune::{CandidateEvaluator, Evaluation, NormMapEvaluator};
+use sparsegpu::spamm::tune::{CandidateEvaluator, Evaluation, NormMapEvaluator, tune_for_ratio};
 use sparsegpu::spamm::{GemmOperand, MathMode, NormMap, ProductPlan, RawOperand};
 use sparsegpu::testgen::{algebraic_decay, exponential_decay};
 use sparsegpu::{BackendKind, Operation, Status, ValueType};
@@ -924,6 +924,7 @@ fn evaluator_matches_the_cpu<T: GpuElement>(rng: &mut Rng) {
         let (a_raw, b_raw) = (a.gemm_operand().raw(), b.gemm_operand().raw());
         let ad = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, &a_raw, bs) }.unwrap();
         let bd = unsafe { cuda_spamm::operand_norm_map(&gpu, stream, &b_raw, bs) }.unwrap();
+        assert_anticipated_search(&gpu, (&an, &bn), (&ad, &bd), 0.3, &what);
         let mut device = cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &ad, &bd).unwrap();
         let range = cpu.range().unwrap();
         assert_eq!(device.range().unwrap(), range, "{what}: range");
@@ -971,6 +972,71 @@ fn evaluator_matches_the_cpu<T: GpuElement>(rng: &mut Rng) {
     let mut device = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &ad, &ad).unwrap();
     let err = device.range().unwrap_err();
     assert!(err.message.contains("Inf or NaN"), "{}", err.message);
+}
+
+/// A valid-ratio search on the device, its first iteration anticipated (counted with the range, on
+/// candidates the device derives from it), against the same search on the CPU: the same choice, and
+/// the first iteration served by the anticipated counts whenever the search iterated at all.
+fn assert_anticipated_search(
+    gpu: &std::sync::Arc<cuda::GpuDevice>,
+    (an, bn): (&NormMap, &NormMap),
+    (ad, bd): (&cuda_spamm::DeviceNormMap, &cuda_spamm::DeviceNormMap),
+    target: f64,
+    what: &str,
+) {
+    let want = tune_for_ratio(&mut NormMapEvaluator::new(an, bn), target, 0.0, 3).unwrap();
+    let mut device =
+        cuda_spamm::DeviceTauEvaluator::new(gpu, Stream::DEFAULT, ad, bd).unwrap().anticipating_ratio_search();
+    let got = tune_for_ratio(&mut device, target, 0.0, 3).unwrap();
+    assert_eq!(
+        (got.tau.to_bits(), got.valid_ratio.to_bits(), got.iterations),
+        (want.tau.to_bits(), want.valid_ratio.to_bits(), want.iterations),
+        "{what}: anticipated search chose {got:?}, the CPU {want:?}"
+    );
+    assert_eq!(device.anticipation_hits(), (want.iterations > 0) as usize, "{what}: anticipated iteration unused");
+}
+
+/// The anticipated first iteration where the device derives its candidates by each branch of the
+/// host's spread: every bit pattern of a narrow range, evenly spaced patterns with the positive floor
+/// (zero blocks) between two of them or on one of them, and no candidates when every product is equal.
+#[test]
+fn first_ratio_candidates_are_derived_on_the_device_as_on_the_host() {
+    if !common::cuda_available("first_ratio_candidates_are_derived_on_the_device_as_on_the_host") {
+        return;
+    }
+    let _serial = serial();
+    let gpu = cuda::device(0).unwrap();
+    let maps = |rows: usize, cols: usize, norms: Vec<f64>| {
+        let device = cuda_spamm::DeviceNormMap {
+            block_rows: rows,
+            block_cols: cols,
+            norms: DeviceBuffer::from_host(&gpu, &norms, Stream::DEFAULT, "norms").unwrap(),
+        };
+        (NormMap { block_rows: rows, block_cols: cols, norms }, device)
+    };
+    let bits = f64::from_bits;
+    let one = 1.0f64.to_bits();
+    // With min 0 and max q, from = 1 and width = q - 1: for q = 1 + 254·W the 255 evens are 1 + W·e.
+    let w = (one - 1) / 254;
+    let q = bits(1 + 254 * w);
+    // (what, A's norm map and B's: block rows, block columns, norms column by column)
+    type Map = (usize, usize, Vec<f64>);
+    let cases: Vec<(&str, Map, Map)> = vec![
+        (
+            "a range of 108 patterns",
+            (3, 2, vec![1.0, bits(one + 100), 1.0, 1.0, 1.0, 1.0]),
+            (2, 4, vec![1.0, 1.0, 1.0, bits(one + 7), 1.0, 1.0, 1.0, 1.0]),
+        ),
+        ("the floor on an even pattern", (4, 2, vec![0.0, bits(1 + 100 * w), q, q, q, q, q, q]), (2, 3, vec![1.0; 6])),
+        ("the floor between two", (4, 2, vec![0.0, bits(1 + 100 * w + 3), q, q, q, q, q, q]), (2, 3, vec![1.0; 6])),
+        ("every product equal", (2, 2, vec![0.5; 4]), (2, 2, vec![2.0; 4])),
+    ];
+    for (what, (ar, ac, a), (br, bc, b)) in cases {
+        let ((an, ad), (bn, bd)) = (maps(ar, ac, a), maps(br, bc, b));
+        for target in [0.3, 0.5, 0.9] {
+            assert_anticipated_search(&gpu, (&an, &bn), (&ad, &bd), target, &format!("{what}, target {target}"));
+        }
+    }
 }
 
 #[test]
@@ -1230,6 +1296,12 @@ fn tuning_cost(n: usize) {
     });
     let setup_device =
         device_ms(&mut || drop(cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap()));
+    // The same with the valid-ratio search's first iteration counted before the one wait.
+    let anticipated = median(&mut || {
+        let mut e =
+            cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap().anticipating_ratio_search();
+        e.range().unwrap();
+    });
     let mut e = cuda_spamm::DeviceTauEvaluator::new(&gpu, Stream::DEFAULT, &x, &x).unwrap();
     let range = e.range().unwrap();
     let spread = |count: usize, low: f64, high: f64| -> Vec<f64> {
@@ -1254,7 +1326,7 @@ fn tuning_cost(n: usize) {
     println!(
         "TUNING N {n} f32 bs 32: idle synchronize {idle:.4} ms, 8-byte copy back {round_trip:.4} ms; norm maps of A·A {norms:.4} ms (device {norms_device:.4} ms, \
          {:.0} GB/s); \
-         sort + range {setup:.4} ms (device {setup_device:.4} ms); ratio iteration (256 candidates) {ratio_iteration:.4} ms \
+         sort + range {setup:.4} ms (device {setup_device:.4} ms), with the first ratio iteration {anticipated:.4} ms; ratio iteration (256 candidates) {ratio_iteration:.4} ms \
          (device {ratio_device:.4} ms); bound iteration (16 candidates) spread {bound_wide:.4} ms (device {bound_wide_device:.4} ms), \
          clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)",
         (n * n * 4) as f64 / norms_device / 1e6

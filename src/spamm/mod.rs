@@ -326,7 +326,7 @@ impl SpammHandle {
         tune::check_search(target, tolerance, max_iterations)?;
         unsafe {
             self.with_device_evaluator(a, b, |evaluator| {
-                tune::tune_for_ratio(evaluator, target, tolerance, max_iterations)
+                tune::tune_for_ratio(&mut evaluator.anticipating_ratio_search(), target, tolerance, max_iterations)
             })
         }
     }
@@ -370,8 +370,8 @@ impl SpammHandle {
         let alpha_abs = alpha.to_f64().abs();
         tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
         unsafe {
-            self.with_device_evaluator(a, b, |evaluator| {
-                tune::tune_for_error_bound(evaluator, alpha_abs, error_bound, max_iterations)
+            self.with_device_evaluator(a, b, |mut evaluator| {
+                tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
             })
         }
     }
@@ -385,13 +385,13 @@ impl SpammHandle {
         &self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
-        search: impl FnOnce(&mut cuda_spamm::DeviceTauEvaluator<'_>) -> Result<R>,
+        search: impl FnOnce(cuda_spamm::DeviceTauEvaluator<'_>) -> Result<R>,
     ) -> Result<R> {
         let gpu = self.core.gpu()?;
         gpu.bind()?;
         let stream = self.core.cu_stream();
         let [a_device, b_device] = unsafe { cuda_spamm::operand_norm_maps(&gpu, stream, a, b, self.block_size) }?;
-        search(&mut cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?)
+        search(cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?)
     }
 
     /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.

@@ -490,8 +490,12 @@ fn spread(from: u64, to: u64, slots: usize, prediction: Option<f64>, extra: Opti
         bits.extend(from..=to);
     } else {
         let even = if prediction.is_some() { slots / 2 } else { slots };
-        let step = width as u128;
-        bits.extend((0..even as u128).map(|e| from + (step * e / (even as u128 - 1)) as u64));
+        // from + floor(width·e / d), d = even - 1, without a 128-bit product. The device derives the
+        // first iteration of the valid-ratio search by the same arithmetic (kernels/spamm.cu,
+        // spamm_tune_first_candidates), before the host has read the range: keep the two in step.
+        let d = even as u64 - 1;
+        let (whole, rest) = (width / d, width % d);
+        bits.extend((0..even as u64).map(|e| from + whole * e + rest * e / d));
         if let Some(fraction) = prediction {
             let center = from + (width as f64 * fraction) as u64;
             let spacing = (width / (even as u64 - 1)) as f64;

@@ -250,8 +250,11 @@ pub unsafe fn gemm<T: Element>(
     let tau = match tau.given() {
         Some(tau) => tau,
         None => {
-            let evaluator = &mut DeviceTauEvaluator::new(lead, stream, &norms[0], &norms[1])?;
-            let tau = tau.choose(evaluator, dims, alpha.to_f64().abs())?;
+            let mut evaluator = DeviceTauEvaluator::new(lead, stream, &norms[0], &norms[1])?;
+            if matches!(tau, TauRule::ValidRatio { .. }) {
+                evaluator = evaluator.anticipating_ratio_search();
+            }
+            let tau = tau.choose(&mut evaluator, dims, alpha.to_f64().abs())?;
             timeline.stamp(lead, stream, || format!("tau {tau:e} searched"))?;
             tau
         }
@@ -1481,7 +1484,8 @@ const STAGE_IN_SHARED_MEMORY: usize = 4096;
 /// that also reduces the products' range); an iteration is one counting kernel (plus, for the error
 /// bound, one pass over all block products) and one copy of a few kilobytes back. The iterations'
 /// accumulators alternate between two slots, each kernel clearing the other, so nothing else is
-/// queued per iteration.
+/// queued per iteration. Before a valid-ratio search the first iteration can ride along with the
+/// range ([`DeviceTauEvaluator::anticipating_ratio_search`]): one wait for both instead of two.
 pub struct DeviceTauEvaluator<'a> {
     device: &'a Arc<GpuDevice>,
     stream: Stream,
@@ -1495,6 +1499,13 @@ pub struct DeviceTauEvaluator<'a> {
     parity: usize,
     /// Per candidate and column of C blocks, the sums of squares (allocated by the first bound pass).
     column_sums: Option<DeviceBuffer>,
+    /// Whether [`CandidateEvaluator::range`] also counts the valid-ratio search's first candidates
+    /// ([`DeviceTauEvaluator::anticipating_ratio_search`]); cleared once it has.
+    anticipate: bool,
+    /// Those candidates' evaluations, until the search asks for them.
+    anticipated: Option<Vec<Evaluation>>,
+    /// How many times the search's candidates were the anticipated ones.
+    anticipation_hits: usize,
 }
 
 const ACCUMULATOR_WORDS: usize = 4 * tune::RATIO_CANDIDATES;
@@ -1512,8 +1523,19 @@ impl<'a> DeviceTauEvaluator<'a> {
         let sorted_words = if mb * nb * kb == 0 { 0 } else { kb * (pitches.0 + pitches.1) };
         let words = sorted_words + 4 + 2 * ACCUMULATOR_WORDS;
         let workspace = DeviceBuffer::alloc(device, words * 8, stream, "the tau search")?;
-        let evaluator =
-            DeviceTauEvaluator { device, stream, a_norms, b_norms, workspace, pitches, parity: 0, column_sums: None };
+        let evaluator = DeviceTauEvaluator {
+            device,
+            stream,
+            a_norms,
+            b_norms,
+            workspace,
+            pitches,
+            parity: 0,
+            column_sums: None,
+            anticipate: false,
+            anticipated: None,
+            anticipation_hits: 0,
+        };
         if sorted_words == 0 {
             return Ok(evaluator);
         }
@@ -1578,44 +1600,36 @@ impl<'a> DeviceTauEvaluator<'a> {
         self.summary_ptr() + ((4 + parity * ACCUMULATOR_WORDS) * 8) as u64
     }
 
+    /// Has [`CandidateEvaluator::range`] also count the valid-ratio search's first candidates,
+    /// derived from the range on the device exactly as [`tune::tune_for_ratio`] derives them on the
+    /// host, and bring the range and the counts back in one copy: the search's first iteration then
+    /// costs no round trip of its own. Only worth it before a valid-ratio search (the error-bound
+    /// search starts from other candidates, and would pay for a count it never uses).
+    pub fn anticipating_ratio_search(mut self) -> Self {
+        self.anticipate = true;
+        self
+    }
+
+    /// How many times an evaluation was served by the anticipated first iteration.
+    pub fn anticipation_hits(&self) -> usize {
+        self.anticipation_hits
+    }
+
     /// Queues one iteration's kernels (for [`CandidateEvaluator::evaluate`], and for timing the
     /// device's share of an iteration); returns the accumulator slot its results go to.
     pub fn queue(&mut self, taus: &[f64], squares: bool) -> Result<usize> {
-        let (mb, nb, kb) = self.dims();
-        if mb * nb * kb == 0 {
-            return Err(Error::internal("the tau search evaluated candidates of an empty product"));
-        }
         let limit = if squares { tune::BOUND_CANDIDATES } else { tune::RATIO_CANDIDATES };
         if taus.is_empty() || taus.len() > limit {
             return Err(Error::internal(format!("the tau search asked for {} candidates", taus.len())));
         }
-        let (device, stream) = (self.device, self.stream);
-        device.bind()?;
-        let parity = self.parity;
-        self.parity ^= 1;
         let mut candidates =
             TuneCandidates { count: taus.len() as i32, tau: [taus[taus.len() - 1]; tune::RATIO_CANDIDATES] };
         candidates.tau[..taus.len()].copy_from_slice(taus);
-        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
-        let (sa, sb) = self.sorted_ptrs();
-        let (pa, pb) = (self.pitches.0 as i64, self.pitches.1 as i64);
-        let (out, next) = (self.accumulators(parity), self.accumulators(parity ^ 1));
-        let staged = (mb + nb <= STAGE_IN_SHARED_MEMORY) as i32;
-        let count = device.function(&SPAMM, "spamm_tune_count")?;
-        let cfg = Launch {
-            grid: (kb.min(device.multiprocessors * 2) as u32, 1, 1),
-            block: (1024, 1, 1),
-            shared_bytes: if staged == 1 { ((mb + nb) * 8) as u32 } else { 0 },
-        };
-        unsafe {
-            launch(
-                &count,
-                cfg,
-                stream,
-                kernel_args![&mb_i, &nb_i, &kb_i, &sa, &pa, &sb, &pb, &staged, &candidates, &out, &next],
-            )
-        }?;
+        let parity = self.queue_count(&candidates, 0)?;
         if squares {
+            let (mb, nb, kb) = self.dims();
+            let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+            let (device, stream, out) = (self.device, self.stream, self.accumulators(parity));
             if self.column_sums.is_none() {
                 let bytes = tune::BOUND_CANDIDATES * nb * 8;
                 self.column_sums = Some(DeviceBuffer::alloc(device, bytes, stream, "the error-bound search")?);
@@ -1632,6 +1646,57 @@ impl<'a> DeviceTauEvaluator<'a> {
         }
         Ok(parity)
     }
+
+    /// Queues the counting kernel over `candidates`, or over the first ratio candidates derived from
+    /// the summary at `derive` (non-zero); returns the accumulator slot its results go to.
+    fn queue_count(&mut self, candidates: &TuneCandidates, derive: CUdeviceptr) -> Result<usize> {
+        let (mb, nb, kb) = self.dims();
+        if mb * nb * kb == 0 {
+            return Err(Error::internal("the tau search evaluated candidates of an empty product"));
+        }
+        let (device, stream) = (self.device, self.stream);
+        device.bind()?;
+        let parity = self.parity;
+        self.parity ^= 1;
+        let (mb_i, nb_i, kb_i) = (mb as i32, nb as i32, kb as i32);
+        let (sa, sb) = self.sorted_ptrs();
+        let (pa, pb) = (self.pitches.0 as i64, self.pitches.1 as i64);
+        let (out, next) = (self.accumulators(parity), self.accumulators(parity ^ 1));
+        let staged = (mb + nb <= STAGE_IN_SHARED_MEMORY) as i32;
+        let count = device.function(&SPAMM, "spamm_tune_count")?;
+        let cfg = Launch {
+            grid: (kb.min(device.multiprocessors * 2) as u32, 1, 1),
+            block: (1024, 1, 1),
+            // A's column, then B's row between the sentinels 0 and +inf.
+            shared_bytes: if staged == 1 { ((mb + nb + 2) * 8) as u32 } else { 0 },
+        };
+        unsafe {
+            launch(
+                &count,
+                cfg,
+                stream,
+                kernel_args![&mb_i, &nb_i, &kb_i, &sa, &pa, &sb, &pb, &staged, candidates, &derive, &out, &next],
+            )
+        }?;
+        Ok(parity)
+    }
+}
+
+/// The evaluations of `taus` from one iteration's accumulators as the counting kernel leaves them
+/// (`[performed | largest skipped | ~smallest performed | skipped squares]`, slots of
+/// [`tune::RATIO_CANDIDATES`]).
+fn evaluations_from(taus: &[f64], results: &[u64], squares: bool) -> Vec<Evaluation> {
+    let slots = tune::RATIO_CANDIDATES;
+    taus.iter()
+        .enumerate()
+        .map(|(c, &tau)| Evaluation {
+            tau,
+            performed: results[c],
+            largest_skipped: f64::from_bits(results[slots + c]),
+            smallest_performed: f64::from_bits(!results[2 * slots + c]),
+            skipped_squares: if squares { f64::from_bits(results[3 * slots + c]) } else { f64::NAN },
+        })
+        .collect()
 }
 
 /// `segments` segments of `len` norms (element e of segment s at `src + 8·(s·strides.1 + e·strides.0)`)
@@ -1681,11 +1746,27 @@ impl CandidateEvaluator for DeviceTauEvaluator<'_> {
         if dims.0 * dims.1 * dims.2 == 0 {
             return Ok(ProductRange { dims, min: 0.0, max: 0.0, positive_floor: 0.0 });
         }
-        let mut summary = [0u64; 4];
+        // The summary, followed by the first slot of accumulators where the first iteration was
+        // anticipated (its counts, and in the squares' slot the candidates it derived).
+        let anticipate = std::mem::take(&mut self.anticipate);
+        if anticipate {
+            let empty = TuneCandidates { count: 0, tau: [0.0; tune::RATIO_CANDIDATES] };
+            let parity = self.queue_count(&empty, self.summary_ptr())?;
+            debug_assert_eq!(parity, 0, "the anticipated iteration is the first");
+        }
+        let mut copied = vec![0u64; if anticipate { 4 + ACCUMULATOR_WORDS } else { 4 }];
         self.device.bind()?;
-        unsafe { drv::memcpy_dtoh_async(&mut summary[..], self.summary_ptr(), self.stream.0) }
+        unsafe { drv::memcpy_dtoh_async(&mut copied[..], self.summary_ptr(), self.stream.0) }
             .map_err(driver_error("copying to the host"))?;
         self.device.synchronize(self.stream)?;
+        let summary = &copied[..4];
+        if anticipate {
+            let results = &copied[4..];
+            let derived = &results[3 * tune::RATIO_CANDIDATES..];
+            let taus: Vec<f64> =
+                derived.iter().take_while(|&&bits| bits != 0).map(|&bits| f64::from_bits(bits)).collect();
+            self.anticipated = Some(evaluations_from(&taus, results, false));
+        }
         if summary[1] != 0 {
             return Err(tune::non_finite_norms());
         }
@@ -1700,22 +1781,19 @@ impl CandidateEvaluator for DeviceTauEvaluator<'_> {
     }
 
     fn evaluate(&mut self, taus: &[f64], squares: bool) -> Result<Vec<Evaluation>> {
+        if let Some(anticipated) = self.anticipated.take() {
+            let same = |e: &Evaluation, &tau: &f64| e.tau.to_bits() == tau.to_bits();
+            if !squares && anticipated.len() == taus.len() && anticipated.iter().zip(taus).all(|(e, t)| same(e, t)) {
+                self.anticipation_hits += 1;
+                return Ok(anticipated);
+            }
+        }
         let parity = self.queue(taus, squares)?;
         let slots = tune::RATIO_CANDIDATES;
         let mut results = vec![0u64; if squares { 4 * slots } else { 3 * slots }];
         unsafe { drv::memcpy_dtoh_async(&mut results[..], self.accumulators(parity), self.stream.0) }
             .map_err(driver_error("copying to the host"))?;
         self.device.synchronize(self.stream)?;
-        Ok(taus
-            .iter()
-            .enumerate()
-            .map(|(c, &tau)| Evaluation {
-                tau,
-                performed: results[c],
-                largest_skipped: f64::from_bits(results[slots + c]),
-                smallest_performed: f64::from_bits(!results[2 * slots + c]),
-                skipped_squares: if squares { f64::from_bits(results[3 * slots + c]) } else { f64::NAN },
-            })
-            .collect())
+        Ok(evaluations_from(taus, &results, squares))
     }
 }
