@@ -10,48 +10,37 @@
 // (block sizes are multiples of 32), and so does each fragment. sm_90 issues m16n8k16 (DMMA.16x8x16;
 // m8n8k4, m16n8k4 and m16n8k8 measured 1.5x, 1.05x and 1.02x slower on an H100), sm_80 m8n8k4.
 //
-// op(A) and op(B) reach shared memory through a 4-stage cp.async pipeline, 16 k per stage (a stage
-// never crosses a k block, so it carries one mask). Each operand keeps its stored contiguity: a
-// panel contiguous along its outer dimension (rows of op(A) / columns of op(B)) is stored [k][outer]
-// with a row stride of 132 doubles, one contiguous along k is stored [outer][k] with 20; both strides
-// are 4 mod 16 (doubles), so that the fragment reads of a half warp hit 16 distinct bank pairs. The
-// 32-row (32-column) groups of op(A) (op(B)) that no C block of the stage's mask needs are not copied.
-// Copies are 16-byte cp.async.cg with no checks for whole chunks of tiles inside the matrix from
-// aligned sources; elsewhere zero-filled past the matrix through src-size, 8-byte cp.async.ca pairs
-// where the source is not 16-byte aligned (odd leading dimension or base), plain zero stores where
-// nothing is inside. The next chunk's copies are issued in four parts between the current chunk's
-// group rows of mma, so that the tensor cores have work queued meanwhile; the next list entry is
-// loaded a k block ahead.
+// The kernel is built to keep the tensor pipe fed with few other instructions (the version before
+// this one issued about 46 instructions per DMMA, two warps per SM sub-partition could not hide them):
+// - 32 k per stage (one stage per list entry at LoNum 32), so the barrier, the cursor and the copy
+//   set-up are paid once per 32 DMMA of a warp; three stages of 64 KiB where the device gives
+//   192 KiB of shared memory to a block, else two (the kernel reads which from %dynamic_smem_size).
+// - 16-byte fragment loads. Which k of a stage the tensor core pairs with which is free as long as
+//   op(A) and op(B) agree, and which tile row a fragment row stands for is free as long as op(A)'s
+//   rows and C's rows agree. So the m16n8k16 fragment's k = q + 4s (lane q = lane % 4, slot s) reads
+//   the stored k 2q + (s & 1) + 8 (s >> 1), and fragment rows g, g + 8 (g = lane / 4) are tile rows
+//   2g, 2g + 1: then a lane's two A rows, or its k slots in pairs, lie side by side in shared memory
+//   and one 16-byte load brings two fragment elements (op(B) stored [k][column] is the exception:
+//   its lane holds one column, four 8-byte loads).
+// - Panels kept in their stored contiguity, with no padding: one contiguous along its outer
+//   dimension (rows of op(A) / columns of op(B)) is stored [k][outer], 128 doubles a row, the 16-byte
+//   unit of an outer index XOR-ed by bits 1..2 of k; one contiguous along k is stored [outer][k], 32
+//   doubles a row, k's bit 3 XOR-ed by bits 0 ^ 1 of the outer index. Every fragment load and every
+//   copy of a quarter (16-byte) or half (8-byte) warp then hits distinct banks.
+// - Every address is a per-thread base plus a constant; the copies of a whole chunk inside the matrix
+//   from aligned sources are one 16-byte cp.async.cg each, with no checks. The 32-row (32-column)
+//   groups of op(A) (op(B)) that no C block of the chunk needs are not copied. Chunks at the matrix's
+//   edges (a partial tile, a partial k block) or from sources that are not 16-byte aligned (odd
+//   leading dimension or base) go through registers element by element, zero-filled outside.
+// - The next chunk's copies are issued after the first group row of the current chunk's products,
+//   so that the tensor cores have work queued meanwhile; the list is read one entry ahead.
 
 #define SPAMM_F64_TILE 128
-#define SPAMM_F64_BK 16
-#define SPAMM_F64_STAGES 4
-#define SPAMM_F64_LD_OUTER 132                                        // [k][outer] row stride (doubles)
-#define SPAMM_F64_LD_K 20                                             // [outer][k] row stride (doubles)
-#define SPAMM_F64_OPERAND 2560                                        // doubles per operand and stage
-#define SPAMM_F64_SHARED (SPAMM_F64_STAGES * 2 * SPAMM_F64_OPERAND * 8)  // bytes: 163840
-
-__device__ __forceinline__ void spamm_f64_cp8(unsigned dst, const double* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-// Two consecutive stored elements src[0], src[1] into dst[0], dst[1] (dst 16-byte aligned), of which
-// the first `valid` (0, 1 or 2) are inside the matrix; the others become zero.
-__device__ __forceinline__ void spamm_f64_copy_pair(double* dst, const double* src, int valid) {
-    if (valid == 0) {
-        dst[0] = 0.0;
-        dst[1] = 0.0;
-    } else if (valid == 2 && (((unsigned long long)src) & 15ull) == 0) {
-        spamm_cp_async16(spamm_smem_address(dst), src, 16);
-    } else {
-        // Unaligned, or one element: 8-byte copies (16 bytes from one element would reach past it).
-        spamm_f64_cp8(spamm_smem_address(dst), src);
-        if (valid == 2) spamm_f64_cp8(spamm_smem_address(dst + 1), src + 1);
-        else dst[1] = 0.0;
-    }
-}
-
-__device__ __forceinline__ int spamm_f64_clamp2(sgpu_i64 left) { return left <= 0 ? 0 : left >= 2 ? 2 : (int)left; }
+#define SPAMM_F64_BK 32                                             // k per stage
+#define SPAMM_F64_OPERAND (SPAMM_F64_TILE * SPAMM_F64_BK)           // doubles per operand and stage
+#define SPAMM_F64_STAGE_BYTES (2 * SPAMM_F64_OPERAND * 8)           // 65536: op(A) then op(B)
+// Dynamic shared memory: 3 stages (196608 bytes) where the device allows, else 2 (131072); the
+// launcher (TileKernel in src/backend/cuda/spamm.rs) passes one of the two.
 
 // D (16 x 8, rows g / g + 8, columns 2q, 2q + 1) += A (16 x 16) * B (16 x 8) for lane (g, q) = (lane / 4,
 // lane % 4): a[i] = A(g + 8 (i % 2), q + 4 (i / 2)), b[i] = B(q + 4 i, g). This k order is the one of
@@ -74,9 +63,111 @@ __device__ __forceinline__ void spamm_f64_mma(double* d, const double* a, const 
 #endif
 }
 
-template <int V>
-struct SpammF64Int {
-    static constexpr int value = V;
+__device__ __forceinline__ void spamm_f64_lds128(double& x, double& y, unsigned addr) {
+    asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];\n" : "=d"(x), "=d"(y) : "r"(addr));
+}
+__device__ __forceinline__ double spamm_f64_lds64(unsigned addr) {
+    double x;
+    asm volatile("ld.shared.f64 %0, [%1];\n" : "=d"(x) : "r"(addr));
+    return x;
+}
+// An 8-byte load that ptxas does not merge with its neighbour into a 16-byte one (whose two values
+// would then have to be moved into the fragment's registers one by one).
+__device__ __forceinline__ double spamm_f64_lds64_single(unsigned addr) {
+    double x;
+    asm volatile("ld.volatile.shared.f64 %0, [%1];\n" : "=d"(x) : "r"(addr));
+    return x;
+}
+__device__ __forceinline__ void spamm_f64_sts128(unsigned addr, double x, double y) {
+    asm volatile("st.shared.v2.f64 [%0], {%1, %2};\n" ::"r"(addr), "d"(x), "d"(y) : "memory");
+}
+
+// Byte offsets of element (k, outer) in a [k][outer] panel and (outer, k) in an [outer][k] one.
+__device__ __forceinline__ unsigned spamm_f64_outer_major(int kk, int outer) {
+    return (unsigned)(kk * SPAMM_F64_TILE + (outer ^ (((kk >> 1) & 3) << 2))) * 8u;
+}
+__device__ __forceinline__ unsigned spamm_f64_k_major(int outer, int kk) {
+    return (unsigned)(outer * SPAMM_F64_BK + (kk ^ (((outer ^ (outer >> 1)) & 1) << 3))) * 8u;
+}
+
+// One operand's copies into a stage: 8 pairs of consecutive stored elements per thread. KC: the panel
+// is contiguous along k (stored [outer][k]): pair j at outer tid / 16 + 16 j (group j / 2), k pair
+// (tid % 16) * 2. Else (stored [k][outer]): pair j at outer (tid % 64) * 2 (group (tid % 64) / 16), k
+// tid / 64 + 4 j.
+template <bool KC>
+struct SpammF64Operand {
+    const double* first;  // pair 0's first element at chunk start 0 (may lie outside the matrix)
+    sgpu_i64 ld;
+    unsigned dst[2];      // byte offset of pair 0 (dst[0]) and pair 1 (dst[1]) in the operand's stage
+    int outer;            // pair 0's outer index within the tile
+    int kk;               // pair 0's k within the chunk
+    int left;             // outer indices of the matrix from pair 0's on
+    int group;            // [k][outer]: the 32-outer group of every pair
+    bool interior;        // the tile's 128 outer indices all lie inside the matrix
+
+    __device__ __forceinline__ void init(const double* x, sgpu_i64 ld_, int outer0, int limit, int tid) {
+        ld = ld_;
+        if (KC) {
+            outer = tid >> 4;
+            kk = (tid & 15) * 2;
+            first = x + kk + (sgpu_i64)(outer0 + outer) * ld;
+            dst[0] = dst[1] = spamm_f64_k_major(outer, kk);
+            group = 0;
+        } else {
+            outer = (tid & 63) * 2;
+            kk = tid >> 6;
+            first = x + (outer0 + outer) + (sgpu_i64)kk * ld;
+            dst[0] = spamm_f64_outer_major(kk, outer);
+            dst[1] = spamm_f64_outer_major(kk + 4, outer) - 4 * SPAMM_F64_TILE * 8;
+            group = outer >> 5;
+        }
+        left = limit - (outer0 + outer);
+        interior = limit - outer0 >= SPAMM_F64_TILE;
+    }
+
+    // Bytes between pair j's and pair 0's stage offsets, beyond dst[j & 1] - dst[0].
+    static __device__ __forceinline__ unsigned pair_step(int j) {
+        return (unsigned)(j * (KC ? 16 * SPAMM_F64_BK : 4 * SPAMM_F64_TILE) * 8);
+    }
+    __device__ __forceinline__ bool needed(unsigned groups, int j) const {
+        return ((groups >> (KC ? (j >> 1) : group)) & 1u) != 0;
+    }
+
+    // Whole chunk [s0, s0 + 32) of an interior tile from 16-byte aligned pairs: one cp.async per
+    // needed pair. `groups`: bit g set when the chunk's mask needs group g.
+    __device__ __forceinline__ void copy_fast(unsigned stage, int s0, unsigned groups) const {
+        // A running source pointer: offsets j * step, invariant across chunks, would be kept in
+        // (spilled) registers.
+        const double* src = KC ? first + s0 : first + (sgpu_i64)s0 * ld;
+        const sgpu_i64 step = KC ? 16 * ld : 4 * ld;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            if (needed(groups, j)) spamm_cp_async16(stage + dst[j & 1] + pair_step(j), src, 16);
+            src += step;
+        }
+    }
+
+    // Any chunk [s0, e): element by element through registers, zero outside the matrix or past e.
+    __device__ __forceinline__ void copy_checked(unsigned stage, int s0, int e, unsigned groups) const {
+        const double* p = KC ? first + s0 : first + (sgpu_i64)s0 * ld;
+        const sgpu_i64 step = KC ? 16 * ld : 4 * ld;
+#pragma unroll
+        for (int j = 0; j < 8; ++j, p += step) {
+            if (!needed(groups, j)) continue;
+            double x = 0.0, y = 0.0;
+            if (KC) {
+                int ks = s0 + kk;
+                if (left - 16 * j > 0) {
+                    if (ks < e) x = p[0];
+                    if (ks + 1 < e) y = p[1];
+                }
+            } else if (s0 + kk + 4 * j < e) {
+                if (left > 0) x = p[0];
+                if (left > 1) y = p[1];
+            }
+            spamm_f64_sts128(stage + dst[j & 1] + pair_step(j), x, y);
+        }
+    }
 };
 
 // A_KC: op(A) contiguous along k (A transposed), stored [row][k]; else [k][row]. B_KC: op(B)
@@ -86,15 +177,15 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                                                 sgpu_i64 lda, const double* b, sgpu_i64 ldb, double beta, double* c,
                                                 sgpu_i64 ldc, const unsigned* order, const int* counts,
                                                 const unsigned* lists, int list_stride) {
-    constexpr int T = SPAMM_F64_TILE, STAGES = SPAMM_F64_STAGES;
-    constexpr int STAGE = 2 * SPAMM_F64_OPERAND;  // doubles per stage: A then B
-    // Element strides of the shared panels: (outer, k).
-    constexpr int AR = A_KC ? SPAMM_F64_LD_K : 1, AK = A_KC ? 1 : SPAMM_F64_LD_OUTER;
-    constexpr int BC = B_KC ? SPAMM_F64_LD_K : 1, BKS = B_KC ? 1 : SPAMM_F64_LD_OUTER;
-    extern __shared__ __align__(16) double spamm_f64_pool[];
+    constexpr int T = SPAMM_F64_TILE, BK = SPAMM_F64_BK;
+    extern __shared__ __align__(128) unsigned char spamm_f64_pool[];
+    unsigned shared_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(shared_bytes));
+    const bool three = shared_bytes >= 3 * SPAMM_F64_STAGE_BYTES;
+    const int stages = three ? 3 : 2;
 
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int g = lane >> 2, q = lane & 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, q = lane & 3;
     SpammTileWork work = spamm_tile_work(m, bs, T, T, order, counts, lists, list_stride);
     const int row0 = (int)work.row0, col0 = (int)work.col0, i0 = work.i0, j0 = work.j0;
 
@@ -121,98 +212,38 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             }
         return out;
     };
+    // Groups of rows (columns) with any product in a group mask.
+    auto row_groups = [](unsigned fm) -> unsigned {
+        return ((fm & 0xfu) != 0) | (((fm & 0xf0u) != 0) << 1) | (((fm & 0xf00u) != 0) << 2) | (((fm & 0xf000u) != 0) << 3);
+    };
+    auto col_groups = [](unsigned fm) -> unsigned { return (fm | fm >> 4 | fm >> 8 | fm >> 12) & 15u; };
 
-    // Copies: 4 pairs of doubles per operand and thread and stage. An outer-contiguous panel: the pair
-    // at outer (tid % 64) * 2 (group (tid % 64) / 16), k rows tid / 64 + 4 j. A k-contiguous panel:
-    // outer tid / 8 + 32 j (group j), the k pair (tid % 8) * 2. Per operand: the source of copy 0 at
-    // chunk start 0, the step between copies, the step per k, and the shared offset of copy 0.
-    const int oc_outer = (tid & 63) * 2, oc_k = tid >> 6;
-    const int kc_outer = tid >> 3, kc_k = (tid & 7) * 2;
-    const double* a_src = A_KC ? a + kc_k + (sgpu_i64)(row0 + kc_outer) * lda : a + (row0 + oc_outer) + oc_k * lda;
-    const sgpu_i64 a_step = A_KC ? 32 * lda : 4 * lda, a_kstep = A_KC ? 1 : lda;
-    const int a_off = A_KC ? kc_outer * SPAMM_F64_LD_K + kc_k : oc_k * SPAMM_F64_LD_OUTER + oc_outer;
-    const double* b_src = B_KC ? b + kc_k + (sgpu_i64)(col0 + kc_outer) * ldb : b + (col0 + oc_outer) + oc_k * ldb;
-    const sgpu_i64 b_step = B_KC ? 32 * ldb : 4 * ldb, b_kstep = B_KC ? 1 : ldb;
-    const int b_off = SPAMM_F64_OPERAND + (B_KC ? kc_outer * SPAMM_F64_LD_K + kc_k : oc_k * SPAMM_F64_LD_OUTER + oc_outer);
-    // Copies inside the matrix along the outer dimension: k-contiguous, a bit per copy; outer-contiguous,
-    // how many of the pair (the same for every copy).
-    int a_outer_in = 0, b_outer_in = 0;
+    SpammF64Operand<A_KC> op_a;
+    SpammF64Operand<B_KC> op_b;
+    op_a.init(a, lda, row0, m, tid);
+    op_b.init(b, ldb, col0, n, tid);
+    const bool aligned = ((((unsigned long long)a | (unsigned long long)b) & 15ull) == 0) && ((lda | ldb) & 1) == 0;
+    const bool a_fast = aligned && op_a.interior, b_fast = aligned && op_b.interior;
+    const unsigned pool = spamm_smem_address(spamm_f64_pool);
+
+    // Fragment loads: this lane's byte offsets within a stage's panels (the rest are constants).
+    const int rh = warp & 1, cq = warp >> 1;
+    unsigned a_frag[4];  // [k][row]: [0]; [row][k]: [h * 2 + c]
     if (A_KC) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) a_outer_in |= (row0 + kc_outer + 32 * j < m) << j;
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) a_frag[h * 2 + cc] = spamm_f64_k_major(16 * rh + 2 * g + h, 2 * q + 8 * cc);
     } else {
-        a_outer_in = spamm_f64_clamp2(m - (row0 + oc_outer));
+        a_frag[0] = spamm_f64_outer_major(2 * q, 16 * rh + 2 * g);
     }
+    unsigned b_frag[2];  // [column][k]: [c]; [k][column]: [0]
     if (B_KC) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) b_outer_in |= (col0 + kc_outer + 32 * j < n) << j;
+        for (int cc = 0; cc < 2; ++cc) b_frag[cc] = SPAMM_F64_OPERAND * 8 + spamm_f64_k_major(8 * cq + g, 2 * q + 8 * cc);
     } else {
-        b_outer_in = spamm_f64_clamp2(n - (col0 + oc_outer));
+        b_frag[0] = SPAMM_F64_OPERAND * 8 + spamm_f64_outer_major(2 * q, 8 * cq + g);
     }
-    const unsigned pool_addr = spamm_smem_address(spamm_f64_pool);
-
-    // Whole chunks of a tile inside the matrix, from 16-byte aligned sources (even leading dimension
-    // and base), take one cp.async.cg of 16 bytes per pair with no checks.
-    const bool a_fast = (((unsigned long long)a_src | (unsigned long long)(a_step * 8) | (unsigned long long)(a_kstep * 16)) & 15ull) == 0 &&
-                        (A_KC ? a_outer_in == 15 : a_outer_in == 2);
-    const bool b_fast = (((unsigned long long)b_src | (unsigned long long)(b_step * 8) | (unsigned long long)(b_kstep * 16)) & 15ull) == 0 &&
-                        (B_KC ? b_outer_in == 15 : b_outer_in == 2);
-
-    // Copies J0, J0 + 1 of one operand for chunk [s0, e) into stage `stage`; `need` has bit j when copy
-    // j's group is needed (k-contiguous) or, for an outer-contiguous panel, is non-zero when the
-    // thread's group is.
-    auto copy_operand = [&](auto j0, bool kc, bool fast, const double* src0, sgpu_i64 step, sgpu_i64 kstep, int off,
-                            int outer_in, int stage, int s0, int e, unsigned need) {
-        constexpr int J0 = decltype(j0)::value;
-        const double* src = src0 + s0 * kstep;
-        unsigned dst_addr = pool_addr + 8u * (unsigned)(stage * STAGE + off);
-        if (fast && e - s0 == SPAMM_F64_BK) {
-#pragma unroll
-            for (int j = J0; j < J0 + 2; ++j) {
-                if (kc ? !((need >> j) & 1u) : !need) continue;
-                int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
-                spamm_cp_async16(dst_addr + 8u * doff, src + j * step, 16);
-            }
-            return;
-        }
-        double* dst = spamm_f64_pool + stage * STAGE + off;
-#pragma unroll
-        for (int j = J0; j < J0 + 2; ++j) {
-            int valid;
-            if (kc) {
-                if (!((need >> j) & 1u)) continue;
-                valid = (outer_in >> j) & 1 ? spamm_f64_clamp2(e - (s0 + kc_k)) : 0;
-            } else {
-                if (!need) break;
-                valid = s0 + oc_k + 4 * j < e ? outer_in : 0;
-            }
-            const double* sj = src + j * step;
-            int doff = j * (kc ? 32 * SPAMM_F64_LD_K : 4 * SPAMM_F64_LD_OUTER);
-            if (valid == 2 && (((unsigned long long)sj) & 15ull) == 0) spamm_cp_async16(dst_addr + 8u * doff, sj, 16);
-            else spamm_f64_copy_pair(dst + doff, sj, valid);
-        }
-    };
-    // Part p (0..3) of a chunk's copies: A's copies 0, 1, then A's 2, 3, B's 0, 1, B's 2, 3.
-    auto issue_part = [&](int part, int stage, int s0, int e, unsigned fm) {
-        if (part < 2) {
-            unsigned need = A_KC ? (((fm & 0xfu) != 0) | (((fm & 0xf0u) != 0) << 1) | (((fm & 0xf00u) != 0) << 2) |
-                                    (((fm & 0xf000u) != 0) << 3))
-                                 : (fm >> (4 * (oc_outer >> 5))) & 15u;
-            if (part == 0) copy_operand(SpammF64Int<0>(), A_KC, a_fast, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, need);
-            else copy_operand(SpammF64Int<2>(), A_KC, a_fast, a_src, a_step, a_kstep, a_off, a_outer_in, stage, s0, e, need);
-        } else {
-            unsigned need = B_KC ? (((fm & 0x1111u) != 0) | (((fm & 0x2222u) != 0) << 1) | (((fm & 0x4444u) != 0) << 2) |
-                                    (((fm & 0x8888u) != 0) << 3))
-                                 : fm & (0x1111u << (oc_outer >> 5));
-            if (part == 2) copy_operand(SpammF64Int<0>(), B_KC, b_fast, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, need);
-            else copy_operand(SpammF64Int<2>(), B_KC, b_fast, b_src, b_step, b_kstep, b_off, b_outer_in, stage, s0, e, need);
-        }
-    };
-
-    // This lane's fragment elements, relative to a stage's panels.
-    const int rh = warp & 1, cq = warp >> 1;
-    const int a_lane = (16 * rh + g) * AR + q * AK;
-    const int b_lane = SPAMM_F64_OPERAND + (8 * cq + g) * BC + q * BKS;
 
     double acc[4][4][4];
 #pragma unroll
@@ -222,85 +253,136 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
 #pragma unroll
             for (int z = 0; z < 4; ++z) acc[x][y][z] = 0.0;
 
-    {
-        SpammChunkCursor<SPAMM_F64_BK> chunks(work, bs, k);
-        unsigned long long queue = 0;  // group masks of the issued chunks not yet consumed, oldest lowest
-        unsigned block_fm = 0;
-        int pending = 0, next_stage = 0;
-        bool more = true;
-        // The next chunk: found before a stage's mma, its copies issued in four parts between them.
-        int n_s0 = 0, n_e = 0;
-        bool have = false;
-        auto find_next = [&]() {
-            bool fresh;
-            unsigned chunk_mask;
-            have = more && chunks.advance(n_s0, n_e, chunk_mask, fresh);
-            more = have;
-            if (have && fresh) block_fm = group_mask(chunk_mask);
-        };
-        auto finish_next = [&]() {
-            if (have) {
-                queue |= (unsigned long long)block_fm << (16 * pending);
-                ++pending;
-                next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
-            }
-            spamm_cp_async_commit();
-        };
-#pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            find_next();
-            if (have)
-#pragma unroll
-                for (int part = 0; part < 4; ++part) issue_part(part, next_stage, n_s0, n_e, block_fm);
-            finish_next();
+    SpammChunkCursor<BK> chunks(work, bs, k);
+    unsigned block_fm = 0;
+    // Queues the next chunk's copies into `stage` and returns its group mask (0: none left).
+    auto issue = [&](int stage) -> unsigned {
+        int s0, e;
+        unsigned mask;
+        bool fresh;
+        unsigned fm = 0;
+        if (chunks.advance(s0, e, mask, fresh)) {
+            if (fresh) block_fm = group_mask(mask);
+            fm = block_fm;
+            unsigned base = pool + (unsigned)stage * SPAMM_F64_STAGE_BYTES;
+            bool full = e - s0 == BK;
+            unsigned ra = row_groups(fm), cb = col_groups(fm);
+            if (a_fast && full) op_a.copy_fast(base, s0, ra);
+            else op_a.copy_checked(base, s0, e, ra);
+            if (b_fast && full) op_b.copy_fast(base + SPAMM_F64_OPERAND * 8, s0, cb);
+            else op_b.copy_checked(base + SPAMM_F64_OPERAND * 8, s0, e, cb);
         }
-        int stage = 0;
-        while (pending > 0) {
-            spamm_cp_async_wait<STAGES - 2>();
-            __syncthreads();
-            unsigned fm = (unsigned)(queue & 0xffffu);
-            queue >>= 16;
-            --pending;
-            find_next();
-            const double* as = spamm_f64_pool + stage * STAGE + a_lane;
-            const double* bsm = spamm_f64_pool + stage * STAGE + b_lane;
+        spamm_cp_async_commit();
+        return fm;
+    };
+
+    // The products of one stage: two steps of 16 k; the next chunk is issued by `refill` after the
+    // first group row of the first step.
+    auto compute = [&](int stage, unsigned fm, auto refill) {
+        const unsigned base = pool + (unsigned)stage * SPAMM_F64_STAGE_BYTES;
+        const unsigned cols = col_groups(fm);
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
             double bf[4][4];
 #pragma unroll
-            for (int gc = 0; gc < 4; ++gc)
+            for (int gc = 0; gc < 4; ++gc) {
+                if (!((cols >> gc) & 1u)) continue;
+                if (B_KC) {
+                    // [column][k]: column 32 gc + 8 cq + g, stored k 16 u + 2q + 8c (+1).
 #pragma unroll
-                for (int i = 0; i < 4; ++i) bf[gc][i] = bsm[32 * gc * BC + 4 * i * BKS];
+                    for (int cc = 0; cc < 2; ++cc)
+                        spamm_f64_lds128(bf[gc][2 * cc], bf[gc][2 * cc + 1],
+                                         base + b_frag[cc] + (unsigned)((32 * gc * BK + 16 * u) * 8));
+                } else {
+                    // [k][column]: stored k 16 u + 2q + (s & 1) + 8 (s >> 1), column 32 gc + 8 cq + g.
+#pragma unroll
+                    for (int s = 0; s < 4; ++s)
+                        bf[gc][s] = spamm_f64_lds64(base + b_frag[0] +
+                                                    (unsigned)(((16 * u + (s & 1) + 8 * (s >> 1)) * T + 32 * gc) * 8));
+                }
+            }
 #pragma unroll
             for (int gr = 0; gr < 4; ++gr) {
-                unsigned row = (fm >> (4 * gr)) & 15u;
+                const unsigned row = (fm >> (4 * gr)) & 15u;
                 if (row != 0) {
                     double af[8];
+                    if (A_KC) {
+                        // [row][k]: row 32 gr + 16 rh + 2g + h, stored k 16 u + 2q + (s & 1) + 8 (s >> 1).
+                        // 8-byte loads: a 16-byte one would give one row's two k slots, which the
+                        // fragment's registers do not hold side by side.
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) af[i] = as[(32 * gr + 8 * (i & 1)) * AR + 4 * (i >> 1) * AK];
+                        for (int s = 0; s < 4; ++s)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h)
+                                af[2 * s + h] = spamm_f64_lds64_single(base + a_frag[h * 2 + (s >> 1)] +
+                                                                       (unsigned)((32 * gr * BK + 16 * u + (s & 1)) * 8));
+                    } else {
+                        // [k][row]: stored k 16 u + 2q + (s & 1) + 8 (s >> 1), rows 32 gr + 16 rh + 2g, +1.
+#pragma unroll
+                        for (int s = 0; s < 4; ++s)
+                            spamm_f64_lds128(af[2 * s], af[2 * s + 1],
+                                             base + a_frag[0] + (unsigned)(((16 * u + (s & 1) + 8 * (s >> 1)) * T + 32 * gr) * 8));
+                    }
 #pragma unroll
                     for (int gc = 0; gc < 4; ++gc)
                         if ((row >> gc) & 1u) spamm_f64_mma(acc[gr][gc], af, bf[gc]);
                 }
-                if (have) issue_part(gr, next_stage, n_s0, n_e, block_fm);
+                if (u == 0 && gr == 0) refill();
             }
-            finish_next();
-            stage = stage + 1 == STAGES ? 0 : stage + 1;
         }
-    }
+    };
 
-#pragma unroll
-    for (int gr = 0; gr < 4; ++gr)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int r = row0 + 32 * gr + 16 * rh + g + 8 * h;
-            if (r >= m) continue;
-#pragma unroll
-            for (int gc = 0; gc < 4; ++gc)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    int cl = col0 + 32 * gc + 8 * cq + 2 * q + e;
-                    if (cl < n) spamm_store_c<double, double>(c, ldc, r, cl, alpha, acc[gr][gc][2 * h + e], beta);
-                }
+    unsigned next0 = issue(0), next1 = three ? issue(1) : 0u;
+    int stage = 0;
+    while (next0 != 0) {
+        if (three) spamm_cp_async_wait<1>();
+        else spamm_cp_async_wait<0>();
+        __syncthreads();
+        const unsigned fm = next0;
+        const int refill_stage = stage == 0 ? stages - 1 : stage - 1;
+        if (three) {
+            next0 = next1;
+            compute(stage, fm, [&]() { next1 = issue(refill_stage); });
+        } else {
+            compute(stage, fm, [&]() { next0 = issue(refill_stage); });
         }
+        stage = stage + 1 == stages ? 0 : stage + 1;
+    }
+    spamm_cp_async_wait<0>();
+
+    // C: fragment rows g, g + 8 are tile rows 2g, 2g + 1, so a lane's d[0], d[2] (and d[1], d[3]) are
+    // one column's two adjacent rows: a 16-byte store where aligned.
+    const bool c_pairs = (((unsigned long long)c) & 15ull) == 0 && (ldc & 1) == 0;
+#pragma unroll
+    for (int gr = 0; gr < 4; ++gr) {
+        const int r = row0 + 32 * gr + 16 * rh + 2 * g;
+        if (r >= m) continue;
+#pragma unroll
+        for (int gc = 0; gc < 4; ++gc)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int cl = col0 + 32 * gc + 8 * cq + 2 * q + e;
+                if (cl >= n) continue;
+                double v0 = alpha * acc[gr][gc][e], v1 = alpha * acc[gr][gc][2 + e];
+                double* out = c + r + (sgpu_i64)cl * ldc;
+                if (c_pairs && r + 1 < m) {
+                    if (beta != 0.0) {
+                        double o0, o1;
+                        asm volatile("ld.global.v2.f64 {%0, %1}, [%2];\n" : "=d"(o0), "=d"(o1) : "l"(out));
+                        v0 += beta * o0;
+                        v1 += beta * o1;
+                    }
+                    asm volatile("st.global.v2.f64 [%0], {%1, %2};\n" ::"l"(out), "d"(v0), "d"(v1) : "memory");
+                } else {
+                    if (beta != 0.0) v0 += beta * out[0];
+                    out[0] = v0;
+                    if (r + 1 < m) {
+                        if (beta != 0.0) v1 += beta * out[1];
+                        out[1] = v1;
+                    }
+                }
+            }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1) spamm_tiles_f64(int m, int n, int k, int bs, double alpha,

@@ -656,7 +656,8 @@ fn tile_kernel_cases<T: GpuElement>(
 /// The f64 tensor-core tile kernel (128 × 128 tiles) on products of several tiles in each direction:
 /// every transpose, odd and even leading dimensions, A and B at addresses that are not 16-byte
 /// aligned, block sizes 32, 64 and 96 (several groups of a tile in one C block), partial tiles and
-/// partial k blocks, τ = 0 and a τ skipping about half of the block products.
+/// partial k blocks, τ = 0 and a τ skipping about half of the block products; with three pipeline
+/// stages (where the device gives the shared memory) and with two.
 #[test]
 fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
     if !common::cuda_available("f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes") {
@@ -664,17 +665,22 @@ fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu f64 tiles");
-    tile_kernel_cases::<f64>(
-        &mut rng,
-        &[(300, 260, 333), (129, 257, 64), (256, 128, 97)],
-        (-1.25, 0.5),
-        |case, _, _| (case % 2, (case / 2) % 2),
-        |case| match case % 3 {
-            0 => Memory::Host,
-            1 => Memory::DeviceMisaligned,
-            _ => Memory::DeviceOnOwnStream,
-        },
-    );
+    // Three pipeline stages where the device gives the shared memory (an H100 does), then two.
+    for fewest in [false, true] {
+        cuda_spamm::fewest_shared_memory_for_testing(fewest);
+        tile_kernel_cases::<f64>(
+            &mut rng,
+            &[(300, 260, 333), (129, 257, 64), (256, 128, 97)],
+            (-1.25, 0.5),
+            |case, _, _| (case % 2, (case / 2) % 2),
+            |case| match case % 3 {
+                0 => Memory::Host,
+                1 => Memory::DeviceMisaligned,
+                _ => Memory::DeviceOnOwnStream,
+            },
+        );
+    }
+    cuda_spamm::fewest_shared_memory_for_testing(false);
 }
 
 /// A decay matrix `n × n` as an operand (no transpose).

@@ -551,6 +551,14 @@ pub fn shares_for_testing() -> usize {
     SPLIT_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Test hook: tile kernels are launched with the least shared memory they run with (the f64 kernel's
+/// two pipeline stages), as on a device that cannot give them more.
+static FEWEST_SHARED_MEMORY_FOR_TESTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn fewest_shared_memory_for_testing(fewest: bool) {
+    FEWEST_SHARED_MEMORY_FOR_TESTING.store(fewest, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Whether a product can be split over devices (the tile kernels take panels of C's rows; k = 0 only
 /// scales C, nothing worth sharing).
 pub fn splits<T: Element>(devices: &[&Arc<GpuDevice>], bs: usize, k: usize, mode: MathMode) -> bool {
@@ -1158,11 +1166,11 @@ unsafe fn multiply<T: Element>(
     if tile.applies(device, bs, kb) {
         let work = tile_work(device, stream, &tile, (an, an_ld), bn, tau, (m, n, bs, kb))?;
         let f = device.function(tile.module, tile.name)?;
-        if tile.shared_bytes > 48 * 1024 {
-            device.allow_shared_memory(&f, tile.shared_bytes as usize)?;
+        let shared_bytes = tile.shared_bytes_on(device);
+        if shared_bytes > 48 * 1024 {
+            device.allow_shared_memory(&f, shared_bytes as usize)?;
         }
-        let cfg =
-            Launch { grid: (work.tiles as u32, 1, 1), block: (tile.threads, 1, 1), shared_bytes: tile.shared_bytes };
+        let cfg = Launch { grid: (work.tiles as u32, 1, 1), block: (tile.threads, 1, 1), shared_bytes };
         let (order, counts, lists, stride) = (work.order.ptr(), work.counts.ptr(), work.lists.ptr(), kb as i32);
         return unsafe {
             launch(
@@ -1205,8 +1213,10 @@ struct TileKernel {
     tile_m: usize,
     tile_n: usize,
     threads: u32,
-    /// Dynamic shared memory per thread block.
+    /// Dynamic shared memory per thread block: as much as the kernel can use, and the least it runs
+    /// with (the f64 kernel keeps three or two pipeline stages, whichever the device gives).
     shared_bytes: u32,
+    fewest_shared_bytes: u32,
     /// The tiles' launch order unless `SPARSEGPU_SPAMM_SCHEDULE` says otherwise, as
     /// `spamm_tile_order`'s `group_cols` (0: heaviest first).
     group_cols: i32,
@@ -1224,7 +1234,9 @@ impl TileKernel {
                 tile_m: 128,
                 tile_n: 128,
                 threads: 256,
-                shared_bytes: 163_840,
+                // SPAMM_F64_STAGE_BYTES in kernels/spamm_f64.cu: three stages, or two.
+                shared_bytes: 3 * 65536,
+                fewest_shared_bytes: 2 * 65536,
                 group_cols: 0,
             },
             // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
@@ -1238,6 +1250,7 @@ impl TileKernel {
                 tile_n: 128,
                 threads: 128,
                 shared_bytes: 67584,
+                fewest_shared_bytes: 67584,
                 group_cols: 1,
             },
             ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
@@ -1247,14 +1260,24 @@ impl TileKernel {
     /// Whether the work lists can describe this product: a tile spans at most 4 × 4 C blocks (block
     /// sizes that are multiples of 32, tiles of at most 128 starting at multiples of 32), whose fragments
     /// each lie inside one C block, and k blocks fit an entry's 16 bits.
-    /// A kernel whose shared memory the device cannot give (the f64 kernel's 160 KiB on a GPU of
+    /// A kernel whose shared memory the device cannot give (the f64 kernel's 128 KiB on a GPU of
     /// 99 KiB per block) leaves the product to the per-block kernels.
     fn applies(&self, device: &GpuDevice, bs: usize, kb: usize) -> bool {
         bs.is_multiple_of(32)
             && self.tile_m <= 128
             && self.tile_n <= 128
             && kb < 1 << 16
-            && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin
+            && self.fewest_shared_bytes as usize <= device.max_shared_memory_per_block_optin
+    }
+
+    /// The dynamic shared memory to launch with on `device` (where [`TileKernel::applies`]).
+    fn shared_bytes_on(&self, device: &GpuDevice) -> u32 {
+        let fewest = FEWEST_SHARED_MEMORY_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed);
+        if !fewest && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin {
+            self.shared_bytes
+        } else {
+            self.fewest_shared_bytes
+        }
     }
 }
 
@@ -1273,7 +1296,16 @@ fn f32_tile_kernel(tf32x3: bool, transposes: (bool, bool)) -> TileKernel {
     };
     // Exact: two stages of 2 × 32 × 132 floats; 3xTF32: three stages of 2 × 128 × 36 floats.
     let shared_bytes = if tf32x3 { 3 * 2 * 128 * 36 * 4 } else { 2 * 2 * 32 * 132 * 4 };
-    TileKernel { module: &SPAMM_F32, name, tile_m: 128, tile_n: 128, threads: 256, shared_bytes, group_cols: 0 }
+    TileKernel {
+        module: &SPAMM_F32,
+        name,
+        tile_m: 128,
+        tile_n: 128,
+        threads: 256,
+        shared_bytes,
+        fewest_shared_bytes: shared_bytes,
+        group_cols: 0,
+    }
 }
 
 /// The work lists of a tile kernel's product, on the device.
