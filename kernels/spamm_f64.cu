@@ -19,14 +19,17 @@
 //   op(A) and op(B) agree, and which tile row a fragment row stands for is free as long as op(A)'s
 //   rows and C's rows agree. So the m16n8k16 fragment's k = q + 4s (lane q = lane % 4, slot s) reads
 //   the stored k 2q + (s & 1) + 8 (s >> 1), and fragment rows g, g + 8 (g = lane / 4) are tile rows
-//   2g, 2g + 1: then a lane's two A rows, or its k slots in pairs, lie side by side in shared memory
-//   and one 16-byte load brings two fragment elements (op(B) stored [k][column] is the exception:
-//   its lane holds one column, four 8-byte loads).
+//   2g, 2g + 1: then a lane's two A rows (op(A) stored [k][row]), or its k slots in pairs (op(B)
+//   stored [column][k]), lie side by side in shared memory and one 16-byte load brings two fragment
+//   elements. The other two layouts take 8-byte loads: op(B) stored [k][column] gives a lane one
+//   column; op(A) stored [row][k] gives it one row's k slots in pairs, which the fragment's
+//   registers do not hold side by side.
 // - Panels kept in their stored contiguity, with no padding: one contiguous along its outer
 //   dimension (rows of op(A) / columns of op(B)) is stored [k][outer], 128 doubles a row, the 16-byte
 //   unit of an outer index XOR-ed by bits 1..2 of k; one contiguous along k is stored [outer][k], 32
-//   doubles a row, k's bit 3 XOR-ed by bits 0 ^ 1 of the outer index. Every fragment load and every
-//   copy of a quarter (16-byte) or half (8-byte) warp then hits distinct banks.
+//   doubles a row, k's bit 3 XOR-ed by bits 0 ^ 1 of the outer index. Every copy and every fragment
+//   load of a quarter (16-byte) or half (8-byte) warp then hits distinct banks, but for op(A) stored
+//   [row][k], whose 8-byte loads of a half warp fall on 8 distinct places (two-way conflicts).
 // - Every address is a per-thread base plus a constant; the copies of a whole chunk inside the matrix
 //   from aligned sources are one 16-byte cp.async.cg each, with no checks. The 32-row (32-column)
 //   groups of op(A) (op(B)) that no C block of the chunk needs are not copied. Chunks at the matrix's
@@ -308,8 +311,6 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                     double af[8];
                     if (A_KC) {
                         // [row][k]: row 32 gr + 16 rh + 2g + h, stored k 16 u + 2q + (s & 1) + 8 (s >> 1).
-                        // 8-byte loads: a 16-byte one would give one row's two k slots, which the
-                        // fragment's registers do not hold side by side.
 #pragma unroll
                         for (int s = 0; s < 4; ++s)
 #pragma unroll
