@@ -102,7 +102,6 @@ struct SpammF64Operand {
     const double* first;  // pair 0's first element at chunk start 0 (may lie outside the matrix)
     sgpu_i64 ld;
     unsigned dst[2];      // byte offset of pair 0 (dst[0]) and pair 1 (dst[1]) in the operand's stage
-    int outer;            // pair 0's outer index within the tile
     int kk;               // pair 0's k within the chunk
     int left;             // outer indices of the matrix from pair 0's on
     int group;            // [k][outer]: the 32-outer group of every pair
@@ -110,6 +109,7 @@ struct SpammF64Operand {
 
     __device__ __forceinline__ void init(const double* x, sgpu_i64 ld_, int outer0, int limit, int tid) {
         ld = ld_;
+        int outer;  // pair 0's outer index within the tile
         if (KC) {
             outer = tid >> 4;
             kk = (tid & 15) * 2;
@@ -364,9 +364,9 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             for (int e = 0; e < 2; ++e) {
                 const int cl = col0 + 32 * gc + 8 * cq + 2 * q + e;
                 if (cl >= n) continue;
-                double v0 = alpha * acc[gr][gc][e], v1 = alpha * acc[gr][gc][2 + e];
-                double* out = c + r + (sgpu_i64)cl * ldc;
                 if (c_pairs && r + 1 < m) {
+                    double v0 = alpha * acc[gr][gc][e], v1 = alpha * acc[gr][gc][2 + e];
+                    double* out = c + r + (sgpu_i64)cl * ldc;
                     if (beta != 0.0) {
                         double o0, o1;
                         asm volatile("ld.global.v2.f64 {%0, %1}, [%2];\n" : "=d"(o0), "=d"(o1) : "l"(out));
@@ -375,12 +375,8 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
                     }
                     asm volatile("st.global.v2.f64 [%0], {%1, %2};\n" ::"l"(out), "d"(v0), "d"(v1) : "memory");
                 } else {
-                    if (beta != 0.0) v0 += beta * out[0];
-                    out[0] = v0;
-                    if (r + 1 < m) {
-                        if (beta != 0.0) v1 += beta * out[1];
-                        out[1] = v1;
-                    }
+                    spamm_store_c<double, double>(c, ldc, r, cl, alpha, acc[gr][gc][e], beta);
+                    if (r + 1 < m) spamm_store_c<double, double>(c, ldc, r + 1, cl, alpha, acc[gr][gc][2 + e], beta);
                 }
             }
     }
