@@ -17,96 +17,48 @@
 
 // Block norms in one pass over x, in the CPU's order (src/spamm, NormMap::of_col_major): each row's
 // sum of squares over the block's columns in column order (fma in f64 from 0), the block's row sums
-// added in row order from 0, then sqrt (all correctly rounded). A thread sums V consecutive rows (one
-// V-element load per column: 16 bytes where x is 16-byte aligned and ld a multiple of V, else V = 1);
-// thread block (g, cb) covers stored column block cb and the row blocks of g * R * bs .. (g + 1) *
-// R * bs - 1, R = max(1, 256 * V / bs): whole blocks, so the row sums stay in shared memory (R * bs
-// of them). Consecutive threads read consecutive rows (coalesced), 8 columns in flight before their
-// fma; then one thread per row block adds its rows. The norm of stored block (rb, cb) goes to map0 at
-// op position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null (two ops
-// of one matrix, read once). Maps are column-major over their op's blocks.
-// V consecutive rows of one column as loaded (Raw) and as doubles.
-template <typename T, int V> struct SpammRows;
-template <typename T> struct SpammRows<T, 1> {
-    typedef T Raw;
-    static __device__ __forceinline__ Raw load(const T* p) { return *p; }
-    static __device__ __forceinline__ double at(const Raw& r, int) { return (double)sgpu_elem<T>::load(r); }
-};
-template <> struct SpammRows<float, 4> {
-    typedef float4 Raw;
-    static __device__ __forceinline__ Raw load(const float* p) { return *(const float4*)p; }
-    static __device__ __forceinline__ double at(const Raw& r, int v) {
-        return (double)(v == 0 ? r.x : v == 1 ? r.y : v == 2 ? r.z : r.w);
-    }
-};
-template <> struct SpammRows<double, 2> {
-    typedef double2 Raw;
-    static __device__ __forceinline__ Raw load(const double* p) { return *(const double2*)p; }
-    static __device__ __forceinline__ double at(const Raw& r, int v) { return v == 0 ? r.x : r.y; }
-};
-template <> struct SpammRows<sgpu_f16, 8> {
-    typedef uint4 Raw;
-    static __device__ __forceinline__ Raw load(const sgpu_f16* p) { return *(const uint4*)p; }
-    static __device__ __forceinline__ double at(const Raw& r, int v) {
-        const unsigned w = (v >> 1) == 0 ? r.x : (v >> 1) == 1 ? r.y : (v >> 1) == 2 ? r.z : r.w;
-        return (double)sgpu_f16_to_f32((sgpu_f16)(v & 1 ? w >> 16 : w & 0xffffu));
-    }
-};
-
-template <typename T, int V>
+// added in row order from 0, then sqrt (all correctly rounded). Thread block (g, cb) covers stored
+// column block cb and the row blocks g * R .. g * R + R - 1, R = max(1, 256 / bs): whole blocks, so
+// the row sums stay in shared memory (R * bs of them, at most max(256, bs)). A thread sums rows t,
+// t + 256, ... (consecutive threads read consecutive rows: coalesced), 8 loads in flight before
+// their fma; then one thread per row block adds its rows. The norm of stored block (rb, cb) goes to
+// map0 at op position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null
+// (two ops of one matrix, read once). Maps are column-major over their op's blocks.
+template <typename T>
 __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
                             double* map1, int transpose1) {
     extern __shared__ double row_sums[];
-    const int per_group = bs < SPAMM_NORM_THREADS * V ? SPAMM_NORM_THREADS * V / bs : 1;
+    const int per_group = bs < SPAMM_NORM_THREADS ? SPAMM_NORM_THREADS / bs : 1;
     const int group_rows = per_group * bs;
     const sgpu_i64 block_rows = (rows + bs - 1) / bs, block_cols = (cols + bs - 1) / bs;
     const sgpu_i64 r_base = (sgpu_i64)blockIdx.x * group_rows;
     for (sgpu_i64 cb = blockIdx.y; cb < block_cols; cb += gridDim.y) {
         const sgpu_i64 c0 = cb * bs, c1 = c0 + bs < cols ? c0 + bs : cols;
-        for (int t = V * threadIdx.x; t < group_rows; t += V * blockDim.x) {
+        for (int t = threadIdx.x; t < group_rows; t += blockDim.x) {
             const sgpu_i64 r = r_base + t;
-            double s[V];
-#pragma unroll
-            for (int v = 0; v < V; ++v) s[v] = 0.0;
-            if (r + V <= rows) {
+            double s = 0.0;
+            if (r < rows) {
                 const T* p = x + r + c0 * ld;
                 sgpu_i64 c = c0;
                 for (; c + 8 <= c1; c += 8, p += 8 * ld) {
-                    typename SpammRows<T, V>::Raw e[8];
+                    double v[8];
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) e[u] = SpammRows<T, V>::load(p + u * ld);
+                    for (int u = 0; u < 8; ++u) v[u] = (double)sgpu_elem<T>::load(p[u * ld]);
 #pragma unroll
-                    for (int u = 0; u < 8; ++u)
-#pragma unroll
-                        for (int v = 0; v < V; ++v) {
-                            const double d = SpammRows<T, V>::at(e[u], v);
-                            s[v] = __fma_rn(d, d, s[v]);
-                        }
+                    for (int u = 0; u < 8; ++u) s = __fma_rn(v[u], v[u], s);
                 }
                 for (; c < c1; ++c, p += ld) {
-                    const typename SpammRows<T, V>::Raw e = SpammRows<T, V>::load(p);
-#pragma unroll
-                    for (int v = 0; v < V; ++v) {
-                        const double d = SpammRows<T, V>::at(e, v);
-                        s[v] = __fma_rn(d, d, s[v]);
-                    }
+                    double v = (double)sgpu_elem<T>::load(*p);
+                    s = __fma_rn(v, v, s);
                 }
-            } else {
-                // The matrix's last rows, one at a time.
-                for (int v = 0; v < V && r + v < rows; ++v)
-                    for (sgpu_i64 c = c0; c < c1; ++c) {
-                        double e = (double)sgpu_elem<T>::load(x[r + v + c * ld]);
-                        s[v] = __fma_rn(e, e, s[v]);
-                    }
             }
-#pragma unroll
-            for (int v = 0; v < V; ++v) row_sums[t + v] = s[v];
+            row_sums[t] = s;
         }
         __syncthreads();
-        for (int g = threadIdx.x; g < per_group; g += blockDim.x) {
-            const sgpu_i64 rb = blockIdx.x * (sgpu_i64)per_group + g;
+        if (threadIdx.x < per_group) {
+            const sgpu_i64 rb = blockIdx.x * (sgpu_i64)per_group + threadIdx.x;
             if (rb < block_rows) {
-                const int first = g * bs;
+                const int first = threadIdx.x * bs;
                 const int count = rows - rb * bs < bs ? (int)(rows - rb * bs) : bs;
                 double acc = 0.0;
                 for (int i = 0; i < count; ++i) acc = __dadd_rn(acc, row_sums[first + i]);
@@ -119,21 +71,21 @@ __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs,
     }
 }
 
-// spamm_norm_blocks_<type>: one row per thread; spamm_norm_blocks_vec_<type>: 16 bytes of rows per
-// thread (the launcher checks the alignment).
-#define SPAMM_NORM_KERNEL(NAME, T, V)                                                                          \
-    extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)                                           \
-        NAME(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* map0, int transpose0, double* map1, \
-             int transpose1) {                                                                                 \
-        norm_blocks<T, V>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);                         \
-    }
-SPAMM_NORM_KERNEL(spamm_norm_blocks_f32, float, 1)
-SPAMM_NORM_KERNEL(spamm_norm_blocks_f64, double, 1)
-SPAMM_NORM_KERNEL(spamm_norm_blocks_f16, sgpu_f16, 1)
-SPAMM_NORM_KERNEL(spamm_norm_blocks_vec_f32, float, 4)
-SPAMM_NORM_KERNEL(spamm_norm_blocks_vec_f64, double, 2)
-SPAMM_NORM_KERNEL(spamm_norm_blocks_vec_f16, sgpu_f16, 8)
-#undef SPAMM_NORM_KERNEL
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f32(int rows, int cols, const float* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<float>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
+}
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f64(int rows, int cols, const double* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<double>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
+}
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                          double* map1, int transpose1) {
+    norm_blocks<sgpu_f16>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Statistics and counting
@@ -517,28 +469,6 @@ __device__ __forceinline__ void spamm_tile_blocks(sgpu_i64 row0, sgpu_i64 col0, 
     nj = (int)((col_end - 1) / bs) - j0 + 1;
 }
 
-// Appends the window's kept entries (`keep` per thread of a block of 256, one k block each, in
-// increasing k) to `list` at position `total`, in order; returns how many. `staged` is shared memory
-// for 256 entries: the list is written contiguously. Ends with a barrier.
-template <typename Entry>
-__device__ __forceinline__ int spamm_append_window(bool keep, Entry entry, Entry* staged, int* warp_counts, Entry* list,
-                                                   int total) {
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    unsigned ballot = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int offset = 0, window = 0;
-    for (int q = 0; q < 8; ++q) {
-        offset += q < warp ? warp_counts[q] : 0;
-        window += warp_counts[q];
-    }
-    if (keep) staged[offset + __popc(ballot & ((1u << lane) - 1u))] = entry;
-    __syncthreads();
-    if (tid < window) list[total + tid] = staged[tid];
-    __syncthreads();
-    return window;
-}
-
 // One thread block of 256 per tile (grid-stride): the tile's k blocks in windows of 256, one per
 // thread, compacted in increasing order by a ballot scan. counts[t] = entries written at
 // lists + t * kb. The launcher guarantees ni, nj <= 4 and kb < 65536 (the entry format). A's norms of
@@ -549,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
     __shared__ int warp_counts[8];
     __shared__ double a_window[4][256];
     __shared__ unsigned entries[256];
-    int tid = threadIdx.x;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     sgpu_i64 tile_rows = ((sgpu_i64)m + tile_m - 1) / tile_m;
     sgpu_i64 tiles = tile_rows * (((sgpu_i64)n + tile_n - 1) / tile_n);
     for (sgpu_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -578,67 +508,19 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
                         if (bi < ni && bj < nj && __dmul_rn(na, nbk[bj]) >= tau) mask |= 1u << (bi * 4 + bj);
                 }
             }
-            total += spamm_append_window(mask != 0, ((unsigned)k << 16) | mask, entries, warp_counts, list, total);
-        }
-        if (tid == 0) counts[t] = total;
-    }
-}
-
-// Work lists of the Hopper f16 kernel (kernels/spamm_f16_wgmma.cu), whose tiles of tile_m x tile_n
-// (at most 256 x 128) are cut into units of 32 x 32, each inside one C block (the block size is a
-// multiple of 32): per tile, the k blocks any of its C blocks performs, in increasing order, as
-// {k block, unit mask} with bit u * 4 + v set when the C block holding unit (u, v) performs it.
-// counts[t] = entries written at lists + t * kb. One thread block of 256 per tile (grid-stride), one
-// k block per thread; A's norms of a window staged through shared memory as in spamm_tile_lists.
-extern "C" __global__ void __launch_bounds__(256) spamm_unit_lists(int m, int n, int bs, int mb, int kb, int tile_m,
-        int tile_n, const double* an, const double* bn, double tau, int* counts, uint2* lists) {
-    __shared__ int warp_counts[8];
-    __shared__ double a_window[8][256];
-    __shared__ uint2 entries[256];
-    int tid = threadIdx.x;
-    sgpu_i64 tile_rows = ((sgpu_i64)m + tile_m - 1) / tile_m;
-    sgpu_i64 tiles = tile_rows * (((sgpu_i64)n + tile_n - 1) / tile_n);
-    for (sgpu_i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
-        sgpu_i64 row0 = (t % tile_rows) * tile_m, col0 = (t / tile_rows) * tile_n;
-        int i0, ni, j0, nj;
-        spamm_tile_blocks(row0, col0, tile_m, tile_n, m, n, bs, i0, ni, j0, nj);
-        // Units inside the matrix, and the C block (relative to i0 / j0) of each unit row / column.
-        sgpu_i64 rows_left = m - row0, cols_left = n - col0;
-        int um = rows_left >= tile_m ? tile_m / 32 : (int)((rows_left + 31) / 32);
-        int un = cols_left >= tile_n ? tile_n / 32 : (int)((cols_left + 31) / 32);
-        uint2* list = lists + t * kb;
-        int total = 0;
-        for (int w = 0; w < kb; w += 256) {
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                int e = tid + 256 * r, bi = e & 7, k = w + (e >> 3);
-                a_window[bi][e >> 3] = bi < ni && k < kb ? an[(i0 + bi) + (sgpu_i64)k * mb] : 0.0;
-            }
+            unsigned ballot = __ballot_sync(0xffffffffu, mask != 0);
+            if (lane == 0) warp_counts[warp] = __popc(ballot);
             __syncthreads();
-            int k = w + tid;
-            unsigned blocks = 0;  // bit bi * 4 + bj: C block (i0 + bi, j0 + bj) performs k
-            if (k < kb) {
-                double nbk[4];
-#pragma unroll
-                for (int bj = 0; bj < 4; ++bj) nbk[bj] = bj < nj ? bn[k + (sgpu_i64)(j0 + bj) * kb] : 0.0;
-#pragma unroll
-                for (int bi = 0; bi < 8; ++bi) {
-                    double na = a_window[bi][tid];
-#pragma unroll
-                    for (int bj = 0; bj < 4; ++bj)
-                        if (bi < ni && bj < nj && __dmul_rn(na, nbk[bj]) >= tau) blocks |= 1u << (bi * 4 + bj);
-                }
+            int offset = 0, window = 0;
+            for (int q = 0; q < 8; ++q) {
+                offset += q < warp ? warp_counts[q] : 0;
+                window += warp_counts[q];
             }
-            unsigned units = 0;
-            if (blocks != 0)
-                for (int u = 0; u < um; ++u) {
-                    int bi = (int)((row0 + 32 * u) / bs) - i0;
-                    for (int v = 0; v < un; ++v) {
-                        int bj = (int)((col0 + 32 * v) / bs) - j0;
-                        units |= ((blocks >> (bi * 4 + bj)) & 1u) << (u * 4 + v);
-                    }
-                }
-            total += spamm_append_window(units != 0, make_uint2((unsigned)k, units), entries, warp_counts, list, total);
+            if (mask != 0) entries[offset + __popc(ballot & ((1u << lane) - 1u))] = ((unsigned)k << 16) | mask;
+            __syncthreads();
+            if (tid < window) list[total + tid] = entries[tid];
+            total += window;
+            __syncthreads();
         }
         if (tid == 0) counts[t] = total;
     }
@@ -656,7 +538,14 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, i
     int tid = threadIdx.x;
     start[tid] = 0;
     if (group_cols > 0) {
-        for (int p = tid; p < tiles; p += 1024) order[p] = spamm_grouped_tile(p, tile_rows, tiles / tile_rows, group_cols);
+        for (int p = tid; p < tiles; p += 1024) {
+            const int tile_cols = tiles / tile_rows, group_tiles = group_cols * tile_rows;
+            int group = p / group_tiles, within = p % group_tiles;
+            int first_col = group * group_cols;
+            int width = tile_cols - first_col < group_cols ? tile_cols - first_col : group_cols;
+            int row = within / width, col = first_col + within % width;
+            order[p] = (unsigned)(row + col * tile_rows);
+        }
         return;
     }
     __syncthreads();

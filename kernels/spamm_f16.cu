@@ -35,6 +35,7 @@
 #define SPAMM_H_SHARED_BYTES 67584
 
 struct __align__(16) spamm_h_f4 { float x, y, z, w; };
+struct __align__(8) spamm_h_u2 { unsigned x, y; };
 
 __device__ __forceinline__ void spamm_h_st16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
@@ -288,7 +289,29 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         if (cc >= n || r >= m) continue;
         spamm_h_f4 q4 = *(const spamm_h_f4*)(staged + col * SPAMM_H_CLD + rg * 4);
         float v[4] = {q4.x, q4.y, q4.z, q4.w};
-        spamm_store_c_f16x4(c, ldc, r, cc, m, v, alpha, beta, cvec);
+        sgpu_f16* out = c + r + cc * ldc;
+        if (cvec && r + 4 <= m) {
+            unsigned w[2];
+            if (beta != 0.0f) {
+                spamm_h_u2 old = *(const spamm_h_u2*)out;
+                w[0] = old.x;
+                w[1] = old.y;
+            }
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float v0 = alpha * v[2 * e], v1 = alpha * v[2 * e + 1];
+                if (beta != 0.0f) {
+                    v0 += beta * sgpu_f16_to_f32((sgpu_f16)(w[e] & 0xffffu));
+                    v1 += beta * sgpu_f16_to_f32((sgpu_f16)(w[e] >> 16));
+                }
+                w[e] = (unsigned)sgpu_f32_to_f16(v0) | ((unsigned)sgpu_f32_to_f16(v1) << 16);
+            }
+            asm volatile("st.global.cs.v2.b32 [%0], {%1, %2};\n" ::"l"(out), "r"(w[0]), "r"(w[1]) : "memory");
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (r + e < m) spamm_store_c(c, ldc, r + e, cc, alpha, v[e], beta);
+        }
     }
 }
 

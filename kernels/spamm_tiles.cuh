@@ -105,49 +105,6 @@ __device__ __forceinline__ void spamm_store_c(T* c, sgpu_i64 ldc, sgpu_i64 r, sg
     *out = sgpu_elem<T>::store(value);
 }
 
-// Four f16 elements of C from rows r..r+3 of column col (rows past m left alone): C = alpha * v + beta * C
-// in f32, rounded once. `vec` (C 8-byte aligned and ldc a multiple of 4) writes a whole group as one
-// 8-byte streaming (evict-first) store, so that C does not push the operands out of L2.
-struct __align__(8) spamm_f16x4_bits { unsigned x, y; };
-__device__ __forceinline__ void spamm_store_c_f16x4(sgpu_f16* c, sgpu_i64 ldc, sgpu_i64 r, sgpu_i64 col, sgpu_i64 m,
-                                                    const float* v, float alpha, float beta, bool vec) {
-    sgpu_f16* out = c + r + col * ldc;
-    if (vec && r + 4 <= m) {
-        unsigned w[2];
-        if (beta != 0.0f) {
-            spamm_f16x4_bits old = *(const spamm_f16x4_bits*)out;
-            w[0] = old.x;
-            w[1] = old.y;
-        }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            float v0 = alpha * v[2 * e], v1 = alpha * v[2 * e + 1];
-            if (beta != 0.0f) {
-                v0 += beta * sgpu_f16_to_f32((sgpu_f16)(w[e] & 0xffffu));
-                v1 += beta * sgpu_f16_to_f32((sgpu_f16)(w[e] >> 16));
-            }
-            w[e] = (unsigned)sgpu_f32_to_f16(v0) | ((unsigned)sgpu_f32_to_f16(v1) << 16);
-        }
-        asm volatile("st.global.cs.v2.b32 [%0], {%1, %2};\n" ::"l"(out), "r"(w[0]), "r"(w[1]) : "memory");
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            if (r + e < m) spamm_store_c(c, ldc, r + e, col, alpha, v[e], beta);
-    }
-}
-
-// Tile p of a grouped launch order: the tile columns in groups of `group_cols`, a group's tiles row by
-// row (so that tiles running at once share rows of op(A) and columns of op(B)); group_cols = 1 is the
-// natural column-major order. Tiles are numbered column-major (tile_row + tile_col * tile_rows).
-__device__ __forceinline__ unsigned spamm_grouped_tile(int p, int tile_rows, int tile_cols, int group_cols) {
-    const int group_tiles = group_cols * tile_rows;
-    int group = p / group_tiles, within = p % group_tiles;
-    int first_col = group * group_cols;
-    int width = tile_cols - first_col < group_cols ? tile_cols - first_col : group_cols;
-    int row = within / width, col = first_col + within % width;
-    return (unsigned)(row + col * tile_rows);
-}
-
 // D += A * B on tensor cores: one m16n8k16 product, f16 inputs, f32 accumulators.
 __device__ __forceinline__ void spamm_mma_16816(float* d, const unsigned* a, const unsigned* b) {
     asm volatile(

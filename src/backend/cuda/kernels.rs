@@ -54,12 +54,10 @@ kernel_source!(SPAMM, "spamm", false, "spamm_tiles");
 kernel_source!(SPAMM_F32, "spamm_f32", false, "spamm_tiles");
 kernel_source!(SPAMM_F16, "spamm_f16", false, "spamm_tiles");
 kernel_source!(SPAMM_F64, "spamm_f64", false, "spamm_tiles");
-kernel_source!(SPAMM_F16_HOPPER, "spamm_f16_wgmma", true, "spamm_tiles");
 
 /// Every kernel source, for the compile test and for warming the cache.
 pub fn all() -> &'static [&'static KernelSource] {
-    static ALL: &[&KernelSource] =
-        &[&UTIL, &MSREP, &SDDMM, &SMAT, &SPAMM, &SPAMM_F32, &SPAMM_F16, &SPAMM_F64, &SPAMM_F16_HOPPER];
+    static ALL: &[&KernelSource] = &[&UTIL, &MSREP, &SDDMM, &SMAT, &SPAMM, &SPAMM_F32, &SPAMM_F16, &SPAMM_F64];
     ALL
 }
 

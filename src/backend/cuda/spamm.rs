@@ -2,7 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
 //! candidate evaluations.
 
-use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F16_HOPPER, SPAMM_F32, SPAMM_F64, UTIL};
+use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64, UTIL};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
@@ -14,7 +14,7 @@ use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::{self, CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr};
+use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr};
 use std::sync::Arc;
 
 /// A caller's column-major operand by raw pointer (host or device memory), validated by the caller:
@@ -124,19 +124,10 @@ fn norm_maps<T: Element, const OPS: usize>(
     });
     let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
     if blocks > 0 {
-        // A thread sums 16 bytes of consecutive rows where every such group is aligned (and a row
-        // group is whole groups), else one row.
-        let size = std::mem::size_of::<T>();
-        let per_thread = 16 / size;
-        let vector = x.is_multiple_of(16) && ld.is_multiple_of(per_thread) && bs.is_multiple_of(per_thread);
-        let (rows_per_thread, kernel) = match vector {
-            true => (per_thread, format!("spamm_norm_blocks_vec_{}", type_suffix::<T>())),
-            false => (1, format!("spamm_norm_blocks_{}", type_suffix::<T>())),
-        };
-        let function = device.function(&SPAMM, &kernel)?;
+        let function = device.function(&SPAMM, &format!("spamm_norm_blocks_{}", type_suffix::<T>()))?;
         // Thread blocks of NORM_THREADS threads over groups of whole row blocks (as many as fit in
-        // their rows, at least one) and over column blocks; the group's row sums in shared memory.
-        let group_rows = (NORM_THREADS * rows_per_thread / bs).max(1) * bs;
+        // NORM_THREADS rows, at least one) and over column blocks; the group's row sums in shared memory.
+        let group_rows = (NORM_THREADS / bs).max(1) * bs;
         let grid_x = stored_rows.div_ceil(group_rows) as u32;
         let grid_y = stored_block_cols.min(65535) as u32;
         let cfg = Launch {
@@ -1171,10 +1162,6 @@ unsafe fn multiply<T: Element>(
     let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
     let (a_ptr, lda, ta) = (a.ptr, a.ld as i64, (a.op == Operation::T) as i32);
     let (b_ptr, ldb, tb) = (b.ptr, b.ld as i64, (b.op == Operation::T) as i32);
-    if T::VALUE_TYPE == ValueType::F16 && hopper_f16_applies(device, &a, &b, bs, k) {
-        let scalars = (alpha.to_f64() as f32, beta.to_f64() as f32);
-        return multiply_f16_hopper(device, stream, p, a, b, (an, an_ld), bn, scalars, (c_dev, ldc));
-    }
     let ldc = ldc as i64;
     if tile.applies(device, bs, kb) {
         let work = tile_work(device, stream, &tile, (an, an_ld), bn, tau, (m, n, bs, kb))?;
@@ -1216,184 +1203,6 @@ unsafe fn multiply<T: Element>(
             ],
         )
     }
-}
-
-/// Tiles and shared memory of `kernels/spamm_f16_wgmma.cu` (SPAMM_W_TILE_M, SPAMM_W_TILE_N,
-/// SPAMM_W_SHARED_BYTES, SPAMM_W_THREADS there).
-const HOPPER_F16_TILE: (usize, usize) = (256, 128);
-const HOPPER_F16_SHARED_BYTES: u32 = 202_952;
-const HOPPER_F16_THREADS: u32 = 320;
-
-/// Test hook: f16 products use the portable mma.sync tile kernel even on a Hopper.
-static PORTABLE_F16_FOR_TESTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn portable_f16_for_testing(portable: bool) {
-    PORTABLE_F16_FOR_TESTING.store(portable, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Test hook: the persistent Hopper f16 kernel runs on at most this many thread blocks (0: one per
-/// multiprocessor), so that small products pass several tiles through each block's ring.
-static HOPPER_BLOCKS_FOR_TESTING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-pub fn hopper_blocks_for_testing(blocks: usize) {
-    HOPPER_BLOCKS_FOR_TESTING.store(blocks, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Products run on the Hopper f16 kernel so far in this process (tests check that it ran).
-static HOPPER_F16_LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-pub fn hopper_f16_launches() -> usize {
-    HOPPER_F16_LAUNCHES.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Whether an f16 product runs on the Hopper kernel (`kernels/spamm_f16_wgmma.cu`): an sm_90 device
-/// with the kernel's shared memory, block sizes that are multiples of 32, op(A) = A, k > 0, and both
-/// operands readable by the bulk tensor copy engine (16-byte aligned, leading dimensions multiples of
-/// 8 elements).
-fn hopper_f16_applies(device: &GpuDevice, a: &DeviceOperand, b: &DeviceOperand, bs: usize, k: usize) -> bool {
-    device.capability == (9, 0)
-        && !PORTABLE_F16_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
-        && HOPPER_F16_SHARED_BYTES as usize <= device.max_shared_memory_per_block_optin
-        && bs.is_multiple_of(32)
-        && k > 0
-        && a.op == Operation::N
-        && [a, b].iter().all(|x| x.ptr.is_multiple_of(16) && x.ld.is_multiple_of(8))
-}
-
-/// How the Hopper kernel reads a column-major f16 operand (`rows × cols`, leading dimension `ld`,
-/// whose rows are the contiguous dimension) with the bulk copy engine: as boxes of 32 × 32, or, when
-/// `rows` is a multiple of 32, as whole tiles of `blocks` such boxes in one copy (a 3D view: 32 rows,
-/// the columns, the 32-row blocks), laid out as the kernel's consecutive boxes.
-fn f16_row_blocks_map(
-    ptr: CUdeviceptr,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    blocks: Option<u32>,
-) -> Result<sys::CUtensorMap> {
-    let pitch = (ld * 2) as u64;
-    match blocks {
-        None => encode_f16_map(ptr, &[rows as u64, cols as u64], &[pitch], &[32, 32]),
-        Some(blocks) => encode_f16_map(ptr, &[32, cols as u64, (rows / 32) as u64], &[pitch, 64], &[32, 32, blocks]),
-    }
-}
-
-/// A bulk-copy map of f16 data (`dims` innermost first, byte `strides` of the outer dimensions, boxes
-/// of `boxes`) with the 64-byte swizzle the Hopper kernel's wgmma descriptors expect; zeros past the
-/// matrix.
-fn encode_f16_map(ptr: CUdeviceptr, dims: &[u64], strides: &[u64], boxes: &[u32]) -> Result<sys::CUtensorMap> {
-    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
-    let element_strides = [1u32; 3];
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            map.as_mut_ptr(),
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            dims.len() as u32,
-            ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-        .result()
-        .map_err(driver_error("describing an f16 operand for the bulk copy engine"))?;
-        Ok(map.assume_init())
-    }
-}
-
-/// [`multiply`] of an f16 product on the Hopper kernel (where [`hopper_f16_applies`]): the tiles'
-/// unit lists (`spamm_unit_lists`), then the persistent kernel taking tiles from a counter in the
-/// order `SPARSEGPU_SPAMM_SCHEDULE` asks for (natural unless grouped).
-#[allow(clippy::too_many_arguments)]
-fn multiply_f16_hopper(
-    device: &Arc<GpuDevice>,
-    stream: Stream,
-    p: &Product,
-    a: DeviceOperand,
-    b: DeviceOperand,
-    (an, an_ld): (CUdeviceptr, usize),
-    bn: CUdeviceptr,
-    (alpha, beta): (f32, f32),
-    (c_dev, ldc): (CUdeviceptr, usize),
-) -> Result<()> {
-    let Product { m, n, k, bs, tau } = *p;
-    let kb = block_count(k, bs);
-    let (tile_m, tile_n) = HOPPER_F16_TILE;
-    let tiles = m.div_ceil(tile_m) * n.div_ceil(tile_n);
-    let counts = DeviceBuffer::alloc(device, tiles * 4, stream, "the SpAMM work lists")?;
-    let lists = DeviceBuffer::alloc(device, tiles * kb * 8, stream, "the SpAMM work lists")?;
-    let next_tile = DeviceBuffer::zeroed(device, 4, stream, "the SpAMM tile counter")?;
-    let (m_i, n_i, k_i, bs_i, mb_i, kb_i) = (m as i32, n as i32, k as i32, bs as i32, an_ld as i32, kb as i32);
-    let (tm, tn) = (tile_m as i32, tile_n as i32);
-    let (counts_ptr, lists_ptr, next_ptr) = (counts.ptr(), lists.ptr(), next_tile.ptr());
-    let f = device.function(&SPAMM, "spamm_unit_lists")?;
-    let cfg =
-        Launch { grid: (tiles.min(device.multiprocessors * 8) as u32, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![&m_i, &n_i, &bs_i, &mb_i, &kb_i, &tm, &tn, &an, &bn, &tau, &counts_ptr, &lists_ptr],
-        )
-    }?;
-    // Whole tiles of op(A) (8 boxes) and op(B) (4 boxes) in one copy each where the 3D view applies.
-    let a_whole = m.is_multiple_of(32) as i32;
-    let map_a = f16_row_blocks_map(a.ptr, m, k, a.ld, (a_whole != 0).then_some((tile_m / 32) as u32))?;
-    let (tb, b_whole, map_b) = match b.op {
-        // K-major op(B): a tile's columns are one 2D box of 32 k × tile_n.
-        Operation::N => {
-            (0i32, 1i32, encode_f16_map(b.ptr, &[k as u64, n as u64], &[(b.ld * 2) as u64], &[32, tile_n as u32])?)
-        }
-        Operation::T => {
-            let whole = n.is_multiple_of(32);
-            (1i32, whole as i32, f16_row_blocks_map(b.ptr, n, k, b.ld, whole.then_some((tile_n / 32) as u32))?)
-        }
-    };
-    let group_cols = schedule_group_cols().filter(|&g| g > 0).unwrap_or(1);
-    let cap = HOPPER_BLOCKS_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed);
-    let blocks = tiles.min(if cap > 0 { cap } else { device.multiprocessors });
-    let f = device.function(&SPAMM_F16_HOPPER, "spamm_tiles_f16_hopper")?;
-    device.allow_shared_memory(&f, HOPPER_F16_SHARED_BYTES as usize)?;
-    let cfg = Launch {
-        grid: (blocks as u32, 1, 1),
-        block: (HOPPER_F16_THREADS, 1, 1),
-        shared_bytes: HOPPER_F16_SHARED_BYTES,
-    };
-    let ldc = ldc as i64;
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![
-                &m_i,
-                &n_i,
-                &k_i,
-                &bs_i,
-                &alpha,
-                &beta,
-                &c_dev,
-                &ldc,
-                &tb,
-                &map_a,
-                &map_b,
-                &a_whole,
-                &b_whole,
-                &counts_ptr,
-                &lists_ptr,
-                &kb_i,
-                &group_cols,
-                &next_ptr
-            ],
-        )
-    }?;
-    HOPPER_F16_LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
 }
 
 /// A tile kernel of `kernels/spamm_*.cu` (contract in `kernels/spamm_tiles.cuh`): one thread block
