@@ -7,7 +7,7 @@
 // 8 mma per k step are issued only when its C block performs the chunk's k block (warp-uniform).
 //
 // k advances 32 at a time (a chunk never crosses a k block) through a SPAMM_H_STAGES-deep ring of
-// shared stages filled by 16-byte cp.async.cg (zero-filled past the matrix through src-size), one
+// shared stages filled by 16-byte cp.async.cg (groups at the matrix's edge through registers), one
 // commit group per chunk. Each operand's stage is laid out so that a 16-byte group is 8 elements
 // contiguous in global memory:
 //   "k-major" [outer][32 p], 64-byte rows (A transposed, B not): fragments by ldmatrix;
@@ -103,11 +103,12 @@ struct SpammHOperand {
     }
 
     // Queues the groups of chunk [s, e) that the mask needs into the stage at shared address `stage`:
-    // VEC (every group's first element 16-byte aligned) by cp.async, zero-filled past the matrix,
-    // else element by element through registers.
+    // VEC (every group's first element 16-byte aligned) by cp.async where the group lies inside the
+    // matrix; groups that end or lie past it, and every group without VEC, element by element through
+    // registers, zero past the matrix (compute-sanitizer counts a 16-byte cp.async whose src-size stops
+    // at the matrix as reading its whole window, past the allocation for the last elements).
     template <bool VEC>
-    __device__ __forceinline__ void load(const sgpu_f16* x, sgpu_i64 ld, unsigned stage, int s, int e,
-                                         unsigned mask, bool rows) const {
+    __device__ __forceinline__ void load(sgpu_i64 ld, unsigned stage, int s, int e, unsigned mask, bool rows) const {
         const sgpu_f16* src0 = KMAJOR ? first + s : first + (sgpu_i64)s * ld;
         sgpu_i64 step = KMAJOR ? SPAMM_H_THREADS / 4 * ld : SPAMM_H_THREADS / 16 * ld;
         unsigned d0 = stage + dst;
@@ -129,8 +130,8 @@ struct SpammHOperand {
             }
             const sgpu_f16* src = src0 + q * step;
             unsigned d = d0 + SPAMM_H_GROUP_STRIDE * q;
-            if (VEC) {
-                spamm_cp_async16(d, valid > 0 ? (const void*)src : (const void*)x, valid * 2);
+            if (VEC && valid == 8) {
+                spamm_cp_async16(d, src, 16);
             } else {
                 unsigned w[4];
 #pragma unroll
@@ -231,8 +232,8 @@ __device__ __forceinline__ void spamm_tiles_f16_body(int m, int n, int k, int bs
         int s, e;
         if (chunks.advance(s, e, chunk_mask)) {
             unsigned base = smem0 + stage * SPAMM_H_STAGE_BYTES;
-            op_a.template load<VEC>(a, lda, base, s, e, chunk_mask, true);
-            op_b.template load<VEC>(b, ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
+            op_a.template load<VEC>(lda, base, s, e, chunk_mask, true);
+            op_b.template load<VEC>(ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
         }
         spamm_cp_async_commit();
     };

@@ -20,7 +20,7 @@ __device__ __forceinline__ void spamm_ld16(float* d, const float* s) {
 // not transposed). Global reads move 16-byte groups of 4 consecutive stored elements (cp.async.cg or
 // 128-bit loads) when the operand's base is 16-byte aligned and its leading dimension a multiple of 4,
 // else element by element; parts of a group past the matrix (rows >= m, columns >= n, p >= k) read as
-// zero (cp.async's src-size zero-fill), so edge tiles need no other special case.
+// zero (4-byte cp.async with src-size 0), so edge tiles need no other special case.
 
 #define F32_TILE 128
 #define F32_CHUNK 32
@@ -93,8 +93,11 @@ struct F32Operand {
             int valid;
             const float* src = group(from, q, s, e, valid);
             unsigned to = spamm_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
-            if (vector) {
-                spamm_cp_async16(to, valid > 0 ? src : base, valid * 4);
+            // Whole groups in one 16-byte copy; a group at the matrix's edge element by element, so
+            // that no read passes the matrix (compute-sanitizer counts a 16-byte cp.async whose
+            // src-size stops at the matrix as reading its whole window, past the allocation).
+            if (vector && valid == 4) {
+                spamm_cp_async16(to, src, 16);
             } else {
 #pragma unroll
                 for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
