@@ -105,8 +105,7 @@ struct SpammHOperand {
     // Queues the groups of chunk [s, e) that the mask needs into the stage at shared address `stage`:
     // VEC (every group's first element 16-byte aligned) by cp.async where the group lies inside the
     // matrix; groups that end or lie past it, and every group without VEC, element by element through
-    // registers, zero past the matrix (compute-sanitizer counts a 16-byte cp.async whose src-size stops
-    // at the matrix as reading its whole window, past the allocation for the last elements).
+    // registers, zero past the matrix.
     template <bool VEC>
     __device__ __forceinline__ void load(sgpu_i64 ld, unsigned stage, int s, int e, unsigned mask, bool rows) const {
         const sgpu_f16* src0 = KMAJOR ? first + s : first + (sgpu_i64)s * ld;
@@ -115,7 +114,7 @@ struct SpammHOperand {
         if (VEC && interior && e - s == SPAMM_H_CHUNK) {
 #pragma unroll
             for (int q = 0; q < SPAMM_H_GROUPS; ++q)
-                if (needed(mask, q, rows)) spamm_cp_async16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step, 16);
+                if (needed(mask, q, rows)) spamm_cp_async16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step);
             return;
         }
 #pragma unroll
@@ -131,7 +130,7 @@ struct SpammHOperand {
             const sgpu_f16* src = src0 + q * step;
             unsigned d = d0 + SPAMM_H_GROUP_STRIDE * q;
             if (VEC && valid == 8) {
-                spamm_cp_async16(d, src, 16);
+                spamm_cp_async16(d, src);
             } else {
                 unsigned w[4];
 #pragma unroll

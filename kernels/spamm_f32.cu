@@ -93,11 +93,9 @@ struct F32Operand {
             int valid;
             const float* src = group(from, q, s, e, valid);
             unsigned to = spamm_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
-            // Whole groups in one 16-byte copy; a group at the matrix's edge element by element, so
-            // that no read passes the matrix (compute-sanitizer counts a 16-byte cp.async whose
-            // src-size stops at the matrix as reading its whole window, past the allocation).
+            // Whole groups in one 16-byte copy; a group at the matrix's edge element by element.
             if (vector && valid == 4) {
-                spamm_cp_async16(to, src, 16);
+                spamm_cp_async16(to, src);
             } else {
 #pragma unroll
                 for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);

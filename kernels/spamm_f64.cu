@@ -145,7 +145,7 @@ struct SpammF64Operand {
         const sgpu_i64 step = KC ? 16 * ld : 4 * ld;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            if (needed(groups, j)) spamm_cp_async16(stage + dst[j & 1] + pair_step(j), src, 16);
+            if (needed(groups, j)) spamm_cp_async16(stage + dst[j & 1] + pair_step(j), src);
             src += step;
         }
     }
