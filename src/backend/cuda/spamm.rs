@@ -267,10 +267,8 @@ pub unsafe fn gemm<T: Element>(
     norms_done.record(stream)?;
     norms_done.wait_on(side)?;
     let bounds = match shared.as_deref_mut() {
-        None => {
-            stats.record(side, &product_stats(lead, side, (an, bn), tau, dims, None)?)?;
-            vec![0, mb]
-        }
+        // One device: the statistics are queued after the multiplication (below).
+        None => vec![0, mb],
         Some(shared) => {
             let row_work = DeviceBuffer::zeroed(lead, mb * 8, side, "SpAMM row work")?;
             stats.record(side, &product_stats(lead, side, (an, bn), tau, dims, Some(row_work.ptr()))?)?;
@@ -321,6 +319,11 @@ pub unsafe fn gemm<T: Element>(
         )
     }?;
     timeline.stamp(lead, stream, || "lead's rows computed".into())?;
+    if shared.is_none() {
+        // Queued after the multiplication's kernels, so that the statistics' blocks take the SMs the
+        // multiplication leaves idle (its tail) rather than delaying its start.
+        stats.record(side, &product_stats(lead, side, (an, bn), tau, dims, None)?)?;
+    }
     if let (Some(shared), Some((ready, mut runs, norms_in))) = (shared, in_flight) {
         shared.finished[0].record(stream)?;
         unsafe {
