@@ -526,36 +526,20 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
     }
 }
 
-// The launch order of the tiles: by decreasing work (a counting sort on 1024 buckets of the entry
-// count, the heaviest bucket first; order within a bucket is arbitrary and changes no result) when
-// `group_cols` is 0; otherwise grouped for the caches: the tile columns in groups of `group_cols`,
-// a group's tiles row by row (so the tiles running at once share rows of op(A) and columns of
-// op(B)); group_cols = 1 is the natural column-major order. One block of 1024 threads.
+// The launch order of the tiles (one block of 1024 threads), by `group_cols`:
+// - 0: by decreasing work (a counting sort on 1024 buckets of the entry count, the heaviest bucket
+//   first; order within a bucket is arbitrary and changes no result);
+// - G > 0: grouped for the caches: the tile columns in groups of G, a group's tiles row by row (so
+//   the tiles running at once share rows of op(A) and columns of op(B)); G = 1 is the natural
+//   column-major order;
+// - -S < 0: both: squares of S x S tiles by decreasing work (the same counting sort on the squares'
+//   entry counts), a square's tiles row by row.
 #define SPAMM_ORDER_BUCKETS 1024
-extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int tile_rows, int kb, int group_cols,
-                                                                     const int* counts, unsigned* order) {
-    __shared__ int start[SPAMM_ORDER_BUCKETS];
-    int tid = threadIdx.x;
-    start[tid] = 0;
-    if (group_cols > 0) {
-        for (int p = tid; p < tiles; p += 1024) {
-            const int tile_cols = tiles / tile_rows, group_tiles = group_cols * tile_rows;
-            int group = p / group_tiles, within = p % group_tiles;
-            int first_col = group * group_cols;
-            int width = tile_cols - first_col < group_cols ? tile_cols - first_col : group_cols;
-            int row = within / width, col = first_col + within % width;
-            order[p] = (unsigned)(row + col * tile_rows);
-        }
-        return;
-    }
+// start[b] <- the sum of start[0 .. b) (every thread of the block calls it).
+__device__ void spamm_order_exclusive_scan(int* start) {
+    const int tid = threadIdx.x;
     __syncthreads();
-    // Bucket 0 holds the heaviest tiles.
-    auto bucket = [&](int count) {
-        return SPAMM_ORDER_BUCKETS - 1 - (int)((long long)count * SPAMM_ORDER_BUCKETS / (kb + 1));
-    };
-    for (int t = tid; t < tiles; t += 1024) atomicAdd(&start[bucket(counts[t])], 1);
-    __syncthreads();
-    // Exclusive scan of the bucket sizes (Hillis-Steele on the inclusive sums).
+    // Hillis-Steele on the inclusive sums.
     int mine = start[tid];
     for (int offset = 1; offset < SPAMM_ORDER_BUCKETS; offset <<= 1) {
         int add = tid >= offset ? start[tid - offset] : 0;
@@ -565,7 +549,57 @@ extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, i
     }
     start[tid] -= mine;
     __syncthreads();
-    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&start[bucket(counts[t])], 1)] = (unsigned)t;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) spamm_tile_order(int tiles, int tile_rows, int kb, int group_cols,
+                                                                     const int* counts, unsigned* order) {
+    __shared__ int start[SPAMM_ORDER_BUCKETS];
+    const int tid = threadIdx.x, tile_cols = tiles / tile_rows;
+    start[tid] = 0;
+    if (group_cols > 0) {
+        for (int p = tid; p < tiles; p += 1024) {
+            const int group_tiles = group_cols * tile_rows;
+            int group = p / group_tiles, within = p % group_tiles;
+            int first_col = group * group_cols;
+            int width = tile_cols - first_col < group_cols ? tile_cols - first_col : group_cols;
+            int row = within / width, col = first_col + within % width;
+            order[p] = (unsigned)(row + col * tile_rows);
+        }
+        return;
+    }
+    // Units of work: tiles, or squares of side x side tiles (the last row / column of squares may be
+    // narrower). Bucket 0 holds the heaviest units.
+    const int side = group_cols < 0 ? -group_cols : 1;
+    const int unit_rows = (tile_rows + side - 1) / side, units = unit_rows * ((tile_cols + side - 1) / side);
+    const long long most = (long long)side * side * kb + 1;
+    struct Unit {
+        int row0, rows, col0, cols;
+        long long work;
+    };
+    auto unit = [&](int u) {
+        Unit x;
+        x.row0 = u % unit_rows * side;
+        x.col0 = u / unit_rows * side;
+        x.rows = tile_rows - x.row0 < side ? tile_rows - x.row0 : side;
+        x.cols = tile_cols - x.col0 < side ? tile_cols - x.col0 : side;
+        x.work = 0;
+        for (int c = 0; c < x.cols; ++c)
+            for (int r = 0; r < x.rows; ++r) x.work += counts[x.row0 + r + (x.col0 + c) * tile_rows];
+        return x;
+    };
+    auto bucket = [&](long long work) { return SPAMM_ORDER_BUCKETS - 1 - (int)(work * SPAMM_ORDER_BUCKETS / most); };
+    __syncthreads();
+    for (int u = tid; u < units; u += 1024) {
+        Unit x = unit(u);
+        atomicAdd(&start[bucket(x.work)], x.rows * x.cols);
+    }
+    spamm_order_exclusive_scan(start);
+    for (int u = tid; u < units; u += 1024) {
+        Unit x = unit(u);
+        int p = atomicAdd(&start[bucket(x.work)], x.rows * x.cols);
+        for (int r = 0; r < x.rows; ++r)
+            for (int c = 0; c < x.cols; ++c) order[p++] = (unsigned)(x.row0 + r + (x.col0 + c) * tile_rows);
+    }
 }
 
 // =============================================================================================

@@ -1221,7 +1221,8 @@ struct TileKernel {
     shared_bytes: u32,
     fewest_shared_bytes: u32,
     /// The tiles' launch order unless `SPARSEGPU_SPAMM_SCHEDULE` says otherwise, as
-    /// `spamm_tile_order`'s `group_cols` (0: heaviest first).
+    /// `spamm_tile_order`'s `group_cols` (0: heaviest first, G > 0: groups of G tile columns, -S:
+    /// squares of S × S tiles heaviest first).
     group_cols: i32,
 }
 
@@ -1240,7 +1241,10 @@ impl TileKernel {
                 // SPAMM_F64_STAGE_BYTES in kernels/spamm_f64.cu: three stages, or two.
                 shared_bytes: 3 * 65536,
                 fewest_shared_bytes: 2 * 65536,
-                group_cols: 0,
+                // Squares of 4 × 4 tiles, heaviest first: longest job first as for FP32, while the
+                // tiles running side by side share rows of A and columns of B (its 64 KiB stages make
+                // it the kernel most bound by L2; docs/methods.md, load balance).
+                group_cols: -4,
             },
             // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
             // (SPAMM_H_SHARED_BYTES in kernels/spamm_f16.cu). Launched in the natural order: its
@@ -1320,15 +1324,20 @@ struct TileWork {
 }
 
 /// The tiles' launch order `SPARSEGPU_SPAMM_SCHEDULE` asks for, as `spamm_tile_order`'s
-/// `group_cols`: `heaviest` (0), `natural` (1, column-major) or `grouped:G` (groups of G tile columns,
-/// row by row within a group); None (each kernel's own order) when unset or not one of these. Kept to
+/// `group_cols`: `heaviest` (0), `natural` (1, column-major), `grouped:G` (G: groups of G tile
+/// columns, row by row within a group) or `squares:S` (-S: squares of S × S tiles heaviest first, row
+/// by row within a square); None (each kernel's own order) when unset or not one of these. Kept to
 /// measure what the ordering buys.
 fn schedule_group_cols() -> Option<i32> {
     static GROUP_COLS: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
     *GROUP_COLS.get_or_init(|| match std::env::var("SPARSEGPU_SPAMM_SCHEDULE").ok()?.as_str() {
         "heaviest" => Some(0),
         "natural" => Some(1),
-        v => v.strip_prefix("grouped:")?.parse().ok().filter(|&g| g > 0),
+        v => match v.split_once(':')? {
+            ("grouped", g) => g.parse().ok().filter(|&g| g > 0),
+            ("squares", side) => side.parse().ok().filter(|&s: &i32| s > 0).map(|s| -s),
+            _ => None,
+        },
     })
 }
 
