@@ -147,7 +147,7 @@ contains
     integer, parameter :: m = 21, n = 17, k = 13, ld = 24, big = 64
     integer(c_int), parameter :: ops(2) = [SGPU_OPERATION_N, SGPU_OPERATION_T]
     real(c_double) :: a(ld, ld), b(ld, ld), c(ld, n), ref(m, n), alpha = 1.5_c_double, beta = -0.5_c_double
-    real(c_float) :: a32(ld, ld), b32(ld, ld), c32(ld, n)
+    real(c_float), target :: a32(ld, ld), b32(ld, ld), c32(ld, n), two32 = 2, one32 = 1
     real(c_double), target :: x(big, big), y(big, big)
     real(c_double) :: z(big, big), exact(big, big), tau, ratio
     type(c_ptr) :: handle
@@ -177,6 +177,12 @@ contains
     call check_ok(spammSgemm(handle, SGPU_OPERATION_T, SGPU_OPERATION_N, m, n, k, 2.0_c_float, a32, ld, b32, ld, &
                              1.0_c_float, c32, ld, 0.0_c_double), 'spammSgemm tau = 0, op T,N')
     call check_close([real(c32(1:m, :), c_double)], [ref], 1e-5_c_double, 'spammSgemm result')
+    ! The same product through spammGemmEx (the value type as an argument, scalars and arrays by address).
+    c32 = real(c, c_float)
+    call check_ok(spammGemmEx(handle, SGPU_VALUE_TYPE_F32, SGPU_OPERATION_T, SGPU_OPERATION_N, m, n, k, c_loc(two32), &
+                              c_loc(a32), ld, c_loc(b32), ld, c_loc(one32), c_loc(c32), ld, 0.0_c_double), &
+                  'spammGemmEx f32 tau = 0, op T,N')
+    call check_close([real(c32(1:m, :), c_double)], [ref], 1e-5_c_double, 'spammGemmEx result')
 
     ! tau > 0 on matrices decaying away from the diagonal: blocks are skipped, the error stays
     ! within the reported bound. tau comes from spammTuneTau for half of the block products.

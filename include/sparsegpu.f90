@@ -619,6 +619,28 @@ module sparsegpu
       integer(c_int), value :: ldc
       real(c_double), value :: tau
     end function spammHgemm
+    function spammGemmEx( &
+        handle, valueType, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tau) &
+        bind(c, name="spammGemmEx")
+      import
+      integer(c_int) :: spammGemmEx
+      type(c_ptr), value :: handle
+      integer(c_int), value :: valueType
+      integer(c_int), value :: transa
+      integer(c_int), value :: transb
+      integer(c_int), value :: m
+      integer(c_int), value :: n
+      integer(c_int), value :: k
+      type(c_ptr), value :: alpha
+      type(c_ptr), value :: A
+      integer(c_int), value :: lda
+      type(c_ptr), value :: B
+      integer(c_int), value :: ldb
+      type(c_ptr), value :: beta
+      type(c_ptr), value :: C
+      integer(c_int), value :: ldc
+      real(c_double), value :: tau
+    end function spammGemmEx
     function spammGetStats(handle, stats) bind(c, name="spammGetStats")
       import
       integer(c_int) :: spammGetStats

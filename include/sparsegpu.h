@@ -724,8 +724,8 @@ sgpuStatus_t spammGetStats(spammHandle_t handle, spammStats_t *stats);
 // the target. τ = 0 (ratio 1) and τ above every norm product (ratio 0) are known without an
 // iteration. Stops when |ratio − target| ≤ tolerance, when no τ could come closer, or after
 // maxIterations iterations, and writes the τ whose ratio was closest and that ratio (what spamm?gemm
-// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64 (bf16 has no spamm gemm, so it
-// is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _BF16, _F32 or _F64, the type of A and B. m,
+// n and k must be positive.
 sgpuStatus_t spammTuneTau(spammHandle_t handle,
                           sgpuValueType_t valueType,
                           sgpuOperation_t transa,
@@ -747,7 +747,7 @@ sgpuStatus_t spammTuneTau(spammHandle_t handle,
 // C = alpha·op(A)·op(B) + beta·C (spammStats_t.errorBound: |alpha|·sqrt(Σ over C blocks (i,j) of
 // (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²), an upper bound of ‖C_exact − C‖_F up to rounding) is
 // at most errorBound, an absolute bound on the Frobenius norm of the error (for a relative one, scale
-// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _F32) or a
+// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _BF16, _F32) or a
 // double (_F64), the value the product will use. The bound is a non-decreasing step function of τ,
 // so the answer is the largest τ of its step: a block norm product, or +INFINITY when skipping
 // every product stays within errorBound (alpha = 0, for one). Each iteration evaluates the bound at
@@ -777,9 +777,34 @@ sgpuStatus_t spammTuneTauForErrorBound(spammHandle_t handle,
                                        double *achievedErrorBound,
                                        double *achievedValidRatio);
 
-// C = alpha·op(A)·op(B) + beta·C as spamm?gemm (valueType SGPU_VALUE_TYPE_F16, _F32 or _F64 picks
-// spammHgemm, spammSgemm or spammDgemm; A, B, C of that type; alpha and beta point to a float for
-// _F16 and _F32, a double for _F64) at the τ spammTuneTau would return for targetValidRatio,
+// SpAMM of any value type, as cublasGemmEx is GEMM's: C = alpha·op(A)·op(B) + beta·C with A, B and
+// C of valueType, exactly as the typed entry point: SGPU_VALUE_TYPE_F32 as spammSgemm (with the
+// handle's math mode), _F64 as spammDgemm, _F16 as spammHgemm, and _BF16 for bfloat16 data
+// (uint16_t bit patterns, __nv_bfloat16's layout), which like f16 multiplies on tensor cores with
+// FP32 accumulation (cublasGemmEx with CUDA_R_16BF and CUBLAS_COMPUTE_32F) and takes block norms
+// in FP64. alpha and beta point to a float for _F16, _BF16 and _F32, a double for _F64. Other
+// arguments, the statistics and the failure statuses as spammSgemm; an unknown valueType is
+// SGPU_STATUS_INVALID_VALUE.
+sgpuStatus_t spammGemmEx(spammHandle_t handle,
+                         sgpuValueType_t valueType,
+                         sgpuOperation_t transa,
+                         sgpuOperation_t transb,
+                         int m,
+                         int n,
+                         int k,
+                         const void *alpha,
+                         const void *A,
+                         int lda,
+                         const void *B,
+                         int ldb,
+                         const void *beta,
+                         void *C,
+                         int ldc,
+                         double tau);
+
+// C = alpha·op(A)·op(B) + beta·C as spammGemmEx (valueType SGPU_VALUE_TYPE_F16, _BF16, _F32 or
+// _F64; A, B, C of that type; alpha and beta point to a float for _F16, _BF16 and _F32, a double for
+// _F64) at the τ spammTuneTau would return for targetValidRatio,
 // tolerance and maxIterations, and writes that τ to *tau. The search runs on the product's own block
 // norm maps, so the inputs are read for norms once, not once for spammTuneTau and again for the
 // product; the host waits for each search iteration. spammGetStats reports the product, its valid

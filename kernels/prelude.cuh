@@ -4,6 +4,7 @@
 
 typedef unsigned short sgpu_f16;   // IEEE binary16 bits
 typedef unsigned short sgpu_bf16;  // bfloat16 bits
+typedef unsigned short sgpu_b16;   // the bits of either (PTX's .b16), in code for both formats
 typedef long long sgpu_i64;
 
 __device__ __forceinline__ float sgpu_f16_to_f32(sgpu_f16 h) {
@@ -28,7 +29,39 @@ __device__ __forceinline__ sgpu_bf16 sgpu_f32_to_bf16(float f) {
     return h;
 }
 
-// Loads / stores of an element type through its compute type (float for 16-bit types).
+// The two 16-bit formats share a storage type, so code for both takes the format as a template flag.
+template <bool BF16> __device__ __forceinline__ float sgpu_half_to_f32(sgpu_b16 h) {
+    return BF16 ? sgpu_bf16_to_f32(h) : sgpu_f16_to_f32(h);
+}
+template <bool BF16> __device__ __forceinline__ sgpu_b16 sgpu_f32_to_half(float f) {
+    return BF16 ? sgpu_f32_to_bf16(f) : sgpu_f32_to_f16(f);
+}
+
+// D += A * B on tensor cores: one m16n8k16 product of f16 (or bf16) inputs with f32 accumulators, the
+// fragments in the registers PTX's row.col layout gives them.
+template <bool BF16> __device__ __forceinline__ void sgpu_mma_16816(float* d, const unsigned* a, const unsigned* b) {
+    if (BF16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Loads / stores of an element type through its compute type (float for 16-bit types). Templates on
+// the storage type T take these as sgpu_elem<T>; for bf16, whose storage type is f16's, pass
+// sgpu_half_elem<true> explicitly.
+template <bool BF16> struct sgpu_half_elem {
+    typedef float compute;
+    static __device__ __forceinline__ float load(sgpu_b16 x) { return sgpu_half_to_f32<BF16>(x); }
+    static __device__ __forceinline__ sgpu_b16 store(float x) { return sgpu_f32_to_half<BF16>(x); }
+};
 template <typename T> struct sgpu_elem;
 template <> struct sgpu_elem<float> {
     typedef float compute;
@@ -40,8 +73,4 @@ template <> struct sgpu_elem<double> {
     static __device__ __forceinline__ double load(double x) { return x; }
     static __device__ __forceinline__ double store(double x) { return x; }
 };
-template <> struct sgpu_elem<sgpu_f16> {
-    typedef float compute;
-    static __device__ __forceinline__ float load(sgpu_f16 x) { return sgpu_f16_to_f32(x); }
-    static __device__ __forceinline__ sgpu_f16 store(float x) { return sgpu_f32_to_f16(x); }
-};
+template <> struct sgpu_elem<sgpu_f16> : sgpu_half_elem<false> {};

@@ -17,31 +17,6 @@
 // f16 / bf16: mma.sync.m16n8k16 with FP32 accumulation, as in the paper. A 16×16 tile is one A
 // fragment; the strip is 4 n-tiles of 8 columns, so each block costs 4 mma per warp.
 
-template <bool BF16> __device__ __forceinline__ float smat_half_to_f32(unsigned short h) {
-    return BF16 ? sgpu_bf16_to_f32(h) : sgpu_f16_to_f32(h);
-}
-template <bool BF16> __device__ __forceinline__ unsigned short smat_f32_to_half(float f) {
-    return BF16 ? sgpu_f32_to_bf16(f) : sgpu_f32_to_f16(f);
-}
-
-template <bool BF16>
-__device__ __forceinline__ void smat_mma_16816(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                               unsigned b0, unsigned b1) {
-    if (BF16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    }
-}
-
 template <bool BF16>
 __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __restrict__ block_row_ptr,
                                const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
@@ -67,10 +42,10 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
             // A fragment: rows group / group+8, columns 2·tig (+1) and 2·tig+8 (+1); the tile is
             // row-major 16×16, so each register is one aligned 32-bit load of two neighbours.
             const unsigned* tile = reinterpret_cast<const unsigned*>(tiles + s * 256);
-            const unsigned a0 = __ldg(tile + (group * 16 + tig * 2) / 2);
-            const unsigned a1 = __ldg(tile + ((group + 8) * 16 + tig * 2) / 2);
-            const unsigned a2 = __ldg(tile + (group * 16 + tig * 2 + 8) / 2);
-            const unsigned a3 = __ldg(tile + ((group + 8) * 16 + tig * 2 + 8) / 2);
+            const unsigned fa[4] = {__ldg(tile + (group * 16 + tig * 2) / 2),
+                                    __ldg(tile + ((group + 8) * 16 + tig * 2) / 2),
+                                    __ldg(tile + (group * 16 + tig * 2 + 8) / 2),
+                                    __ldg(tile + ((group + 8) * 16 + tig * 2 + 8) / 2)};
             const int k = block_cols[s] * 16 + tig * 2;  // B rows k, k+1, k+8, k+9
             const bool k0 = k < cols, k1 = k + 1 < cols, k8 = k + 8 < cols, k9 = k + 9 < cols;
             const unsigned short* bk = b + k * b_rs;
@@ -78,15 +53,15 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
             for (int t = 0; t < 4; ++t) {
                 // B fragment (col-major 16×8): column group of the n-tile, rows k, k+1 | k+8, k+9.
                 const int j = first_col + t * 8 + group;
-                unsigned b0 = 0, b1 = 0;
+                unsigned fb[2] = {0, 0};
                 if (j < n) {
                     const unsigned short* p = bk + j * b_cs;
                     const unsigned v0 = k0 ? __ldg(p) : 0u, v1 = k1 ? __ldg(p + b_rs) : 0u;
                     const unsigned v8 = k8 ? __ldg(p + 8 * b_rs) : 0u, v9 = k9 ? __ldg(p + 9 * b_rs) : 0u;
-                    b0 = v0 | (v1 << 16);
-                    b1 = v8 | (v9 << 16);
+                    fb[0] = v0 | (v1 << 16);
+                    fb[1] = v8 | (v9 << 16);
                 }
-                smat_mma_16816<BF16>(acc[t], a0, a1, a2, a3, b0, b1);
+                sgpu_mma_16816<BF16>(acc[t], fa, fb);
             }
         }
 
@@ -104,8 +79,8 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
                     if (j >= n) continue;
                     unsigned short* p = c + out_row * c_rs + j * c_cs;
                     const float v = acc[t][half_row * 2 + e];
-                    const float out = beta == 0.0f ? alpha * v : alpha * v + beta * smat_half_to_f32<BF16>(*p);
-                    *p = smat_f32_to_half<BF16>(out);
+                    const float out = beta == 0.0f ? alpha * v : alpha * v + beta * sgpu_half_to_f32<BF16>(*p);
+                    *p = sgpu_f32_to_half<BF16>(out);
                 }
             }
         }

@@ -1,5 +1,5 @@
 // SpAMM after cuSpAMM (Liu et al.): the get-norm kernel, the multiplication kernel of Algorithm 2
-// (SIMT, f32 / f64) and Algorithm 3 (tensor cores, f16 in / f32 accumulation), and the counting
+// (SIMT, f32 / f64) and Algorithm 3 (tensor cores, f16 or bf16 in / f32 accumulation), and the counting
 // kernels behind the statistics and the tau search. The CPU backend (src/spamm) is the specification:
 // norms are summed in exactly its order and every skip decision is its f64 rule `nA * nB >= tau`.
 //
@@ -23,8 +23,9 @@
 // t + 256, ... (consecutive threads read consecutive rows: coalesced), 8 loads in flight before
 // their fma; then one thread per row block adds its rows. The norm of stored block (rb, cb) goes to
 // map0 at op position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null
-// (two ops of one matrix, read once). Maps are column-major over their op's blocks.
-template <typename T>
+// (two ops of one matrix, read once). Maps are column-major over their op's blocks. E converts T to its
+// compute type (bf16: sgpu_half_elem<true>).
+template <typename T, typename E = sgpu_elem<T>>
 __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
                             double* map1, int transpose1) {
     extern __shared__ double row_sums[];
@@ -43,12 +44,12 @@ __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs,
                 for (; c + 8 <= c1; c += 8, p += 8 * ld) {
                     double v[8];
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) v[u] = (double)sgpu_elem<T>::load(p[u * ld]);
+                    for (int u = 0; u < 8; ++u) v[u] = (double)E::load(p[u * ld]);
 #pragma unroll
                     for (int u = 0; u < 8; ++u) s = __fma_rn(v[u], v[u], s);
                 }
                 for (; c < c1; ++c, p += ld) {
-                    double v = (double)sgpu_elem<T>::load(*p);
+                    double v = (double)E::load(*p);
                     s = __fma_rn(v, v, s);
                 }
             }
@@ -85,6 +86,11 @@ extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
     spamm_norm_blocks_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
                           double* map1, int transpose1) {
     norm_blocks<sgpu_f16>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
+}
+extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
+    spamm_norm_blocks_bf16(int rows, int cols, const sgpu_bf16* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
+                           double* map1, int transpose1) {
+    norm_blocks<sgpu_bf16, sgpu_half_elem<true>>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,18 +361,19 @@ extern "C" __global__ void __launch_bounds__(256) spamm_multiply_f64(int m, int 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor cores (Algorithm 3): f16 inputs, f32 accumulation, 128 threads = 4 warps, warp (wm, wn)
-// owning the 16 x 16 quarter of the 32 x 32 tile as two m16n8k16 accumulators. Shared tiles hold
-// f16 bit patterns, op(A) as [row][p] and op(B) as [column][p], so every fragment register is one
+// Tensor cores (Algorithm 3): f16 (or bf16) inputs, f32 accumulation, 128 threads = 4 warps, warp
+// (wm, wn) owning the 16 x 16 quarter of the 32 x 32 tile as two m16n8k16 accumulators. Shared tiles
+// hold 16-bit patterns, op(A) as [row][p] and op(B) as [column][p], so every fragment register is one
 // aligned 32-bit load of two consecutive p (the layout mma.sync's row.col operands expect).
 
-#define SPAMM_HSTRIDE (SPAMM_CHUNK + 8)  // padded row of a shared f16 tile (bank spread, 4-byte aligned)
+#define SPAMM_HSTRIDE (SPAMM_CHUNK + 8)  // padded row of a shared 16-bit tile (bank spread, 4-byte aligned)
 
-extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int n, int k, int bs, float alpha,
-        const sgpu_f16* a, sgpu_i64 lda, int ta, const sgpu_f16* b, sgpu_i64 ldb, int tb, float beta, sgpu_f16* c,
-        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
-    __shared__ __align__(16) sgpu_f16 tile_a[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [row][p]
-    __shared__ __align__(16) sgpu_f16 tile_b[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [column][p]
+template <bool BF16>
+__device__ void spamm_multiply_half(int m, int n, int k, int bs, float alpha, const sgpu_b16* a, sgpu_i64 lda, int ta,
+                                    const sgpu_b16* b, sgpu_i64 ldb, int tb, float beta, sgpu_b16* c, sgpu_i64 ldc,
+                                    const double* an, const double* bn, double tau) {
+    __shared__ __align__(16) sgpu_b16 tile_a[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [row][p]
+    __shared__ __align__(16) sgpu_b16 tile_b[2][SPAMM_TILE][SPAMM_HSTRIDE];  // [column][p]
     __shared__ int list[SPAMM_WINDOW_MAX];
     __shared__ int warp_counts[SPAMM_WINDOW_MAX / 32];
 
@@ -381,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int 
         sgpu_i64 i, j, row0, row_end, col0, col_end;
         if (!spamm_tile(blockIdx.x, tile_col, m, n, bs, i, j, row0, row_end, col0, col_end)) continue;
         float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-        sgpu_f16 next_a[8], next_b[8];
+        sgpu_b16 next_a[8], next_b[8];
 
         for (sgpu_i64 w = 0; w < kb; w += blockDim.x) {
             int count = spamm_valid_window(i, j, mb, kb, w, an, bn, tau, list, warp_counts);
@@ -394,11 +401,11 @@ extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int 
                     int outer, inner;
                     spamm_tile_coord(tid + 128 * q, a_rows_contiguous, outer, inner);
                     sgpu_i64 r = row0 + outer, p = s + inner;
-                    next_a[q] = (r < row_end && p < e) ? (ta ? a[p + r * lda] : a[r + p * lda]) : (sgpu_f16)0;
+                    next_a[q] = (r < row_end && p < e) ? (ta ? a[p + r * lda] : a[r + p * lda]) : (sgpu_b16)0;
                     spamm_tile_coord(tid + 128 * q, b_cols_contiguous, outer, inner);
                     sgpu_i64 col = col0 + outer;
                     p = s + inner;
-                    next_b[q] = (col < col_end && p < e) ? (tb ? b[col + p * ldb] : b[p + col * ldb]) : (sgpu_f16)0;
+                    next_b[q] = (col < col_end && p < e) ? (tb ? b[col + p * ldb] : b[p + col * ldb]) : (sgpu_b16)0;
                 }
             };
             auto store = [&](int buffer) {
@@ -421,18 +428,18 @@ extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int 
 #pragma unroll
                 for (int kk = 0; kk < SPAMM_CHUNK; kk += 16) {
                     unsigned fa[4], fb[2][2];
-                    const sgpu_f16* arow = &tile_a[stage][wm * 16 + group][kk + quad * 2];
+                    const sgpu_b16* arow = &tile_a[stage][wm * 16 + group][kk + quad * 2];
                     fa[0] = *(const unsigned*)arow;
                     fa[1] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE);
                     fa[2] = *(const unsigned*)(arow + 8);
                     fa[3] = *(const unsigned*)(arow + 8 * SPAMM_HSTRIDE + 8);
                     for (int h = 0; h < 2; ++h) {
-                        const sgpu_f16* bcol = &tile_b[stage][wn * 16 + h * 8 + group][kk + quad * 2];
+                        const sgpu_b16* bcol = &tile_b[stage][wn * 16 + h * 8 + group][kk + quad * 2];
                         fb[h][0] = *(const unsigned*)bcol;
                         fb[h][1] = *(const unsigned*)(bcol + 8);
                     }
-                    spamm_mma_16816(acc[0], fa, fb[0]);
-                    spamm_mma_16816(acc[1], fa, fb[1]);
+                    sgpu_mma_16816<BF16>(acc[0], fa, fb[0]);
+                    sgpu_mma_16816<BF16>(acc[1], fa, fb[1]);
                 }
                 if (have) store(stage ^ 1);
                 stage ^= 1;
@@ -444,15 +451,22 @@ extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int 
             for (int q = 0; q < 4; ++q) {
                 sgpu_i64 r = row0 + wm * 16 + group + (q >> 1) * 8;
                 sgpu_i64 col = col0 + wn * 16 + h * 8 + quad * 2 + (q & 1);
-                if (r < row_end && col < col_end) {
-                    sgpu_f16* out = c + r + col * ldc;
-                    float value = alpha * acc[h][q];
-                    if (beta != 0.0f) value += beta * sgpu_f16_to_f32(*out);
-                    *out = sgpu_f32_to_f16(value);
-                }
+                if (r < row_end && col < col_end)
+                    spamm_store_c<sgpu_b16, float, sgpu_half_elem<BF16>>(c, ldc, r, col, alpha, acc[h][q], beta);
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(128) spamm_multiply_f16(int m, int n, int k, int bs, float alpha,
+        const sgpu_f16* a, sgpu_i64 lda, int ta, const sgpu_f16* b, sgpu_i64 ldb, int tb, float beta, sgpu_f16* c,
+        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
+    spamm_multiply_half<false>(m, n, k, bs, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc, an, bn, tau);
+}
+extern "C" __global__ void __launch_bounds__(128) spamm_multiply_bf16(int m, int n, int k, int bs, float alpha,
+        const sgpu_bf16* a, sgpu_i64 lda, int ta, const sgpu_bf16* b, sgpu_i64 ldb, int tb, float beta, sgpu_bf16* c,
+        sgpu_i64 ldc, const double* an, const double* bn, double tau) {
+    spamm_multiply_half<true>(m, n, k, bs, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc, an, bn, tau);
 }
 
 // ---------------------------------------------------------------------------------------------

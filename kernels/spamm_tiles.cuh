@@ -96,22 +96,14 @@ struct SpammChunkCursor {
     }
 };
 
-// C(r, col) = alpha * acc + beta * C(r, col) (C not read when beta = 0, as BLAS).
-template <typename T, typename F>
+// C(r, col) = alpha * acc + beta * C(r, col) (C not read when beta = 0, as BLAS); E converts T (bf16:
+// sgpu_half_elem<true>).
+template <typename T, typename F, typename E = sgpu_elem<T>>
 __device__ __forceinline__ void spamm_store_c(T* c, sgpu_i64 ldc, sgpu_i64 r, sgpu_i64 col, F alpha, F acc, F beta) {
     T* out = c + r + col * ldc;
     F value = alpha * acc;
-    if (beta != (F)0) value += beta * sgpu_elem<T>::load(*out);
-    *out = sgpu_elem<T>::store(value);
-}
-
-// D += A * B on tensor cores: one m16n8k16 product, f16 inputs, f32 accumulators.
-__device__ __forceinline__ void spamm_mma_16816(float* d, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    if (beta != (F)0) value += beta * E::load(*out);
+    *out = E::store(value);
 }
 
 // cp.async, shared by the tile kernels: a shared-memory address for the instructions, 16 whole bytes

@@ -6,7 +6,7 @@ mod common;
 use common::last_error;
 
 use common::{Rng, assert_all_close, relative_error};
-use half::f16;
+use half::{bf16, f16};
 use sparsegpu::Status;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::matrix_market::read_matrix_market;
@@ -63,6 +63,14 @@ impl SpammElement for f16 {
     // final rounding of C to f16 (2^-11 relative) remain.
     const RTOL: f64 = 2e-3;
     const ATOL: f64 = 6e-8;
+}
+
+impl SpammElement for bf16 {
+    // As f16: the inputs are already bf16 and the f32 accumulation is comparatively exact; the final
+    // rounding of C to bf16 (8 significant bits, 2^-9 relative) remains. Its subnormals are spaced
+    // 2^-133 apart.
+    const RTOL: f64 = 8e-3;
+    const ATOL: f64 = 9.183549615799121e-41;
 }
 
 /// A stored column-major matrix used as op(X), in f64 as the library sees it (after rounding to T).
@@ -343,6 +351,11 @@ fn half_precision_matches_the_reference() {
 }
 
 #[test]
+fn bfloat16_matches_the_reference() {
+    property_loop::<bf16>("spamm bf16", 40);
+}
+
+#[test]
 fn tau_zero_equals_full_gemm_and_skipping_reduces_work() {
     let mut rng = Rng::fresh("spamm tau zero");
     let (m, n, k) = (70, 45, 83);
@@ -401,6 +414,92 @@ fn tau_zero_equals_full_gemm_and_skipping_reduces_work() {
     unsafe { spammDestroy(h) };
 }
 
+/// spammGemmEx against `T`'s typed entry point (spammSgemm, spammDgemm or spammHgemm, which
+/// [`common::SpammGemm::gemm`] calls for f32, f64 and f16) on the same decay inputs, at a τ that skips
+/// about half of the block products, with α and β other than 0 and 1, op(A) = Aᵀ and padded leading
+/// dimensions: C bit for bit and the statistics (all but the time) the same.
+fn gemm_ex_equals_the_typed_entry_point<T: SpammElement>(rng: &mut Rng, math_mode: MathMode) {
+    let (m, n, k, bs) = (150, 97, 130, 32);
+    let (lda, ldb, ldc) = (k + 1, k + 2, m + 3);
+    let a: Vec<T> = algebraic_decay(rng, lda, m, 1.0, 1.0);
+    let b: Vec<T> = exponential_decay(rng, ldb, n, 1.0, 0.9);
+    let c0: Vec<T> = rng.vec(ldc * n);
+    let op_a = Operand { values: to_f64(&a), transposed: true, ld: lda };
+    let op_b = Operand { values: to_f64(&b), transposed: false, ld: ldb };
+    let products = norm_products(&op_a, &op_b, m, n, k, bs);
+    let tau = products[products.len() / 2];
+    let (alpha, beta) = (T::Compute::from_f64(-0.75), T::Compute::from_f64(0.5));
+    let h = create();
+    assert_eq!(unsafe { spammSetBlockSize(h, bs as i32) }, OK);
+    assert_eq!(unsafe { spammSetMathMode(h, math_mode as i32) }, OK);
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+    let mut typed = c0.clone();
+    let st = unsafe {
+        T::gemm(
+            h,
+            OP_T,
+            OP_N,
+            mi,
+            ni,
+            ki,
+            &alpha,
+            a.as_ptr(),
+            lda as i32,
+            b.as_ptr(),
+            ldb as i32,
+            &beta,
+            typed.as_mut_ptr(),
+            ldc as i32,
+            tau,
+        )
+    };
+    assert_eq!(st, OK, "{}", last_error());
+    let typed_stats = stats(h);
+    let mut ex = c0.clone();
+    let st = unsafe {
+        spammGemmEx(
+            h,
+            T::VALUE_TYPE as i32,
+            OP_T,
+            OP_N,
+            mi,
+            ni,
+            ki,
+            &alpha as *const T::Compute as *const c_void,
+            a.as_ptr() as *const c_void,
+            lda as i32,
+            b.as_ptr() as *const c_void,
+            ldb as i32,
+            &beta as *const T::Compute as *const c_void,
+            ex.as_mut_ptr() as *mut c_void,
+            ldc as i32,
+            tau,
+        )
+    };
+    assert_eq!(st, OK, "{}", last_error());
+    let ex_stats = stats(h);
+    let what = format!("{:?} {math_mode:?} tau {tau:e}", T::VALUE_TYPE);
+    assert!(
+        0 < typed_stats.performedProducts && typed_stats.performedProducts < typed_stats.totalProducts,
+        "{what}: tau must skip some products and keep some: {typed_stats:?}"
+    );
+    let untimed = |s: spammStats_t| spammStats_t { elapsedSeconds: 0.0, ..s };
+    assert_eq!(untimed(ex_stats), untimed(typed_stats), "{what}: statistics");
+    let bits = |x: &[T]| x.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
+    assert!(bits(&ex) == bits(&typed), "{what}: spammGemmEx's C differs from the typed entry point's");
+    assert!(bits(&ex) != bits(&c0), "{what}: C was not written");
+    assert_eq!(unsafe { spammDestroy(h) }, OK);
+}
+
+#[test]
+fn gemm_ex_equals_spamm_sgemm_dgemm_and_hgemm() {
+    let mut rng = Rng::fresh("spamm gemm ex");
+    gemm_ex_equals_the_typed_entry_point::<f32>(&mut rng, MathMode::Default);
+    gemm_ex_equals_the_typed_entry_point::<f32>(&mut rng, MathMode::Tf32x3);
+    gemm_ex_equals_the_typed_entry_point::<f64>(&mut rng, MathMode::Default);
+    gemm_ex_equals_the_typed_entry_point::<f16>(&mut rng, MathMode::Default);
+}
+
 fn tune(h: spammHandle_t, vt: sparsegpu::ValueType, n: usize, a: *const c_void, target: f64, tol: f64) -> (f64, f64) {
     let (mut tau, mut ratio) = (-1.0, -1.0);
     let st = unsafe {
@@ -453,10 +552,13 @@ fn tuned_tau_reaches_the_target_ratio_and_the_product_reports_it() {
             assert_eq!(stats(h).validRatio, ratio, "target {target}");
         }
     }
-    // f16 and f64 inputs tune through the same search.
+    // f16, bf16 and f64 inputs tune through the same search.
     let a16: Vec<f16> = matrices[1].iter().map(|&x| f16::from_f32(x)).collect();
     let (_, ratio) = tune(h, sparsegpu::ValueType::F16, n, a16.as_ptr() as _, 0.1, 0.005);
     assert!((ratio - 0.1).abs() <= 0.005);
+    let abf16: Vec<bf16> = matrices[1].iter().map(|&x| bf16::from_f32(x)).collect();
+    let (_, ratio) = tune(h, sparsegpu::ValueType::Bf16, n, abf16.as_ptr() as _, 0.05, 0.005);
+    assert!((ratio - 0.05).abs() <= 0.005);
     let a64: Vec<f64> = matrices[1].iter().map(|&x| x as f64).collect();
     let (_, ratio) = tune(h, sparsegpu::ValueType::F64, n, a64.as_ptr() as _, 0.3, 0.005);
     assert!((ratio - 0.3).abs() <= 0.005);
@@ -645,6 +747,7 @@ fn error_bound_tuning_is_exact_and_the_product_reports_it() {
     error_bound_tuning::<f32>(&mut rng, 150);
     error_bound_tuning::<f64>(&mut rng, 130);
     error_bound_tuning::<f16>(&mut rng, 100);
+    error_bound_tuning::<bf16>(&mut rng, 100);
 }
 
 #[test]
@@ -925,6 +1028,68 @@ fn gemm_rejects_every_bad_argument_and_leaves_c_untouched() {
         expect_failure(call(), status, "spammSgemm", fragment);
         assert!(x.c.iter().all(|&v| v == 3.0), "C was written on failure ({fragment})");
     }
+    // spammGemmEx checks as the typed entry points, its value type right after the handle. Some
+    // cases are bf16, which has no other entry point (the f32 arrays hold enough bf16 elements).
+    let (f32t, bf16t) = (sparsegpu::ValueType::F32 as i32, sparsegpu::ValueType::Bf16 as i32);
+    let (av, bv, cv) = (a as *const c_void, b as *const c_void, c as *mut c_void);
+    let onev = &one as *const f32 as *const c_void;
+    let ex_cases: Vec<(Call, Status, &str)> = vec![
+        (
+            Box::new(|| unsafe {
+                spammGemmEx(null_mut(), f32t, OP_N, OP_N, 4, 3, 5, onev, av, 4, bv, 5, onev, cv, 4, 0.1)
+            }),
+            Status::InvalidHandle,
+            "handle",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, 17, OP_N, OP_N, 4, 3, 5, onev, av, 4, bv, 5, onev, cv, 4, 0.1) }),
+            Status::InvalidValue,
+            "valueType",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, bf16t, 7, OP_N, 4, 3, 5, onev, av, 4, bv, 5, onev, cv, 4, 0.1) }),
+            Status::InvalidValue,
+            "transa",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, f32t, OP_N, OP_N, -4, 3, 5, onev, av, 4, bv, 5, onev, cv, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument m = -4",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, bf16t, OP_N, OP_N, 4, 3, 5, null(), av, 4, bv, 5, onev, cv, 4, 0.1) }),
+            Status::InvalidPointer,
+            "alpha",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammGemmEx(h, bf16t, OP_N, OP_N, 4, 3, 5, onev, null(), 4, bv, 5, onev, cv, 4, 0.1)
+            }),
+            Status::InvalidPointer,
+            "argument A is NULL",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, bf16t, OP_N, OP_T, 4, 3, 5, onev, av, 4, bv, 2, onev, cv, 4, 0.1) }),
+            Status::InvalidSize,
+            "argument ldb = 2 is smaller",
+        ),
+        (
+            Box::new(|| unsafe {
+                spammGemmEx(h, f32t, OP_N, OP_N, 4, 3, 5, onev, av, 4, bv, 5, onev, cv, 4, f64::NAN)
+            }),
+            Status::InvalidValue,
+            "tau",
+        ),
+        (
+            Box::new(|| unsafe { spammGemmEx(h, bf16t, OP_N, OP_N, 4, 3, 5, onev, cv, 4, bv, 5, onev, cv, 4, 0.1) }),
+            Status::InvalidPointer,
+            "C overlaps argument A",
+        ),
+    ];
+    for (call, status, fragment) in ex_cases {
+        expect_failure(call(), status, "spammGemmEx", fragment);
+        assert!(x.c.iter().all(|&v| v == 3.0), "C was written on failure ({fragment})");
+    }
     // No product has succeeded yet on this handle.
     let mut s = spammStats_t { tau: 123.0, ..Default::default() };
     expect_failure(unsafe { spammGetStats(h, &mut s) }, Status::InvalidValue, "spammGetStats", "no product has run");
@@ -1121,30 +1286,6 @@ fn tune_tau_rejects_bad_arguments_and_leaves_outputs() {
             "valueType",
         ),
         (
-            Box::new(|| unsafe {
-                spammTuneTau(
-                    h,
-                    sparsegpu::ValueType::Bf16 as i32,
-                    OP_N,
-                    OP_N,
-                    4,
-                    4,
-                    4,
-                    ap,
-                    4,
-                    ap,
-                    4,
-                    0.5,
-                    0.1,
-                    10,
-                    tp,
-                    rp,
-                )
-            }),
-            Status::NotSupported,
-            "bf16",
-        ),
-        (
             Box::new(|| unsafe { spammTuneTau(h, f32t, 2, OP_N, 4, 4, 4, ap, 4, ap, 4, 0.5, 0.1, 10, tp, rp) }),
             Status::InvalidValue,
             "transa",
@@ -1236,7 +1377,6 @@ fn tune_tau_for_error_bound_rejects_bad_arguments_and_leaves_outputs() {
     let nan = f32::NAN;
     let (alpha, alpha_nan) = (&one as *const f32 as *const c_void, &nan as *const f32 as *const c_void);
     let f32t = sparsegpu::ValueType::F32 as i32;
-    let bf16t = sparsegpu::ValueType::Bf16 as i32;
     let (mut tau, mut bound, mut ratio) = (-5.0, -5.0, -5.0);
     let (tp, bp, rp): (*mut f64, *mut f64, *mut f64) = (&mut tau, &mut bound, &mut ratio);
     let call = |h: spammHandle_t,
@@ -1256,7 +1396,6 @@ fn tune_tau_for_error_bound_rejects_bad_arguments_and_leaves_outputs() {
     let cases: Vec<Case> = vec![
         (Box::new(|| call(null_mut(), f32t, 4, alpha, ap, 1.0, 10, outs)), Status::InvalidHandle, "handle"),
         (Box::new(|| call(h, 17, 4, alpha, ap, 1.0, 10, outs)), Status::InvalidValue, "valueType"),
-        (Box::new(|| call(h, bf16t, 4, alpha, ap, 1.0, 10, outs)), Status::NotSupported, "bf16"),
         (Box::new(|| call(h, f32t, -4, alpha, ap, 1.0, 10, outs)), Status::InvalidSize, "argument m = -4"),
         (Box::new(|| call(h, f32t, 0, alpha, ap, 1.0, 10, outs)), Status::InvalidSize, "no block products"),
         (Box::new(|| call(h, f32t, 4, null(), ap, 1.0, 10, outs)), Status::InvalidPointer, "argument alpha is NULL"),
@@ -1625,6 +1764,7 @@ fn tuned_products_equal_tuning_then_the_product() {
     tuned_products_equal_tune_then_gemm::<f32>(&mut rng);
     tuned_products_equal_tune_then_gemm::<f64>(&mut rng);
     tuned_products_equal_tune_then_gemm::<f16>(&mut rng);
+    tuned_products_equal_tune_then_gemm::<bf16>(&mut rng);
 }
 
 /// The tuned products check their arguments (their own and spamm?gemm's) before any work, fail with
@@ -1635,7 +1775,6 @@ fn tuned_products_reject_bad_arguments_and_leave_c_untouched() {
     let a = [1.0f32; 16];
     let (ap, one) = (a.as_ptr() as *const c_void, &1.0f32 as *const f32 as *const c_void);
     let f32t = sparsegpu::ValueType::F32 as i32;
-    let bf16 = sparsegpu::ValueType::Bf16 as i32;
     let mut c = [7.0f32; 16];
     let cp = c.as_mut_ptr() as *mut c_void;
     let mut tau = -5.0;
@@ -1658,7 +1797,6 @@ fn tuned_products_reject_bad_arguments_and_leave_c_untouched() {
     let cases: Vec<(Call, Status, &str, &str)> = vec![
         (ratio(null_mut(), f32t, 4, one, cp, 0.5, 10, tp), Status::InvalidHandle, "spammGemmAtValidRatio", "handle"),
         (ratio(h, 17, 4, one, cp, 0.5, 10, tp), Status::InvalidValue, "spammGemmAtValidRatio", "valueType"),
-        (ratio(h, bf16, 4, one, cp, 0.5, 10, tp), Status::NotSupported, "spammGemmAtValidRatio", "BF16"),
         (ratio(h, f32t, -1, one, cp, 0.5, 10, tp), Status::InvalidSize, "spammGemmAtValidRatio", "m"),
         (ratio(h, f32t, 4, one, cp, 0.5, 0, tp), Status::InvalidValue, "spammGemmAtValidRatio", "maxIterations"),
         (ratio(h, f32t, 4, one, cp, 0.5, 10, null_mut()), Status::InvalidPointer, "spammGemmAtValidRatio", "tau"),
@@ -1676,7 +1814,6 @@ fn tuned_products_reject_bad_arguments_and_leave_c_untouched() {
         (bound(h, f32t, one, f64::NAN, 10), Status::InvalidValue, "spammGemmWithinErrorBound", "errorBound"),
         (bound(h, f32t, one, 1.0, 0), Status::InvalidValue, "spammGemmWithinErrorBound", "maxIterations"),
         (bound(h, f32t, null(), 1.0, 10), Status::InvalidPointer, "spammGemmWithinErrorBound", "alpha"),
-        (bound(h, bf16, one, 1.0, 10), Status::NotSupported, "spammGemmWithinErrorBound", "BF16"),
     ];
     for (call, status, function, fragment) in cases {
         expect_failure(call(), status, function, fragment);

@@ -7,7 +7,7 @@ mod common;
 use common::last_error;
 
 use common::{POISON, Rng, relative_error};
-use half::f16;
+use half::{bf16, f16};
 use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
@@ -77,6 +77,15 @@ impl GpuElement for f16 {
     const RTOL: f64 = 2e-3;
     const GEMM_RTOL: f64 = 1e-2;
     const ATOL: f64 = 5.960464477539063e-8;
+}
+
+impl GpuElement for bf16 {
+    // As f16, with 8 significant bits: both backends accumulate in f32 (in different orders) and
+    // round to bf16 (2^-9 relative) once, so the two results may straddle a rounding boundary and
+    // differ by one bf16 ulp, at most 2^-7 ≈ 7.8e-3 of |C| ≤ Σ|α·a·b| + |β·c|.
+    const RTOL: f64 = 8e-3;
+    const GEMM_RTOL: f64 = 1e-2;
+    const ATOL: f64 = 9.183549615799121e-41;
 }
 
 /// One stored operand: data (column-major, leading dimension `ld`) and its op.
@@ -344,6 +353,7 @@ fn norm_maps_are_bit_identical_to_the_cpu() {
     norm_maps_identical::<f32>(&mut rng);
     norm_maps_identical::<f64>(&mut rng);
     norm_maps_identical::<f16>(&mut rng);
+    norm_maps_identical::<bf16>(&mut rng);
 }
 
 fn shapes_against_cpu<T: GpuElement>(rng: &mut Rng, math_mode: MathMode) {
@@ -381,6 +391,7 @@ fn every_shape_type_and_transpose_matches_the_cpu() {
     shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
     shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
     shapes_against_cpu::<f16>(&mut rng, MathMode::Default);
+    shapes_against_cpu::<bf16>(&mut rng, MathMode::Default);
 }
 
 /// Products split over devices by valid work (rows of C; operands, norms and C rows copied to each
@@ -398,6 +409,7 @@ fn products_split_over_devices_match_the_cpu() {
         shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
         shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
         shapes_against_cpu::<f16>(&mut rng, MathMode::Default);
+        shapes_against_cpu::<bf16>(&mut rng, MathMode::Default);
         // A decay product large enough that the shares differ in rows but not in valid work.
         let n = 300;
         let a = decay_operand::<f32>(&mut rng, n, false);
@@ -529,6 +541,7 @@ fn tuned_products_match_the_cpu() {
     shapes::<f32>(&mut rng);
     shapes::<f64>(&mut rng);
     shapes::<f16>(&mut rng);
+    shapes::<bf16>(&mut rng);
     for_each_split(|split, devices| {
         let h = handle(BackendKind::Cuda, 32);
         for call_index in 0..3 {
@@ -562,41 +575,61 @@ fn block_sizes_from_one_to_the_maximum() {
     }
     let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu block sizes");
-    let math_mode = MathMode::Default;
-    for &bs in &[1, 2, 16, 31, 33, 64, 100, 1024] {
+    /// A 45×70×130 product of `T` in host memory at the median norm product; B's leading dimension
+    /// is padded by `pad_b`.
+    fn check<T: GpuElement>(
+        rng: &mut Rng,
+        bs: usize,
+        (ta, tb, pad_b): (Operation, Operation, usize),
+        (alpha, beta): (f64, f64),
+    ) {
         let (m, n, k) = (45, 70, 130);
-        let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
-        let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
+        let a = Operand::<T>::random(rng, ta, m, k, 0);
+        let b = Operand::<T>::random(rng, tb, k, n, pad_b);
         let tau = median_norm_product(&a, &b, bs);
-        let call = Call { a: &a, b: &b, m, n, k, alpha: 1.5, beta: 0.0, tau: Given(tau), block_size: bs, math_mode };
-        call.check_against_cpu(&format!("f32 bs {bs}"), Memory::Host, &mut rng);
-        let ah = Operand::<f16>::random(&mut rng, Operation::T, m, k, 0);
-        let bh = Operand::<f16>::random(&mut rng, Operation::N, k, n, 0);
-        let tau = median_norm_product(&ah, &bh, bs);
-        let call = Call { a: &ah, b: &bh, m, n, k, alpha: 1.0, beta: 0.25, tau: Given(tau), block_size: bs, math_mode };
-        call.check_against_cpu(&format!("f16 bs {bs}"), Memory::Host, &mut rng);
+        let math_mode = MathMode::Default;
+        let call = Call { a: &a, b: &b, m, n, k, alpha, beta, tau: Given(tau), block_size: bs, math_mode };
+        call.check_against_cpu(&format!("{:?} bs {bs}", T::VALUE_TYPE), Memory::Host, rng);
+    }
+    for &bs in &[1, 2, 16, 31, 33, 64, 100, 1024] {
+        check::<f32>(&mut rng, bs, (Operation::N, Operation::T, 1), (1.5, 0.0));
+        check::<f16>(&mut rng, bs, (Operation::T, Operation::N, 0), (1.0, 0.25));
+        check::<bf16>(&mut rng, bs, (Operation::T, Operation::N, 0), (1.0, 0.25));
     }
 }
 
-/// The f16 tensor-core tile kernel's load paths: leading dimensions that are multiples of 8 with
-/// aligned arrays (16-byte cp.async, zero-filled at the edges), odd leading dimensions and arrays one
-/// element past an allocation (element-wise loads, element-wise C), every transpose, block sizes
-/// 32, 64, 96, partial tiles and k blocks, α / β, at τ = 0 and at a τ that skips about half. (C's
-/// ldc is m + 3: 132 for m = 129 takes the vector C path, the others the element-wise one.)
 #[test]
 fn f16_tile_kernel_load_paths_match_the_cpu() {
     if !common::cuda_available("f16_tile_kernel_load_paths_match_the_cpu") {
         return;
     }
     let _serial = serial();
-    let mut rng = Rng::fresh("spamm_gpu f16 tiles");
+    half_tile_kernel_load_paths::<f16>(&mut Rng::fresh("spamm_gpu f16 tiles"));
+}
+
+#[test]
+fn bf16_tile_kernel_load_paths_match_the_cpu() {
+    if !common::cuda_available("bf16_tile_kernel_load_paths_match_the_cpu") {
+        return;
+    }
+    let _serial = serial();
+    half_tile_kernel_load_paths::<bf16>(&mut Rng::fresh("spamm_gpu bf16 tiles"));
+}
+
+/// The load paths of the 16-bit tensor-core tile kernel (kernels/spamm_half.cuh) on `T` (f16 or
+/// bf16): leading dimensions that are multiples of 8 with aligned arrays (16-byte cp.async,
+/// zero-filled at the edges), odd leading dimensions and arrays one element past an allocation
+/// (element-wise loads, element-wise C), every transpose, block sizes 32, 64, 96, partial tiles and
+/// k blocks, α / β, at τ = 0 and at a τ that skips about half. (C's ldc is m + 3: 132 for m = 129
+/// takes the vector C path, the others the element-wise one.)
+fn half_tile_kernel_load_paths<T: GpuElement>(rng: &mut Rng) {
     // Pads making each leading dimension a multiple of 8, or one more (odd) in every third case.
     let pad = |op: Operation, rows: usize, cols: usize, odd: bool| {
         let stored_rows = if op == Operation::N { rows } else { cols };
         (8 - stored_rows % 8) % 8 + odd as usize
     };
-    tile_kernel_cases::<f16>(
-        &mut rng,
+    tile_kernel_cases::<T>(
+        rng,
         &[(200, 136, 264), (129, 257, 77), (256, 128, 320)],
         (0.75, -0.5),
         |case, (ta, m, k), (tb, n)| (pad(ta, m, k, case % 3 == 2), pad(tb, k, n, case % 3 == 2)),
@@ -777,6 +810,7 @@ fn decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned() {
     decay_products::<f32>(&mut rng, 600, MathMode::Default);
     decay_products::<f64>(&mut rng, 530, MathMode::Default);
     decay_products::<f16>(&mut rng, 600, MathMode::Default);
+    decay_products::<bf16>(&mut rng, 600, MathMode::Default);
 }
 
 // ---- spammSgemm's math modes ------------------------------------------------------------------------
@@ -1055,6 +1089,7 @@ fn tau_search_evaluations_are_bit_identical_to_the_cpu() {
     evaluator_matches_the_cpu::<f64>(&mut rng);
     evaluator_matches_the_cpu::<f32>(&mut rng);
     evaluator_matches_the_cpu::<f16>(&mut rng);
+    evaluator_matches_the_cpu::<bf16>(&mut rng);
 }
 
 /// Both searches through the C API on the CPU and on the GPU (host or device pointers), bit for bit.
@@ -1198,6 +1233,7 @@ fn error_bound_tuning_matches_the_cpu_and_the_product_reports_it() {
     bound_tuning_against_cpu::<f32>(&mut rng, 400);
     bound_tuning_against_cpu::<f64>(&mut rng, 330);
     bound_tuning_against_cpu::<f16>(&mut rng, 300);
+    bound_tuning_against_cpu::<bf16>(&mut rng, 300);
 }
 
 /// Block size 1 and more than 4096 block rows or columns: the norm maps' segments are sorted in
@@ -1495,6 +1531,7 @@ fn timing_at_4096() {
     time_type::<f32>(&mut rng, n);
     time_type::<f64>(&mut rng, n);
     time_type::<f16>(&mut rng, n);
+    time_type::<bf16>(&mut rng, n);
 }
 
 fn time_type<T: GpuElement>(rng: &mut Rng, n: usize) {

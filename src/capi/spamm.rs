@@ -13,7 +13,7 @@ use crate::scalar::Element;
 use crate::spamm::MathMode;
 use crate::spamm::{GemmOperand, RawOperand, SpammHandle, TauRule};
 use crate::types::{Layout, Operation, ValueType};
-use half::f16;
+use half::{bf16, f16};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -377,13 +377,6 @@ fn tune_args(
     Ok((value_type, ops, dims, max_iterations as usize))
 }
 
-/// Both τ searches' answer to a bf16 request.
-fn no_bf16_tuning() -> Error {
-    Error::not_supported(
-        "argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product, so tau is not tuned for it",
-    )
-}
-
 unsafe fn tune_c<T: Element>(
     h: &SpammHandle,
     ops: (Operation, Operation),
@@ -438,8 +431,8 @@ unsafe fn tune_bound_c<T: Element>(
 /// the target. τ = 0 (ratio 1) and τ above every norm product (ratio 0) are known without an
 /// iteration. Stops when |ratio − target| ≤ tolerance, when no τ could come closer, or after
 /// maxIterations iterations, and writes the τ whose ratio was closest and that ratio (what spamm?gemm
-/// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _F32 or _F64 (bf16 has no spamm gemm, so it
-/// is SGPU_STATUS_NOT_SUPPORTED). m, n and k must be positive.
+/// at that τ reports). valueType: SGPU_VALUE_TYPE_F16, _BF16, _F32 or _F64, the type of A and B. m,
+/// n and k must be positive.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammTuneTau(
     handle: spammHandle_t,
@@ -469,7 +462,7 @@ pub unsafe extern "C" fn spammTuneTau(
             ValueType::F16 => unsafe { tune_c::<f16>(h, ops, dims, A, lda, B, ldb, search) },
             ValueType::F32 => unsafe { tune_c::<f32>(h, ops, dims, A, lda, B, ldb, search) },
             ValueType::F64 => unsafe { tune_c::<f64>(h, ops, dims, A, lda, B, ldb, search) },
-            ValueType::Bf16 => Err(no_bf16_tuning()),
+            ValueType::Bf16 => unsafe { tune_c::<bf16>(h, ops, dims, A, lda, B, ldb, search) },
         }?;
         *tau_out = found_tau;
         *ratio_out = found_ratio;
@@ -481,7 +474,7 @@ pub unsafe extern "C" fn spammTuneTau(
 /// C = alpha·op(A)·op(B) + beta·C (spammStats_t.errorBound: |alpha|·sqrt(Σ over C blocks (i,j) of
 /// (Σ over skipped k of ‖A_ik‖_F·‖B_kj‖_F)²), an upper bound of ‖C_exact − C‖_F up to rounding) is
 /// at most errorBound, an absolute bound on the Frobenius norm of the error (for a relative one, scale
-/// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _F32) or a
+/// it by a norm of C the caller knows). alpha points to a float (SGPU_VALUE_TYPE_F16, _BF16, _F32) or a
 /// double (_F64), the value the product will use. The bound is a non-decreasing step function of τ,
 /// so the answer is the largest τ of its step: a block norm product, or +INFINITY when skipping
 /// every product stays within errorBound (alpha = 0, for one). Each iteration evaluates the bound at
@@ -529,7 +522,7 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
             ValueType::F16 => unsafe { tune_bound_c::<f16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
             ValueType::F32 => unsafe { tune_bound_c::<f32>(h, ops, dims, alpha, A, lda, B, ldb, search) },
             ValueType::F64 => unsafe { tune_bound_c::<f64>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-            ValueType::Bf16 => Err(no_bf16_tuning()),
+            ValueType::Bf16 => unsafe { tune_bound_c::<bf16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
         }?;
         *tau_out = found_tau;
         *bound_out = found_bound;
@@ -538,27 +531,21 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
     })
 }
 
-/// A, B and C of a tuned product as the C API passes them (the value type says what they hold), each
-/// with its leading dimension.
+/// A, B and C as the C API passes them to spammGemmEx and the tuned products (the value type says
+/// what they hold), each with its leading dimension.
 type UntypedOperands = ((*const c_void, c_int), (*const c_void, c_int), (*mut c_void, c_int));
 
-/// The shared body of the tuned products: the search's arguments checked first as the τ searches
-/// check them (value type, transposes, dimensions, maxIterations), then *tau, then the product's as
-/// spamm?gemm checks them; `rule` makes the τ rule from maxIterations. The element type comes from
-/// valueType, α / β are that type's scalars (float for SGPU_VALUE_TYPE_F16 and _F32, double for _F64).
-#[allow(clippy::too_many_arguments)]
-unsafe fn tuned_gemm_c(
-    function: &str,
-    handle: spammHandle_t,
-    value_type: sgpuValueType_t,
-    ops: (sgpuOperation_t, sgpuOperation_t),
-    dims: (c_int, c_int, c_int),
+/// [`run_gemm`] on the element type `value_type` names; α / β are that type's scalars (float for
+/// SGPU_VALUE_TYPE_F16, _BF16 and _F32, double for _F64). Returns the τ used.
+unsafe fn run_untyped_gemm(
+    h: &mut SpammHandle,
+    value_type: ValueType,
+    ops: (Operation, Operation),
+    dims: (usize, usize, usize),
     scalars: (*const c_void, *const c_void),
-    (a, b, c): UntypedOperands,
-    max_iterations: c_int,
-    rule: impl FnOnce(usize) -> TauRule,
-    tau: *mut f64,
-) -> sgpuStatus_t {
+    operands: UntypedOperands,
+    rule: TauRule,
+) -> Result<f64> {
     unsafe fn typed<T: Element>(
         h: &mut SpammHandle,
         ops: (Operation, Operation),
@@ -570,26 +557,79 @@ unsafe fn tuned_gemm_c(
         let scalars = (alpha as *const T::Compute, beta as *const T::Compute);
         unsafe { run_gemm(h, ops, dims, scalars, (a as *const T, lda), (b as *const T, ldb), (c as *mut T, ldc), tau) }
     }
+    match value_type {
+        ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, operands, rule) },
+        ValueType::Bf16 => unsafe { typed::<bf16>(h, ops, dims, scalars, operands, rule) },
+        ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, operands, rule) },
+        ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, operands, rule) },
+    }
+}
+
+/// SpAMM of any value type, as cublasGemmEx is GEMM's: C = alpha·op(A)·op(B) + beta·C with A, B and
+/// C of valueType, exactly as the typed entry point: SGPU_VALUE_TYPE_F32 as spammSgemm (with the
+/// handle's math mode), _F64 as spammDgemm, _F16 as spammHgemm, and _BF16 for bfloat16 data
+/// (uint16_t bit patterns, __nv_bfloat16's layout), which like f16 multiplies on tensor cores with
+/// FP32 accumulation (cublasGemmEx with CUDA_R_16BF and CUBLAS_COMPUTE_32F) and takes block norms
+/// in FP64. alpha and beta point to a float for _F16, _BF16 and _F32, a double for _F64. Other
+/// arguments, the statistics and the failure statuses as spammSgemm; an unknown valueType is
+/// SGPU_STATUS_INVALID_VALUE.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn spammGemmEx(
+    handle: spammHandle_t,
+    valueType: sgpuValueType_t,
+    transa: sgpuOperation_t,
+    transb: sgpuOperation_t,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    A: *const c_void,
+    lda: c_int,
+    B: *const c_void,
+    ldb: c_int,
+    beta: *const c_void,
+    C: *mut c_void,
+    ldc: c_int,
+    tau: f64,
+) -> sgpuStatus_t {
+    boundary("spammGemmEx", || {
+        let h = unsafe { REGISTRY.get(handle, "handle") }?;
+        let value_type: ValueType = enum_arg(valueType, "valueType")?;
+        let ops = (enum_arg(transa, "transa")?, enum_arg(transb, "transb")?);
+        let dims = (size_arg(m as i64, "m")?, size_arg(n as i64, "n")?, size_arg(k as i64, "k")?);
+        let operands = ((A, lda), (B, ldb), (C, ldc));
+        unsafe { run_untyped_gemm(h, value_type, ops, dims, (alpha, beta), operands, TauRule::Given(tau)) }.map(|_| ())
+    })
+}
+
+/// The shared body of the tuned products: the search's arguments checked first as the τ searches
+/// check them (value type, transposes, dimensions, maxIterations), then *tau, then the product's as
+/// spamm?gemm checks them; `rule` makes the τ rule from maxIterations.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tuned_gemm_c(
+    function: &str,
+    handle: spammHandle_t,
+    value_type: sgpuValueType_t,
+    ops: (sgpuOperation_t, sgpuOperation_t),
+    dims: (c_int, c_int, c_int),
+    scalars: (*const c_void, *const c_void),
+    operands: UntypedOperands,
+    max_iterations: c_int,
+    rule: impl FnOnce(usize) -> TauRule,
+    tau: *mut f64,
+) -> sgpuStatus_t {
     boundary(function, || {
         let h = unsafe { REGISTRY.get(handle, "handle") }?;
         let (value_type, ops, dims, max_iterations) = tune_args(value_type, ops, dims, max_iterations)?;
         let tau_out = unsafe { out_arg(tau, "tau") }?;
-        let (rule, operands) = (rule(max_iterations), (a, b, c));
-        *tau_out = match value_type {
-            ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, operands, rule) },
-            ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, operands, rule) },
-            ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, operands, rule) },
-            ValueType::Bf16 => {
-                Err(Error::not_supported("argument valueType = SGPU_VALUE_TYPE_BF16: SpAMM has no bf16 product"))
-            }
-        }?;
+        *tau_out = unsafe { run_untyped_gemm(h, value_type, ops, dims, scalars, operands, rule(max_iterations)) }?;
         Ok(())
     })
 }
 
-/// C = alpha·op(A)·op(B) + beta·C as spamm?gemm (valueType SGPU_VALUE_TYPE_F16, _F32 or _F64 picks
-/// spammHgemm, spammSgemm or spammDgemm; A, B, C of that type; alpha and beta point to a float for
-/// _F16 and _F32, a double for _F64) at the τ spammTuneTau would return for targetValidRatio,
+/// C = alpha·op(A)·op(B) + beta·C as spammGemmEx (valueType SGPU_VALUE_TYPE_F16, _BF16, _F32 or
+/// _F64; A, B, C of that type; alpha and beta point to a float for _F16, _BF16 and _F32, a double for
+/// _F64) at the τ spammTuneTau would return for targetValidRatio,
 /// tolerance and maxIterations, and writes that τ to *tau. The search runs on the product's own block
 /// norm maps, so the inputs are read for norms once, not once for spammTuneTau and again for the
 /// product; the host waits for each search iteration. spammGetStats reports the product, its valid

@@ -64,8 +64,8 @@ pub fn cuda_available(test: &str) -> bool {
     }
 }
 
-/// The element types with a spamm gemm, and the C entry point for each (f16 data travels as its bit
-/// patterns).
+/// The element types with a spamm gemm, and the C entry point for each: spamm?gemm, or spammGemmEx
+/// for bf16, which has no typed entry point (f16 and bf16 data travel as their bit patterns).
 pub trait SpammGemm: sparsegpu::scalar::Element {
     #[allow(clippy::too_many_arguments)]
     unsafe fn gemm(
@@ -163,8 +163,10 @@ pub trait SpammGemm: sparsegpu::scalar::Element {
     }
 }
 
+/// `impl SpammGemm for $t` through the C entry point `$function`; a value type after it is passed
+/// first, as spammGemmEx takes it (α, β and the arrays then travel as `void` pointers).
 macro_rules! spamm_gemm {
-    ($t:ty, $function:ident) => {
+    ($t:ty, $function:ident $(, $value_type:expr)?) => {
         impl SpammGemm for $t {
             unsafe fn gemm(
                 h: sparsegpu::capi::spamm::spammHandle_t,
@@ -185,7 +187,22 @@ macro_rules! spamm_gemm {
             ) -> i32 {
                 unsafe {
                     sparsegpu::capi::spamm::$function(
-                        h, ta, tb, m, n, k, alpha, a as _, lda, b as _, ldb, beta, c as _, ldc, tau,
+                        h,
+                        $($value_type as i32,)?
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        k,
+                        alpha as _,
+                        a as _,
+                        lda,
+                        b as _,
+                        ldb,
+                        beta as _,
+                        c as _,
+                        ldc,
+                        tau,
                     )
                 }
             }
@@ -196,3 +213,4 @@ macro_rules! spamm_gemm {
 spamm_gemm!(f32, spammSgemm);
 spamm_gemm!(f64, spammDgemm);
 spamm_gemm!(half::f16, spammHgemm);
+spamm_gemm!(half::bf16, spammGemmEx, sparsegpu::ValueType::Bf16);

@@ -2,7 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
 //! candidate evaluations.
 
-use super::kernels::{KernelSource, SPAMM, SPAMM_F16, SPAMM_F32, SPAMM_F64, UTIL};
+use super::kernels::{KernelSource, SPAMM, SPAMM_BF16, SPAMM_F16, SPAMM_F32, SPAMM_F64, UTIL};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
@@ -65,7 +65,7 @@ fn type_suffix<T: Element>() -> &'static str {
         ValueType::F32 => "f32",
         ValueType::F64 => "f64",
         ValueType::F16 => "f16",
-        ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
+        ValueType::Bf16 => "bf16",
     }
 }
 
@@ -1190,7 +1190,7 @@ unsafe fn multiply<T: Element>(
     // Other block sizes: one 32 × 32 tile of one C block per thread block, deciding its own k from
     // whole norm maps (never a panel: multi-device products use the tile kernels).
     debug_assert_eq!(an_ld, mb);
-    let threads = if T::VALUE_TYPE == ValueType::F16 { 128 } else { 256 };
+    let threads = if matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16) { 128 } else { 256 };
     let tiles_per_block = bs.div_ceil(32);
     let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
     let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
@@ -1247,12 +1247,12 @@ impl TileKernel {
                 group_cols: -4,
             },
             // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
-            // (SPAMM_H_SHARED_BYTES in kernels/spamm_f16.cu). Launched in the natural order: its
+            // (SPAMM_H_SHARED_BYTES in kernels/spamm_half.cuh). Launched in the natural order: its
             // tiles are short and bound by L2, where tiles running side by side should share rows of
             // A and columns of B (docs/methods.md, load balance).
-            ValueType::F16 => TileKernel {
-                module: &SPAMM_F16,
-                name: "spamm_tiles_f16",
+            ValueType::F16 | ValueType::Bf16 => TileKernel {
+                module: if T::VALUE_TYPE == ValueType::F16 { &SPAMM_F16 } else { &SPAMM_BF16 },
+                name: if T::VALUE_TYPE == ValueType::F16 { "spamm_tiles_f16" } else { "spamm_tiles_bf16" },
                 tile_m: 128,
                 tile_n: 128,
                 threads: 128,
@@ -1260,7 +1260,6 @@ impl TileKernel {
                 fewest_shared_bytes: 67584,
                 group_cols: 1,
             },
-            ValueType::Bf16 => unreachable!("SpAMM has no bf16 product"),
         }
     }
 
