@@ -1517,8 +1517,9 @@ fn an_allocation_failure_leaves_c_untouched() {
     assert_eq!(unsafe { spammDestroy(h) }, OK);
 }
 
-/// Rough timings at N = 4096 (device arrays, wall clock of the call after a warm-up, which includes
-/// the get-norm kernels, the statistics and their copy back). Run with `--ignored --nocapture`.
+/// Rough timings at N = 4096 (device arrays, wall clock of 5 calls after a warm-up, up to the end of
+/// their work on the device: the get-norm kernels, the lists, the products and the statistics). Run
+/// with `--ignored --nocapture`.
 #[test]
 #[ignore]
 fn timing_at_4096() {
@@ -1589,11 +1590,14 @@ fn time_type<T: GpuElement>(rng: &mut Rng, n: usize) {
             assert_eq!(status, OK, "{}", last_error());
         };
         call();
+        gpu.synchronize(Stream::DEFAULT).unwrap();
         let repeats = 5;
         let started = std::time::Instant::now();
         for _ in 0..repeats {
             call();
         }
+        // The products run on the device after the calls return: wait for them.
+        gpu.synchronize(Stream::DEFAULT).unwrap();
         let seconds = started.elapsed().as_secs_f64() / repeats as f64;
         let s = stats(h);
         let flops = 2.0 * (n as f64).powi(3) * s.validRatio;
