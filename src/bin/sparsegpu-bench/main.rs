@@ -50,7 +50,7 @@ bandwidth, vendor GEMM rate), and the relative error of our result against the v
   --block-size B   SpAMM LoNum (default 32)
   --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
   --no-exact       SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
-  --types T,...    SpAMM value types: f32, f16, f64 (default all three)
+  --types T,...    SpAMM value types: f32, f16, bf16, f64 (default all four)
   --decay D        SpAMM inputs: algebraic, exponential or both (default both)
   --square         SpAMM C = A·A (one matrix for both inputs, as the paper's a_ij = b_ij and
                    purification's X·X; norms are computed once) instead of two independent draws
@@ -154,8 +154,9 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
                     .map(|t| match t {
                         "f32" => Ok(ValueType::F32),
                         "f16" => Ok(ValueType::F16),
+                        "bf16" => Ok(ValueType::Bf16),
                         "f64" => Ok(ValueType::F64),
-                        _ => Err(format!("--types takes f32, f16 and f64 separated by commas, not '{v}'")),
+                        _ => Err(format!("--types takes f32, f16, bf16 and f64 separated by commas, not '{v}'")),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 o.types = Some(types);
@@ -383,7 +384,7 @@ fn measure_peaks(b: &mut Bench) -> Outcome<()> {
     let n = 8192usize;
     let mut rng = sparsegpu::testgen::Rng::new(b.seed ^ 0x9e37);
     let host: Vec<f64> = rng.vec(n * n);
-    for ty in [ValueType::F32, ValueType::F64, ValueType::F16] {
+    for ty in [ValueType::F32, ValueType::F64, ValueType::F16, ValueType::Bf16] {
         let gpu = &b.gpu;
         let a = upload_as(gpu, ty, &host, "GEMM A")?;
         let c = gpu.zeros(n * n * type_size(ty), "GEMM C")?;

@@ -1,5 +1,6 @@
-//! SpAMM against cuBLAS GEMM: spammSgemm / spammDgemm vs cublasSgemm / cublasDgemm, spammHgemm vs
-//! cublasGemmEx (FP16 data, CUBLAS_COMPUTE_32F, FP32 α / β: the same semantics). At τ = 0 the two
+//! SpAMM against cuBLAS GEMM: spammSgemm / spammDgemm vs cublasSgemm / cublasDgemm, spammHgemm and
+//! spammGemmEx on bf16 vs cublasGemmEx (FP16 / BF16 data, CUBLAS_COMPUTE_32F, FP32 α / β: the same
+//! semantics). At τ = 0 the two
 //! must agree to rounding; at the τ spammTuneTau finds for each target valid ratio, the actual error
 //! against the vendor result must stay within the bound the library reports. spammSgemm is measured
 //! in both math modes: exact FP32 (the default) and, on a row of its own, "spammSgemm 3xTF32" at the
@@ -85,7 +86,7 @@ impl Handle {
                     ),
                     "spammDgemm",
                 ),
-                _ => check(
+                ValueType::F16 => check(
                     spammHgemm(
                         h,
                         0,
@@ -104,6 +105,27 @@ impl Handle {
                         tau,
                     ),
                     "spammHgemm",
+                ),
+                ValueType::Bf16 => check(
+                    spammGemmEx(
+                        h,
+                        ty as i32,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        scalar_arg(ty, &one, &done),
+                        a.ptr() as _,
+                        ni,
+                        bm.ptr() as _,
+                        ni,
+                        scalar_arg(ty, &zero, &dzero),
+                        c.ptr() as _,
+                        ni,
+                        tau,
+                    ),
+                    "spammGemmEx",
                 ),
             }
         }
@@ -164,10 +186,7 @@ impl Handle {
     ) -> Outcome<f64> {
         let ni = n as i32;
         let (one32, zero32, one64, zero64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
-        let scalar = |x32: &f32, x64: &f64| match ty {
-            ValueType::F64 => x64 as *const f64 as *const std::ffi::c_void,
-            _ => x32 as *const f32 as *const std::ffi::c_void,
-        };
+        let scalar = |x32, x64| scalar_arg(ty, x32, x64);
         let mut tau = 0.0;
         check(
             unsafe {
@@ -221,11 +240,20 @@ impl Drop for Handle {
     }
 }
 
+/// α or β as the untyped entry points take it: a double for f64, a float for the other types.
+fn scalar_arg<'a>(ty: ValueType, x32: &'a f32, x64: &'a f64) -> *const std::ffi::c_void {
+    match ty {
+        ValueType::F64 => x64 as *const f64 as *const std::ffi::c_void,
+        _ => x32 as *const f32 as *const std::ffi::c_void,
+    }
+}
+
 fn op_name(ty: ValueType) -> &'static str {
     match ty {
         ValueType::F32 => "spammSgemm",
         ValueType::F64 => "spammDgemm",
-        _ => "spammHgemm",
+        ValueType::F16 => "spammHgemm",
+        ValueType::Bf16 => "spammGemmEx bf16",
     }
 }
 
@@ -237,7 +265,8 @@ pub fn run(b: &mut Bench) {
     let default_targets: &[f64] = if b.opts.quick { &[0.2, 0.05] } else { &[0.3, 0.2, 0.1, 0.05] };
     let targets = b.opts.ratios.clone().unwrap_or_else(|| default_targets.to_vec());
     let block_size = b.opts.block_size.unwrap_or(32);
-    let types = b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F32, ValueType::F16, ValueType::F64]);
+    let types =
+        b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F32, ValueType::F16, ValueType::Bf16, ValueType::F64]);
     table_header(&format!(
         "SpAMM: C = A·B, N = {n}, column-major, LoNum {block_size}; vendor cuBLAS; dens/vr = valid ratio; GFLOP/s dense-equivalent (2N³/t), %peak of the vendor GEMM rate"
     ));

@@ -89,13 +89,14 @@ impl Cublas {
         match ty {
             ValueType::F32 => "cublasSgemm",
             ValueType::F64 => "cublasDgemm",
-            _ => "cublasGemmEx(16F, COMPUTE_32F)",
+            ValueType::F16 => "cublasGemmEx(16F, COMPUTE_32F)",
+            ValueType::Bf16 => "cublasGemmEx(16BF, COMPUTE_32F)",
         }
     }
 
     /// C = α·A·B + β·C, column-major, no transposes. f32 → cublasSgemm, f64 → cublasDgemm, f16 /
     /// bf16 → cublasGemmEx with 16-bit A, B, C and CUBLAS_COMPUTE_32F (FP32 α, β and accumulation:
-    /// the semantics of spammHgemm; cublasHgemm would accumulate in FP16).
+    /// the semantics of spammHgemm and of spammGemmEx on bf16; cublasHgemm would accumulate in FP16).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &self,
