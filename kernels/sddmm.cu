@@ -15,31 +15,12 @@
 #define SD_THREADS 256  // block size of the tiled and schedule kernels
 #define SD_EPT 4        // nonzeros a thread of the tiled kernel accumulates at once (registers)
 
+// The element types by index, converted by the prelude's sgpu_elem / sgpu_half_elem.
 template <int TY> struct sd_type;
-template <> struct sd_type<0> {
-    typedef float elem;
-    typedef float comp;
-    static __device__ __forceinline__ comp load(elem x) { return x; }
-    static __device__ __forceinline__ elem store(comp x) { return x; }
-};
-template <> struct sd_type<1> {
-    typedef double elem;
-    typedef double comp;
-    static __device__ __forceinline__ comp load(elem x) { return x; }
-    static __device__ __forceinline__ elem store(comp x) { return x; }
-};
-template <> struct sd_type<2> {
-    typedef sgpu_f16 elem;
-    typedef float comp;
-    static __device__ __forceinline__ comp load(elem x) { return sgpu_f16_to_f32(x); }
-    static __device__ __forceinline__ elem store(comp x) { return sgpu_f32_to_f16(x); }
-};
-template <> struct sd_type<3> {
-    typedef sgpu_bf16 elem;
-    typedef float comp;
-    static __device__ __forceinline__ comp load(elem x) { return sgpu_bf16_to_f32(x); }
-    static __device__ __forceinline__ elem store(comp x) { return sgpu_f32_to_bf16(x); }
-};
+template <> struct sd_type<0> : sgpu_elem<float> { typedef float elem; typedef float comp; };
+template <> struct sd_type<1> : sgpu_elem<double> { typedef double elem; typedef double comp; };
+template <> struct sd_type<2> : sgpu_half_elem<false> { typedef sgpu_f16 elem; typedef float comp; };
+template <> struct sd_type<3> : sgpu_half_elem<true> { typedef sgpu_bf16 elem; typedef float comp; };
 
 struct __attribute__((aligned(16))) sd_bits16 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(8))) sd_bits8 { unsigned int x, y; };

@@ -1246,20 +1246,8 @@ impl TileKernel {
                 // it the kernel most bound by L2; docs/methods.md, load balance).
                 group_cols: -4,
             },
-            // 4 warps of 64 × 64; a 4-stage cp.async ring (64 KiB), reused by the epilogue's f32 C tile
-            // (SPAMM_H_SHARED_BYTES in kernels/spamm_half.cuh). Launched in the natural order: its
-            // tiles are short and bound by L2, where tiles running side by side should share rows of
-            // A and columns of B (docs/methods.md, load balance).
-            ValueType::F16 | ValueType::Bf16 => TileKernel {
-                module: if T::VALUE_TYPE == ValueType::F16 { &SPAMM_F16 } else { &SPAMM_BF16 },
-                name: if T::VALUE_TYPE == ValueType::F16 { "spamm_tiles_f16" } else { "spamm_tiles_bf16" },
-                tile_m: 128,
-                tile_n: 128,
-                threads: 128,
-                shared_bytes: 67584,
-                fewest_shared_bytes: 67584,
-                group_cols: 1,
-            },
+            ValueType::F16 => half_tile_kernel(&SPAMM_F16, "spamm_tiles_f16"),
+            ValueType::Bf16 => half_tile_kernel(&SPAMM_BF16, "spamm_tiles_bf16"),
         }
     }
 
@@ -1284,6 +1272,23 @@ impl TileKernel {
         } else {
             self.fewest_shared_bytes
         }
+    }
+}
+
+/// The 16-bit tile kernel of `kernels/spamm_half.cuh` for one format: 4 warps of 64 × 64; a 4-stage
+/// cp.async ring (64 KiB), reused by the epilogue's f32 C tile (SPAMM_H_SHARED_BYTES there). Launched
+/// in the natural order: its tiles are short and bound by L2, where tiles running side by side should
+/// share rows of A and columns of B (docs/methods.md, load balance).
+fn half_tile_kernel(module: &'static KernelSource, name: &'static str) -> TileKernel {
+    TileKernel {
+        module,
+        name,
+        tile_m: 128,
+        tile_n: 128,
+        threads: 128,
+        shared_bytes: 67584,
+        fewest_shared_bytes: 67584,
+        group_cols: 1,
     }
 }
 
