@@ -276,7 +276,7 @@ typedef int sgpuOperation_t;
 typedef struct {
   // performedProducts / totalProducts (1 when there are no block products).
   double validRatio;
-  // Block products A_ik·B_kj performed (norm product ≥ τ).
+  // Block products A_ik·B_kj performed (norm product not below τ).
   int64_t performedProducts;
   // All block products: ceil(m/b)·ceil(n/b)·ceil(k/b) for block size b.
   int64_t totalProducts;
@@ -653,9 +653,10 @@ sgpuStatus_t spammSetMathMode(spammHandle_t handle, spammMathMode_t mode);
 sgpuStatus_t spammGetMathMode(spammHandle_t handle, spammMathMode_t *mode);
 
 // SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
-// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is performed only when
-// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
-// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
+// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is skipped when
+// ‖op(A)_ik‖_F·‖op(B)_kj‖_F < tau. tau = 0 performs every product and equals sgemm; a block holding
+// NaN or ±∞ is never skipped, so they reach C as through sgemm at every tau; tau < 0 or NaN is
+// SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 // lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
 // not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
 // math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.

@@ -1,7 +1,8 @@
 // SpAMM after cuSpAMM (Liu et al.): the get-norm kernel, the multiplication kernel of Algorithm 2
 // (SIMT, f32 / f64) and Algorithm 3 (tensor cores, f16 or bf16 in / f32 accumulation), and the counting
 // kernels behind the statistics and the tau search. The CPU backend (src/spamm) is the specification:
-// norms are summed in exactly its order and every skip decision is its f64 rule `nA * nB >= tau`.
+// norms are summed in exactly its order and every skip decision is its f64 rule: skipped iff `nA * nB < tau`
+// (a NaN product, from a block holding NaN or Inf, is never skipped).
 //
 // Matrices are BLAS column-major; op(X) = X or X^T is applied by the tile loads. Block norm maps are
 // column-major over blocks of op(X): norm(i, k) at [i + k * block_rows].
@@ -15,29 +16,75 @@
 
 #define SPAMM_NORM_THREADS 256
 
+// Blue's scaled sums of squares, as src/spamm/scaled_norm.rs (SquareSums) keeps them: the same
+// powers of two (2^-511, 2^486, 2^537, 2^-538) and the same correctly rounded operations in the same
+// order, so that both backends compute the same norms to the bit. Only f64 data can hold values whose
+// squares underflow or overflow; for every other type the middle sum is the only one.
+#define SPAMM_SQUARES_SMALL 1.4916681462400413e-154
+#define SPAMM_SQUARES_BIG 1.997919072202235e+146
+#define SPAMM_SCALE_SMALL 4.4989137945431964e+161
+#define SPAMM_SCALE_BIG 1.1113793747425387e-162
+
+struct SpammSquareSums {
+    double small, middle, big;
+};
+
+__device__ __forceinline__ void spamm_add_square(SpammSquareSums& s, double x) {
+    const double magnitude = fabs(x);
+    if (magnitude > SPAMM_SQUARES_BIG) {
+        const double y = __dmul_rn(x, SPAMM_SCALE_BIG);
+        s.big = __fma_rn(y, y, s.big);
+    } else if (magnitude < SPAMM_SQUARES_SMALL) {
+        const double y = __dmul_rn(x, SPAMM_SCALE_SMALL);
+        s.small = __fma_rn(y, y, s.small);
+    } else {
+        s.middle = __fma_rn(x, x, s.middle);
+    }
+}
+
+__device__ double spamm_square_sums_norm(double small, double middle, double big) {
+    const bool has_middle = middle > 0.0 || isnan(middle);
+    if (big > 0.0) {
+        if (has_middle) big = __dadd_rn(big, __dmul_rn(__dmul_rn(middle, SPAMM_SCALE_BIG), SPAMM_SCALE_BIG));
+        return __ddiv_rn(__dsqrt_rn(big), SPAMM_SCALE_BIG);
+    }
+    if (small > 0.0) {
+        if (!has_middle) return __ddiv_rn(__dsqrt_rn(small), SPAMM_SCALE_SMALL);
+        const double root_middle = __dsqrt_rn(middle), root_small = __ddiv_rn(__dsqrt_rn(small), SPAMM_SCALE_SMALL);
+        const bool small_larger = root_small > root_middle;
+        const double low = small_larger ? root_middle : root_small, high = small_larger ? root_small : root_middle;
+        const double ratio = __ddiv_rn(low, high);
+        return __dsqrt_rn(__dmul_rn(__dmul_rn(high, high), __dadd_rn(1.0, __dmul_rn(ratio, ratio))));
+    }
+    return __dsqrt_rn(middle);
+}
+
 // Block norms in one pass over x, in the CPU's order (src/spamm, NormMap::of_col_major): each row's
 // sum of squares over the block's columns in column order (fma in f64 from 0), the block's row sums
-// added in row order from 0, then sqrt (all correctly rounded). Thread block (g, cb) covers stored
-// column block cb and the row blocks g * R .. g * R + R - 1, R = max(1, 256 / bs): whole blocks, so
-// the row sums stay in shared memory (R * bs of them, at most max(256, bs)). A thread sums rows t,
-// t + 256, ... (consecutive threads read consecutive rows: coalesced), 8 loads in flight before
-// their fma; then one thread per row block adds its rows. The norm of stored block (rb, cb) goes to
-// map0 at op position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null
-// (two ops of one matrix, read once). Maps are column-major over their op's blocks. E converts T to its
+// added in row order from 0, then sqrt (all correctly rounded); for f64 data (SCALED) each sum is the
+// three scaled parts above. Thread block (g, cb) covers stored column block cb and the row blocks
+// g * R .. g * R + R - 1, R = max(1, 256 / bs): whole blocks, so the row sums stay in shared memory
+// (R * bs of them, at most max(256, bs), times 3 when SCALED). A thread sums rows t, t + 256, ...
+// (consecutive threads read consecutive rows: coalesced), 8 loads in flight before their fma; then
+// one thread per row block adds its rows. The norm of stored block (rb, cb) goes to map0 at op
+// position (rb, cb), or (cb, rb) when transpose0, and likewise to map1 when it is not null (two ops
+// of one matrix, read once). Maps are column-major over their op's blocks. E converts T to its
 // compute type (bf16: sgpu_half_elem<true>).
-template <typename T, typename E = sgpu_elem<T>>
+template <typename T, typename E = sgpu_elem<T>, bool SCALED = false>
 __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
                             double* map1, int transpose1) {
     extern __shared__ double row_sums[];
     const int per_group = bs < SPAMM_NORM_THREADS ? SPAMM_NORM_THREADS / bs : 1;
     const int group_rows = per_group * bs;
+    double* row_small = row_sums + group_rows;
+    double* row_big = row_sums + 2 * group_rows;
     const sgpu_i64 block_rows = (rows + bs - 1) / bs, block_cols = (cols + bs - 1) / bs;
     const sgpu_i64 r_base = (sgpu_i64)blockIdx.x * group_rows;
     for (sgpu_i64 cb = blockIdx.y; cb < block_cols; cb += gridDim.y) {
         const sgpu_i64 c0 = cb * bs, c1 = c0 + bs < cols ? c0 + bs : cols;
         for (int t = threadIdx.x; t < group_rows; t += blockDim.x) {
             const sgpu_i64 r = r_base + t;
-            double s = 0.0;
+            SpammSquareSums s = {0.0, 0.0, 0.0};
             if (r < rows) {
                 const T* p = x + r + c0 * ld;
                 sgpu_i64 c = c0;
@@ -46,14 +93,22 @@ __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs,
 #pragma unroll
                     for (int u = 0; u < 8; ++u) v[u] = (double)E::load(p[u * ld]);
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) s = __fma_rn(v[u], v[u], s);
+                    for (int u = 0; u < 8; ++u) {
+                        if (SCALED) spamm_add_square(s, v[u]);
+                        else s.middle = __fma_rn(v[u], v[u], s.middle);
+                    }
                 }
                 for (; c < c1; ++c, p += ld) {
                     double v = (double)E::load(*p);
-                    s = __fma_rn(v, v, s);
+                    if (SCALED) spamm_add_square(s, v);
+                    else s.middle = __fma_rn(v, v, s.middle);
                 }
             }
-            row_sums[t] = s;
+            row_sums[t] = s.middle;
+            if (SCALED) {
+                row_small[t] = s.small;
+                row_big[t] = s.big;
+            }
         }
         __syncthreads();
         if (threadIdx.x < per_group) {
@@ -61,9 +116,15 @@ __device__ void norm_blocks(int rows, int cols, const T* x, sgpu_i64 ld, int bs,
             if (rb < block_rows) {
                 const int first = threadIdx.x * bs;
                 const int count = rows - rb * bs < bs ? (int)(rows - rb * bs) : bs;
-                double acc = 0.0;
-                for (int i = 0; i < count; ++i) acc = __dadd_rn(acc, row_sums[first + i]);
-                const double norm = __dsqrt_rn(acc);
+                double acc = 0.0, small = 0.0, big = 0.0;
+                for (int i = 0; i < count; ++i) {
+                    acc = __dadd_rn(acc, row_sums[first + i]);
+                    if (SCALED) {
+                        small = __dadd_rn(small, row_small[first + i]);
+                        big = __dadd_rn(big, row_big[first + i]);
+                    }
+                }
+                const double norm = SCALED ? spamm_square_sums_norm(small, acc, big) : __dsqrt_rn(acc);
                 map0[transpose0 ? cb + rb * block_cols : rb + cb * block_rows] = norm;
                 if (map1) map1[transpose1 ? cb + rb * block_cols : rb + cb * block_rows] = norm;
             }
@@ -80,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
 extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
     spamm_norm_blocks_f64(int rows, int cols, const double* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
                           double* map1, int transpose1) {
-    norm_blocks<double>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
+    norm_blocks<double, sgpu_elem<double>, true>(rows, cols, x, ld, bs, map0, transpose0, map1, transpose1);
 }
 extern "C" __global__ void __launch_bounds__(SPAMM_NORM_THREADS)
     spamm_norm_blocks_f16(int rows, int cols, const sgpu_f16* x, sgpu_i64 ld, int bs, double* map0, int transpose0,
@@ -128,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(256)
                     for (int q = 0; q < 8; ++q) {
                         if (k0 + q >= kb) break;
                         double p = __dmul_rn(x[q], y[q]);
-                        if (p >= tau) ++count;
+                        if (!(p < tau)) ++count;
                         else sum = __dadd_rn(sum, p);
                     }
                 }
@@ -177,7 +238,7 @@ __device__ int spamm_valid_window(sgpu_i64 i, sgpu_i64 j, int mb, int kb, sgpu_i
                                   const double* bn, double tau, int* list, int* warp_counts) {
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
     sgpu_i64 k = w + tid;
-    bool valid = k < kb && __dmul_rn(an[i + k * mb], bn[k + j * kb]) >= tau;
+    bool valid = k < kb && !(__dmul_rn(an[i + k * mb], bn[k + j * kb]) < tau);
     unsigned ballot = __ballot_sync(0xffffffffu, valid);
     if (lane == 0) warp_counts[warp] = __popc(ballot);
     __syncthreads();
@@ -519,7 +580,7 @@ extern "C" __global__ void __launch_bounds__(256) spamm_tile_lists(int m, int n,
                     double na = a_window[bi][tid];
 #pragma unroll
                     for (int bj = 0; bj < 4; ++bj)
-                        if (bi < ni && bj < nj && __dmul_rn(na, nbk[bj]) >= tau) mask |= 1u << (bi * 4 + bj);
+                        if (bi < ni && bj < nj && !(__dmul_rn(na, nbk[bj]) < tau)) mask |= 1u << (bi * 4 + bj);
                 }
             }
             unsigned ballot = __ballot_sync(0xffffffffu, mask != 0);

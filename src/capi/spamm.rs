@@ -41,7 +41,7 @@ impl FamilyHandle for SpammHandle {
 pub struct spammStats_t {
     /// performedProducts / totalProducts (1 when there are no block products).
     pub validRatio: f64,
-    /// Block products A_ik·B_kj performed (norm product ≥ τ).
+    /// Block products A_ik·B_kj performed (norm product not below τ).
     pub performedProducts: i64,
     /// All block products: ceil(m/b)·ceil(n/b)·ceil(k/b) for block size b.
     pub totalProducts: i64,
@@ -262,9 +262,10 @@ unsafe fn host_operand<'a, T>(x: &RawOperand<T>) -> GemmOperand<'a, T> {
 }
 
 /// SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
-/// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is performed only when
-/// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
-/// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
+/// product op(A)_ik·op(B)_kj (blocks of the handle's block size) is skipped when
+/// ‖op(A)_ik‖_F·‖op(B)_kj‖_F < tau. tau = 0 performs every product and equals sgemm; a block holding
+/// NaN or ±∞ is never skipped, so they reach C as through sgemm at every tau; tau < 0 or NaN is
+/// SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 /// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
 /// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
 /// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.

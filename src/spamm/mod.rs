@@ -26,7 +26,9 @@ use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub mod scaled_norm;
 pub mod tune;
+use scaled_norm::SquareSums;
 pub use tune::TauRule;
 
 /// The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
@@ -466,9 +468,10 @@ impl NormMap {
     ///
     /// The reproducible order (the CUDA backend uses the same one, so both make the same skip
     /// decisions): every element is converted exactly to f64; for each *stored* row of a block, its
-    /// squares are accumulated over the block's columns left to right as
-    /// `row = f64::mul_add(x, x, row)` from `row = 0`; the block's row sums are then added top to
-    /// bottom, `acc = acc + row` from `acc = 0`, and the norm is `sqrt(acc)`. (On a GPU one thread
+    /// squares are accumulated over the block's columns left to right by
+    /// [`SquareSums::add_square`] (one fused multiply-add, scaled where a square could underflow or
+    /// overflow); the block's row sums are then added top to bottom part by part from 0, and the
+    /// norm is [`SquareSums::norm`] (`sqrt(acc)` of the unscaled sum whenever nothing was scaled). (On a GPU one thread
     /// per row walks the columns, so a warp reads consecutive rows: coalesced.) A transposed operand
     /// uses the stored matrix's norms, transposed, so the order does not depend on `op`.
     pub fn of_operand<T: Element>(x: &GemmOperand<'_, T>, block_size: usize) -> NormMap {
@@ -496,19 +499,18 @@ impl NormMap {
             norms.par_chunks_mut(block_rows).enumerate().for_each(|(col_block, block_norms)| {
                 // Column by column (contiguous reads), each row keeping its own running sum: per row
                 // this is exactly the left-to-right order documented above.
-                let mut row_sums = vec![0.0f64; rows];
+                let mut row_sums = vec![SquareSums::default(); rows];
                 for j in col_block * block_size..((col_block + 1) * block_size).min(cols) {
                     for (sum, &x) in row_sums.iter_mut().zip(&data[j * ld..j * ld + rows]) {
-                        let x = x.to_f64();
-                        *sum = x.mul_add(x, *sum);
+                        sum.add_square(x.to_f64());
                     }
                 }
                 for (norm, block) in block_norms.iter_mut().zip(row_sums.chunks(block_size)) {
-                    let mut acc = 0.0f64;
-                    for &row in block {
-                        acc += row;
+                    let mut acc = SquareSums::default();
+                    for row in block {
+                        acc.add(row);
                     }
-                    *norm = acc.sqrt();
+                    *norm = acc.norm();
                 }
             });
         }
@@ -528,8 +530,9 @@ impl NormMap {
 
 /// The skip decisions of one product: which block products `op(A)_ik · op(B)_kj` are performed.
 ///
-/// A product is performed iff `nA[i,k] · nB[k,j] ≥ τ`, the f64 product compared in f64 (so τ = 0
-/// performs everything, zero blocks included, and the result equals GEMM).
+/// A product is skipped iff `nA[i,k] · nB[k,j] < τ`, the f64 product compared in f64 (so τ = 0
+/// performs everything, zero blocks and blocks holding NaN or ±∞ included, and the result equals
+/// GEMM; [`is_performed`]).
 #[derive(Clone, Debug)]
 pub struct ProductPlan {
     pub a_norms: NormMap,
@@ -667,11 +670,13 @@ pub fn skipped_squares(skipped: &[f64], mb: usize) -> f64 {
     skipped.chunks(mb.max(1)).map(|column| column.iter().fold(0.0, |sum, s| sum + s * s)).fold(0.0, |sum, c| sum + c)
 }
 
-/// The SpAMM decision for one block product: performed iff `‖A_ik‖_F · ‖B_kj‖_F ≥ τ`, the f64
-/// product compared in f64 (a NaN norm product is skipped). Every backend decides with exactly this.
+/// The SpAMM decision for one block product: skipped iff `‖A_ik‖_F · ‖B_kj‖_F < τ`, the f64 product
+/// compared in f64. A block holding NaN or ±∞ has a NaN or +∞ norm, whose products are never below
+/// τ: such blocks are always multiplied, so NaN and ±∞ reach C as they would through GEMM, at τ = 0
+/// and at every τ. Every backend decides with exactly this.
 #[inline]
 pub fn is_performed(norm_a: f64, norm_b: f64, tau: f64) -> bool {
-    norm_a * norm_b >= tau
+    !(norm_a * norm_b < tau)
 }
 
 /// Checks τ. NaN would skip every product without saying so, and a negative τ would silently mean

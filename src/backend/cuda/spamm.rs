@@ -126,14 +126,16 @@ fn norm_maps<T: Element, const OPS: usize>(
     if blocks > 0 {
         let function = device.function(&SPAMM, &format!("spamm_norm_blocks_{}", type_suffix::<T>()))?;
         // Thread blocks of NORM_THREADS threads over groups of whole row blocks (as many as fit in
-        // NORM_THREADS rows, at least one) and over column blocks; the group's row sums in shared memory.
+        // NORM_THREADS rows, at least one) and over column blocks; the group's row sums in shared
+        // memory, in three scaled parts for f64 data (crate::spamm::scaled_norm).
         let group_rows = (NORM_THREADS / bs).max(1) * bs;
+        let sums_per_row = if T::VALUE_TYPE == ValueType::F64 { 3 } else { 1 };
         let grid_x = stored_rows.div_ceil(group_rows) as u32;
         let grid_y = stored_block_cols.min(65535) as u32;
         let cfg = Launch {
             grid: (grid_x, grid_y, 1),
             block: (NORM_THREADS as u32, 1, 1),
-            shared_bytes: (group_rows * 8) as u32,
+            shared_bytes: (group_rows * 8 * sums_per_row) as u32,
         };
         let (rows, cols, bs_i, ld) = (stored_rows as i32, stored_cols as i32, bs as i32, ld as i64);
         let transposed = |i: usize| (ops.get(i) == Some(&Operation::T)) as i32;
