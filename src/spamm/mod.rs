@@ -676,7 +676,10 @@ pub fn skipped_squares(skipped: &[f64], mb: usize) -> f64 {
 /// and at every τ. Every backend decides with exactly this.
 #[inline]
 pub fn is_performed(norm_a: f64, norm_b: f64, tau: f64) -> bool {
-    !(norm_a * norm_b < tau)
+    // Written as the skip test on purpose: NaN compares false, so a NaN product is performed.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    let performed = !(norm_a * norm_b < tau);
+    performed
 }
 
 /// Checks τ. NaN would skip every product without saying so, and a negative τ would silently mean
