@@ -5,7 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+/// The checkout holding `c_tests/` and `include/`: `SPARSEGPU_SOURCE_DIR` when set, else the
+/// checkout this test was built in, else the working directory (a test binary carried to another
+/// machine and run from a copy of the repository's root).
+fn source_dir() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("SPARSEGPU_SOURCE_DIR").map(PathBuf::from),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        std::env::current_dir().ok(),
+    ];
+    candidates.into_iter().flatten().find(|dir| dir.join("c_tests").is_dir() && dir.join("include").is_dir())
+}
 
 /// The directory holding the `libsparsegpu.so` this test links: cargo places the cdylib next to
 /// the `deps/` folder of the test executable.
@@ -34,17 +44,17 @@ fn run(cmd: &mut Command, what: &str) -> String {
     text
 }
 
-/// The sources exist only in a checkout; a packed test binary run elsewhere (the GPU machine) says so.
-fn sources_present() -> bool {
-    let present = Path::new(SOURCE_DIR).join("c_tests").is_dir();
-    if !present {
+/// The sources exist only in a checkout; a test binary run where none is found says so.
+fn sources() -> Option<PathBuf> {
+    let found = source_dir();
+    if found.is_none() {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
-            "SKIPPED: c_tests/ sources not found at {SOURCE_DIR} (test binary run outside its checkout)"
+            "SKIPPED: c_tests/ sources not found (set SPARSEGPU_SOURCE_DIR, or run from the repository's root)"
         );
     }
-    present
+    found
 }
 
 /// A compiler that is not installed skips its program (with a visible line) except where
@@ -62,14 +72,15 @@ fn compiler_present(compiler: &str) -> bool {
     false
 }
 
-fn build_and_run(name: &str, compile: impl FnOnce(&Path, &Path, &Path) -> Command) {
-    if !sources_present() {
+/// Compiles with `compile(sources, library dir, work dir, executable)` and runs the program.
+fn build_and_run(name: &str, compile: impl FnOnce(&Path, &Path, &Path, &Path) -> Command) {
+    let Some(src) = sources() else {
         return;
-    }
+    };
     let lib = library_dir();
     let dir = work_dir(name);
     let exe = dir.join(name);
-    let mut cmd = compile(&lib, &dir, &exe);
+    let mut cmd = compile(&src, &lib, &dir, &exe);
     if !compiler_present(&cmd.get_program().to_string_lossy()) {
         return;
     }
@@ -86,11 +97,11 @@ fn link_args(cmd: &mut Command, lib: &Path) {
 
 #[test]
 fn c99_program() {
-    build_and_run("test_c", |lib, _dir, exe| {
+    build_and_run("test_c", |src, lib, _dir, exe| {
         let mut cmd = Command::new("cc");
         cmd.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
-            .arg(format!("-I{SOURCE_DIR}/include"))
-            .arg(format!("{SOURCE_DIR}/c_tests/test_c.c"))
+            .arg(format!("-I{}", src.join("include").display()))
+            .arg(src.join("c_tests/test_c.c"))
             .arg("-o")
             .arg(exe);
         link_args(&mut cmd, lib);
@@ -100,11 +111,11 @@ fn c99_program() {
 
 #[test]
 fn cpp_program() {
-    build_and_run("test_cpp", |lib, _dir, exe| {
+    build_and_run("test_cpp", |src, lib, _dir, exe| {
         let mut cmd = Command::new("c++");
         cmd.args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
-            .arg(format!("-I{SOURCE_DIR}/include"))
-            .arg(format!("{SOURCE_DIR}/c_tests/test_cpp.cpp"))
+            .arg(format!("-I{}", src.join("include").display()))
+            .arg(src.join("c_tests/test_cpp.cpp"))
             .arg("-o")
             .arg(exe);
         link_args(&mut cmd, lib);
@@ -114,12 +125,12 @@ fn cpp_program() {
 
 #[test]
 fn fortran_program() {
-    build_and_run("test_fortran", |lib, dir, exe| {
+    build_and_run("test_fortran", |src, lib, dir, exe| {
         let mut cmd = Command::new("gfortran");
         cmd.args(["-std=f2008", "-Wall", "-Werror", "-O1"])
             .arg(format!("-J{}", dir.display()))
-            .arg(format!("{SOURCE_DIR}/include/sparsegpu.f90"))
-            .arg(format!("{SOURCE_DIR}/c_tests/test_fortran.f90"))
+            .arg(src.join("include/sparsegpu.f90"))
+            .arg(src.join("c_tests/test_fortran.f90"))
             .arg("-o")
             .arg(exe);
         link_args(&mut cmd, lib);
