@@ -1,67 +1,60 @@
-//! State every family's handle shares: backend, stream, devices.
+//! State every family's handle shares: the executor its work runs on (backend, devices, stream).
 
-use crate::backend::{self, Backend, cuda};
+use crate::backend;
 use crate::error::{Error, Result};
+use crate::executor::{Executor, Placement, TestHooks};
 use crate::types::BackendKind;
 use std::ffi::c_void;
 
 #[derive(Debug)]
 pub struct HandleCore {
-    backend: Backend,
-    /// The caller's `cudaStream_t` (NULL = the default stream). Kept as an address: the CPU backend
-    /// never dereferences it.
-    stream: usize,
-    devices: Vec<i32>,
+    executor: Box<dyn Executor>,
 }
 
 impl HandleCore {
-    /// A new handle's state, on the backend `SPARSEGPU_BACKEND` asks for (auto when unset), device 0.
+    /// A new handle's state, on the backend `SPARSEGPU_BACKEND` asks for (auto when unset), device 0,
+    /// the default stream.
     pub fn new() -> Result<Self> {
-        let backend = backend::resolve(backend::kind_from_env()?)?;
-        Ok(HandleCore { backend, stream: 0, devices: vec![0] })
+        let kind = backend::kind_from_env()?;
+        Ok(HandleCore { executor: backend::executor(kind, Placement::default(), TestHooks::default())? })
     }
 
-    pub fn backend(&self) -> &Backend {
-        &self.backend
+    /// The backend the handle runs on (never `Auto`).
+    pub fn backend(&self) -> BackendKind {
+        self.executor.kind()
     }
 
+    /// Moves the handle to another backend, keeping its devices and stream (which the new backend
+    /// must accept).
     pub fn set_backend(&mut self, kind: BackendKind) -> Result<()> {
-        let backend = backend::resolve(kind)?;
-        if backend == Backend::Cuda {
-            check_cuda_devices(&self.devices)?;
-        }
-        self.backend = backend;
+        let placement = self.executor.placement().clone();
+        self.executor = backend::executor(kind, placement, *self.executor.test_hooks())?;
         Ok(())
     }
 
-    /// The first of the handle's devices on the CUDA runtime (where single-GPU work runs).
-    pub fn gpu(&self) -> Result<std::sync::Arc<cuda::GpuDevice>> {
-        cuda::device(self.devices[0] as usize)
+    pub fn executor(&self) -> &dyn Executor {
+        self.executor.as_ref()
     }
 
-    /// All of the handle's devices, in the order given to `set_devices`.
-    pub fn gpus(&self) -> Result<Vec<std::sync::Arc<cuda::GpuDevice>>> {
-        self.devices.iter().map(|&d| cuda::device(d as usize)).collect()
-    }
-
-    /// The caller's stream as the driver API's type.
-    pub fn cu_stream(&self) -> cuda::Stream {
-        cuda::Stream(self.stream as cudarc::driver::sys::CUstream)
+    pub fn executor_mut(&mut self) -> &mut dyn Executor {
+        self.executor.as_mut()
     }
 
     pub fn stream(&self) -> *mut c_void {
-        self.stream as *mut c_void
+        self.executor.placement().stream as *mut c_void
     }
 
-    pub fn set_stream(&mut self, stream: *mut c_void) {
-        self.stream = stream as usize;
+    pub fn set_stream(&mut self, stream: *mut c_void) -> Result<()> {
+        let placement = Placement { stream: stream as usize, ..self.executor.placement().clone() };
+        self.executor.set_placement(placement)
     }
 
     pub fn devices(&self) -> &[i32] {
-        &self.devices
+        &self.executor.placement().devices
     }
 
-    /// Sets the devices a multi-GPU family uses: a non-empty list of distinct, non-negative ordinals.
+    /// Sets the devices a multi-GPU family uses: a non-empty list of distinct, non-negative ordinals
+    /// (that the backend can use).
     pub fn set_devices(&mut self, devices: &[i32]) -> Result<()> {
         if devices.is_empty() {
             return Err(Error::invalid_size("count must be at least 1"));
@@ -74,22 +67,31 @@ impl HandleCore {
                 return Err(Error::invalid_value(format!("devices[{i}] = {d} appears twice")));
             }
         }
-        if self.backend == Backend::Cuda {
-            check_cuda_devices(devices)?;
-        }
-        self.devices = devices.to_vec();
-        Ok(())
+        let placement = Placement { devices: devices.to_vec(), ..self.executor.placement().clone() };
+        self.executor.set_placement(placement)
+    }
+
+    /// The test hooks of this handle's executor (kept across backend changes).
+    pub fn test_hooks_mut(&mut self) -> &mut TestHooks {
+        self.executor.test_hooks_mut()
     }
 }
 
-/// Every ordinal must name a visible CUDA device.
-fn check_cuda_devices(devices: &[i32]) -> Result<()> {
-    let count = cuda::device_count()?;
-    match devices.iter().position(|&d| d as usize >= count) {
-        Some(i) => Err(Error::invalid_value(format!(
-            "devices[{i}] = {} does not exist ({count} CUDA devices are visible)",
-            devices[i]
-        ))),
-        None => Ok(()),
+/// Direct CUDA access for the families that do not yet execute through a contract of their own
+/// (SMaT, MSREP, SDDMM).
+impl HandleCore {
+    /// The first of the handle's devices on the CUDA runtime (where single-GPU work runs).
+    pub fn gpu(&self) -> Result<std::sync::Arc<backend::cuda::GpuDevice>> {
+        backend::cuda::device(self.devices()[0] as usize)
+    }
+
+    /// All of the handle's devices, in the order given to `set_devices`.
+    pub fn gpus(&self) -> Result<Vec<std::sync::Arc<backend::cuda::GpuDevice>>> {
+        self.devices().iter().map(|&d| backend::cuda::device(d as usize)).collect()
+    }
+
+    /// The caller's stream as the driver API's type.
+    pub fn cu_stream(&self) -> backend::cuda::Stream {
+        backend::cuda::Stream(self.executor.placement().stream as cudarc::driver::sys::CUstream)
     }
 }

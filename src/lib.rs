@@ -11,6 +11,7 @@ pub mod backend;
 pub mod capi;
 pub mod dense;
 pub mod error;
+pub mod executor;
 pub mod handle;
 pub mod matrix_market;
 pub mod msrep;

@@ -588,13 +588,13 @@ fn tuning_meets_the_paper_targets_in_a_few_iterations() {
             ld: n,
         };
         for target in [0.02, 0.05, 0.1, 0.2, 0.5, 0.8, 0.95] {
-            let choice = h.tune_tau(&op, &op, target, 0.01, 20).unwrap();
+            let choice = unsafe { h.tune_tau(&op.raw(), &op.raw(), target, 0.01, 20) }.unwrap();
             assert!(
                 (choice.valid_ratio - target).abs() <= 0.01 && choice.iterations <= 2,
                 "matrix {which} target {target}: {choice:?}"
             );
         }
-        let exact = h.tune_tau(&op, &op, 1.0, 0.0, 20).unwrap();
+        let exact = unsafe { h.tune_tau(&op.raw(), &op.raw(), 1.0, 0.0, 20) }.unwrap();
         assert_eq!((exact.tau, exact.valid_ratio, exact.iterations), (0.0, 1.0, 0), "target 1 is tau = 0");
     }
 }

@@ -11,6 +11,7 @@ use half::{bf16, f16};
 use sparsegpu::backend::cuda::memory::{self, DeviceBuffer};
 use sparsegpu::backend::cuda::{self, Stream, spamm as cuda_spamm};
 use sparsegpu::capi::spamm::*;
+use sparsegpu::executor::TestHooks;
 use sparsegpu::scalar::Element;
 use sparsegpu::spamm::TauRule::{self, Given};
 use sparsegpu::spamm::tune::{CandidateEvaluator, Evaluation, NormMapEvaluator, tune_for_ratio};
@@ -22,27 +23,38 @@ use std::ptr::null_mut;
 
 const OK: i32 = Status::Success as i32;
 
-/// The injected allocation failure is process-wide: the tests of this file take turns.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+thread_local! {
+    /// How the CUDA handles a test makes are set up: the devices (empty: the default) and the test
+    /// hooks (the multi-device and fewest-shared-memory tests change them). Each test runs on its own
+    /// thread.
+    static CUDA_SETUP: std::cell::RefCell<(Vec<i32>, TestHooks)> = std::cell::RefCell::new(Default::default());
 }
-
-/// The devices of the CUDA handles the tests make (the multi-device test changes it).
-static CUDA_DEVICES: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
 fn handle(backend: BackendKind, block_size: usize) -> spammHandle_t {
     let mut h = null_mut();
     assert_eq!(unsafe { spammCreate(&mut h) }, OK);
     assert_eq!(unsafe { spammSetBackend(h, backend as i32) }, OK, "{}", last_error());
     assert_eq!(unsafe { spammSetBlockSize(h, block_size as i32) }, OK);
-    let devices = CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if backend == BackendKind::Cuda && !devices.is_empty() {
-        let status = unsafe { spammSetDevices(h, devices.len() as i32, devices.as_ptr()) };
-        assert_eq!(status, OK, "{}", last_error());
+    let (devices, hooks) = CUDA_SETUP.with(|setup| setup.borrow().clone());
+    if backend == BackendKind::Cuda {
+        if !devices.is_empty() {
+            let status = unsafe { spammSetDevices(h, devices.len() as i32, devices.as_ptr()) };
+            assert_eq!(status, OK, "{}", last_error());
+        }
+        *unsafe { spamm_handle(h) }.unwrap().core_mut().test_hooks_mut() = hooks;
     }
     h
+}
+
+/// Runs `body` with this thread's CUDA handles set up by `setup`, then restores the default.
+fn with_cuda_setup<R>(setup: impl FnOnce(&mut Vec<i32>, &mut TestHooks), body: impl FnOnce() -> R) -> R {
+    CUDA_SETUP.with(|s| {
+        let (devices, hooks) = &mut *s.borrow_mut();
+        setup(devices, hooks)
+    });
+    let result = body();
+    CUDA_SETUP.with(|s| *s.borrow_mut() = Default::default());
+    result
 }
 
 fn stats(h: spammHandle_t) -> spammStats_t {
@@ -348,7 +360,6 @@ fn norm_maps_are_bit_identical_to_the_cpu() {
     if !common::cuda_available("norm_maps_are_bit_identical_to_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu norm maps");
     norm_maps_identical::<f32>(&mut rng);
     norm_maps_identical::<f64>(&mut rng);
@@ -386,7 +397,6 @@ fn every_shape_type_and_transpose_matches_the_cpu() {
     if !common::cuda_available("every_shape_type_and_transpose_matches_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu shapes");
     shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
     shapes_against_cpu::<f64>(&mut rng, MathMode::Default);
@@ -402,7 +412,6 @@ fn products_split_over_devices_match_the_cpu() {
     if !common::cuda_available("products_split_over_devices_match_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu split");
     for_each_split(|split, devices| {
         shapes_against_cpu::<f32>(&mut rng, MathMode::Default);
@@ -444,12 +453,14 @@ fn for_each_split(mut body: impl FnMut(usize, &[i32])) {
         configurations.push((1, (0..count as i32).collect::<Vec<_>>()));
     }
     for (split, devices) in configurations {
-        cuda_spamm::split_for_testing(split);
-        *CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()) = devices.clone();
-        body(split, &devices);
+        with_cuda_setup(
+            |d, hooks| {
+                *d = devices.clone();
+                hooks.spamm_shares_on_one_device = split;
+            },
+            || body(split, &devices),
+        );
     }
-    cuda_spamm::split_for_testing(1);
-    CUDA_DEVICES.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// Repeated products on one multi-device handle: a product of the last one's dimensions is split by
@@ -461,7 +472,6 @@ fn repeated_split_products_on_one_handle_match_the_cpu() {
     if !common::cuda_available("repeated_split_products_on_one_handle_match_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu repeated split");
     for_each_split(|split, devices| {
         let h = handle(BackendKind::Cuda, 32);
@@ -506,7 +516,6 @@ fn tuned_products_match_the_cpu() {
     if !common::cuda_available("tuned_products_match_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu tuned products");
     fn rules<T: GpuElement>(a: &Operand<T>, b: &Operand<T>, alpha: f64, bs: usize) -> [TauRule; 3] {
         let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs);
@@ -573,7 +582,6 @@ fn block_sizes_from_one_to_the_maximum() {
     if !common::cuda_available("block_sizes_from_one_to_the_maximum") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu block sizes");
     /// A 45×70×130 product of `T` in host memory at the median norm product; B's leading dimension
     /// is padded by `pad_b`.
@@ -603,7 +611,6 @@ fn f16_tile_kernel_load_paths_match_the_cpu() {
     if !common::cuda_available("f16_tile_kernel_load_paths_match_the_cpu") {
         return;
     }
-    let _serial = serial();
     half_tile_kernel_load_paths::<f16>(&mut Rng::fresh("spamm_gpu f16 tiles"));
 }
 
@@ -612,7 +619,6 @@ fn bf16_tile_kernel_load_paths_match_the_cpu() {
     if !common::cuda_available("bf16_tile_kernel_load_paths_match_the_cpu") {
         return;
     }
-    let _serial = serial();
     half_tile_kernel_load_paths::<bf16>(&mut Rng::fresh("spamm_gpu bf16 tiles"));
 }
 
@@ -696,24 +702,26 @@ fn f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes() {
     if !common::cuda_available("f64_tile_kernel_across_tiles_transposes_alignments_and_block_sizes") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu f64 tiles");
     // Three pipeline stages where the device gives the shared memory (an H100 does), then two.
     for fewest in [false, true] {
-        cuda_spamm::fewest_shared_memory_for_testing(fewest);
-        tile_kernel_cases::<f64>(
-            &mut rng,
-            &[(300, 260, 333), (129, 257, 64), (256, 128, 97)],
-            (-1.25, 0.5),
-            |case, _, _| (case % 2, (case / 2) % 2),
-            |case| match case % 3 {
-                0 => Memory::Host,
-                1 => Memory::DeviceMisaligned,
-                _ => Memory::DeviceOnOwnStream,
+        with_cuda_setup(
+            |_, hooks| hooks.spamm_fewest_shared_memory = fewest,
+            || {
+                tile_kernel_cases::<f64>(
+                    &mut rng,
+                    &[(300, 260, 333), (129, 257, 64), (256, 128, 97)],
+                    (-1.25, 0.5),
+                    |case, _, _| (case % 2, (case / 2) % 2),
+                    |case| match case % 3 {
+                        0 => Memory::Host,
+                        1 => Memory::DeviceMisaligned,
+                        _ => Memory::DeviceOnOwnStream,
+                    },
+                )
             },
         );
     }
-    cuda_spamm::fewest_shared_memory_for_testing(false);
 }
 
 /// A decay matrix `n × n` as an operand (no transpose).
@@ -805,7 +813,6 @@ fn decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned() {
     if !common::cuda_available("decay_matrices_gemm_at_tau_zero_and_within_the_bound_when_tuned") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu decay");
     decay_products::<f32>(&mut rng, 600, MathMode::Default);
     decay_products::<f64>(&mut rng, 530, MathMode::Default);
@@ -846,7 +853,6 @@ fn fp32_tile_kernels_match_the_cpu_on_large_shapes_in_both_math_modes() {
     if !common::cuda_available("fp32_tile_kernels_match_the_cpu_on_large_shapes_in_both_math_modes") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu fp32 large");
     large_shapes_against_cpu(&mut rng, MathMode::Default);
     large_shapes_against_cpu(&mut rng, MathMode::Tf32x3);
@@ -857,7 +863,6 @@ fn tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input() 
     if !common::cuda_available("tf32x3_matches_the_cpu_and_an_f64_reference_on_every_shape_and_decay_input") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu 3xtf32");
     shapes_against_cpu::<f32>(&mut rng, MathMode::Tf32x3);
     decay_products::<f32>(&mut rng, 600, MathMode::Tf32x3);
@@ -898,7 +903,6 @@ fn tuning_from_device_pointers_matches_host_pointers() {
     if !common::cuda_available("tuning_from_device_pointers_matches_host_pointers") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu tune device");
     let (m, n, k) = (200, 150, 170);
     let a = Operand::<f64>::random(&mut rng, Operation::T, m, k, 1);
@@ -1044,7 +1048,6 @@ fn first_ratio_candidates_are_derived_on_the_device_as_on_the_host() {
     if !common::cuda_available("first_ratio_candidates_are_derived_on_the_device_as_on_the_host") {
         return;
     }
-    let _serial = serial();
     let gpu = cuda::device(0).unwrap();
     let maps = |rows: usize, cols: usize, norms: Vec<f64>| {
         let device = cuda_spamm::DeviceNormMap {
@@ -1084,7 +1087,6 @@ fn tau_search_evaluations_are_bit_identical_to_the_cpu() {
     if !common::cuda_available("tau_search_evaluations_are_bit_identical_to_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu tune evaluator");
     evaluator_matches_the_cpu::<f64>(&mut rng);
     evaluator_matches_the_cpu::<f32>(&mut rng);
@@ -1228,7 +1230,6 @@ fn error_bound_tuning_matches_the_cpu_and_the_product_reports_it() {
     if !common::cuda_available("error_bound_tuning_matches_the_cpu_and_the_product_reports_it") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu tune bound");
     bound_tuning_against_cpu::<f32>(&mut rng, 400);
     bound_tuning_against_cpu::<f64>(&mut rng, 330);
@@ -1243,7 +1244,6 @@ fn long_norm_segments_tune_as_on_the_cpu() {
     if !common::cuda_available("long_norm_segments_tune_as_on_the_cpu") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu tune long segments");
     for (m, n, k) in [(4100, 90, 5), (70, 4500, 4), (4096, 33, 3)] {
         let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
@@ -1264,7 +1264,6 @@ fn tuning_cost_at_8192() {
     if !common::cuda_available("tuning_cost_at_8192") {
         return;
     }
-    let _serial = serial();
     let sizes = std::env::var("SPAMM_TUNING_N").unwrap_or_else(|_| "8192".into());
     for n in sizes.split(',').map(|v| v.trim().parse::<usize>().unwrap()) {
         tuning_cost(n);
@@ -1373,7 +1372,7 @@ fn tuning_cost(n: usize) {
          clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)",
         (n * n * 4) as f64 / norms_device / 1e6
     );
-    let handle_ref = unsafe { &*h };
+    let handle_ref = unsafe { spamm_handle(h) }.unwrap();
     let (alpha, beta) = (1.0f32, 0.0f32);
     let gemm_at = |tau: f64| {
         median(&mut || {
@@ -1386,7 +1385,7 @@ fn tuning_cost(n: usize) {
     };
     for target in [0.05, 0.1, 0.3] {
         for tol in [0.01, 0.005] {
-            let choice = unsafe { handle_ref.tune_tau_raw(&raw, &raw, target, tol, 20) }.unwrap();
+            let choice = unsafe { handle_ref.tune_tau(&raw, &raw, target, tol, 20) }.unwrap();
             let (mut tau, mut ratio) = (0.0, 0.0);
             let call = median(&mut || {
                 let st = unsafe {
@@ -1464,7 +1463,7 @@ fn tuning_cost(n: usize) {
         let epsilon = relative * everything.error_bound;
         let mut choice = None;
         let call = median(&mut || {
-            choice = Some(unsafe { handle_ref.tune_tau_for_error_bound_raw(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
+            choice = Some(unsafe { handle_ref.tune_tau_for_error_bound(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
         });
         let choice = choice.unwrap();
         let gemm = gemm_at(choice.tau);
@@ -1481,7 +1480,6 @@ fn an_allocation_failure_leaves_c_untouched() {
     if !common::cuda_available("an_allocation_failure_leaves_c_untouched") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu allocation");
     let (m, n, k) = (40, 30, 50);
     let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
@@ -1526,7 +1524,6 @@ fn timing_at_4096() {
     if !common::cuda_available("timing_at_4096") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("spamm_gpu timing");
     let n = 4096;
     time_type::<f32>(&mut rng, n);

@@ -1,44 +1,34 @@
-//! Backend selection. A handle resolves its requested `BackendKind` into a concrete backend once,
-//! when it is created or when the caller changes it.
+//! The backends and the choice among them. A handle asks for a kind (auto, cpu or cuda) and gets an
+//! executor ([`executor`]) when it is created or when the caller changes its backend.
 
 pub mod cpu;
 pub mod cuda;
 
 use crate::error::{Error, Result};
+use crate::executor::{Executor, Placement, TestHooks};
 use crate::types::BackendKind;
 
 /// Environment variable that sets the backend of new handles: `auto`, `cuda` or `cpu`.
 pub const BACKEND_ENV: &str = "SPARSEGPU_BACKEND";
 
-/// The backend a handle executes on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    /// The handle's devices (`HandleCore::devices`) on the CUDA runtime of [`cuda`].
-    Cuda,
-}
-
-impl Backend {
-    /// The concrete kind (never `Auto`).
-    pub fn kind(&self) -> BackendKind {
-        match self {
-            Backend::Cpu => BackendKind::Cpu,
-            Backend::Cuda => BackendKind::Cuda,
-        }
-    }
-}
-
-/// Resolves a requested kind. `Auto` falls back to the CPU silently; an explicit `Cuda` where CUDA is
-/// unusable is `BackendUnavailable` with the reason.
-pub fn resolve(kind: BackendKind) -> Result<Backend> {
-    match kind {
-        BackendKind::Cpu => Ok(Backend::Cpu),
-        BackendKind::Auto => Ok(if cuda::availability().is_ok() { Backend::Cuda } else { Backend::Cpu }),
+/// The executor of a requested kind on `placement`. `Auto` falls back to the CPU silently; an
+/// explicit `Cuda` where CUDA is unusable is `BackendUnavailable` with the reason.
+pub fn executor(kind: BackendKind, placement: Placement, test_hooks: TestHooks) -> Result<Box<dyn Executor>> {
+    let cuda = match kind {
+        BackendKind::Cpu => false,
+        BackendKind::Auto => cuda::availability().is_ok(),
         BackendKind::Cuda => match cuda::availability() {
-            Ok(_) => Ok(Backend::Cuda),
-            Err(why) => Err(Error::backend_unavailable(format!("CUDA backend requested but unavailable: {why}"))),
+            Ok(_) => true,
+            Err(why) => {
+                return Err(Error::backend_unavailable(format!("CUDA backend requested but unavailable: {why}")));
+            }
         },
-    }
+    };
+    Ok(if cuda {
+        Box::new(cuda::CudaExecutor::new(placement, test_hooks)?)
+    } else {
+        Box::new(cpu::CpuExecutor::new(placement, test_hooks))
+    })
 }
 
 /// The kind requested by `SPARSEGPU_BACKEND`, `Auto` when unset.

@@ -182,6 +182,9 @@ pub(crate) trait FamilyHandle: Sized + 'static {
     fn registry() -> &'static Registry;
     fn create() -> Result<Self>;
     fn core(&mut self) -> &mut HandleCore;
+    /// Finishes what the handle's executor still holds for the caller (statistics a product left on
+    /// the device) before the executor is replaced.
+    fn settle(&mut self) {}
 }
 
 // The handle functions every family exports are written out per family (cbindgen sees only literal
@@ -204,10 +207,7 @@ pub(crate) unsafe fn handle_set_stream<H: FamilyHandle>(
     h: *mut H,
     stream: *mut c_void,
 ) -> sgpuStatus_t {
-    boundary(function, || {
-        unsafe { H::registry().get(h, "handle") }?.core().set_stream(stream);
-        Ok(())
-    })
+    boundary(function, || unsafe { H::registry().get(h, "handle") }?.core().set_stream(stream))
 }
 
 pub(crate) unsafe fn handle_get_stream<H: FamilyHandle>(
@@ -226,6 +226,7 @@ pub(crate) unsafe fn handle_set_backend<H: FamilyHandle>(function: &str, h: *mut
     boundary(function, || {
         let handle = unsafe { H::registry().get(h, "handle") }?;
         let kind = enum_arg(backend, "backend")?;
+        handle.settle();
         handle.core().set_backend(kind)
     })
 }
@@ -233,7 +234,7 @@ pub(crate) unsafe fn handle_set_backend<H: FamilyHandle>(function: &str, h: *mut
 pub(crate) unsafe fn handle_get_backend<H: FamilyHandle>(function: &str, h: *mut H, out: *mut c_int) -> sgpuStatus_t {
     boundary(function, || {
         let handle = unsafe { H::registry().get(h, "handle") }?;
-        *unsafe { out_arg(out, "backend") }? = handle.core().backend().kind() as c_int;
+        *unsafe { out_arg(out, "backend") }? = handle.core().backend() as c_int;
         Ok(())
     })
 }

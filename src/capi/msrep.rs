@@ -6,12 +6,13 @@ use super::{
     handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
     sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
-use crate::backend::{Backend, cpu, cuda};
+use crate::backend::{cpu, cuda};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::msrep::{MsrepHandle, MsrepMatrix, PartitionedMatrix};
 use crate::scalar::ComputeScalar;
 use crate::sparse::{CSC_NAMES, CSR_NAMES, CompressedRef, CooRef};
+use crate::types::BackendKind;
 use crate::types::{IndexBase, SparseFormat, ValueType};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -212,7 +213,7 @@ unsafe fn build_placed<T: ComputeScalar>(
     values: *const c_void,
 ) -> Result<PartitionedMatrix<T>> {
     let mut a = unsafe { build::<T>(args, format, major, minor, values) }?;
-    if *args.handle.core().backend() == Backend::Cuda {
+    if args.handle.core().backend() == BackendKind::Cuda {
         cuda::msrep::make_resident(args.handle.core(), &mut a)?;
     }
     Ok(a)
@@ -423,13 +424,13 @@ unsafe fn spmv_typed<T: ComputeScalar>(
     }
     super::check_array(y as *const T, a.rows, "y")?;
     match core.backend() {
-        Backend::Cpu => {
+        BackendKind::Cpu | BackendKind::Auto => {
             let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
             let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
             cpu::msrep::spmv(a, alpha, x, beta, y)
         }
         // x and y may be device memory: never made into slices here.
-        Backend::Cuda => unsafe { cuda::msrep::spmv(core, a, alpha, x as *const T, beta, y as *mut T) },
+        BackendKind::Cuda => unsafe { cuda::msrep::spmv(core, a, alpha, x as *const T, beta, y as *mut T) },
     }
 }
 

@@ -5,13 +5,13 @@ use super::{
     handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
     sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
-use crate::backend::Backend;
 use crate::dense::{MatRef, required_len};
 use crate::error::{Error, Result, try_alloc};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sddmm::{CudaCall, SddmmHandle, SddmmOperands, SddmmPlan};
 use crate::sparse::{CSR_NAMES, CompressedRef};
+use crate::types::BackendKind;
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
 use std::borrow::Cow;
@@ -128,7 +128,7 @@ unsafe fn caller_ints<'a>(core: &HandleCore, ptr: *const c_int, len: usize, name
         return Ok(Cow::Borrowed(&[]));
     }
     check_ptr(ptr, name)?;
-    if *core.backend() == Backend::Cuda {
+    if core.backend() == BackendKind::Cuda {
         use crate::backend::cuda::{driver_error, memory};
         if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
             let gpu = core.gpu()?;
@@ -221,7 +221,7 @@ unsafe fn compute_typed<T: Element>(
     let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
-    if *handle.core.backend() == Backend::Cuda {
+    if handle.core.backend() == BackendKind::Cuda {
         // Device or host memory: never viewed as Rust slices here, only checked for NULL and for the
         // alignment of the element type.
         for (ptr, len, name) in [(args.a, a_len, "A"), (args.b, b_len, "B"), (args.out as *const c_void, nnz, "out")] {
@@ -374,7 +374,7 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         let arrays = unsafe { csr_pattern_arrays(&h.core, m, rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
         let mut planned = SddmmPlan::new(&pattern)?;
-        if *h.core.backend() == Backend::Cuda {
+        if h.core.backend() == BackendKind::Cuda {
             planned.upload(&h.core)?;
         }
         *plan_out = PLANS.register(planned);

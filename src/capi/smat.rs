@@ -8,7 +8,6 @@ use super::{
     handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
     sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
-use crate::backend::Backend;
 use crate::backend::cpu::smat::SpmmElement;
 use crate::backend::cuda;
 use crate::backend::cuda::smat::{DenseOperands, GpuSpmmElement};
@@ -18,6 +17,7 @@ use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::smat::{BlockScalar, Placement, SmatHandle, SmatMatrix};
 use crate::sparse::{CSR_NAMES, CompressedRef};
+use crate::types::BackendKind;
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
 use std::ffi::c_void;
@@ -217,14 +217,14 @@ where
 {
     let values = values as *const T;
     match core.backend() {
-        Backend::Cpu => {
+        BackendKind::Cpu | BackendKind::Auto => {
             let row_ptr = unsafe { slice_arg(row_ptr, rows + 1, "rowPtr") }?;
             let col_ind = unsafe { slice_arg(col_ind, nnz, "colInd") }?;
             let values = unsafe { slice_arg(values, nnz, "values") }?;
             let csr = CompressedRef::new(rows, cols, row_ptr, col_ind, values, base, false, CSR_NAMES)?;
             SmatMatrix::analyse(&csr, settings)
         }
-        Backend::Cuda => {
+        BackendKind::Cuda => {
             let gpu = core.gpu()?;
             gpu.bind()?;
             let stream = core.cu_stream();
@@ -347,21 +347,21 @@ unsafe fn spmm<T: SpmmElement + GpuSpmmElement>(
     }
     let info = matrix.info();
     match (core.backend(), matrix.placement()) {
-        (Backend::Cpu, Placement::Host(_)) => {
+        (BackendKind::Cpu | BackendKind::Auto, Placement::Host(_)) => {
             let b = unsafe { slice_arg(b, op.b_len, "B") }?;
             let c = unsafe { slice_mut_arg(c, op.c_len, "C") }?;
             let b = MatRef::new(b, info.cols, op.n, op.ldb, op.layout);
             let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
             T::spmm(matrix, alpha, b, beta, c)
         }
-        (Backend::Cuda, Placement::Cuda(resident)) => {
+        (BackendKind::Cuda, Placement::Cuda(resident)) => {
             let operands = DenseOperands { n: op.n, b, ldb: op.ldb, c, ldc: op.ldc, layout: op.layout };
             unsafe { cuda::smat::spmm::<T>(core, matrix, resident, alpha, beta, operands) }
         }
-        (Backend::Cpu, Placement::Cuda(_)) => Err(Error::invalid_value(
+        (BackendKind::Cpu | BackendKind::Auto, Placement::Cuda(_)) => Err(Error::invalid_value(
             "argument A was analysed on the CUDA backend and the handle runs on the CPU; a matrix is used with the backend that created it",
         )),
-        (Backend::Cuda, Placement::Host(_)) => Err(Error::invalid_value(
+        (BackendKind::Cuda, Placement::Host(_)) => Err(Error::invalid_value(
             "argument A was analysed on the CPU backend and the handle runs on CUDA; a matrix is used with the backend that created it",
         )),
     }

@@ -3,15 +3,14 @@
 use super::{
     FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
     handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg,
-    scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
+    scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
 };
-use crate::backend::Backend;
 use crate::dense::{op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::spamm::MathMode;
-use crate::spamm::{GemmOperand, RawOperand, SpammHandle, TauRule};
+use crate::spamm::{RawOperand, SpammElement, SpammHandle, TauRule};
 use crate::types::{Layout, Operation, ValueType};
 use half::{bf16, f16};
 use std::ffi::c_void;
@@ -23,6 +22,16 @@ pub type spammHandle_t = *mut SpammHandle;
 
 static REGISTRY: Registry = Registry::new("spamm handle");
 
+/// The Rust handle behind a C handle, for Rust programs that use both (tests set their handle's
+/// [`crate::executor::TestHooks`] through it).
+///
+/// # Safety
+/// As every function taking a handle: no other thread uses the handle meanwhile.
+#[doc(hidden)]
+pub unsafe fn spamm_handle<'a>(handle: spammHandle_t) -> Result<&'a mut SpammHandle> {
+    unsafe { REGISTRY.get(handle, "handle") }
+}
+
 impl FamilyHandle for SpammHandle {
     fn registry() -> &'static Registry {
         &REGISTRY
@@ -32,6 +41,9 @@ impl FamilyHandle for SpammHandle {
     }
     fn core(&mut self) -> &mut HandleCore {
         self.core_mut()
+    }
+    fn settle(&mut self) {
+        self.settle();
     }
 }
 
@@ -188,7 +200,7 @@ fn byte_range<T>(ptr: *const T, len: usize) -> std::ops::Range<usize> {
 }
 
 /// The shared body of the three gemm entry points.
-unsafe fn gemm_c<T: Element>(
+unsafe fn gemm_c<T: SpammElement>(
     function: &str,
     handle: spammHandle_t,
     transa: sgpuOperation_t,
@@ -217,7 +229,7 @@ unsafe fn gemm_c<T: Element>(
 /// Checks the rest of a product's arguments (α, β, the τ rule, A, B, C and their overlap) and runs
 /// it; returns the τ used.
 #[allow(clippy::too_many_arguments)]
-unsafe fn run_gemm<T: Element>(
+unsafe fn run_gemm<T: SpammElement>(
     h: &mut SpammHandle,
     (op_a, op_b): (Operation, Operation),
     (m, n, k): (usize, usize, usize),
@@ -242,23 +254,8 @@ unsafe fn run_gemm<T: Element>(
             return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
         }
     }
-    if *h.core().backend() == Backend::Cuda {
-        // Host or device memory: never made into Rust slices.
-        return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
-    }
-    let a = unsafe { host_operand(&a) };
-    let b = unsafe { host_operand(&b) };
-    let c = unsafe { slice_mut_arg(c, c_len, "C") }?;
-    h.gemm(&a, &b, alpha, beta, c, ldc, tau)
-}
-
-/// The host operand of a CPU handle.
-///
-/// # Safety
-/// `x` was checked by [`raw_operand_arg`] and the caller promised `x.len` readable host elements.
-unsafe fn host_operand<'a, T>(x: &RawOperand<T>) -> GemmOperand<'a, T> {
-    let data = if x.len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(x.ptr, x.len) } };
-    GemmOperand { data, op: x.op, stored_rows: x.stored_rows, stored_cols: x.stored_cols, ld: x.ld }
+    // Host or device memory (the backend knows which it takes): never made into Rust slices here.
+    unsafe { h.gemm(&a, &b, alpha, beta, c, c_len, ldc, tau) }
 }
 
 /// SpAMM in single precision: C = α·op(A)·op(B) + β·C, column-major as BLAS sgemm, where the block
@@ -378,8 +375,8 @@ fn tune_args(
     Ok((value_type, ops, dims, max_iterations as usize))
 }
 
-unsafe fn tune_c<T: Element>(
-    h: &SpammHandle,
+unsafe fn tune_c<T: SpammElement>(
+    h: &mut SpammHandle,
     ops: (Operation, Operation),
     (m, n, k): (usize, usize, usize),
     a: *const c_void,
@@ -390,19 +387,14 @@ unsafe fn tune_c<T: Element>(
 ) -> Result<(f64, f64)> {
     let a = raw_operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda")?;
     let b = raw_operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb")?;
-    let choice = if *h.core().backend() == Backend::Cuda {
-        unsafe { h.tune_tau_raw(&a, &b, target, tolerance, max_iterations) }?
-    } else {
-        let (a, b) = unsafe { (host_operand(&a), host_operand(&b)) };
-        h.tune_tau(&a, &b, target, tolerance, max_iterations)?
-    };
+    let choice = unsafe { h.tune_tau(&a, &b, target, tolerance, max_iterations) }?;
     Ok((choice.tau, choice.valid_ratio))
 }
 
 /// The body of spammTuneTauForErrorBound for one element type: (τ, bound, valid ratio).
 #[allow(clippy::too_many_arguments)]
-unsafe fn tune_bound_c<T: Element>(
-    h: &SpammHandle,
+unsafe fn tune_bound_c<T: SpammElement>(
+    h: &mut SpammHandle,
     ops: (Operation, Operation),
     (m, n, k): (usize, usize, usize),
     alpha: *const c_void,
@@ -415,12 +407,7 @@ unsafe fn tune_bound_c<T: Element>(
     let alpha = unsafe { scalar_arg(alpha as *const T::Compute, "alpha") }?;
     let a = raw_operand_arg(a as *const T, ops.0, m, k, lda, "A", "lda")?;
     let b = raw_operand_arg(b as *const T, ops.1, k, n, ldb, "B", "ldb")?;
-    let choice = if *h.core().backend() == Backend::Cuda {
-        unsafe { h.tune_tau_for_error_bound_raw(&a, &b, alpha, error_bound, max_iterations) }?
-    } else {
-        let (a, b) = unsafe { (host_operand(&a), host_operand(&b)) };
-        h.tune_tau_for_error_bound(&a, &b, alpha, error_bound, max_iterations)?
-    };
+    let choice = unsafe { h.tune_tau_for_error_bound(&a, &b, alpha, error_bound, max_iterations) }?;
     Ok((choice.tau, choice.error_bound, choice.valid_ratio))
 }
 
@@ -547,7 +534,7 @@ unsafe fn run_untyped_gemm(
     operands: UntypedOperands,
     rule: TauRule,
 ) -> Result<f64> {
-    unsafe fn typed<T: Element>(
+    unsafe fn typed<T: SpammElement>(
         h: &mut SpammHandle,
         ops: (Operation, Operation),
         dims: (usize, usize, usize),

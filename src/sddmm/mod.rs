@@ -13,12 +13,13 @@
 //! 0.01 %), COO otherwise. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
 //! algorithms derive from the sparsity pattern alone, done once for many calls.
 
-use crate::backend::{Backend, cpu};
+use crate::backend::cpu;
 use crate::dense::MatRef;
 use crate::error::{Error, Result, try_alloc};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
+use crate::types::BackendKind;
 use crate::types::IndexBase;
 use rayon::prelude::*;
 use std::os::raw::c_int;
@@ -137,7 +138,7 @@ impl SddmmHandle {
         }
         let algorithm = self.choose(pattern.outer_dim, pattern.inner_dim, pattern.nnz());
         match self.core.backend() {
-            Backend::Cpu => match algorithm {
+            BackendKind::Cpu | BackendKind::Auto => match algorithm {
                 SddmmAlgorithm::Tiled => {
                     let built;
                     let schedule = match plan {
@@ -161,7 +162,7 @@ impl SddmmHandle {
                     cpu::sddmm::coo(operands, rows, out);
                 }
             },
-            Backend::Cuda => {
+            BackendKind::Cuda => {
                 return Err(Error::internal("a CUDA SDDMM handle computes through compute_cuda, on raw pointers"));
             }
         }

@@ -11,11 +11,6 @@
 //! multiples of b are handled with partial edge blocks, which is the paper's zero padding without
 //! copying: a zero-padded row or column adds nothing to a norm or a product.
 
-use crate::backend::Backend;
-use crate::backend::cpu::spamm as cpu_spamm;
-use crate::backend::cuda::GpuDevice;
-use crate::backend::cuda::spamm as cuda_spamm;
-pub use crate::backend::cuda::spamm::RawOperand;
 use crate::dense::{MatRef, op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
@@ -23,11 +18,13 @@ use crate::scalar::Element;
 use crate::types::{Layout, Operation, ValueType};
 use rayon::prelude::*;
 use std::os::raw::c_int;
-use std::sync::Arc;
 use std::time::Instant;
 
+pub mod contract;
 pub mod scaled_norm;
 pub mod tune;
+use contract::{Product, Totals};
+pub use contract::{RawOperand, SpammElement};
 use scaled_norm::SquareSums;
 pub use tune::TauRule;
 
@@ -83,41 +80,20 @@ pub fn runs_3xtf32(mode: MathMode, value_type: ValueType, block_size: usize, k_b
 
 /// Everything a SpAMM handle holds: the shared backend / stream / device state, the block size, the
 /// FP32 math mode and the statistics of the last product.
+#[derive(Debug)]
 pub struct SpammHandle {
     core: HandleCore,
     block_size: usize,
     math_mode: MathMode,
     last_stats: Option<LastStats>,
-    /// Where the CUDA backend's products leave their statistics (one device at a time).
-    stats_slot: Option<cuda_spamm::StatsSlot>,
-    /// The other devices of multi-device products (the handle's devices after the first) and the
-    /// split of the work, kept between products.
-    shared: Option<cuda_spamm::SharedDevices>,
 }
 
-impl std::fmt::Debug for SpammHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammHandle")
-            .field("core", &self.core)
-            .field("block_size", &self.block_size)
-            .field("math_mode", &self.math_mode)
-            .finish()
-    }
-}
-
-/// The statistics of a handle's last product: known, or still being computed by the device (the
-/// totals arrive in the handle's stats slot; the rest is known when the call returns).
+/// The statistics of a handle's last product: known, or still being computed by the backend (the
+/// totals come from [`SpammStatistics::wait_totals`]; the rest is known when the call returns).
 #[derive(Clone, Copy, Debug)]
 enum LastStats {
     Ready(SpammStats),
-    /// The totals are in the stats slot.
-    OnDevice {
-        dims: (usize, usize, usize),
-        tau: f64,
-        block_size: usize,
-        alpha_abs: f64,
-        elapsed_seconds: f64,
-    },
+    Pending { dims: (usize, usize, usize), tau: f64, block_size: usize, alpha_abs: f64, elapsed_seconds: f64 },
 }
 
 impl SpammHandle {
@@ -127,8 +103,6 @@ impl SpammHandle {
             block_size: DEFAULT_BLOCK_SIZE,
             math_mode: MathMode::Default,
             last_stats: None,
-            stats_slot: None,
-            shared: None,
         })
     }
 
@@ -164,14 +138,13 @@ impl SpammHandle {
         self.math_mode = mode;
     }
 
-    /// Statistics of the last successful product on this handle (after a CUDA product, this waits
-    /// until the device has computed them).
+    /// Statistics of the last successful product on this handle (after a product whose statistics
+    /// the device computes, this waits for them).
     pub fn last_stats(&mut self) -> Result<SpammStats> {
         let stats = match self.last_stats.ok_or_else(|| Error::invalid_value("no product has run on this handle"))? {
             LastStats::Ready(stats) => stats,
-            LastStats::OnDevice { dims, tau, block_size, alpha_abs, elapsed_seconds } => {
-                let slot = self.stats_slot.as_ref().expect("a CUDA product left its statistics in the slot");
-                let (performed, squared) = slot.wait()?;
+            LastStats::Pending { dims, tau, block_size, alpha_abs, elapsed_seconds } => {
+                let (performed, squared) = self.core.executor_mut().wait_totals()?;
                 SpammStats::from_totals(dims, performed, squared, tau, block_size, alpha_abs, elapsed_seconds)
             }
         };
@@ -179,63 +152,24 @@ impl SpammHandle {
         Ok(stats)
     }
 
-    /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ (given, or searched on the
-    /// product's norm maps: [`tune::TauRule`]), on the handle's backend; the statistics, τ among them,
-    /// are stored on the handle; returns τ. C is column-major m × n with leading dimension `ldc`. The
-    /// C API has validated every argument; the checks here guard the Rust entry point.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm<T: Element>(
-        &mut self,
-        a: &GemmOperand<'_, T>,
-        b: &GemmOperand<'_, T>,
-        alpha: T::Compute,
-        beta: T::Compute,
-        c: &mut [T],
-        ldc: usize,
-        tau: TauRule,
-    ) -> Result<f64> {
-        let started = Instant::now();
-        let alpha_abs = alpha.to_f64().abs();
-        tau.check(alpha_abs)?;
-        let (m, k) = a.op_shape();
-        let (k_b, n) = b.op_shape();
-        if k != k_b {
-            return Err(Error::invalid_size(format!("op(A) has {k} columns but op(B) has {k_b} rows")));
+    /// Brings pending statistics home before the executor is replaced (another backend); statistics
+    /// the device can no longer give are dropped (`spammGetStats` then reports no product).
+    pub fn settle(&mut self) {
+        if matches!(self.last_stats, Some(LastStats::Pending { .. })) && self.last_stats().is_err() {
+            self.last_stats = None;
         }
-        for (x, name) in [(a, "A"), (b, "B")] {
-            let needed = required_len(x.stored_rows, x.stored_cols, x.ld, Layout::ColMajor, name)?;
-            if x.data.len() < needed {
-                return Err(Error::invalid_size(format!("{name} holds {} elements, needs {needed}", x.data.len())));
-            }
-        }
-        let needed = required_len(m, n, ldc, Layout::ColMajor, "C")?;
-        if c.len() < needed {
-            return Err(Error::invalid_size(format!("C holds {} elements, needs {needed}", c.len())));
-        }
-        if *self.core.backend() == Backend::Cuda {
-            let c_len = c.len();
-            // SAFETY: the slices were checked above to hold the operands and C, and a mutable C
-            // cannot overlap the shared A and B.
-            return unsafe { self.gemm_raw(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) };
-        }
-        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
-        let dims = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
-        let tau = tau.choose(&mut tune::NormMapEvaluator::new(&a_norms, &b_norms), dims, alpha_abs)?;
-        let plan = ProductPlan { a_norms, b_norms, tau, block_size: self.block_size };
-        cpu_spamm::spamm_gemm(&plan, a, b, alpha, beta, c, ldc, self.math_mode);
-        self.last_stats = Some(LastStats::Ready(plan.statistics(alpha_abs, started.elapsed().as_secs_f64())));
-        Ok(tau)
     }
 
-    /// [`SpammHandle::gemm`] on the CUDA backend, for operands by pointer to host or device memory
-    /// (a CUDA handle never makes Rust slices of the caller's arrays). The caller has validated the
-    /// arguments: shapes agree and the τ rule's arguments are valid.
+    /// `C ← α·op(A)·op(B) + β·C` skipping the block products below τ (given, or searched on the
+    /// product's norm maps: [`tune::TauRule`]), on the handle's executor; the statistics, τ among them,
+    /// are kept on the handle; returns τ. C is column-major m × n with leading dimension `ldc`.
     ///
     /// # Safety
     /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements and `c` readable and writable
-    /// for `c_len`, host memory or memory of the handle's device, C overlapping neither.
+    /// for `c_len`, in memory the handle's backend takes (host memory; for CUDA also memory of the
+    /// handle's first device), C overlapping neither operand.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn gemm_raw<T: Element>(
+    pub unsafe fn gemm<T: SpammElement>(
         &mut self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
@@ -249,75 +183,67 @@ impl SpammHandle {
         let started = Instant::now();
         let alpha_abs = alpha.to_f64().abs();
         tau.check(alpha_abs)?;
-        let gpu = self.core.gpu()?;
-        gpu.bind()?;
-        let stream = self.core.cu_stream();
-        if self.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
-            self.stats_slot = Some(cuda_spamm::StatsSlot::new(&gpu)?);
+        let (m, _) = a.op_shape();
+        let n = b.op_shape().1;
+        check_inner_dimensions(a.op_shape(), b.op_shape())?;
+        for (x, name) in [(a, "A"), (b, "B")] {
+            let needed = required_len(x.stored_rows, x.stored_cols, x.ld, Layout::ColMajor, name)?;
+            if x.len < needed {
+                return Err(Error::invalid_size(format!("{name} holds {} elements, needs {needed}", x.len)));
+            }
         }
-        // The last product's statistics are no longer reachable once the slot is reused.
+        let needed = required_len(m, n, ldc, Layout::ColMajor, "C")?;
+        if c_len < needed {
+            return Err(Error::invalid_size(format!("C holds {c_len} elements, needs {needed}")));
+        }
+        // The last product's pending statistics are no longer reachable once the backend starts another.
         self.last_stats = None;
-        let share_gpus = self.share_gpus(&gpu)?;
-        let (bs, mode) = (self.block_size, self.math_mode);
-        let split = !share_gpus.is_empty()
-            && cuda_spamm::splits::<T>(
-                &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
-                bs,
-                a.op_shape().1,
-                mode,
-            );
-        if split && self.shared.as_ref().is_none_or(|shared| !shared.serves(&gpu, &share_gpus)) {
-            self.shared = None;
-            self.shared = Some(cuda_spamm::SharedDevices::new(&gpu, &share_gpus)?);
-        }
-        let slot = self.stats_slot.as_ref().expect("just made");
-        let shared = self.shared.as_mut().filter(|_| split);
-        let (dims, tau) =
-            unsafe { cuda_spamm::gemm(&gpu, stream, slot, shared, a, b, alpha, beta, c, c_len, ldc, tau, bs, mode) }?;
-        self.last_stats = Some(LastStats::OnDevice {
-            dims,
-            tau,
-            block_size: self.block_size,
-            alpha_abs,
-            elapsed_seconds: started.elapsed().as_secs_f64(),
+        let product =
+            Product { a, b, alpha, beta, c, c_len, ldc, tau, block_size: self.block_size, math_mode: self.math_mode };
+        let outcome = unsafe { T::backend(self.core.executor_mut()).gemm(&product) }?;
+        let (dims, tau, block_size) = (outcome.dims, outcome.tau, self.block_size);
+        let elapsed_seconds = started.elapsed().as_secs_f64();
+        self.last_stats = Some(match outcome.totals {
+            Totals::Known { performed, squared_skipped } => LastStats::Ready(SpammStats::from_totals(
+                dims,
+                performed,
+                squared_skipped,
+                tau,
+                block_size,
+                alpha_abs,
+                elapsed_seconds,
+            )),
+            Totals::Pending => LastStats::Pending { dims, tau, block_size, alpha_abs, elapsed_seconds },
         });
         Ok(tau)
     }
 
-    /// The devices besides the lead that share a product: the handle's other devices, or (test hook
-    /// [`cuda_spamm::split_for_testing`]) the lead itself again.
-    fn share_gpus(&self, lead: &Arc<GpuDevice>) -> Result<Vec<Arc<GpuDevice>>> {
-        let gpus = self.core.gpus()?;
-        Ok(if gpus.len() > 1 { gpus[1..].to_vec() } else { vec![lead.clone(); cuda_spamm::shares_for_testing() - 1] })
+    /// [`SpammHandle::gemm`] on host slices (any backend: the CUDA backend stages them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_slices<T: SpammElement>(
+        &mut self,
+        a: &GemmOperand<'_, T>,
+        b: &GemmOperand<'_, T>,
+        alpha: T::Compute,
+        beta: T::Compute,
+        c: &mut [T],
+        ldc: usize,
+        tau: TauRule,
+    ) -> Result<f64> {
+        let c_len = c.len();
+        // SAFETY: the operands and C are slices of their stated lengths, and a mutable C cannot
+        // overlap the shared A and B.
+        unsafe { self.gemm(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) }
     }
 
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
     /// (section 3.5.2's search, multi-way; see [`tune::tune_for_ratio`]).
-    pub fn tune_tau<T: Element>(
-        &self,
-        a: &GemmOperand<'_, T>,
-        b: &GemmOperand<'_, T>,
-        target: f64,
-        tolerance: f64,
-        max_iterations: usize,
-    ) -> Result<tune::TauChoice> {
-        if *self.core.backend() == Backend::Cuda {
-            // SAFETY: the operands are slices of the stated lengths. tune_tau_raw checks the shapes.
-            return unsafe { self.tune_tau_raw(&a.raw(), &b.raw(), target, tolerance, max_iterations) };
-        }
-        tune::check_search(target, tolerance, max_iterations)?;
-        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
-        tune::tune_for_ratio(&mut tune::NormMapEvaluator::new(&a_norms, &b_norms), target, tolerance, max_iterations)
-    }
-
-    /// [`SpammHandle::tune_tau`] on the CUDA backend for operands by pointer (host or device memory):
-    /// norm maps by the get-norm kernel, candidates evaluated on the device, only the search's
-    /// decisions on the host (one small copy back per iteration).
     ///
     /// # Safety
-    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
-    pub unsafe fn tune_tau_raw<T: Element>(
-        &self,
+    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements, in memory the handle's
+    /// backend takes.
+    pub unsafe fn tune_tau<T: SpammElement>(
+        &mut self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
         target: f64,
@@ -326,42 +252,16 @@ impl SpammHandle {
     ) -> Result<tune::TauChoice> {
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
         tune::check_search(target, tolerance, max_iterations)?;
-        unsafe {
-            self.with_device_evaluator(a, b, |evaluator| {
-                tune::tune_for_ratio(&mut evaluator.anticipating_ratio_search(), target, tolerance, max_iterations)
-            })
-        }
+        unsafe { self.search(a, b, |evaluator| tune::tune_for_ratio(evaluator, target, tolerance, max_iterations)) }
     }
 
     /// The largest τ at which the error bound the product would report (`spammGetStats`' errorBound,
     /// for `|alpha|`) is at most `error_bound` (see [`tune::tune_for_error_bound`]).
-    pub fn tune_tau_for_error_bound<T: Element>(
-        &self,
-        a: &GemmOperand<'_, T>,
-        b: &GemmOperand<'_, T>,
-        alpha: T::Compute,
-        error_bound: f64,
-        max_iterations: usize,
-    ) -> Result<tune::BoundChoice> {
-        if *self.core.backend() == Backend::Cuda {
-            // SAFETY: as in tune_tau.
-            return unsafe {
-                self.tune_tau_for_error_bound_raw(&a.raw(), &b.raw(), alpha, error_bound, max_iterations)
-            };
-        }
-        let alpha_abs = alpha.to_f64().abs();
-        tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
-        let (a_norms, b_norms) = self.host_norm_maps(a, b)?;
-        let mut evaluator = tune::NormMapEvaluator::new(&a_norms, &b_norms);
-        tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
-    }
-
-    /// [`SpammHandle::tune_tau_for_error_bound`] on the CUDA backend for operands by pointer.
     ///
     /// # Safety
-    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
-    pub unsafe fn tune_tau_for_error_bound_raw<T: Element>(
-        &self,
+    /// As [`SpammHandle::tune_tau`].
+    pub unsafe fn tune_tau_for_error_bound<T: SpammElement>(
+        &mut self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
         alpha: T::Compute,
@@ -372,40 +272,33 @@ impl SpammHandle {
         let alpha_abs = alpha.to_f64().abs();
         tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
         unsafe {
-            self.with_device_evaluator(a, b, |mut evaluator| {
-                tune::tune_for_error_bound(&mut evaluator, alpha_abs, error_bound, max_iterations)
-            })
+            self.search(a, b, |evaluator| tune::tune_for_error_bound(evaluator, alpha_abs, error_bound, max_iterations))
         }
     }
 
-    /// Runs a τ search on the device: the norm maps of two operands at this handle's block size on
-    /// the handle's device and stream, evaluated there.
-    ///
-    /// # Safety
-    /// `a.ptr` / `b.ptr` must be readable for `a.len` / `b.len` elements (host or device memory).
-    unsafe fn with_device_evaluator<T: Element, R>(
-        &self,
+    /// Runs a τ search on the norm maps of two operands at this handle's block size, computed and
+    /// evaluated by the handle's backend.
+    unsafe fn search<T: SpammElement, R>(
+        &mut self,
         a: &RawOperand<T>,
         b: &RawOperand<T>,
-        search: impl FnOnce(cuda_spamm::DeviceTauEvaluator<'_>) -> Result<R>,
+        mut search: impl FnMut(&mut dyn tune::CandidateEvaluator) -> Result<R>,
     ) -> Result<R> {
-        let gpu = self.core.gpu()?;
-        gpu.bind()?;
-        let stream = self.core.cu_stream();
-        let [a_device, b_device] = unsafe { cuda_spamm::operand_norm_maps(&gpu, stream, a, b, self.block_size) }?;
-        search(cuda_spamm::DeviceTauEvaluator::new(&gpu, stream, &a_device, &b_device)?)
-    }
-
-    /// Norm maps of two host operands at this handle's block size, for the CPU's τ searches.
-    fn host_norm_maps<T: Element>(&self, a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>) -> Result<(NormMap, NormMap)> {
-        check_inner_dimensions(a.op_shape(), b.op_shape())?;
-        Ok(NormMap::of_operands(a, b, self.block_size))
+        let mut found = None;
+        let block_size = self.block_size;
+        unsafe {
+            T::backend(self.core.executor_mut()).search_tau(a, b, block_size, &mut |evaluator| {
+                found = Some(search(evaluator)?);
+                Ok(())
+            })
+        }?;
+        found.ok_or_else(|| Error::internal("the backend ran no tau search"))
     }
 }
 
 fn check_inner_dimensions((_, k_a): (usize, usize), (k_b, _): (usize, usize)) -> Result<()> {
     if k_a != k_b {
-        return Err(Error::invalid_size("op(A) and op(B) have different inner dimensions"));
+        return Err(Error::invalid_size(format!("op(A) has {k_a} columns but op(B) has {k_b} rows")));
     }
     Ok(())
 }

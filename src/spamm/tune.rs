@@ -137,6 +137,11 @@ pub trait CandidateEvaluator {
     /// Evaluates ascending, distinct, positive τ (at most [`RATIO_CANDIDATES`], and at most
     /// [`BOUND_CANDIDATES`] with `squares`); `squares` asks for [`Evaluation::skipped_squares`].
     fn evaluate(&mut self, taus: &[f64], squares: bool) -> Result<Vec<Evaluation>>;
+
+    /// Told before [`CandidateEvaluator::range`] when a valid-ratio search follows, whose first
+    /// candidates derive from the range alone: an evaluator may count them along with the range
+    /// (the CUDA backend's saves a round trip). Nothing by default.
+    fn prepare_ratio_search(&mut self) {}
 }
 
 /// The valid-ratio search's answer: the best τ seen and the valid ratio it gives.
@@ -266,6 +271,7 @@ pub fn tune_for_ratio(
     max_iterations: usize,
 ) -> Result<TauChoice> {
     check_search(target, tolerance, max_iterations)?;
+    evaluator.prepare_ratio_search();
     let range = evaluator.range()?;
     range.check()?;
     let total = range.total();

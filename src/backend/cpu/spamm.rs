@@ -12,9 +12,13 @@
 //! FP32 GEMMs (small·big, big·small, big·big) summed into the tile: the tensor-core kernel's
 //! arithmetic, up to the order and rounding of the FP32 sums.
 
+use super::CpuExecutor;
 use crate::dense::axpby;
+use crate::error::{Error, Result};
 use crate::scalar::{ComputeScalar, Element};
-use crate::spamm::{GemmOperand, MathMode, ProductPlan, runs_3xtf32};
+use crate::spamm::contract::{Outcome, Product, RawOperand, SpammBackend, SpammStatistics, Totals};
+use crate::spamm::tune::{CandidateEvaluator, NormMapEvaluator};
+use crate::spamm::{GemmOperand, MathMode, NormMap, ProductPlan, runs_3xtf32};
 use rayon::prelude::*;
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -191,4 +195,43 @@ fn execute<T: Element>(
             }
         }
     });
+}
+
+impl<T: Element> SpammBackend<T> for CpuExecutor {
+    unsafe fn gemm(&mut self, product: &Product<'_, T>) -> Result<Outcome> {
+        // SAFETY: the caller's arrays are host memory of their stated lengths (the contract).
+        let (a, b) = unsafe { (product.a.host(), product.b.host()) };
+        let c = if product.c_len == 0 {
+            &mut [][..]
+        } else {
+            unsafe { std::slice::from_raw_parts_mut(product.c, product.c_len) }
+        };
+        let (a_norms, b_norms) = NormMap::of_operands(&a, &b, product.block_size);
+        let dims = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
+        let alpha_abs = product.alpha.to_f64().abs();
+        let tau = product.tau.choose(&mut NormMapEvaluator::new(&a_norms, &b_norms), dims, alpha_abs)?;
+        let plan = ProductPlan { a_norms, b_norms, tau, block_size: product.block_size };
+        spamm_gemm(&plan, &a, &b, product.alpha, product.beta, c, product.ldc, product.math_mode);
+        let (performed, squared_skipped) = plan.block_stats().totals();
+        Ok(Outcome { dims, tau, totals: Totals::Known { performed, squared_skipped } })
+    }
+
+    unsafe fn search_tau(
+        &mut self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        block_size: usize,
+        search: &mut dyn FnMut(&mut dyn CandidateEvaluator) -> Result<()>,
+    ) -> Result<()> {
+        // SAFETY: host memory of their stated lengths (the contract).
+        let (a, b) = unsafe { (a.host(), b.host()) };
+        let (a_norms, b_norms) = NormMap::of_operands(&a, &b, block_size);
+        search(&mut NormMapEvaluator::new(&a_norms, &b_norms))
+    }
+}
+
+impl SpammStatistics for CpuExecutor {
+    fn wait_totals(&mut self) -> Result<(u64, f64)> {
+        Err(Error::internal("the CPU backend leaves no SpAMM statistics pending"))
+    }
 }

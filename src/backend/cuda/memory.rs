@@ -8,7 +8,6 @@ use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdeviceptr, cudaError_enum};
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Where a caller's pointer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,17 +38,26 @@ pub fn locate(ptr: *const c_void) -> Location {
     Location::Device(ordinal as usize)
 }
 
-static FAILING_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static FAILING_ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
-/// Makes the next `count` device allocations of this process fail as if the device were out of
-/// memory. For tests of the allocation-failure path.
+/// Makes the next `count` device allocations made on this thread fail as if the device were out of
+/// memory. For tests of the allocation-failure path: a call allocates on the thread that makes it, so
+/// tests on other threads (each with its own handles) are not affected.
 #[doc(hidden)]
 pub fn inject_allocation_failures(count: usize) {
-    FAILING_ALLOCATIONS.store(count, Ordering::SeqCst);
+    FAILING_ALLOCATIONS.with(|failing| failing.set(count));
 }
 
 fn injected_failure() -> bool {
-    FAILING_ALLOCATIONS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    FAILING_ALLOCATIONS.with(|failing| match failing.get() {
+        0 => false,
+        n => {
+            failing.set(n - 1);
+            true
+        }
+    })
 }
 
 /// A stream-ordered device allocation, freed on its stream when dropped — or, once marked

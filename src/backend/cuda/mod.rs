@@ -410,3 +410,79 @@ pub unsafe fn copy_matrix_async(
     };
     unsafe { sys::cuMemcpy3DPeerAsync(&copy, stream.0) }.result().map_err(driver_error("copying between devices"))
 }
+
+/// The CUDA executor of one handle: its placement (the first device runs single-GPU work; the
+/// caller's stream) and what the families keep on the device between calls.
+pub struct CudaExecutor {
+    placement: crate::executor::Placement,
+    test_hooks: crate::executor::TestHooks,
+    spamm: spamm::SpammState,
+}
+
+impl std::fmt::Debug for CudaExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaExecutor")
+            .field("placement", &self.placement)
+            .field("test_hooks", &self.test_hooks)
+            .finish()
+    }
+}
+
+impl CudaExecutor {
+    /// An executor on `placement`, whose devices must all exist.
+    pub fn new(placement: crate::executor::Placement, test_hooks: crate::executor::TestHooks) -> Result<Self> {
+        check_devices(&placement.devices)?;
+        Ok(CudaExecutor { placement, test_hooks, spamm: Default::default() })
+    }
+
+    /// The device single-GPU work runs on.
+    fn lead(&self) -> Result<Arc<GpuDevice>> {
+        device(self.placement.devices[0] as usize)
+    }
+
+    /// Every device of the placement, the lead first.
+    fn devices(&self) -> Result<Vec<Arc<GpuDevice>>> {
+        self.placement.devices.iter().map(|&d| device(d as usize)).collect()
+    }
+
+    /// The caller's stream.
+    fn stream(&self) -> Stream {
+        Stream(self.placement.stream as CUstream)
+    }
+}
+
+impl crate::executor::Executor for CudaExecutor {
+    fn kind(&self) -> crate::types::BackendKind {
+        crate::types::BackendKind::Cuda
+    }
+
+    fn placement(&self) -> &crate::executor::Placement {
+        &self.placement
+    }
+
+    fn set_placement(&mut self, placement: crate::executor::Placement) -> Result<()> {
+        check_devices(&placement.devices)?;
+        self.placement = placement;
+        Ok(())
+    }
+
+    fn test_hooks(&self) -> &crate::executor::TestHooks {
+        &self.test_hooks
+    }
+
+    fn test_hooks_mut(&mut self) -> &mut crate::executor::TestHooks {
+        &mut self.test_hooks
+    }
+}
+
+/// Every ordinal must name a visible CUDA device.
+fn check_devices(devices: &[i32]) -> Result<()> {
+    let count = device_count()?;
+    match devices.iter().position(|&d| d as usize >= count) {
+        Some(i) => Err(Error::invalid_value(format!(
+            "devices[{i}] = {} does not exist ({count} CUDA devices are visible)",
+            devices[i]
+        ))),
+        None => Ok(()),
+    }
+}

@@ -2,6 +2,7 @@
 //! kernel on op(A) and op(B), multiplication kernel, per-C-block statistics) and the τ searches'
 //! candidate evaluations.
 
+use super::CudaExecutor;
 use super::kernels::{KernelSource, SPAMM, SPAMM_BF16, SPAMM_F16, SPAMM_F32, SPAMM_F64, UTIL};
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
@@ -9,6 +10,7 @@ use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, l
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
+use crate::spamm::contract::{self, Outcome, RawOperand, SpammBackend, SpammStatistics, Totals};
 use crate::spamm::tune::{self, CandidateEvaluator, Evaluation, ProductRange, TauRule};
 use crate::spamm::{MathMode, NormMap, block_count, runs_3xtf32};
 use crate::types::{Operation, ValueType};
@@ -16,33 +18,6 @@ use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CUdeviceptr};
 use std::sync::Arc;
-
-/// A caller's column-major operand by raw pointer (host or device memory), validated by the caller:
-/// `ptr` is readable for `len` elements, the stored matrix is `stored_rows × stored_cols` with
-/// leading dimension `ld`, used as `op(X)`.
-#[derive(Clone, Copy, Debug)]
-pub struct RawOperand<T> {
-    pub ptr: *const T,
-    pub len: usize,
-    pub op: Operation,
-    pub stored_rows: usize,
-    pub stored_cols: usize,
-    pub ld: usize,
-}
-
-impl<T> RawOperand<T> {
-    /// Shape of `op(X)`.
-    pub fn op_shape(&self) -> (usize, usize) {
-        crate::dense::op_shape(self.op, self.stored_rows, self.stored_cols)
-    }
-
-    /// Whether `other` is the same stored matrix (same memory and shape; `op` may differ).
-    pub fn same_matrix(&self, other: &RawOperand<T>) -> bool {
-        std::ptr::eq(self.ptr, other.ptr)
-            && (self.len, self.stored_rows, self.stored_cols, self.ld)
-                == (other.len, other.stored_rows, other.stored_cols, other.ld)
-    }
-}
 
 /// A block norm map of `op(X)` in device memory, laid out as [`NormMap`].
 pub struct DeviceNormMap {
@@ -182,7 +157,7 @@ pub unsafe fn operand_norm_maps<T: Element>(
 /// devices of `shared` when given (cuSpAMM section 3.4; the caller checked [`splits`]).
 ///
 /// The statistics totals of the whole product are queued into `stats` (nothing waits for the stream
-/// unless C or an input is in host memory, or the product is shared). `mode` selects the FP32 kernel
+/// unless C or an input is in host memory, or the product is shared). `kernels` selects the FP32 kernel
 /// ([`runs_3xtf32`]). A τ to be searched ([`TauRule`]) is searched on the product's own norm maps
 /// once they are computed (the host waits for each search iteration). Returns (mb, nb, kb) and τ.
 ///
@@ -217,7 +192,7 @@ pub unsafe fn gemm<T: Element>(
     ldc: usize,
     tau: TauRule,
     bs: usize,
-    mode: MathMode,
+    kernels: KernelSettings,
 ) -> Result<((usize, usize, usize), f64)> {
     let (m, k) = a.op_shape();
     let n = b.op_shape().1;
@@ -252,10 +227,9 @@ pub unsafe fn gemm<T: Element>(
     let tau = match tau.given() {
         Some(tau) => tau,
         None => {
+            // A valid-ratio search has the evaluator anticipate its first iteration
+            // (CandidateEvaluator::prepare_ratio_search).
             let mut evaluator = DeviceTauEvaluator::new(lead, stream, &norms[0], &norms[1])?;
-            if matches!(tau, TauRule::ValidRatio { .. }) {
-                evaluator = evaluator.anticipating_ratio_search();
-            }
             let tau = tau.choose(&mut evaluator, dims, alpha.to_f64().abs())?;
             timeline.stamp(lead, stream, || format!("tau {tau:e} searched"))?;
             tau
@@ -317,7 +291,7 @@ pub unsafe fn gemm<T: Element>(
             alpha,
             beta,
             (c.ptr() + (lead_rows.start * size) as u64, ldc),
-            mode,
+            kernels,
         )
     }?;
     timeline.stamp(lead, stream, || "lead's rows computed".into())?;
@@ -340,7 +314,7 @@ pub unsafe fn gemm<T: Element>(
                 &whole,
                 (alpha, beta),
                 (c.ptr(), ldc),
-                mode,
+                kernels,
             )
         }?;
         // The caller's stream goes on (and this call's temporaries on the lead are freed) once every
@@ -544,24 +518,13 @@ impl SharedDevices {
     }
 }
 
-/// Test hook: a one-device product is split into this many row shares computed like other devices'
-/// shares (own stream, operands copied), so a one-GPU machine exercises the multi-device path.
-static SPLIT_FOR_TESTING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
-
-pub fn split_for_testing(shares: usize) {
-    SPLIT_FOR_TESTING.store(shares.max(1), std::sync::atomic::Ordering::Relaxed);
-}
-
-pub fn shares_for_testing() -> usize {
-    SPLIT_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Test hook: tile kernels are launched with the least shared memory they run with (the f64 kernel's
-/// two pipeline stages), as on a device that cannot give them more.
-static FEWEST_SHARED_MEMORY_FOR_TESTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn fewest_shared_memory_for_testing(fewest: bool) {
-    FEWEST_SHARED_MEMORY_FOR_TESTING.store(fewest, std::sync::atomic::Ordering::Relaxed);
+/// How a product's tile kernels are chosen and launched.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSettings {
+    /// The FP32 kernel ([`runs_3xtf32`]).
+    pub mode: MathMode,
+    /// Launch with the least shared memory the kernels run with ([`crate::executor::TestHooks`]).
+    pub fewest_shared_memory: bool,
 }
 
 /// Whether a product can be split over devices (the tile kernels take panels of C's rows; k = 0 only
@@ -932,7 +895,7 @@ unsafe fn finish_shares<T: Element>(
     whole: &Product,
     (alpha, beta): (T::Compute, T::Compute),
     (c_lead, ldc): (CUdeviceptr, usize),
-    mode: MathMode,
+    kernels: KernelSettings,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let (_, nb, kb) = rows.dims;
@@ -987,7 +950,7 @@ unsafe fn finish_shares<T: Element>(
                     alpha,
                     beta,
                     (c_panel, panel_rows),
-                    mode,
+                    kernels,
                 )
             }?;
             timeline.stamp(gpu, panel_stream, || format!("share {s}: panel {p} computed"))?;
@@ -1155,7 +1118,7 @@ unsafe fn multiply<T: Element>(
     alpha: T::Compute,
     beta: T::Compute,
     (c_dev, ldc): (CUdeviceptr, usize),
-    mode: MathMode,
+    kernels: KernelSettings,
 ) -> Result<()> {
     let Product { m, n, k, bs, tau } = *p;
     let (mb, nb, kb) = (block_count(m, bs), block_count(n, bs), block_count(k, bs));
@@ -1163,7 +1126,7 @@ unsafe fn multiply<T: Element>(
         return Ok(());
     }
     let transposes = (a.op == Operation::T, b.op == Operation::T);
-    let tile = TileKernel::of::<T>(runs_3xtf32(mode, T::VALUE_TYPE, bs, kb), transposes);
+    let tile = TileKernel::of::<T>(runs_3xtf32(kernels.mode, T::VALUE_TYPE, bs, kb), transposes);
     let (m_i, n_i, k_i, bs_i) = (m as i32, n as i32, k as i32, bs as i32);
     let (a_ptr, lda, ta) = (a.ptr, a.ld as i64, (a.op == Operation::T) as i32);
     let (b_ptr, ldb, tb) = (b.ptr, b.ld as i64, (b.op == Operation::T) as i32);
@@ -1171,7 +1134,7 @@ unsafe fn multiply<T: Element>(
     if tile.applies(device, bs, kb) {
         let work = tile_work(device, stream, &tile, (an, an_ld), bn, tau, (m, n, bs, kb))?;
         let f = device.function(tile.module, tile.name)?;
-        let shared_bytes = tile.shared_bytes_on(device);
+        let shared_bytes = tile.shared_bytes_on(device, kernels.fewest_shared_memory);
         if shared_bytes > 48 * 1024 {
             device.allow_shared_memory(&f, shared_bytes as usize)?;
         }
@@ -1266,9 +1229,9 @@ impl TileKernel {
             && self.fewest_shared_bytes as usize <= device.max_shared_memory_per_block_optin
     }
 
-    /// The dynamic shared memory to launch with on `device` (where [`TileKernel::applies`]).
-    fn shared_bytes_on(&self, device: &GpuDevice) -> u32 {
-        let fewest = FEWEST_SHARED_MEMORY_FOR_TESTING.load(std::sync::atomic::Ordering::Relaxed);
+    /// The dynamic shared memory to launch with on `device` (where [`TileKernel::applies`]): the
+    /// fewest bytes the kernel runs with when `fewest`.
+    fn shared_bytes_on(&self, device: &GpuDevice, fewest: bool) -> u32 {
         if !fewest && self.shared_bytes as usize <= device.max_shared_memory_per_block_optin {
             self.shared_bytes
         } else {
@@ -1791,6 +1754,10 @@ fn sort_in_global_memory(
 }
 
 impl CandidateEvaluator for DeviceTauEvaluator<'_> {
+    fn prepare_ratio_search(&mut self) {
+        self.anticipate = true;
+    }
+
     fn range(&mut self) -> Result<ProductRange> {
         let dims = self.dims();
         if dims.0 * dims.1 * dims.2 == 0 {
@@ -1845,5 +1812,84 @@ impl CandidateEvaluator for DeviceTauEvaluator<'_> {
             .map_err(driver_error("copying to the host"))?;
         self.device.synchronize(self.stream)?;
         Ok(evaluations_from(taus, &results, squares))
+    }
+}
+
+/// What a handle's executor keeps between SpAMM products: where the statistics land (one slot, for
+/// the lead device), and the other devices of multi-device products with the split of the work.
+#[derive(Default)]
+pub struct SpammState {
+    stats_slot: Option<StatsSlot>,
+    shared: Option<SharedDevices>,
+}
+
+impl CudaExecutor {
+    /// The devices besides the lead that share a product: the placement's other devices, or (test
+    /// hook [`crate::executor::TestHooks::spamm_shares_on_one_device`]) the lead itself again.
+    fn spamm_share_gpus(&self, lead: &Arc<GpuDevice>) -> Result<Vec<Arc<GpuDevice>>> {
+        let gpus = self.devices()?;
+        Ok(if gpus.len() > 1 {
+            gpus[1..].to_vec()
+        } else {
+            vec![lead.clone(); self.test_hooks.spamm_shares_on_one_device.saturating_sub(1)]
+        })
+    }
+}
+
+impl<T: Element> SpammBackend<T> for CudaExecutor {
+    unsafe fn gemm(&mut self, product: &contract::Product<'_, T>) -> Result<Outcome> {
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        let stream = self.stream();
+        let share_gpus = self.spamm_share_gpus(&gpu)?;
+        let kernels = KernelSettings {
+            mode: product.math_mode,
+            fewest_shared_memory: self.test_hooks.spamm_fewest_shared_memory,
+        };
+        let bs = product.block_size;
+        let state = &mut self.spamm;
+        if state.stats_slot.as_ref().is_none_or(|slot| !Arc::ptr_eq(slot.device(), &gpu)) {
+            state.stats_slot = Some(StatsSlot::new(&gpu)?);
+        }
+        let split = !share_gpus.is_empty()
+            && splits::<T>(
+                &std::iter::once(&gpu).chain(&share_gpus).collect::<Vec<_>>(),
+                bs,
+                product.a.op_shape().1,
+                kernels.mode,
+            );
+        if split && state.shared.as_ref().is_none_or(|shared| !shared.serves(&gpu, &share_gpus)) {
+            state.shared = None;
+            state.shared = Some(SharedDevices::new(&gpu, &share_gpus)?);
+        }
+        let slot = state.stats_slot.as_ref().expect("just made");
+        let shared = state.shared.as_mut().filter(|_| split);
+        let contract::Product { a, b, alpha, beta, c, c_len, ldc, tau, .. } = *product;
+        let (dims, tau) =
+            unsafe { gemm(&gpu, stream, slot, shared, a, b, alpha, beta, c, c_len, ldc, tau, bs, kernels) }?;
+        Ok(Outcome { dims, tau, totals: Totals::Pending })
+    }
+
+    unsafe fn search_tau(
+        &mut self,
+        a: &RawOperand<T>,
+        b: &RawOperand<T>,
+        block_size: usize,
+        search: &mut dyn FnMut(&mut dyn CandidateEvaluator) -> Result<()>,
+    ) -> Result<()> {
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        let stream = self.stream();
+        let [a_norms, b_norms] = unsafe { operand_norm_maps(&gpu, stream, a, b, block_size) }?;
+        search(&mut DeviceTauEvaluator::new(&gpu, stream, &a_norms, &b_norms)?)
+    }
+}
+
+impl SpammStatistics for CudaExecutor {
+    fn wait_totals(&mut self) -> Result<(u64, f64)> {
+        match &self.spamm.stats_slot {
+            Some(slot) => slot.wait(),
+            None => Err(Error::internal("no SpAMM product left statistics on this executor")),
+        }
     }
 }

@@ -1,0 +1,69 @@
+//! What a handle runs its work on: an executor, a backend together with the handle's devices and
+//! stream. Each family declares the contract a backend implements for it (a trait in the family's
+//! module, [`crate::spamm::contract`] for instance); an [`Executor`] is a backend that implements
+//! all of them. Families reach their contract through the executor and never name a backend; the
+//! backends (`crate::backend::cpu`, `crate::backend::cuda`) implement the contracts and may use the
+//! families' types; `crate::backend::executor` makes the executor a handle asked for.
+
+use crate::error::Result;
+use crate::spamm::contract::{SpammBackend, SpammStatistics};
+use crate::types::BackendKind;
+use half::{bf16, f16};
+
+/// Where a handle's work runs: the caller's `cudaStream_t` (0 = the default stream; kept as an
+/// address, the CPU backend never dereferences it) and the device ordinals, first the one single-GPU
+/// work runs on. The CPU backend keeps them only to report them back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub stream: usize,
+    pub devices: Vec<i32>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement { stream: 0, devices: vec![0] }
+    }
+}
+
+/// Settings tests use to reach code paths the machine they run on would not take; off by default.
+/// Each handle has its own, so tests that set them run side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestHooks {
+    /// A one-device SpAMM product is split into this many row shares, computed as other devices'
+    /// shares are (own stream, operands copied), so that one GPU exercises the multi-device path.
+    /// 1: no split.
+    pub spamm_shares_on_one_device: usize,
+    /// SpAMM's tile kernels are launched with the least shared memory they run with (the f64
+    /// kernel's two pipeline stages), as on a device that cannot give them more.
+    pub spamm_fewest_shared_memory: bool,
+}
+
+impl Default for TestHooks {
+    fn default() -> Self {
+        TestHooks { spamm_shares_on_one_device: 1, spamm_fewest_shared_memory: false }
+    }
+}
+
+/// A backend executing every family's contract on a handle's placement.
+pub trait Executor:
+    Send
+    + std::fmt::Debug
+    + SpammBackend<f32>
+    + SpammBackend<f64>
+    + SpammBackend<f16>
+    + SpammBackend<bf16>
+    + SpammStatistics
+{
+    /// The backend, as reported to callers (never `Auto`).
+    fn kind(&self) -> BackendKind;
+
+    fn placement(&self) -> &Placement;
+
+    /// Moves the executor to other devices or another stream. A backend refuses devices it cannot
+    /// use (the CUDA backend: an ordinal that names no visible device).
+    fn set_placement(&mut self, placement: Placement) -> Result<()>;
+
+    fn test_hooks(&self) -> &TestHooks;
+
+    fn test_hooks_mut(&mut self) -> &mut TestHooks;
+}
