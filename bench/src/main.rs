@@ -17,11 +17,10 @@ mod smat;
 mod spamm;
 mod vendor;
 
-use gpu::{Gpu, Outcome, Repeats};
+use gpu::{DeviceBuffer, Gpu, Outcome, Repeats};
 use rayon::prelude::*;
 use report::Report;
 use sparsegpu::ValueType;
-use sparsegpu::backend::cuda::{self, memory::DeviceBuffer};
 use sparsegpu::capi::common::{sgpuGetLastErrorMessage, sgpuGetStatusName};
 use sparsegpu::sparse::CsrMatrix;
 use std::ffi::CStr;
@@ -417,8 +416,8 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    let device_count = match cuda::availability() {
-        Ok(count) => *count,
+    let device_count = match gpu::availability() {
+        Ok(count) => count,
         Err(why) => {
             eprintln!(
                 "sparsegpu-bench: no usable GPU: {why}. The benchmark compares GPU implementations and needs one."
@@ -464,10 +463,10 @@ fn run(opts: Options, device_count: usize) -> Outcome<usize> {
     println!(
         "sparsegpu-bench on {} (sm_{}{}, {} visible device(s), driver CUDA {}), {}; seed {seed}",
         gpu.name,
-        gpu.device.capability.0,
-        gpu.device.capability.1,
+        gpu.capability.0,
+        gpu.capability.1,
         device_count,
-        cuda::driver_version_string(),
+        gpu::driver_version(),
         report::utc_now()
     );
     let report = Report::new(gpu.name.clone(), json);
