@@ -134,15 +134,7 @@ impl Report {
     /// Writes a free-form record (the measured peaks) as a JSON line.
     pub fn push_peak(&mut self, name: &str, value: f64, unit: &str, how: &str) {
         if let Some(file) = &mut self.json {
-            let line = format!(
-                "{{\"family\":\"peak\",\"op\":{},\"value\":{},\"unit\":{},\"method\":{},\"gpu\":{},\"date\":{}}}",
-                json_str(name),
-                json_num(value),
-                json_str(unit),
-                json_str(how),
-                json_str(&self.gpu),
-                json_str(&self.date)
-            );
+            let line = peak_line(name, value, unit, how, &self.gpu, &self.date);
             if let Err(e) = writeln!(file, "{line}") {
                 eprintln!("sparsegpu-bench: cannot write the JSON file: {e}");
             }
@@ -281,6 +273,18 @@ fn json_line(m: &Measurement, gpu: &str, date: &str) -> String {
     format!("{{{}}}", body.join(","))
 }
 
+fn peak_line(name: &str, value: f64, unit: &str, how: &str, gpu: &str, date: &str) -> String {
+    format!(
+        "{{\"family\":\"peak\",\"op\":{},\"value\":{},\"unit\":{},\"method\":{},\"gpu\":{},\"date\":{}}}",
+        json_str(name),
+        json_num(value),
+        json_str(unit),
+        json_str(how),
+        json_str(gpu),
+        json_str(date)
+    )
+}
+
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -296,4 +300,75 @@ pub fn utc_now() -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// The JSON lines exactly as `scripts/plot_bench.py`, `scripts/spamm_table.py` and the files in
+/// `docs/results/` have them: field names and order, numbers as Rust's `{:e}` (`1.5e0`), null for a
+/// missing or non-finite number, control characters other than `\n` as `\u00XX`.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> Measurement {
+        let mut m = Measurement::new(
+            "spamm",
+            "spammSgemm x2",
+            "cublasSgemm",
+            "f32",
+            "algebraic 0.1/(|i-j|^0.1+1), C = A·A",
+            "N=4096".into(),
+        );
+        m.density = Some(0.1 + 0.2);
+        m.valid_ratio = Some(0.0498);
+        m.tau = Some(1.25e-7);
+        m.devices = 2;
+        m.ours_ms = Some(2.0);
+        m.ours_wall_ms = Some(2.125);
+        m.vendor_ms = Some(12.5);
+        m.vendor_wall_ms = Some(-0.0);
+        m.flops = Some(2.0 * 4096f64.powi(3));
+        m.bytes = Some(3.0 * 4096.0 * 4096.0 * 4.0);
+        m.peak = Some((51234.5, "GFLOP/s"));
+        m.error = Some(f64::NAN);
+        m.error_bound = Some(f64::INFINITY);
+        m.note = "target 0.05, tuned to 0.0498 in 12 ms; tab\there, cr\r, bs\u{8}, ff\u{c}, \u{1}\u{1f}, del\u{7f}, \u{2028} τ³".into();
+        m.verdict = Verdict::Mismatch("relative error 1.2e-3 \"against\" C:\\tmp\n  next line".into());
+        m
+    }
+
+    const FULL: &str = concat!(
+        r#"{"family":"spamm","op":"spammSgemm x2","vendor_op":"cublasSgemm","type":"f32","input":"algebraic 0.1/(|i-j|^0.1+1), C = A·A","shape":"N=4096","density":3.0000000000000004e-1,"valid_ratio":4.98e-2,"tau":1.25e-7,"devices":2,"ours_ms":2e0,"ours_wall_ms":2.125e0,"vendor_ms":1.25e1,"vendor_wall_ms":-0e0,"speedup":6.25e0,"gflops":6.8719476736e4,"gbps":1.00663296e2,"pct_of_peak":1.3412734921976403e2,"vendor_gflops":1.099511627776e4,"vendor_gbps":1.610612736e1,"peak":5.12345e4,"peak_unit":"GFLOP/s","error":null,"error_bound":null,"status":"mismatch","message":"relative error 1.2e-3 \"against\" C:\\tmp\n  next line","note":"target 0.05, tuned to 0.0498 in 12 ms; tab\u0009here, cr\u000d, bs\u0008, ff\u000c, \u0001\u001f, del"#,
+        "\u{7f}",
+        r#", "#,
+        "\u{2028}",
+        r#" τ³","gpu":"NVIDIA H100 80GB HBM3","date":"2026-11-25T13:10:00Z"}"#,
+    );
+
+    const BARE: &str = r#"{"family":"smat","op":"smatSpMM","vendor_op":"cusparseSpMM","type":"f16","input":"","shape":"","density":null,"valid_ratio":null,"tau":null,"devices":1,"ours_ms":null,"ours_wall_ms":null,"vendor_ms":null,"vendor_wall_ms":null,"speedup":null,"gflops":null,"gbps":null,"pct_of_peak":null,"vendor_gflops":null,"vendor_gbps":null,"peak":null,"peak_unit":null,"error":null,"error_bound":null,"status":"ok","message":"","note":"","gpu":"","date":""}"#;
+
+    const NOT_AVAILABLE: &str = r#"{"family":"smat","op":"smatSpMM","vendor_op":"cusparseSpMM","type":"f16","input":"","shape":"","density":null,"valid_ratio":null,"tau":null,"devices":1,"ours_ms":1e0,"ours_wall_ms":null,"vendor_ms":null,"vendor_wall_ms":null,"speedup":null,"gflops":null,"gbps":1e3,"pct_of_peak":3.3333333333333336e1,"vendor_gflops":null,"vendor_gbps":null,"peak":3e3,"peak_unit":"GB/s","error":null,"error_bound":null,"status":"not available","message":"SGPU_STATUS_BACKEND_UNAVAILABLE: no \"CUDA\"","note":"","gpu":"gpu","date":"date"}"#;
+
+    const PEAK: &str = r#"{"family":"peak","op":"gemm f16","value":7.00123456e5,"unit":"GFLOP/s","method":"cublasGemmEx(16F, COMPUTE_32F) 8192x8192x8192, column-major","gpu":"H100","date":"2026-01-01T00:00:00Z"}"#;
+
+    const PEAK_NAN: &str = r#"{"family":"peak","op":"device copy","value":null,"unit":"GB/s","method":"cuMemcpyDtoDAsync of 1024 MiB, (read + written bytes) / time","gpu":"","date":""}"#;
+
+    #[test]
+    fn measurement_lines_are_unchanged() {
+        assert_eq!(json_line(&full(), "NVIDIA H100 80GB HBM3", "2026-11-25T13:10:00Z"), FULL);
+        let mut bare = Measurement::new("smat", "smatSpMM", "cusparseSpMM", "f16", "", String::new());
+        assert_eq!(json_line(&bare, "", ""), BARE);
+        bare.not_available("SGPU_STATUS_BACKEND_UNAVAILABLE: no \"CUDA\"".into());
+        bare.peak = Some((3000.0, "GB/s"));
+        bare.bytes = Some(1e9);
+        bare.ours_ms = Some(1.0);
+        assert_eq!(json_line(&bare, "gpu", "date"), NOT_AVAILABLE);
+    }
+
+    #[test]
+    fn peak_lines_are_unchanged() {
+        let how = "cublasGemmEx(16F, COMPUTE_32F) 8192x8192x8192, column-major";
+        assert_eq!(peak_line("gemm f16", 700123.456, "GFLOP/s", how, "H100", "2026-01-01T00:00:00Z"), PEAK);
+        let how = "cuMemcpyDtoDAsync of 1024 MiB, (read + written bytes) / time";
+        assert_eq!(peak_line("device copy", f64::NAN, "GB/s", how, "", ""), PEAK_NAN);
+    }
 }
