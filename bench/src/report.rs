@@ -1,8 +1,10 @@
 //! Results: one `Measurement` per comparison, printed as a table per family and written as JSON
 //! lines (one object per measurement).
 
+use serde::Serialize;
+use serde_json::ser::CharEscape;
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{self, Write as _};
 
 /// What became of our side of a comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,83 +208,130 @@ fn truncate(s: &str, width: usize) -> String {
     if s.chars().count() <= width { s.to_string() } else { s.chars().take(width - 1).chain(['…']).collect() }
 }
 
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+/// One measurement as a JSON line: these fields, in this order (`scripts/plot_bench.py` and
+/// `scripts/spamm_table.py` read them). A missing or non-finite number is `null`.
+#[derive(Serialize)]
+struct MeasurementRecord<'a> {
+    family: &'a str,
+    op: &'a str,
+    vendor_op: &'a str,
+    #[serde(rename = "type")]
+    ty: &'a str,
+    input: &'a str,
+    shape: &'a str,
+    density: Option<f64>,
+    valid_ratio: Option<f64>,
+    tau: Option<f64>,
+    devices: usize,
+    ours_ms: Option<f64>,
+    ours_wall_ms: Option<f64>,
+    vendor_ms: Option<f64>,
+    vendor_wall_ms: Option<f64>,
+    speedup: Option<f64>,
+    gflops: Option<f64>,
+    gbps: Option<f64>,
+    pct_of_peak: Option<f64>,
+    vendor_gflops: Option<f64>,
+    vendor_gbps: Option<f64>,
+    peak: Option<f64>,
+    peak_unit: Option<&'a str>,
+    error: Option<f64>,
+    error_bound: Option<f64>,
+    /// "ok", "mismatch" or "not available".
+    status: &'a str,
+    /// Why, for the last two; empty for "ok".
+    message: &'a str,
+    note: &'a str,
+    gpu: &'a str,
+    date: &'a str,
+}
+
+/// A peak measured at start, as a JSON line (family "peak").
+#[derive(Serialize)]
+struct PeakRecord<'a> {
+    family: &'a str,
+    op: &'a str,
+    value: f64,
+    unit: &'a str,
+    method: &'a str,
+    gpu: &'a str,
+    date: &'a str,
+}
+
+/// serde_json's compact form with the number and string spellings these lines have always had:
+/// numbers as Rust's `{:e}` (`2.125e0`), and every control character but `\n` as `\u00XX`.
+struct LineFormatter;
+
+impl serde_json::ser::Formatter for LineFormatter {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        write!(writer, "{value:e}")
     }
-    out.push('"');
-    out
+
+    fn write_char_escape<W: ?Sized + io::Write>(&mut self, writer: &mut W, escape: CharEscape) -> io::Result<()> {
+        let byte = match escape {
+            CharEscape::Quote => return writer.write_all(b"\\\""),
+            CharEscape::ReverseSolidus => return writer.write_all(b"\\\\"),
+            CharEscape::Solidus => return writer.write_all(b"/"),
+            CharEscape::LineFeed => return writer.write_all(b"\\n"),
+            CharEscape::Backspace => 0x08,
+            CharEscape::Tab => b'\t',
+            CharEscape::FormFeed => 0x0c,
+            CharEscape::CarriageReturn => b'\r',
+            CharEscape::AsciiControl(byte) => byte,
+        };
+        write!(writer, "\\u{byte:04x}")
+    }
 }
 
-fn json_num(v: f64) -> String {
-    if v.is_finite() { format!("{v:e}") } else { "null".into() }
-}
-
-fn json_opt(v: Option<f64>) -> String {
-    v.map(json_num).unwrap_or_else(|| "null".into())
+fn to_line(record: &impl Serialize) -> String {
+    let mut line = Vec::new();
+    record
+        .serialize(&mut serde_json::Serializer::with_formatter(&mut line, LineFormatter))
+        .expect("records have no maps and a Vec takes every write");
+    String::from_utf8(line).expect("serde_json writes UTF-8")
 }
 
 fn json_line(m: &Measurement, gpu: &str, date: &str) -> String {
     let (status, message) = match &m.verdict {
-        Verdict::Ok => ("ok", String::new()),
-        Verdict::Mismatch(why) => ("mismatch", why.clone()),
-        Verdict::NotAvailable(why) => ("not available", why.clone()),
+        Verdict::Ok => ("ok", ""),
+        Verdict::Mismatch(why) => ("mismatch", why.as_str()),
+        Verdict::NotAvailable(why) => ("not available", why.as_str()),
     };
-    let fields: Vec<(&str, String)> = vec![
-        ("family", json_str(m.family)),
-        ("op", json_str(&m.op)),
-        ("vendor_op", json_str(&m.vendor_op)),
-        ("type", json_str(m.ty)),
-        ("input", json_str(&m.input)),
-        ("shape", json_str(&m.shape)),
-        ("density", json_opt(m.density)),
-        ("valid_ratio", json_opt(m.valid_ratio)),
-        ("tau", json_opt(m.tau)),
-        ("devices", m.devices.to_string()),
-        ("ours_ms", json_opt(m.ours_ms)),
-        ("ours_wall_ms", json_opt(m.ours_wall_ms)),
-        ("vendor_ms", json_opt(m.vendor_ms)),
-        ("vendor_wall_ms", json_opt(m.vendor_wall_ms)),
-        ("speedup", json_opt(m.speedup())),
-        ("gflops", json_opt(m.gflops())),
-        ("gbps", json_opt(m.gbps())),
-        ("pct_of_peak", json_opt(m.pct_of_peak())),
-        ("vendor_gflops", json_opt(m.vendor_gflops())),
-        ("vendor_gbps", json_opt(m.vendor_gbps())),
-        ("peak", json_opt(m.peak.map(|p| p.0))),
-        ("peak_unit", m.peak.map(|p| json_str(p.1)).unwrap_or_else(|| "null".into())),
-        ("error", json_opt(m.error)),
-        ("error_bound", json_opt(m.error_bound)),
-        ("status", json_str(status)),
-        ("message", json_str(&message)),
-        ("note", json_str(&m.note)),
-        ("gpu", json_str(gpu)),
-        ("date", json_str(date)),
-    ];
-    let body: Vec<String> = fields.into_iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
-    format!("{{{}}}", body.join(","))
+    to_line(&MeasurementRecord {
+        family: m.family,
+        op: &m.op,
+        vendor_op: &m.vendor_op,
+        ty: m.ty,
+        input: &m.input,
+        shape: &m.shape,
+        density: m.density,
+        valid_ratio: m.valid_ratio,
+        tau: m.tau,
+        devices: m.devices,
+        ours_ms: m.ours_ms,
+        ours_wall_ms: m.ours_wall_ms,
+        vendor_ms: m.vendor_ms,
+        vendor_wall_ms: m.vendor_wall_ms,
+        speedup: m.speedup(),
+        gflops: m.gflops(),
+        gbps: m.gbps(),
+        pct_of_peak: m.pct_of_peak(),
+        vendor_gflops: m.vendor_gflops(),
+        vendor_gbps: m.vendor_gbps(),
+        peak: m.peak.map(|p| p.0),
+        peak_unit: m.peak.map(|p| p.1),
+        error: m.error,
+        error_bound: m.error_bound,
+        status,
+        message,
+        note: &m.note,
+        gpu,
+        date,
+    })
 }
 
 fn peak_line(name: &str, value: f64, unit: &str, how: &str, gpu: &str, date: &str) -> String {
-    format!(
-        "{{\"family\":\"peak\",\"op\":{},\"value\":{},\"unit\":{},\"method\":{},\"gpu\":{},\"date\":{}}}",
-        json_str(name),
-        json_num(value),
-        json_str(unit),
-        json_str(how),
-        json_str(gpu),
-        json_str(date)
-    )
+    to_line(&PeakRecord { family: "peak", op: name, value, unit, method: how, gpu, date })
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
