@@ -41,7 +41,7 @@ fn bad_arguments_are_refused_with_usage() {
         let out = bench().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.contains("usage: sparsegpu-bench"), "{args:?} printed no usage:\n{err}");
+        assert!(err.contains("Usage: sparsegpu-bench"), "{args:?} printed no usage:\n{err}");
     }
 }
 
