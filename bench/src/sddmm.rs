@@ -198,7 +198,7 @@ fn measure(
     m: &mut Measurement,
     handle: &Handle,
     call: impl FnMut() -> Outcome<()>,
-    out: &sparsegpu::backend::cuda::memory::DeviceBuffer,
+    out: &crate::gpu::DeviceBuffer,
     ty: ValueType,
     nnz: usize,
     reference: &[f64],

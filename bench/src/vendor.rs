@@ -2,11 +2,10 @@
 //! on the harness's stream, every operand device-resident. Each prepared operation owns its
 //! descriptors and workspace, so the timed call is the library call alone.
 
-use crate::gpu::{Gpu, Outcome};
+use crate::gpu::{DeviceBuffer, Gpu, Outcome};
 use cudarc::cublas::sys as cb;
 use cudarc::cusparse::sys as sp;
 use sparsegpu::ValueType;
-use sparsegpu::backend::cuda::memory::DeviceBuffer;
 use std::ffi::{CStr, c_void};
 
 /// Whether libcublas and libcusparse can be loaded (cudarc panics on a missing library).
@@ -76,7 +75,7 @@ impl Cublas {
     /// A handle on the harness's stream, default math mode: FP32 GEMM without TF32, FP16 GemmEx on
     /// tensor cores with FP32 accumulation.
     pub fn new(gpu: &Gpu) -> Outcome<Cublas> {
-        gpu.device.bind().map_err(crate::gpu::lib)?;
+        gpu.bind()?;
         let mut handle = std::ptr::null_mut();
         cublas_check(unsafe { cb::cublasCreate_v2(&mut handle) }, "cublasCreate")?;
         let blas = Cublas { handle };
@@ -194,7 +193,7 @@ pub struct Cusparse {
 
 impl Cusparse {
     pub fn new(gpu: &Gpu) -> Outcome<Cusparse> {
-        gpu.device.bind().map_err(crate::gpu::lib)?;
+        gpu.bind()?;
         let mut handle = std::ptr::null_mut();
         cusparse_check(unsafe { sp::cusparseCreate(&mut handle) }, "cusparseCreate")?;
         let s = Cusparse { handle };

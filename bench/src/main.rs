@@ -17,47 +17,103 @@ mod smat;
 mod spamm;
 mod vendor;
 
-use gpu::{Gpu, Outcome, Repeats};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, Parser};
+use gpu::{DeviceBuffer, Gpu, Outcome, Repeats};
 use rayon::prelude::*;
 use report::Report;
 use sparsegpu::ValueType;
-use sparsegpu::backend::cuda::{self, memory::DeviceBuffer};
 use sparsegpu::capi::common::{sgpuGetLastErrorMessage, sgpuGetStatusName};
 use sparsegpu::sparse::CsrMatrix;
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, \
+    cuSPARSE SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time, GFLOP/s \
+    or GB/s, speedup over the vendor, percentage of the peaks measured at start (device copy bandwidth, vendor GEMM \
+    rate), and the relative error of our result against the vendor's.";
+
+/// The synopsis `--help` and usage errors show.
 const USAGE: &str = "\
-usage: sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
+sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--devices K|K,...] [--block-size B] [--ratios R,R,...]
                        [--types T,T,...] [--decay algebraic|exponential|both] [--no-exact]
-                       [--square]
+                       [--square]";
 
-Runs each libsparsegpu family and the vendor library doing the same job (cuBLAS GEMM, cuSPARSE
-SpMM / SpMV / SDDMM) on the same device-resident inputs, on GPU 0, and prints per family: time,
-GFLOP/s or GB/s, speedup over the vendor, percentage of the peaks measured at start (device copy
-bandwidth, vendor GEMM rate), and the relative error of our result against the vendor's.
-
-  --family F   spamm, smat, msrep, sddmm or all (default all)
-  --n N        matrix dimension of the generated inputs (SpAMM N×N, SMaT and SDDMM N×N sparse,
-               MSREP band N×N and R-MAT 2^ceil(log2 N)); default per family
-  --quick      small sizes and few repeats: finishes in well under a minute
-  --json PATH  also write one JSON object per measurement to PATH (JSON lines)
-  --mtx PATH   add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
-  --devices K  MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1);
-               a list K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
-  --block-size B   SpAMM LoNum (default 32)
-  --ratios R,...   SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
-  --no-exact       SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
-  --types T,...    SpAMM value types: f32, f16, bf16, f64 (default all four)
-  --decay D        SpAMM inputs: algebraic, exponential or both (default both)
-  --square         SpAMM C = A·A (one matrix for both inputs, as the paper's a_ij = b_ij and
-                   purification's X·X; norms are computed once) instead of two independent draws
-  --help       this text
-
-Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor
+const EXIT_STATUS: &str = "\
+Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor \
 library, 64 bad arguments.";
+
+/// The command line: `--help` shows ABOUT, USAGE, each option's comment below and EXIT_STATUS. As
+/// ever, an option takes the next word as its value, even one starting with '-', and an option given
+/// twice counts the last time (`--mtx` adds a file each time).
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "sparsegpu-bench",
+    about = ABOUT,
+    long_about = None,
+    override_usage = USAGE,
+    after_help = EXIT_STATUS,
+    args_override_self = true
+)]
+pub struct Options {
+    /// spamm, smat, msrep, sddmm or all (default all)
+    #[arg(
+        long = "family",
+        value_name = "F",
+        value_parser = parse_family,
+        default_value = "all",
+        hide_default_value = true,
+        allow_hyphen_values = true
+    )]
+    pub families: std::vec::Vec<Family>,
+    /// matrix dimension of the generated inputs (SpAMM N×N, SMaT and SDDMM N×N sparse, MSREP band N×N
+    /// and R-MAT 2^ceil(log2 N)); default per family
+    #[arg(long, value_name = "N", value_parser = parse_n, allow_hyphen_values = true)]
+    pub n: Option<usize>,
+    /// small sizes and few repeats: finishes in well under a minute
+    #[arg(long)]
+    pub quick: bool,
+    /// also write one JSON object per measurement to PATH (JSON lines)
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    pub json: Option<PathBuf>,
+    /// add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    pub mtx: Vec<PathBuf>,
+    /// MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1); a list
+    /// K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
+    #[arg(long, value_name = "K|K,...", value_parser = parse_devices, allow_hyphen_values = true)]
+    pub devices: Option<std::vec::Vec<usize>>,
+    /// SpAMM LoNum (default 32)
+    #[arg(long, value_name = "B", allow_hyphen_values = true)]
+    pub block_size: Option<usize>,
+    /// SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
+    #[arg(long, value_name = "R,...", value_parser = parse_ratios, allow_hyphen_values = true)]
+    pub ratios: Option<std::vec::Vec<f64>>,
+    /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
+    #[arg(long)]
+    pub no_exact: bool,
+    /// SpAMM value types: f32, f16, bf16, f64 (default all four)
+    #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
+    pub types: Option<std::vec::Vec<ValueType>>,
+    /// SpAMM inputs: algebraic, exponential or both (default both)
+    #[arg(
+        long,
+        value_name = "D",
+        value_parser = ["algebraic", "exponential", "both"],
+        hide_possible_values = true,
+        allow_hyphen_values = true
+    )]
+    pub decay: Option<String>,
+    /// SpAMM C = A·A (one matrix for both inputs, as the paper's a_ij = b_ij and purification's X·X;
+    /// norms are computed once) instead of two independent draws
+    #[arg(long)]
+    pub square: bool,
+}
+
+// The list-valued options above are typed `std::vec::Vec`, not `Vec`: clap's derive would read
+// `Option<Vec<T>>` as an option given several times; these take one comma-separated value.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -67,115 +123,55 @@ pub enum Family {
     Sddmm,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    pub families: Vec<Family>,
-    pub n: Option<usize>,
-    pub quick: bool,
-    /// SpAMM without the τ = 0 rows.
-    pub no_exact: bool,
-    /// SpAMM C = A·A (B is A, the same buffer).
-    pub square: bool,
-    pub json: Option<PathBuf>,
-    pub mtx: Vec<PathBuf>,
-    /// `--devices`: the numbers of devices to run on.
-    pub devices: Option<Vec<usize>>,
-    pub block_size: Option<usize>,
-    pub ratios: Option<Vec<f64>>,
-    pub types: Option<Vec<ValueType>>,
-    pub decay: Option<String>,
+fn parse_family(v: &str) -> Result<Vec<Family>, String> {
+    Ok(match v {
+        "spamm" => vec![Family::Spamm],
+        "smat" => vec![Family::Smat],
+        "msrep" => vec![Family::Msrep],
+        "sddmm" => vec![Family::Sddmm],
+        "all" => vec![Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm],
+        _ => return Err("spamm, smat, msrep, sddmm or all".into()),
+    })
 }
 
-fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
-    let mut o = Options::default();
-    let mut i = 0;
-    let value = |i: &mut usize, flag: &str| -> Result<String, String> {
-        *i += 1;
-        args.get(*i).cloned().ok_or_else(|| format!("{flag} needs a value"))
-    };
-    while i < args.len() {
-        let arg = args[i].as_str();
-        match arg {
-            "--help" | "-h" => return Ok(None),
-            "--quick" => o.quick = true,
-            "--no-exact" => o.no_exact = true,
-            "--square" => o.square = true,
-            "--family" => {
-                let v = value(&mut i, arg)?;
-                o.families = match v.as_str() {
-                    "spamm" => vec![Family::Spamm],
-                    "smat" => vec![Family::Smat],
-                    "msrep" => vec![Family::Msrep],
-                    "sddmm" => vec![Family::Sddmm],
-                    "all" => vec![],
-                    _ => return Err(format!("unknown family '{v}' (spamm, smat, msrep, sddmm or all)")),
-                }
-            }
-            "--n" => {
-                let v = value(&mut i, arg)?;
-                let n: usize = v.parse().map_err(|_| format!("--n takes a positive integer, not '{v}'"))?;
-                if n == 0 || n > i32::MAX as usize {
-                    return Err(format!("--n {n} is out of range"));
-                }
-                o.n = Some(n);
-            }
-            "--json" => o.json = Some(PathBuf::from(value(&mut i, arg)?)),
-            "--mtx" => o.mtx.push(PathBuf::from(value(&mut i, arg)?)),
-            "--devices" => {
-                let v = value(&mut i, arg)?;
-                let counts = v
-                    .split(',')
-                    .map(|k| k.trim().parse::<usize>().ok().filter(|&k| k > 0))
-                    .collect::<Option<Vec<usize>>>()
-                    .ok_or_else(|| format!("--devices takes positive integers separated by commas, not '{v}'"))?;
-                // One number K means 1..K; a list means exactly its numbers.
-                o.devices = Some(match counts[..] {
-                    [k] => (1..=k).collect(),
-                    _ => counts,
-                });
-            }
-            "--block-size" => {
-                let v = value(&mut i, arg)?;
-                let bs: usize = v.parse().map_err(|_| format!("--block-size takes a positive integer, not '{v}'"))?;
-                o.block_size = Some(bs);
-            }
-            "--ratios" => {
-                let v = value(&mut i, arg)?;
-                let ratios = v.split(',').map(|r| r.parse::<f64>()).collect::<Result<Vec<_>, _>>();
-                match ratios {
-                    Ok(r) if r.iter().all(|x| *x > 0.0 && *x <= 1.0) => o.ratios = Some(r),
-                    _ => return Err(format!("--ratios takes numbers in (0, 1] separated by commas, not '{v}'")),
-                }
-            }
-            "--types" => {
-                let v = value(&mut i, arg)?;
-                let types = v
-                    .split(',')
-                    .map(|t| match t {
-                        "f32" => Ok(ValueType::F32),
-                        "f16" => Ok(ValueType::F16),
-                        "bf16" => Ok(ValueType::Bf16),
-                        "f64" => Ok(ValueType::F64),
-                        _ => Err(format!("--types takes f32, f16, bf16 and f64 separated by commas, not '{v}'")),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                o.types = Some(types);
-            }
-            "--decay" => {
-                let v = value(&mut i, arg)?;
-                if !["algebraic", "exponential", "both"].contains(&v.as_str()) {
-                    return Err(format!("--decay takes algebraic, exponential or both, not '{v}'"));
-                }
-                o.decay = Some(v);
-            }
-            _ => return Err(format!("unknown argument '{arg}'")),
-        }
-        i += 1;
+fn parse_n(v: &str) -> Result<usize, String> {
+    let n: usize = v.parse().map_err(|_| "a positive integer is expected".to_string())?;
+    if n == 0 || n > i32::MAX as usize {
+        return Err(format!("{n} is out of range (1..={})", i32::MAX));
     }
-    if o.families.is_empty() {
-        o.families = vec![Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm];
+    Ok(n)
+}
+
+/// One number K means 1..K; a list means exactly its numbers.
+fn parse_devices(v: &str) -> Result<Vec<usize>, String> {
+    let counts = v
+        .split(',')
+        .map(|k| k.trim().parse::<usize>().ok().filter(|&k| k > 0))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or("positive integers separated by commas are expected")?;
+    Ok(match counts[..] {
+        [k] => (1..=k).collect(),
+        _ => counts,
+    })
+}
+
+fn parse_ratios(v: &str) -> Result<Vec<f64>, String> {
+    match v.split(',').map(|r| r.parse::<f64>()).collect::<Result<Vec<_>, _>>() {
+        Ok(r) if r.iter().all(|x| *x > 0.0 && *x <= 1.0) => Ok(r),
+        _ => Err("numbers in (0, 1] separated by commas are expected".into()),
     }
-    Ok(Some(o))
+}
+
+fn parse_types(v: &str) -> Result<Vec<ValueType>, String> {
+    v.split(',')
+        .map(|t| match t {
+            "f32" => Ok(ValueType::F32),
+            "f16" => Ok(ValueType::F16),
+            "bf16" => Ok(ValueType::Bf16),
+            "f64" => Ok(ValueType::F64),
+            _ => Err("f32, f16, bf16 and f64 separated by commas are expected".to_string()),
+        })
+        .collect()
 }
 
 /// The peaks measured at start that results are reported against.
@@ -405,20 +401,24 @@ fn measure_peaks(b: &mut Bench) -> Outcome<()> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let opts = match parse_args(&args) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            println!("{USAGE}");
+    let opts = match Options::try_parse() {
+        Ok(o) => o,
+        // --help is an "error" of clap's too, printed on standard output.
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
             return ExitCode::SUCCESS;
         }
-        Err(why) => {
-            eprintln!("sparsegpu-bench: {why}\n\n{USAGE}");
+        Err(mut e) => {
+            // clap shows the usage with some errors only (not with a bad value); ours always have.
+            if e.get(ContextKind::Usage).is_none() {
+                e.insert(ContextKind::Usage, ContextValue::StyledStr(Options::command().render_usage()));
+            }
+            let _ = e.print();
             return ExitCode::from(64);
         }
     };
-    let device_count = match cuda::availability() {
-        Ok(count) => *count,
+    let device_count = match gpu::availability() {
+        Ok(count) => count,
         Err(why) => {
             eprintln!(
                 "sparsegpu-bench: no usable GPU: {why}. The benchmark compares GPU implementations and needs one."
@@ -464,10 +464,10 @@ fn run(opts: Options, device_count: usize) -> Outcome<usize> {
     println!(
         "sparsegpu-bench on {} (sm_{}{}, {} visible device(s), driver CUDA {}), {}; seed {seed}",
         gpu.name,
-        gpu.device.capability.0,
-        gpu.device.capability.1,
+        gpu.capability.0,
+        gpu.capability.1,
         device_count,
-        cuda::driver_version_string(),
+        gpu::driver_version(),
         report::utc_now()
     );
     let report = Report::new(gpu.name.clone(), json);
@@ -482,4 +482,118 @@ fn run(opts: Options, device_count: usize) -> Outcome<usize> {
         }
     }
     Ok(bench.report.mismatches())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Options::try_parse_from(std::iter::once("sparsegpu-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Options::command().debug_assert();
+    }
+
+    #[test]
+    fn without_options_everything_is_default() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.families, [Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm]);
+        assert_eq!((o.n, o.quick, o.no_exact, o.square), (None, false, false, false));
+        assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
+        assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
+    }
+
+    #[test]
+    fn every_option_is_read() {
+        let o = parse(&[
+            "--family",
+            "smat",
+            "--n",
+            "4096",
+            "--quick",
+            "--json",
+            "r.jsonl",
+            "--mtx",
+            "a.mtx",
+            "--mtx",
+            "b.mtx.gz",
+            "--devices",
+            "4",
+            "--block-size",
+            "64",
+            "--ratios",
+            "0.3,0.05",
+            "--types",
+            "bf16,f32",
+            "--decay",
+            "algebraic",
+            "--no-exact",
+            "--square",
+        ])
+        .unwrap();
+        assert_eq!(o.families, [Family::Smat]);
+        assert_eq!((o.n, o.quick, o.no_exact, o.square), (Some(4096), true, true, true));
+        assert_eq!(o.json, Some(PathBuf::from("r.jsonl")));
+        assert_eq!(o.mtx, [PathBuf::from("a.mtx"), PathBuf::from("b.mtx.gz")]);
+        assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
+        assert_eq!(o.block_size, Some(64));
+        assert_eq!(o.ratios, Some(vec![0.3, 0.05]));
+        assert_eq!(o.types, Some(vec![ValueType::Bf16, ValueType::F32]));
+        assert_eq!(o.decay.as_deref(), Some("algebraic"));
+        assert_eq!(parse(&["--family", "all"]).unwrap().families.len(), 4);
+        assert_eq!(parse(&["--n", "2147483647"]).unwrap().n, Some(i32::MAX as usize));
+        assert_eq!(parse(&["--ratios", "1"]).unwrap().ratios, Some(vec![1.0]));
+    }
+
+    #[test]
+    fn a_list_of_devices_is_taken_as_it_is() {
+        assert_eq!(parse(&["--devices", "1,2,4,8"]).unwrap().devices, Some(vec![1, 2, 4, 8]));
+        assert_eq!(parse(&["--devices", "8,2"]).unwrap().devices, Some(vec![8, 2]));
+        assert_eq!(parse(&["--devices", "1, 2"]).unwrap().devices, Some(vec![1, 2]));
+    }
+
+    #[test]
+    fn the_last_of_a_repeated_option_counts_and_values_may_start_with_a_dash() {
+        let o =
+            parse(&["--n", "5", "--n", "6", "--quick", "--quick", "--family", "spamm", "--family", "sddmm"]).unwrap();
+        assert_eq!((o.n, o.quick, o.families), (Some(6), true, vec![Family::Sddmm]));
+        assert_eq!(parse(&["--json", "--quick"]).unwrap().json, Some(PathBuf::from("--quick")));
+        assert_eq!(parse(&["--mtx", "-x.mtx"]).unwrap().mtx, [PathBuf::from("-x.mtx")]);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        for args in [
+            &["--family", "gemm"][..],
+            &["--family"],
+            &["--n", "0"],
+            &["--n", "-1"],
+            &["--n", "zero"],
+            &["--n", "2147483648"],
+            &["--n", "0", "--n", "6"],
+            &["--json"],
+            &["--devices", "0"],
+            &["--devices", "1,,2"],
+            &["--devices", "1,0"],
+            &["--devices", ""],
+            &["--block-size", "x"],
+            &["--ratios", "0"],
+            &["--ratios", "1.5"],
+            &["--ratios", "0.1,x"],
+            &["--ratios", "nan"],
+            &["--types", "F32"],
+            &["--types", "f32,"],
+            &["--decay", "foo"],
+            &["--quick=1"],
+            &["--frobnicate"],
+            &["positional"],
+            &["--version"],
+        ] {
+            let e = parse(args).map(|_| ()).unwrap_err();
+            assert!(!matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion), "{args:?}: {e}");
+        }
+    }
 }

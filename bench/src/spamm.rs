@@ -6,16 +6,18 @@
 //! in both math modes: exact FP32 (the default) and, on a row of its own, "spammSgemm 3xTF32" at the
 //! same τ against the same cublasSgemm.
 
-use crate::gpu::Outcome;
+use crate::gpu::{DeviceBuffer, Outcome};
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::Cublas;
 use crate::{Bench, HostArray, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
 use sparsegpu::ValueType;
-use sparsegpu::backend::cuda::memory::DeviceBuffer;
 use sparsegpu::capi::spamm::*;
-use sparsegpu::spamm::MathMode;
 use sparsegpu::testgen::{self, Rng};
 use std::time::Instant;
+
+/// The `spammMathMode` values of `include/sparsegpu.h`, which the C API takes as `int`.
+const SPAMM_MATH_MODE_DEFAULT: spammMathMode_t = 0;
+const SPAMM_MATH_MODE_TF32X3: spammMathMode_t = 1;
 
 struct Handle(spammHandle_t);
 
@@ -223,8 +225,8 @@ impl Handle {
         check(unsafe { spammSetDevices(self.0, k as i32, devices.as_ptr()) }, "spammSetDevices")
     }
 
-    fn set_math_mode(&self, mode: MathMode) -> Outcome<()> {
-        check(unsafe { spammSetMathMode(self.0, mode as i32) }, "spammSetMathMode")
+    fn set_math_mode(&self, mode: spammMathMode_t) -> Outcome<()> {
+        check(unsafe { spammSetMathMode(self.0, mode) }, "spammSetMathMode")
     }
 
     fn stats(&self) -> Outcome<spammStats_t> {
@@ -412,11 +414,11 @@ fn case(
             m.tau = Some(tau);
             measure(&mut m, tau)?;
             if ty == ValueType::F32 {
-                handle.set_math_mode(MathMode::Tf32x3)?;
+                handle.set_math_mode(SPAMM_MATH_MODE_TF32X3)?;
                 let mut fast = m.clone();
                 fast.op = on_devices("spammSgemm 3xTF32");
                 let outcome = measure(&mut fast, tau);
-                handle.set_math_mode(MathMode::Default)?;
+                handle.set_math_mode(SPAMM_MATH_MODE_DEFAULT)?;
                 if let Err(why) = outcome {
                     fast.not_available(why);
                 }
@@ -468,4 +470,19 @@ fn probe(b: &Bench) -> Outcome<()> {
         },
         "spammSgemm",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn math_mode_values_are_the_headers() {
+        let header = include_str!("../../include/sparsegpu.h");
+        for (name, value) in [
+            ("SPAMM_MATH_MODE_DEFAULT", super::SPAMM_MATH_MODE_DEFAULT),
+            ("SPAMM_MATH_MODE_TF32X3", super::SPAMM_MATH_MODE_TF32X3),
+        ] {
+            let line = format!("  {name} = {value},");
+            assert!(header.lines().any(|l| l == line), "include/sparsegpu.h has no line {line:?}");
+        }
+    }
 }
