@@ -1,5 +1,6 @@
 //! State every family's handle shares: backend, stream, devices.
 
+use crate::alloc::try_copy;
 use crate::backend::{self, Backend, cuda};
 use crate::error::{Error, Result};
 use crate::types::BackendKind;
@@ -77,7 +78,7 @@ impl HandleCore {
         if self.backend == Backend::Cuda {
             check_cuda_devices(devices)?;
         }
-        self.devices = devices.to_vec();
+        self.devices = try_copy(devices, "the device list")?;
         Ok(())
     }
 }

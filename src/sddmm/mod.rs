@@ -13,9 +13,10 @@
 //! 0.01 %), COO otherwise. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
 //! algorithms derive from the sparsity pattern alone, done once for many calls.
 
+use crate::alloc::{try_vec, try_with_capacity};
 use crate::backend::{Backend, cpu};
 use crate::dense::MatRef;
-use crate::error::{Error, Result, try_alloc};
+use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
@@ -328,9 +329,9 @@ impl SddmmPlan {
     /// Copies a validated pattern to zero base and preprocesses it.
     pub fn new(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
         let offset = pattern.base.offset() as i32;
-        let mut row_ptr = try_alloc::<i32>(pattern.ptr.len(), "the plan's row pointers")?;
+        let mut row_ptr = try_vec(pattern.ptr.len(), 0i32, "the plan's row pointers")?;
         row_ptr.iter_mut().zip(pattern.ptr).for_each(|(dst, &src)| *dst = src - offset);
-        let mut col_ind = try_alloc::<i32>(pattern.nnz(), "the plan's column indices")?;
+        let mut col_ind = try_vec(pattern.nnz(), 0i32, "the plan's column indices")?;
         col_ind.par_iter_mut().zip(pattern.idx.par_iter()).for_each(|(dst, &src)| *dst = src - offset);
         let mut plan = SddmmPlan {
             rows: pattern.outer_dim,
@@ -405,7 +406,7 @@ impl SddmmPlan {
 
 /// CSR → COO: the zero-based row of every entry, filled row-parallel (the paper's GPU-Convert step).
 pub fn coo_row_indices(pattern: &CompressedRef<'_, ()>) -> Result<Vec<u32>> {
-    let mut rows = try_alloc::<u32>(pattern.nnz(), "COO row indices")?;
+    let mut rows = try_vec(pattern.nnz(), 0u32, "COO row indices")?;
     // Split the output at row boundaries so each row is filled by one task without sharing.
     let mut slices = Vec::with_capacity(pattern.outer_dim);
     let mut rest = &mut rows[..];
@@ -461,10 +462,7 @@ impl TileSchedule {
     /// Groups a validated pattern's nonzeros by tile; bands are built in parallel.
     pub fn build(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
         let band_count = pattern.outer_dim.div_ceil(TILE_ROWS);
-        let mut bands = Vec::new();
-        bands
-            .try_reserve_exact(band_count)
-            .map_err(|_| Error::alloc_failed(format!("cannot allocate the schedule of {band_count} row bands")))?;
+        let mut bands = try_with_capacity(band_count, "the schedule of the row bands")?;
         (0..band_count).into_par_iter().map(|b| build_band(pattern, b)).collect_into_vec(&mut bands);
         Ok(TileSchedule { bands })
     }

@@ -3,8 +3,9 @@
 //! padded). Metadata grows with the nonzero blocks and the block rows only.
 
 use super::Tile;
-use crate::error::{Error, Result, try_alloc};
-use crate::scalar::Element;
+use crate::alloc::{element_count, try_vec, try_with_capacity};
+use crate::error::{Error, Result};
+use crate::scalar::{ComputeScalar, Element};
 use crate::sparse::CsrRef;
 
 #[derive(Clone, Debug)]
@@ -36,14 +37,9 @@ pub fn build<T: Element>(
 ) -> Result<Bcsr<T::Compute>> {
     let rows = csr.outer_dim;
     let area = tile.area();
-    let value_len = block_count
-        .checked_mul(area)
-        .ok_or_else(|| Error::alloc_failed(format!("{block_count} blocks of {area} values overflow")))?;
-    let mut values: Vec<T::Compute> = try_alloc(value_len, "the BCSR block values")?;
-    let mut block_cols = Vec::new();
-    block_cols
-        .try_reserve_exact(block_count)
-        .map_err(|_| Error::alloc_failed(format!("cannot allocate {block_count} BCSR column indices")))?;
+    let values_len = element_count(block_count, area, "the BCSR block values")?;
+    let mut values = try_vec(values_len, T::Compute::ZERO, "the BCSR block values")?;
+    let mut block_cols = try_with_capacity(block_count, "the BCSR column indices")?;
     let mut block_row_ptr = Vec::with_capacity(rows.div_ceil(tile.rows) + 1);
     block_row_ptr.push(0);
 
