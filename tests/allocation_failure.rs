@@ -5,11 +5,12 @@
 //! pages cost address space but no memory), caps its address space (RLIMIT_AS) a margin above what it
 //! holds then, makes the call and checks the status and message. The parent requires the child to
 //! exit normally, having passed: an allocation that aborts (SIGABRT) or any other signal fails here.
-//! Every input is valid; only the internal memory a call needs exceeds the cap.
+//! The inputs are valid (except where a case says its sizes are inconsistent): only the memory a call
+//! needs internally exceeds the cap.
 
 use sparsegpu::capi::spamm::*;
-use sparsegpu::{Operation, Status};
-use std::ffi::CStr;
+use sparsegpu::{Operation, Status, ValueType};
+use std::ffi::{CStr, c_void};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::ptr::null_mut;
@@ -17,6 +18,9 @@ use std::ptr::null_mut;
 const CASE_VARIABLE: &str = "SPARSEGPU_ALLOCATION_CASE";
 const MIB: u64 = 1 << 20;
 const N: i32 = Operation::N as i32;
+const T: i32 = Operation::T as i32;
+const F16: i32 = ValueType::F16 as i32;
+const F32: i32 = ValueType::F32 as i32;
 /// 2^31 − 1: the largest `int` dimension.
 const INT_MAX: i32 = i32::MAX;
 
@@ -44,6 +48,17 @@ fn child() {
     let cases: &[(&str, fn())] = &[
         ("spamm_sgemm_unaddressable", spamm_sgemm_unaddressable),
         ("spamm_sgemm_unaddressable_c", spamm_sgemm_unaddressable_c),
+        ("spamm_hgemm_norm_map_beyond_memory", spamm_hgemm_norm_map_beyond_memory),
+        ("spamm_hgemm_huge_norm_map", spamm_hgemm_huge_norm_map),
+        ("spamm_sgemm_statistics_beyond_memory", spamm_sgemm_statistics_beyond_memory),
+        ("spamm_tune_tau_norm_map_beyond_memory", spamm_tune_tau_norm_map_beyond_memory),
+        ("spamm_tune_tau_long_inner_dimension", spamm_tune_tau_long_inner_dimension),
+        (
+            "spamm_tune_tau_for_error_bound_norm_map_beyond_memory",
+            spamm_tune_tau_for_error_bound_norm_map_beyond_memory,
+        ),
+        ("spamm_gemm_at_valid_ratio_norm_map_beyond_memory", spamm_gemm_at_valid_ratio_norm_map_beyond_memory),
+        ("spamm_gemm_within_error_bound_norm_map_beyond_memory", spamm_gemm_within_error_bound_norm_map_beyond_memory),
     ];
     let (_, run) = cases.iter().find(|(name, _)| *name == case).unwrap_or_else(|| panic!("unknown case {case}"));
     run();
@@ -76,6 +91,11 @@ fn cap_address_space(margin: u64) {
     // The cap works: an allocation beyond it fails.
     let mut probe: Vec<u8> = Vec::new();
     assert!(probe.try_reserve_exact(margin as usize + 64 * MIB as usize).is_err(), "RLIMIT_AS is not enforced");
+}
+
+/// `len` zeros, from calloc: no page is touched until it is read or written.
+fn zeros<X: Clone + Default>(len: usize) -> Vec<X> {
+    vec![X::default(); len]
 }
 
 #[track_caller]
@@ -155,10 +175,156 @@ fn spamm_sgemm_unaddressable_c() {
     expect(st, Status::InvalidSize, "spammSgemm", &["argument C"]);
 }
 
+/// 8192² f16 operands at block size 1: each norm map is 8192² doubles (512 MiB), beyond a cap of 256
+/// MiB above the operands. C stays untouched.
+fn spamm_hgemm_norm_map_beyond_memory() {
+    const SIDE: i32 = 8192;
+    let h = spamm_handle(1);
+    let len = (SIDE as usize).pow(2);
+    let (a, b, mut c) = (zeros::<u16>(len), zeros::<u16>(len), zeros::<u16>(len));
+    c[0] = 0x3c00;
+    cap_address_space(256 * MIB);
+    let st = unsafe {
+        spammHgemm(h, N, T, SIDE, SIDE, SIDE, &1.0, a.as_ptr(), SIDE, b.as_ptr(), SIDE, &0.0, c.as_mut_ptr(), SIDE, 0.0)
+    };
+    expect(st, Status::AllocationFailed, "spammHgemm", &["536870912 bytes"]);
+    assert_eq!(c[0], 0x3c00, "C was written");
+}
+
+/// m = k = 2^31 − 1, n = 1 in f16 at block size 32: A is addressable (just under 2^63 bytes) but its
+/// norm map is 2^52 doubles (32 PiB). Nothing is read, since the map is allocated first, so A and B
+/// are addresses past C's 4 GiB (no overlap) with no memory behind them.
+fn spamm_hgemm_huge_norm_map() {
+    let h = spamm_handle(32);
+    let mut c = [0u16; 64];
+    let a = c.as_ptr().wrapping_add(1 << 40);
+    cap_address_space(256 * MIB);
+    let st = unsafe {
+        spammHgemm(h, N, N, INT_MAX, 1, INT_MAX, &1.0, a, INT_MAX, a, INT_MAX, &0.0, c.as_mut_ptr(), INT_MAX, 0.0)
+    };
+    expect(st, Status::AllocationFailed, "spammHgemm", &["36028797018963968 bytes"]);
+}
+
+/// m = n = 8192, k = 1 at block size 1: tiny norm maps, but the statistics hold a count and a sum per
+/// C block (2 × 512 MiB). They are allocated before C is written, so C stays untouched.
+fn spamm_sgemm_statistics_beyond_memory() {
+    const SIDE: i32 = 8192;
+    let h = spamm_handle(1);
+    let (a, b) = (vec![1.0f32; SIDE as usize], vec![1.0f32; SIDE as usize]);
+    let mut c = zeros::<f32>((SIDE as usize).pow(2));
+    c[0] = 5.0;
+    cap_address_space(256 * MIB);
+    let st = unsafe {
+        spammSgemm(h, N, N, SIDE, SIDE, 1, &1.0, a.as_ptr(), SIDE, b.as_ptr(), 1, &1.0, c.as_mut_ptr(), SIDE, 0.0)
+    };
+    expect(st, Status::AllocationFailed, "spammSgemm", &["536870912 bytes"]);
+    assert_eq!(c[0], 5.0, "C was written");
+}
+
+/// The τ searches and tuned products of 8192² f16 operands at block size 1, each norm map beyond the
+/// cap as in [`spamm_hgemm_norm_map_beyond_memory`].
+fn tuning_operands() -> (spammHandle_t, Vec<u16>, Vec<u16>, Vec<u16>) {
+    let len = 8192usize.pow(2);
+    let operands = (spamm_handle(1), zeros(len), zeros(len), zeros(len));
+    cap_address_space(256 * MIB);
+    operands
+}
+
+fn spamm_tune_tau_norm_map_beyond_memory() {
+    let (h, a, b, _) = tuning_operands();
+    let (mut tau, mut ratio) = (-1.0, -1.0);
+    let (ap, bp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void);
+    let st =
+        unsafe { spammTuneTau(h, F16, N, N, 8192, 8192, 8192, ap, 8192, bp, 8192, 0.5, 0.01, 4, &mut tau, &mut ratio) };
+    expect(st, Status::AllocationFailed, "spammTuneTau", &["536870912 bytes"]);
+    assert_eq!((tau, ratio), (-1.0, -1.0), "outputs were written");
+}
+
+/// m = n = 1, k = 2^17 at block size 1: norm maps of 1 MiB, and a τ search that must not hold a count
+/// per inner block and candidate (2^17 × 256 of them).
+fn spamm_tune_tau_long_inner_dimension() {
+    const K: i32 = 1 << 17;
+    let h = spamm_handle(1);
+    let a: Vec<f32> = (0..K).map(|p| 1.0 / (1.0 + p as f32)).collect();
+    let (ap, bp) = (a.as_ptr() as *const c_void, a.as_ptr() as *const c_void);
+    cap_address_space(256 * MIB);
+    let (mut tau, mut ratio) = (-1.0, -1.0);
+    let st = unsafe { spammTuneTau(h, F32, N, N, 1, 1, K, ap, 1, bp, K, 0.5, 0.01, 1, &mut tau, &mut ratio) };
+    assert_eq!(st, 0, "{}", last_error());
+    assert!(tau > 0.0 && (ratio - 0.5).abs() < 0.05, "tau {tau}, ratio {ratio}");
+}
+
+fn spamm_tune_tau_for_error_bound_norm_map_beyond_memory() {
+    let (h, a, b, _) = tuning_operands();
+    let (mut tau, mut bound, mut ratio) = (-1.0, -1.0, -1.0);
+    let (ap, bp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void);
+    let alpha = 1.0f32;
+    let alpha = &alpha as *const f32 as *const c_void;
+    let st = unsafe {
+        spammTuneTauForErrorBound(
+            h, F16, N, N, 8192, 8192, 8192, alpha, ap, 8192, bp, 8192, 1.0, 4, &mut tau, &mut bound, &mut ratio,
+        )
+    };
+    expect(st, Status::AllocationFailed, "spammTuneTauForErrorBound", &["536870912 bytes"]);
+}
+
+fn spamm_gemm_at_valid_ratio_norm_map_beyond_memory() {
+    let (h, a, b, mut c) = tuning_operands();
+    let mut tau = -1.0;
+    let (one, zero) = (1.0f32, 0.0f32);
+    let (one, zero) = (&one as *const f32 as *const c_void, &zero as *const f32 as *const c_void);
+    let (ap, bp, cp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void, c.as_mut_ptr() as *mut c_void);
+    let st = unsafe {
+        spammGemmAtValidRatio(
+            h, F16, N, N, 8192, 8192, 8192, one, ap, 8192, bp, 8192, zero, cp, 8192, 0.5, 0.01, 4, &mut tau,
+        )
+    };
+    expect(st, Status::AllocationFailed, "spammGemmAtValidRatio", &["536870912 bytes"]);
+    assert_eq!(tau, -1.0, "tau was written");
+}
+
+fn spamm_gemm_within_error_bound_norm_map_beyond_memory() {
+    let (h, a, b, mut c) = tuning_operands();
+    let mut tau = -1.0;
+    let (one, zero) = (1.0f32, 0.0f32);
+    let (one, zero) = (&one as *const f32 as *const c_void, &zero as *const f32 as *const c_void);
+    let (ap, bp, cp) = (a.as_ptr() as *const c_void, b.as_ptr() as *const c_void, c.as_mut_ptr() as *mut c_void);
+    let st = unsafe {
+        spammGemmWithinErrorBound(
+            h, F16, N, N, 8192, 8192, 8192, one, ap, 8192, bp, 8192, zero, cp, 8192, 1.0, 4, &mut tau,
+        )
+    };
+    expect(st, Status::AllocationFailed, "spammGemmWithinErrorBound", &["536870912 bytes"]);
+}
+
 // ---- the parent's tests, one child each ---------------------------------------------------------
 
 #[test]
 fn spamm_sgemm_with_unaddressable_operands_is_invalid_size() {
     in_child("spamm_sgemm_unaddressable");
     in_child("spamm_sgemm_unaddressable_c");
+}
+
+#[test]
+fn spamm_gemm_norm_maps_beyond_memory_fail_cleanly() {
+    in_child("spamm_hgemm_norm_map_beyond_memory");
+    in_child("spamm_hgemm_huge_norm_map");
+}
+
+#[test]
+fn spamm_gemm_statistics_beyond_memory_fail_before_c_is_written() {
+    in_child("spamm_sgemm_statistics_beyond_memory");
+}
+
+#[test]
+fn spamm_tau_searches_beyond_memory_fail_cleanly() {
+    in_child("spamm_tune_tau_norm_map_beyond_memory");
+    in_child("spamm_tune_tau_for_error_bound_norm_map_beyond_memory");
+    in_child("spamm_gemm_at_valid_ratio_norm_map_beyond_memory");
+    in_child("spamm_gemm_within_error_bound_norm_map_beyond_memory");
+}
+
+#[test]
+fn spamm_tau_search_memory_does_not_grow_with_candidates_times_inner_blocks() {
+    in_child("spamm_tune_tau_long_inner_dimension");
 }
