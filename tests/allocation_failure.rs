@@ -8,12 +8,13 @@
 //! The inputs are valid (except where a case says its sizes are inconsistent): only the memory a call
 //! needs internally exceeds the cap.
 
+use sparsegpu::capi::smat::*;
 use sparsegpu::capi::spamm::*;
-use sparsegpu::{Operation, Status, ValueType};
+use sparsegpu::{IndexBase, Operation, Status, ValueType};
 use std::ffi::{CStr, c_void};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
-use std::ptr::null_mut;
+use std::ptr::{null, null_mut};
 
 const CASE_VARIABLE: &str = "SPARSEGPU_ALLOCATION_CASE";
 const MIB: u64 = 1 << 20;
@@ -21,6 +22,7 @@ const N: i32 = Operation::N as i32;
 const T: i32 = Operation::T as i32;
 const F16: i32 = ValueType::F16 as i32;
 const F32: i32 = ValueType::F32 as i32;
+const ZERO_BASE: i32 = IndexBase::Zero as i32;
 /// 2^31 − 1: the largest `int` dimension.
 const INT_MAX: i32 = i32::MAX;
 
@@ -59,6 +61,7 @@ fn child() {
         ),
         ("spamm_gemm_at_valid_ratio_norm_map_beyond_memory", spamm_gemm_at_valid_ratio_norm_map_beyond_memory),
         ("spamm_gemm_within_error_bound_norm_map_beyond_memory", spamm_gemm_within_error_bound_norm_map_beyond_memory),
+        ("smat_create_csr_many_rows", smat_create_csr_many_rows),
     ];
     let (_, run) = cases.iter().find(|(name, _)| *name == case).unwrap_or_else(|| panic!("unknown case {case}"));
     run();
@@ -297,6 +300,21 @@ fn spamm_gemm_within_error_bound_norm_map_beyond_memory() {
     expect(st, Status::AllocationFailed, "spammGemmWithinErrorBound", &["536870912 bytes"]);
 }
 
+// ---- SMaT ---------------------------------------------------------------------------------------
+
+/// 2^26 empty rows (rowPtr: 256 MiB of zeros): the analysis keeps a pointer per row (512 MiB).
+fn smat_create_csr_many_rows() {
+    const ROWS: i32 = 1 << 26;
+    let mut h = null_mut();
+    assert_eq!(unsafe { smatCreate(&mut h) }, 0, "{}", last_error());
+    let row_ptr = zeros::<i32>(ROWS as usize + 1);
+    cap_address_space(256 * MIB);
+    let mut a = null_mut();
+    let st = unsafe { smatCreateCsr(h, &mut a, ROWS, ROWS, 0, row_ptr.as_ptr(), null(), null(), F32, ZERO_BASE) };
+    expect(st, Status::AllocationFailed, "smatCreateCsr", &["536870920 bytes"]);
+    assert!(a.is_null(), "a matrix was returned");
+}
+
 // ---- the parent's tests, one child each ---------------------------------------------------------
 
 #[test]
@@ -327,4 +345,9 @@ fn spamm_tau_searches_beyond_memory_fail_cleanly() {
 #[test]
 fn spamm_tau_search_memory_does_not_grow_with_candidates_times_inner_blocks() {
     in_child("spamm_tune_tau_long_inner_dimension");
+}
+
+#[test]
+fn smat_analysis_beyond_memory_fails_cleanly() {
+    in_child("smat_create_csr_many_rows");
 }
