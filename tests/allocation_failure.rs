@@ -8,6 +8,7 @@
 //! The inputs are valid (except where a case says its sizes are inconsistent): only the memory a call
 //! needs internally exceeds the cap.
 
+use sparsegpu::capi::msrep::*;
 use sparsegpu::capi::smat::*;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::{IndexBase, Operation, Status, ValueType};
@@ -62,6 +63,7 @@ fn child() {
         ("spamm_gemm_at_valid_ratio_norm_map_beyond_memory", spamm_gemm_at_valid_ratio_norm_map_beyond_memory),
         ("spamm_gemm_within_error_bound_norm_map_beyond_memory", spamm_gemm_within_error_bound_norm_map_beyond_memory),
         ("smat_create_csr_many_rows", smat_create_csr_many_rows),
+        ("msrep_create_csr_values_beyond_memory", msrep_create_csr_values_beyond_memory),
     ];
     let (_, run) = cases.iter().find(|(name, _)| *name == case).unwrap_or_else(|| panic!("unknown case {case}"));
     run();
@@ -315,6 +317,37 @@ fn smat_create_csr_many_rows() {
     assert!(a.is_null(), "a matrix was returned");
 }
 
+// ---- MSREP --------------------------------------------------------------------------------------
+
+/// One row of 2^26 f32 entries (colInd and values: 256 MiB each) in one partition: the partition's
+/// copies of the indices and of the values do not both fit 384 MiB.
+fn msrep_create_csr_values_beyond_memory() {
+    const NNZ: i32 = 1 << 26;
+    let mut h = null_mut();
+    assert_eq!(unsafe { msrepCreate(&mut h) }, 0, "{}", last_error());
+    let row_ptr = [0, NNZ];
+    let (col_ind, values) = (zeros::<i32>(NNZ as usize), zeros::<f32>(NNZ as usize));
+    cap_address_space(384 * MIB);
+    let mut a = null_mut();
+    let st = unsafe {
+        msrepCreateCsr(
+            h,
+            &mut a,
+            1,
+            1,
+            NNZ as i64,
+            row_ptr.as_ptr(),
+            col_ind.as_ptr(),
+            values.as_ptr() as *const c_void,
+            F32,
+            ZERO_BASE,
+            1,
+        )
+    };
+    expect(st, Status::AllocationFailed, "msrepCreateCsr", &["268435456 bytes"]);
+    assert!(a.is_null(), "a matrix was returned");
+}
+
 // ---- the parent's tests, one child each ---------------------------------------------------------
 
 #[test]
@@ -350,4 +383,9 @@ fn spamm_tau_search_memory_does_not_grow_with_candidates_times_inner_blocks() {
 #[test]
 fn smat_analysis_beyond_memory_fails_cleanly() {
     in_child("smat_create_csr_many_rows");
+}
+
+#[test]
+fn msrep_partitions_beyond_memory_fail_cleanly() {
+    in_child("msrep_create_csr_values_beyond_memory");
 }

@@ -8,7 +8,7 @@
 pub mod merge;
 pub mod partition;
 
-use crate::alloc::{try_collect, try_vec};
+use crate::alloc::{try_collect, try_copy, try_vec};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::ComputeScalar;
@@ -159,7 +159,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                         minor_ind: try_collect(range.len(), "partition indices", |k| {
                             (a.idx[b.start_idx + k] as i64 - base) as i32
                         })?,
-                        values: a.values[range].to_vec(),
+                        values: try_copy(&a.values[range], "partition values")?,
                     },
                 })
             })
@@ -189,7 +189,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                             (row_of[b.start_idx + k] - b.start_major) as i32
                         })?,
                         col_ind: try_collect(range.len(), "partition columns", |k| a.col(b.start_idx + k) as i32)?,
-                        values: a.values[range].to_vec(),
+                        values: try_copy(&a.values[range], "partition values")?,
                     },
                 })
             })
