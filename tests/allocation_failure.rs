@@ -9,9 +9,10 @@
 //! needs internally exceeds the cap.
 
 use sparsegpu::capi::msrep::*;
+use sparsegpu::capi::sddmm::*;
 use sparsegpu::capi::smat::*;
 use sparsegpu::capi::spamm::*;
-use sparsegpu::{IndexBase, Operation, Status, ValueType};
+use sparsegpu::{IndexBase, Layout, Operation, Status, ValueType};
 use std::ffi::{CStr, c_void};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -23,6 +24,7 @@ const N: i32 = Operation::N as i32;
 const T: i32 = Operation::T as i32;
 const F16: i32 = ValueType::F16 as i32;
 const F32: i32 = ValueType::F32 as i32;
+const ROW_MAJOR: i32 = Layout::RowMajor as i32;
 const ZERO_BASE: i32 = IndexBase::Zero as i32;
 /// 2^31 − 1: the largest `int` dimension.
 const INT_MAX: i32 = i32::MAX;
@@ -64,6 +66,9 @@ fn child() {
         ("spamm_gemm_within_error_bound_norm_map_beyond_memory", spamm_gemm_within_error_bound_norm_map_beyond_memory),
         ("smat_create_csr_many_rows", smat_create_csr_many_rows),
         ("msrep_create_csr_values_beyond_memory", msrep_create_csr_values_beyond_memory),
+        ("sddmm_dynamic_coo_many_rows", sddmm_dynamic_coo_many_rows),
+        ("sddmm_dynamic_tiled_beyond_memory", sddmm_dynamic_tiled_beyond_memory),
+        ("sddmm_create_plan_beyond_memory", sddmm_create_plan_beyond_memory),
     ];
     let (_, run) = cases.iter().find(|(name, _)| *name == case).unwrap_or_else(|| panic!("unknown case {case}"));
     run();
@@ -348,6 +353,100 @@ fn msrep_create_csr_values_beyond_memory() {
     assert!(a.is_null(), "a matrix was returned");
 }
 
+// ---- SDDMM --------------------------------------------------------------------------------------
+
+fn sddmm_handle() -> sddmmHandle_t {
+    let mut h = null_mut();
+    assert_eq!(unsafe { sddmmCreate(&mut h) }, 0, "{}", last_error());
+    h
+}
+
+/// m = n = 2^26 and no nonzeros (rowPtr: 256 MiB of zeros), k = 0: the COO path (density 0) needs no
+/// memory per row.
+fn sddmm_dynamic_coo_many_rows() {
+    const M: i32 = 1 << 26;
+    let h = sddmm_handle();
+    let row_ptr = zeros::<i32>(M as usize + 1);
+    cap_address_space(256 * MIB);
+    let alpha = 1.0f32;
+    let st = unsafe {
+        sddmmDynamic(
+            h,
+            M,
+            M,
+            0,
+            &alpha as *const f32 as *const c_void,
+            null(),
+            1,
+            null(),
+            1,
+            ROW_MAJOR,
+            0,
+            row_ptr.as_ptr(),
+            null(),
+            null(),
+            ZERO_BASE,
+            F32,
+            null_mut(),
+        )
+    };
+    assert_eq!(st, 0, "{}", last_error());
+}
+
+/// One row band holding 2^24 entries (all in row 0, column 0; colInd and out: 64 MiB each): the tiled
+/// path's schedule of the band starts with a 16-byte sort key per entry (256 MiB).
+fn sddmm_tiled_inputs() -> (sddmmHandle_t, Vec<i32>, Vec<i32>) {
+    const NNZ: i32 = 1 << 24;
+    let h = sddmm_handle();
+    let mut row_ptr = vec![NNZ; 65];
+    row_ptr[0] = 0;
+    (h, row_ptr, zeros::<i32>(NNZ as usize))
+}
+
+fn sddmm_dynamic_tiled_beyond_memory() {
+    let (h, row_ptr, col_ind) = sddmm_tiled_inputs();
+    let mut out = zeros::<f32>(col_ind.len());
+    out[0] = 5.0;
+    cap_address_space(192 * MIB);
+    let alpha = 1.0f32;
+    let st = unsafe {
+        sddmmDynamic(
+            h,
+            64,
+            64,
+            0,
+            &alpha as *const f32 as *const c_void,
+            null(),
+            1,
+            null(),
+            1,
+            ROW_MAJOR,
+            col_ind.len() as i64,
+            row_ptr.as_ptr(),
+            col_ind.as_ptr(),
+            null(),
+            ZERO_BASE,
+            F32,
+            out.as_mut_ptr() as *mut c_void,
+        )
+    };
+    expect(st, Status::AllocationFailed, "sddmmDynamic", &["bytes"]);
+    assert_eq!(out[0], 5.0, "out was written");
+}
+
+/// As [`sddmm_dynamic_tiled_beyond_memory`]; the plan's copy of colInd and its COO rows (64 MiB each)
+/// fit the cap, the tile schedule does not.
+fn sddmm_create_plan_beyond_memory() {
+    let (h, row_ptr, col_ind) = sddmm_tiled_inputs();
+    cap_address_space(320 * MIB);
+    let mut plan = null_mut();
+    let st = unsafe {
+        sddmmCreatePlan(h, &mut plan, 64, 64, col_ind.len() as i64, row_ptr.as_ptr(), col_ind.as_ptr(), ZERO_BASE)
+    };
+    expect(st, Status::AllocationFailed, "sddmmCreatePlan", &["bytes"]);
+    assert!(plan.is_null(), "a plan was returned");
+}
+
 // ---- the parent's tests, one child each ---------------------------------------------------------
 
 #[test]
@@ -388,4 +487,15 @@ fn smat_analysis_beyond_memory_fails_cleanly() {
 #[test]
 fn msrep_partitions_beyond_memory_fail_cleanly() {
     in_child("msrep_create_csr_values_beyond_memory");
+}
+
+#[test]
+fn sddmm_coo_path_needs_no_memory_per_row() {
+    in_child("sddmm_dynamic_coo_many_rows");
+}
+
+#[test]
+fn sddmm_tile_schedules_beyond_memory_fail_cleanly() {
+    in_child("sddmm_dynamic_tiled_beyond_memory");
+    in_child("sddmm_create_plan_beyond_memory");
 }
