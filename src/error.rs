@@ -137,11 +137,3 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// Allocates a zero-initialised vector, reporting failure as `AllocationFailed` instead of aborting.
-pub fn try_alloc<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| Error::alloc_failed(format!("cannot allocate {len} elements for {what}")))?;
-    v.resize(len, T::default());
-    Ok(v)
-}

@@ -1,5 +1,6 @@
 //! State every family's handle shares: the executor its work runs on (backend, devices, stream).
 
+use crate::alloc::try_copy;
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::executor::{Executor, Placement, TestHooks};
@@ -67,7 +68,8 @@ impl HandleCore {
                 return Err(Error::invalid_value(format!("devices[{i}] = {d} appears twice")));
             }
         }
-        let placement = Placement { devices: devices.to_vec(), ..self.executor.placement().clone() };
+        let placement =
+            Placement { devices: try_copy(devices, "the device list")?, ..self.executor.placement().clone() };
         self.executor.set_placement(placement)
     }
 

@@ -7,6 +7,7 @@
 //! Layers: `capi` (the only `extern "C"` code) → the family modules (backend-independent planning)
 //! → `backend::{cpu, ..}` (execution).
 
+pub mod alloc;
 pub mod backend;
 pub mod capi;
 pub mod dense;

@@ -855,8 +855,8 @@ fn indexed_clustering_equals_the_quadratic_scan() {
         let tile_cols = [1, 4, 8, 16][rng.below(4)];
         // A random τ: the test divides, the library multiplies; they can differ only on exact ties.
         let threshold = rng.range(0.05, 1.0);
-        let patterns = RowPatterns::new(&csr.view(), tile_cols);
-        let order = jaccard_row_order(&patterns, threshold);
+        let patterns = RowPatterns::new(&csr.view(), tile_cols).unwrap();
+        let order = jaccard_row_order(&patterns, threshold).unwrap();
         assert_eq!(
             order,
             naive_jaccard_order(&csr, tile_cols, threshold),

@@ -622,7 +622,9 @@ fn tau_searches_agree_with_exhaustive_searches() {
         let b = NormMap { block_rows: kb, block_cols: nb, norms: norms(kb * nb) };
         let alpha_abs = [1.0, 0.3, 7.0][case % 3];
         let stats = |tau: f64| {
-            ProductPlan { a_norms: a.clone(), b_norms: b.clone(), tau, block_size: 1 }.statistics(alpha_abs, 0.0)
+            ProductPlan { a_norms: a.clone(), b_norms: b.clone(), tau, block_size: 1 }
+                .statistics(alpha_abs, 0.0)
+                .unwrap()
         };
         let mut products: Vec<f64> = (0..kb)
             .flat_map(|k| (0..mb).flat_map(move |i| (0..nb).map(move |j| (i, k, j))))

@@ -313,8 +313,8 @@ impl<T: GpuElement> Call<'_, T> {
 
 /// The median of all block norm products, a τ that skips about half of the products.
 fn median_norm_product<T: GpuElement>(a: &Operand<T>, b: &Operand<T>, bs: usize) -> f64 {
-    let an = NormMap::of_operand(&a.gemm_operand(), bs);
-    let bn = NormMap::of_operand(&b.gemm_operand(), bs);
+    let an = NormMap::of_operand(&a.gemm_operand(), bs).unwrap();
+    let bn = NormMap::of_operand(&b.gemm_operand(), bs).unwrap();
     let mut products = Vec::new();
     for i in 0..an.block_rows {
         for k in 0..an.block_cols {
@@ -337,7 +337,7 @@ fn norm_maps_identical<T: GpuElement>(rng: &mut Rng) {
                 x.data[0] = T::from_f64(0.0);
                 let last = x.data.len() - 1;
                 x.data[last] = T::from_f64(1e-3);
-                let cpu = NormMap::of_operand(&x.gemm_operand(), bs);
+                let cpu = NormMap::of_operand(&x.gemm_operand(), bs).unwrap();
                 let raw = x.gemm_operand().raw();
                 let map = unsafe { cuda_spamm::operand_norm_map(&gpu, Stream::DEFAULT, &raw, bs) }.unwrap();
                 let got = map.to_host().unwrap();
@@ -518,8 +518,8 @@ fn tuned_products_match_the_cpu() {
     }
     let mut rng = Rng::fresh("spamm_gpu tuned products");
     fn rules<T: GpuElement>(a: &Operand<T>, b: &Operand<T>, alpha: f64, bs: usize) -> [TauRule; 3] {
-        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs);
-        let skip_all = everything.statistics(alpha.abs(), 0.0).error_bound;
+        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs).unwrap();
+        let skip_all = everything.statistics(alpha.abs(), 0.0).unwrap().error_bound;
         [
             TauRule::ValidRatio { target: 0.1, tolerance: 0.01, max_iterations: 20 },
             TauRule::ValidRatio { target: 0.4, tolerance: 0.0, max_iterations: 3 },
@@ -962,7 +962,8 @@ fn evaluator_matches_the_cpu<T: GpuElement>(rng: &mut Rng) {
             }
         }
         let what = format!("{:?} {m}x{n}x{k} bs {bs}", T::VALUE_TYPE);
-        let (an, bn) = (NormMap::of_operand(&a.gemm_operand(), bs), NormMap::of_operand(&b.gemm_operand(), bs));
+        let (an, bn) =
+            (NormMap::of_operand(&a.gemm_operand(), bs).unwrap(), NormMap::of_operand(&b.gemm_operand(), bs).unwrap());
         let mut cpu = NormMapEvaluator::new(&an, &bn);
         let stream = Stream::DEFAULT;
         let (a_raw, b_raw) = (a.gemm_operand().raw(), b.gemm_operand().raw());
@@ -1195,8 +1196,10 @@ fn bound_tuning_against_cpu<T: GpuElement>(rng: &mut Rng, n: usize) {
     let full_norm = full.iter().map(|x| x * x).sum::<f64>().sqrt();
     let alpha = 1.0;
     for &bs in &[32, 8, 48] {
-        let everything =
-            ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs).statistics(alpha, 0.0);
+        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, bs)
+            .unwrap()
+            .statistics(alpha, 0.0)
+            .unwrap();
         for relative in [1e-6, 1e-3, 0.1] {
             let epsilon = relative * everything.error_bound;
             let what = format!("{:?} n {n} bs {bs} epsilon {epsilon:e}", T::VALUE_TYPE);
@@ -1248,7 +1251,10 @@ fn long_norm_segments_tune_as_on_the_cpu() {
     for (m, n, k) in [(4100, 90, 5), (70, 4500, 4), (4096, 33, 3)] {
         let a = Operand::<f32>::random(&mut rng, Operation::N, m, k, 0);
         let b = Operand::<f32>::random(&mut rng, Operation::T, k, n, 1);
-        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, 1).statistics(1.0, 0.0);
+        let everything = ProductPlan::new(&a.gemm_operand(), &b.gemm_operand(), f64::INFINITY, 1)
+            .unwrap()
+            .statistics(1.0, 0.0)
+            .unwrap();
         let what = format!("{m}x{n}x{k} bs 1");
         tune_both_ways(&a, &b, (m, n, k), 1, 1.0, 1e-3 * everything.error_bound, &what);
     }
@@ -1458,7 +1464,9 @@ fn tuning_cost(n: usize) {
         f64::INFINITY,
         32,
     )
-    .statistics(1.0, 0.0);
+    .unwrap()
+    .statistics(1.0, 0.0)
+    .unwrap();
     for relative in [1e-4, 1e-2] {
         let epsilon = relative * everything.error_bound;
         let mut choice = None;

@@ -12,6 +12,7 @@ pub mod sddmm;
 pub mod smat;
 pub mod spamm;
 
+use crate::alloc::byte_count;
 use crate::error::{Error, Result, Status};
 use crate::handle::HandleCore;
 use std::cell::RefCell;
@@ -88,10 +89,15 @@ pub(crate) fn check_ptr<T>(ptr: *const T, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// NULL and alignment checks of a caller array of `len` elements (NULL is accepted when `len` is 0),
-/// without reading it: it may be device memory.
+/// Size, NULL and alignment checks of a caller array of `len` elements (NULL is accepted when `len`
+/// is 0), without reading it: it may be device memory. No array holds more bytes than can be addressed,
+/// so such a `len` means inconsistent sizes (INVALID_SIZE).
 pub(crate) fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
-    if len == 0 { Ok(()) } else { check_ptr(ptr, name) }
+    if len == 0 {
+        return Ok(());
+    }
+    byte_count::<T>(len, &format!("argument {name}"))?;
+    check_ptr(ptr, name)
 }
 
 /// A caller array of `len` elements. NULL is accepted only when `len` is 0 (as BLAS does).
@@ -108,7 +114,7 @@ pub(crate) unsafe fn slice_mut_arg<'a, T>(ptr: *mut T, len: usize, name: &str) -
     if len == 0 {
         return Ok(&mut []);
     }
-    check_ptr(ptr as *const T, name)?;
+    check_array(ptr as *const T, len, name)?;
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 

@@ -5,8 +5,9 @@ use super::{
     handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
     sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
+use crate::alloc::try_vec;
 use crate::dense::{MatRef, required_len};
-use crate::error::{Error, Result, try_alloc};
+use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sddmm::{CudaCall, SddmmHandle, SddmmOperands, SddmmPlan};
@@ -133,7 +134,7 @@ unsafe fn caller_ints<'a>(core: &HandleCore, ptr: *const c_int, len: usize, name
         if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
             let gpu = core.gpu()?;
             gpu.bind()?;
-            let mut host = try_alloc::<i32>(len, name)?;
+            let mut host = try_vec(len, 0i32, name)?;
             let stream = core.cu_stream();
             unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
                 .map_err(driver_error(&format!("reading {name} from the device")))?;

@@ -8,7 +8,8 @@
 pub mod merge;
 pub mod partition;
 
-use crate::error::{Error, Result, try_alloc};
+use crate::alloc::{try_collect, try_copy, try_vec};
+use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::ComputeScalar;
 use crate::sparse::{CompressedRef, CooRef};
@@ -122,14 +123,6 @@ impl MsrepMatrix {
     }
 }
 
-/// Copies `len` elements produced by `item`, reporting allocation failure instead of aborting.
-fn try_collect<U>(len: usize, what: &str, item: impl Fn(usize) -> U) -> Result<Vec<U>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| Error::alloc_failed(format!("cannot allocate {len} elements for {what}")))?;
-    v.extend((0..len).map(item));
-    Ok(v)
-}
-
 fn check_partition_count(partitions: usize, devices: &[i32]) -> Result<()> {
     if devices.is_empty() {
         return Err(Error::internal("a handle always has at least one device"));
@@ -166,7 +159,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                         minor_ind: try_collect(range.len(), "partition indices", |k| {
                             (a.idx[b.start_idx + k] as i64 - base) as i32
                         })?,
-                        values: a.values[range].to_vec(),
+                        values: try_copy(&a.values[range], "partition values")?,
                     },
                 })
             })
@@ -196,7 +189,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                             (row_of[b.start_idx + k] - b.start_major) as i32
                         })?,
                         col_ind: try_collect(range.len(), "partition columns", |k| a.col(b.start_idx + k) as i32)?,
-                        values: a.values[range].to_vec(),
+                        values: try_copy(&a.values[range], "partition values")?,
                     },
                 })
             })
@@ -209,7 +202,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
         if format == SparseFormat::Csc {
             let non_empty = partitions.iter().filter(|p| p.bounds.nnz() > 0).count();
             for _ in 0..non_empty {
-                column_partials.push(try_alloc(rows, "a pCSC partial result vector")?);
+                column_partials.push(try_vec(rows, T::ZERO, "a pCSC partial result vector")?);
             }
         }
         Ok(PartitionedMatrix { rows, cols, format, partitions, column_partials, resident: None })

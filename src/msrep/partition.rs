@@ -7,7 +7,8 @@
 //! half-open (`end_*` exclusive), unlike the paper's inclusive `end_idx` / `end_row`, because empty
 //! partitions (more partitions than nonzeros) then need no special value: `start == end`.
 
-use crate::error::{Error, Result};
+use crate::alloc::try_with_capacity;
+use crate::error::Result;
 use std::ops::Range;
 
 /// Entry where partition `i` of `np` starts: the paper's `⌊i·nnz/np⌋`. Partition `i` ends (exclusive)
@@ -138,10 +139,7 @@ fn empty_bounds(at_idx: usize, at_major: usize) -> PartitionBounds {
 /// row starts at 0 and a split last row ends at the partition's nnz.
 pub fn local_pointers(ptr: &[usize], bounds: &PartitionBounds) -> Result<Vec<i32>> {
     let len = bounds.nnz();
-    let mut local = Vec::new();
-    local
-        .try_reserve_exact(bounds.major_count() + 1)
-        .map_err(|_| Error::alloc_failed("cannot allocate a partition's local pointer array"))?;
+    let mut local = try_with_capacity(bounds.major_count() + 1, "a partition's local pointer array")?;
     local.extend(
         ptr[bounds.start_major..=bounds.end_major].iter().map(|&p| p.saturating_sub(bounds.start_idx).min(len) as i32),
     );

@@ -13,9 +13,10 @@
 //! 0.01 %), COO otherwise. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
 //! algorithms derive from the sparsity pattern alone, done once for many calls.
 
+use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::backend::cpu;
 use crate::dense::MatRef;
-use crate::error::{Error, Result, try_alloc};
+use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
@@ -148,7 +149,7 @@ impl SddmmHandle {
                             &built
                         }
                     };
-                    cpu::sddmm::tiled(operands, schedule, out);
+                    cpu::sddmm::tiled(operands, schedule, out)?;
                 }
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
                     let built;
@@ -329,9 +330,9 @@ impl SddmmPlan {
     /// Copies a validated pattern to zero base and preprocesses it.
     pub fn new(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
         let offset = pattern.base.offset() as i32;
-        let mut row_ptr = try_alloc::<i32>(pattern.ptr.len(), "the plan's row pointers")?;
+        let mut row_ptr = try_vec(pattern.ptr.len(), 0i32, "the plan's row pointers")?;
         row_ptr.iter_mut().zip(pattern.ptr).for_each(|(dst, &src)| *dst = src - offset);
-        let mut col_ind = try_alloc::<i32>(pattern.nnz(), "the plan's column indices")?;
+        let mut col_ind = try_vec(pattern.nnz(), 0i32, "the plan's column indices")?;
         col_ind.par_iter_mut().zip(pattern.idx.par_iter()).for_each(|(dst, &src)| *dst = src - offset);
         let mut plan = SddmmPlan {
             rows: pattern.outer_dim,
@@ -404,18 +405,25 @@ impl SddmmPlan {
     }
 }
 
-/// CSR → COO: the zero-based row of every entry, filled row-parallel (the paper's GPU-Convert step).
+/// CSR → COO: the zero-based row of every entry (the paper's GPU-Convert step), filled in parallel
+/// chunks of entries. A chunk finds the row of its first entry by binary search over the row
+/// pointers and walks on from there, so the work is O(nnz) and the only memory the result.
 pub fn coo_row_indices(pattern: &CompressedRef<'_, ()>) -> Result<Vec<u32>> {
-    let mut rows = try_alloc::<u32>(pattern.nnz(), "COO row indices")?;
-    // Split the output at row boundaries so each row is filled by one task without sharing.
-    let mut slices = Vec::with_capacity(pattern.outer_dim);
-    let mut rest = &mut rows[..];
-    for r in 0..pattern.outer_dim {
-        let (row, tail) = rest.split_at_mut(pattern.range(r).len());
-        slices.push((r as u32, row));
-        rest = tail;
-    }
-    slices.into_par_iter().with_min_len(256).for_each(|(r, row)| row.fill(r));
+    const CHUNK: usize = 4096;
+    let mut rows = try_vec(pattern.nnz(), 0u32, "COO row indices")?;
+    let base = pattern.base.offset();
+    rows.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, out)| {
+        let first = chunk * CHUNK;
+        // The last row starting at or before `first`: empty rows share their start with the next
+        // row, and `first` < nnz lies inside a row.
+        let mut r = pattern.ptr.partition_point(|&p| (p as i64 - base) as usize <= first) - 1;
+        for (e, slot) in (first..).zip(out) {
+            while pattern.range(r).end <= e {
+                r += 1;
+            }
+            *slot = r as u32;
+        }
+    });
     Ok(rows)
 }
 
@@ -462,11 +470,11 @@ impl TileSchedule {
     /// Groups a validated pattern's nonzeros by tile; bands are built in parallel.
     pub fn build(pattern: &CompressedRef<'_, ()>) -> Result<Self> {
         let band_count = pattern.outer_dim.div_ceil(TILE_ROWS);
-        let mut bands = Vec::new();
-        bands
-            .try_reserve_exact(band_count)
-            .map_err(|_| Error::alloc_failed(format!("cannot allocate the schedule of {band_count} row bands")))?;
-        (0..band_count).into_par_iter().map(|b| build_band(pattern, b)).collect_into_vec(&mut bands);
+        let mut bands = try_vec(band_count, BandSchedule::default(), "the schedule of the row bands")?;
+        bands.par_iter_mut().enumerate().try_for_each(|(b, band)| {
+            *band = build_band(pattern, b)?;
+            Ok::<_, Error>(())
+        })?;
         Ok(TileSchedule { bands })
     }
 
@@ -475,7 +483,7 @@ impl TileSchedule {
     }
 }
 
-fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> BandSchedule {
+fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> Result<BandSchedule> {
     let first_row = band * TILE_ROWS;
     let row_count = TILE_ROWS.min(pattern.outer_dim - first_row);
     let first_entry = pattern.range(first_row).start;
@@ -484,7 +492,7 @@ fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> BandSchedule {
 
     // Sort the band's entries by column: tiles become contiguous runs and so do repeated columns.
     // Key: column in the high half, the entry's position in the low half (stable, and unique).
-    let mut keyed: Vec<(u64, u16)> = Vec::with_capacity(count);
+    let mut keyed: Vec<(u64, u16)> = try_with_capacity(count, "the sort keys of a row band")?;
     for local_row in 0..row_count {
         for e in pattern.range(first_row + local_row) {
             let key = ((pattern.index(e) as u64) << 32) | (e - first_entry) as u64;
@@ -497,9 +505,9 @@ fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> BandSchedule {
         first_row,
         row_count,
         first_entry,
-        entries: Vec::with_capacity(count),
-        entry_rows: Vec::with_capacity(count),
-        entry_slots: Vec::with_capacity(count),
+        entries: try_with_capacity(count, "the entries of a row band")?,
+        entry_rows: try_with_capacity(count, "the entries of a row band")?,
+        entry_slots: try_with_capacity(count, "the entries of a row band")?,
         ..Default::default()
     };
     let mut tile_start = 0usize;
@@ -508,27 +516,29 @@ fn build_band(pattern: &CompressedRef<'_, ()>, band: usize) -> BandSchedule {
         let column = (key >> 32) as u32;
         let col_block = column / TILE_COLS as u32;
         if pos > 0 && (keyed[pos - 1].0 >> 32) as u32 / TILE_COLS as u32 != col_block {
-            schedule.tiles.push(Tile {
+            let tile = Tile {
                 col_block: (keyed[pos - 1].0 >> 32) as u32 / TILE_COLS as u32,
                 entries: (tile_start as u32, pos as u32),
                 columns: (columns_start as u32, schedule.columns.len() as u32),
-            });
+            };
+            try_push(&mut schedule.tiles, tile, "the tiles of a row band")?;
             tile_start = pos;
             columns_start = schedule.columns.len();
         }
         if schedule.columns.len() == columns_start || *schedule.columns.last().unwrap_or(&u32::MAX) != column {
-            schedule.columns.push(column);
+            try_push(&mut schedule.columns, column, "the columns of a row band")?;
         }
         schedule.entries.push(key as u32);
         schedule.entry_rows.push(local_row);
         schedule.entry_slots.push((schedule.columns.len() - 1 - columns_start) as u16);
     }
     if let Some(&(key, _)) = keyed.last() {
-        schedule.tiles.push(Tile {
+        let tile = Tile {
             col_block: (key >> 32) as u32 / TILE_COLS as u32,
             entries: (tile_start as u32, keyed.len() as u32),
             columns: (columns_start as u32, schedule.columns.len() as u32),
-        });
+        };
+        try_push(&mut schedule.tiles, tile, "the tiles of a row band")?;
     }
-    schedule
+    Ok(schedule)
 }

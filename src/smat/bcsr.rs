@@ -3,8 +3,9 @@
 //! padded). Metadata grows with the nonzero blocks and the block rows only.
 
 use super::Tile;
-use crate::error::{Error, Result, try_alloc};
-use crate::scalar::Element;
+use crate::alloc::{element_count, try_push, try_vec, try_with_capacity};
+use crate::error::{Error, Result};
+use crate::scalar::{ComputeScalar, Element};
 use crate::sparse::CsrRef;
 
 #[derive(Clone, Debug)]
@@ -36,15 +37,10 @@ pub fn build<T: Element>(
 ) -> Result<Bcsr<T::Compute>> {
     let rows = csr.outer_dim;
     let area = tile.area();
-    let value_len = block_count
-        .checked_mul(area)
-        .ok_or_else(|| Error::alloc_failed(format!("{block_count} blocks of {area} values overflow")))?;
-    let mut values: Vec<T::Compute> = try_alloc(value_len, "the BCSR block values")?;
-    let mut block_cols = Vec::new();
-    block_cols
-        .try_reserve_exact(block_count)
-        .map_err(|_| Error::alloc_failed(format!("cannot allocate {block_count} BCSR column indices")))?;
-    let mut block_row_ptr = Vec::with_capacity(rows.div_ceil(tile.rows) + 1);
+    let values_len = element_count(block_count, area, "the BCSR block values")?;
+    let mut values = try_vec(values_len, T::Compute::ZERO, "the BCSR block values")?;
+    let mut block_cols = try_with_capacity(block_count, "the BCSR column indices")?;
+    let mut block_row_ptr = try_with_capacity(rows.div_ceil(tile.rows) + 1, "the BCSR block-row pointers")?;
     block_row_ptr.push(0);
 
     // (column block, offset inside the block, CSR entry) of one block row, grouped by sorting.
@@ -56,7 +52,11 @@ pub fn build<T: Element>(
             let local_row = position - start;
             for e in csr.range(r) {
                 let c = csr.index(e);
-                entries.push((c / tile.cols, local_row * tile.cols + c % tile.cols, e));
+                try_push(
+                    &mut entries,
+                    (c / tile.cols, local_row * tile.cols + c % tile.cols, e),
+                    "a block row's entries",
+                )?;
             }
         }
         // Stable, so duplicates are summed in CSR order whatever the sort does.
@@ -65,6 +65,9 @@ pub fn build<T: Element>(
         for &(block_col, offset, e) in &entries {
             if previous != Some(block_col) {
                 previous = Some(block_col);
+                if block_cols.len() == block_count {
+                    return Err(Error::internal(format!("BCSR has more blocks than the {block_count} predicted")));
+                }
                 block_cols.push(block_col);
             }
             let slot = block_cols.len() - 1;

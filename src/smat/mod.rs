@@ -10,6 +10,7 @@
 pub mod bcsr;
 pub mod reorder;
 
+use crate::alloc::try_with_capacity;
 use crate::backend::cuda::smat::DeviceBcsr;
 use crate::backend::cuda::{GpuDevice, Stream};
 use crate::error::{Error, Result};
@@ -213,15 +214,15 @@ impl SmatMatrix {
         T::Compute: BlockScalar,
     {
         let tile = Tile::for_value_type(T::VALUE_TYPE);
-        let patterns = RowPatterns::new(csr, tile.cols);
-        let blocks_before_reordering = reorder::count_blocks(&patterns, None, tile.rows);
+        let patterns = RowPatterns::new(csr, tile.cols)?;
+        let blocks_before_reordering = reorder::count_blocks(&patterns, None, tile.rows)?;
         let identity = |order: &[usize]| order.iter().enumerate().all(|(i, &r)| i == r);
 
         let (row_order, blocks) = match settings.reorder {
             ReorderMode::Never => (None, blocks_before_reordering),
             mode => {
-                let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold);
-                let blocks = reorder::count_blocks(&patterns, Some(&order), tile.rows);
+                let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
+                let blocks = reorder::count_blocks(&patterns, Some(&order), tile.rows)?;
                 let keep = !identity(&order) && (mode == ReorderMode::Always || blocks < blocks_before_reordering);
                 if keep { (Some(order), blocks) } else { (None, blocks_before_reordering) }
             }
@@ -231,7 +232,7 @@ impl SmatMatrix {
             rows: csr.outer_dim,
             cols: csr.inner_dim,
             nnz: csr.nnz(),
-            positions: distinct_positions(csr),
+            positions: distinct_positions(csr)?,
             tile,
             blocks,
             blocks_before_reordering,
@@ -278,15 +279,16 @@ impl SmatMatrix {
     }
 }
 
-fn distinct_positions<T>(csr: &CsrRef<'_, T>) -> usize {
-    let mut columns = Vec::new();
-    (0..csr.outer_dim)
-        .map(|r| {
-            columns.clear();
-            columns.extend(csr.range(r).map(|e| csr.index(e)));
-            columns.sort_unstable();
-            columns.dedup();
-            columns.len()
-        })
-        .sum()
+fn distinct_positions<T>(csr: &CsrRef<'_, T>) -> Result<usize> {
+    let longest = (0..csr.outer_dim).map(|r| csr.range(r).len()).max().unwrap_or(0);
+    let mut columns = try_with_capacity(longest, "the columns of a row")?;
+    let mut positions = 0;
+    for r in 0..csr.outer_dim {
+        columns.clear();
+        columns.extend(csr.range(r).map(|e| csr.index(e)));
+        columns.sort_unstable();
+        columns.dedup();
+        positions += columns.len();
+    }
+    Ok(positions)
 }

@@ -6,6 +6,8 @@
 //! distance between patterns measures the padding a merge causes at exactly the granularity the
 //! tensor-core tiles are cut at.
 
+use crate::alloc::{try_collect, try_copy, try_extend, try_vec, try_with_capacity};
+use crate::error::Result;
 use crate::sparse::CsrRef;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,9 +21,9 @@ pub struct RowPatterns {
 }
 
 impl RowPatterns {
-    pub fn new<T>(csr: &CsrRef<'_, T>, tile_cols: usize) -> Self {
-        let mut ptr = Vec::with_capacity(csr.outer_dim + 1);
-        let mut blocks = Vec::with_capacity(csr.nnz());
+    pub fn new<T>(csr: &CsrRef<'_, T>, tile_cols: usize) -> Result<Self> {
+        let mut ptr = try_with_capacity(csr.outer_dim + 1, "the row patterns' pointers")?;
+        let mut blocks = try_with_capacity(csr.nnz(), "the row patterns")?;
         ptr.push(0);
         for r in 0..csr.outer_dim {
             let start = blocks.len();
@@ -32,7 +34,7 @@ impl RowPatterns {
             blocks.truncate(start + distinct);
             ptr.push(blocks.len());
         }
-        RowPatterns { ptr, blocks }
+        Ok(RowPatterns { ptr, blocks })
     }
 
     pub fn rows(&self) -> usize {
@@ -62,7 +64,7 @@ fn dedup_sorted_tail(v: &mut [usize], start: usize) -> usize {
 
 /// Number of nonzero `tile_rows`-high BCSR blocks when stored row `i` is original row `order[i]`
 /// (`None`: the original order).
-pub fn count_blocks(patterns: &RowPatterns, order: Option<&[usize]>, tile_rows: usize) -> usize {
+pub fn count_blocks(patterns: &RowPatterns, order: Option<&[usize]>, tile_rows: usize) -> Result<usize> {
     let rows = patterns.rows();
     let mut block_row_columns = Vec::new();
     let mut total = 0;
@@ -70,13 +72,13 @@ pub fn count_blocks(patterns: &RowPatterns, order: Option<&[usize]>, tile_rows: 
         block_row_columns.clear();
         for position in start..(start + tile_rows).min(rows) {
             let r = order.map_or(position, |o| o[position]);
-            block_row_columns.extend_from_slice(patterns.row(r));
+            try_extend(&mut block_row_columns, patterns.row(r), "the column blocks of a block row")?;
         }
         block_row_columns.sort_unstable();
         block_row_columns.dedup();
         total += block_row_columns.len();
     }
-    total
+    Ok(total)
 }
 
 /// Sylos Labini's greedy clustering: take the first unclustered row as the seed of a new cluster,
@@ -96,11 +98,11 @@ pub fn count_blocks(patterns: &RowPatterns, order: Option<&[usize]>, tile_rows: 
 /// their original order. Structured matrices, where clustering pays, finish well inside the budget
 /// (their candidate sets are small); on unstructured ones it would not have reduced the block count
 /// much, and `SMAT_REORDER_MODE_AUTO` keeps a permutation only when it does.
-pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Vec<usize> {
+pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Result<Vec<usize>> {
     let rows = patterns.rows();
-    let mut state = Clustering::new(patterns);
+    let mut state = Clustering::new(patterns)?;
     state.budget = WORK_PER_PATTERN_ENTRY.saturating_mul(patterns.blocks.len()).saturating_add(MIN_WORK);
-    let mut order = Vec::with_capacity(rows);
+    let mut order = try_with_capacity(rows, "the row order")?;
     for seed in 0..rows {
         if state.clustered[seed] || patterns.row(seed).is_empty() {
             continue;
@@ -133,7 +135,7 @@ pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Vec<usize> {
         state.clear_union();
     }
     order.extend((0..rows).filter(|&r| patterns.row(r).is_empty()));
-    order
+    Ok(order)
 }
 
 /// Work units (index entries scanned + pattern entries compared) allowed per row-pattern entry.
@@ -162,40 +164,44 @@ struct Clustering<'a> {
 }
 
 impl<'a> Clustering<'a> {
-    fn new(patterns: &'a RowPatterns) -> Self {
+    fn new(patterns: &'a RowPatterns) -> Result<Self> {
         let rows = patterns.rows();
-        let mut used = patterns.blocks.clone();
+        let mut used = try_copy(&patterns.blocks, "the column blocks in use")?;
         used.sort_unstable();
         used.dedup();
-        let compact: Vec<usize> = patterns.blocks.iter().map(|b| used.partition_point(|u| u < b)).collect();
-        let mut rows_of_block_ptr = vec![0usize; used.len() + 1];
+        let compact = try_collect(patterns.blocks.len(), "the compacted row patterns", |e| {
+            used.partition_point(|&u| u < patterns.blocks[e])
+        })?;
+        let mut rows_of_block_ptr = try_vec(used.len() + 1, 0usize, "the rows per column block")?;
         for &c in &compact {
             rows_of_block_ptr[c + 1] += 1;
         }
         for c in 0..used.len() {
             rows_of_block_ptr[c + 1] += rows_of_block_ptr[c];
         }
-        let mut fill = rows_of_block_ptr.clone();
-        let mut rows_of_block = vec![0usize; compact.len()];
+        let mut fill = try_copy(&rows_of_block_ptr, "the rows per column block")?;
+        let mut rows_of_block = try_vec(compact.len(), 0usize, "the rows per column block")?;
         for r in 0..rows {
             for &c in &compact[patterns.ptr[r]..patterns.ptr[r + 1]] {
                 rows_of_block[fill[c]] = r;
                 fill[c] += 1;
             }
         }
-        Clustering {
+        Ok(Clustering {
             patterns,
             compact,
             rows_of_block_ptr,
             rows_of_block,
-            clustered: vec![false; rows],
-            queued_for_seed: vec![usize::MAX; rows],
-            in_union: vec![false; used.len()],
-            union_blocks: Vec::new(),
-            candidates: BinaryHeap::new(),
+            clustered: try_vec(rows, false, "the clustered rows")?,
+            queued_for_seed: try_vec(rows, usize::MAX, "the queued rows")?,
+            in_union: try_vec(used.len(), false, "the union of a cluster")?,
+            // A union holds each block once, and the candidates of one cluster each row once: room
+            // for all of them up front means nothing grows later.
+            union_blocks: try_with_capacity(used.len(), "the union of a cluster")?,
+            candidates: BinaryHeap::from(try_with_capacity(rows, "the candidate rows")?),
             work: 0,
             budget: usize::MAX,
-        }
+        })
     }
 
     fn compact_row(&self, r: usize) -> &[usize] {

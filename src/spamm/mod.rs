@@ -11,6 +11,7 @@
 //! multiples of b are handled with partial edge blocks, which is the paper's zero padding without
 //! copying: a zero-padded row or column adds nothing to a norm or a product.
 
+use crate::alloc::{element_count, try_vec, try_with_capacity};
 use crate::dense::{MatRef, op_shape, required_len};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
@@ -367,10 +368,10 @@ impl NormMap {
     /// norm is [`SquareSums::norm`] (`sqrt(acc)` of the unscaled sum whenever nothing was scaled). (On a GPU one thread
     /// per row walks the columns, so a warp reads consecutive rows: coalesced.) A transposed operand
     /// uses the stored matrix's norms, transposed, so the order does not depend on `op`.
-    pub fn of_operand<T: Element>(x: &GemmOperand<'_, T>, block_size: usize) -> NormMap {
-        let stored = Self::of_col_major(x.data, x.stored_rows, x.stored_cols, x.ld, block_size);
+    pub fn of_operand<T: Element>(x: &GemmOperand<'_, T>, block_size: usize) -> Result<NormMap> {
+        let stored = Self::of_col_major(x.data, x.stored_rows, x.stored_cols, x.ld, block_size)?;
         match x.op {
-            Operation::N => stored,
+            Operation::N => Ok(stored),
             Operation::T => stored.transposed(),
         }
     }
@@ -380,19 +381,20 @@ impl NormMap {
         a: &GemmOperand<'_, T>,
         b: &GemmOperand<'_, T>,
         block_size: usize,
-    ) -> (NormMap, NormMap) {
-        rayon::join(|| Self::of_operand(a, block_size), || Self::of_operand(b, block_size))
+    ) -> Result<(NormMap, NormMap)> {
+        let (a_norms, b_norms) = rayon::join(|| Self::of_operand(a, block_size), || Self::of_operand(b, block_size));
+        Ok((a_norms?, b_norms?))
     }
 
-    fn of_col_major<T: Element>(data: &[T], rows: usize, cols: usize, ld: usize, block_size: usize) -> NormMap {
+    fn of_col_major<T: Element>(data: &[T], rows: usize, cols: usize, ld: usize, block_size: usize) -> Result<NormMap> {
         let block_rows = block_count(rows, block_size);
         let block_cols = block_count(cols, block_size);
-        let mut norms = vec![0.0f64; block_rows * block_cols];
+        let mut norms = try_vec(element_count(block_rows, block_cols, NORM_MAP)?, 0.0f64, NORM_MAP)?;
         if block_rows > 0 {
-            norms.par_chunks_mut(block_rows).enumerate().for_each(|(col_block, block_norms)| {
+            norms.par_chunks_mut(block_rows).enumerate().try_for_each(|(col_block, block_norms)| {
                 // Column by column (contiguous reads), each row keeping its own running sum: per row
                 // this is exactly the left-to-right order documented above.
-                let mut row_sums = vec![SquareSums::default(); rows];
+                let mut row_sums = try_vec(rows, SquareSums::default(), "the row sums of a block norm map")?;
                 for j in col_block * block_size..((col_block + 1) * block_size).min(cols) {
                     for (sum, &x) in row_sums.iter_mut().zip(&data[j * ld..j * ld + rows]) {
                         sum.add_square(x.to_f64());
@@ -405,21 +407,25 @@ impl NormMap {
                     }
                     *norm = acc.norm();
                 }
-            });
+                Ok(())
+            })?;
         }
-        NormMap { block_rows, block_cols, norms }
+        Ok(NormMap { block_rows, block_cols, norms })
     }
 
-    pub fn transposed(&self) -> NormMap {
-        let mut norms = Vec::with_capacity(self.norms.len());
+    pub fn transposed(&self) -> Result<NormMap> {
+        let mut norms = try_with_capacity(self.norms.len(), NORM_MAP)?;
         for r in 0..self.block_rows {
             for c in 0..self.block_cols {
                 norms.push(self.get(r, c));
             }
         }
-        NormMap { block_rows: self.block_cols, block_cols: self.block_rows, norms }
+        Ok(NormMap { block_rows: self.block_cols, block_cols: self.block_rows, norms })
     }
 }
+
+/// What a norm map is called in allocation failures.
+const NORM_MAP: &str = "a block norm map";
 
 /// The skip decisions of one product: which block products `op(A)_ik · op(B)_kj` are performed.
 ///
@@ -451,10 +457,15 @@ pub struct SpammStats {
 
 impl ProductPlan {
     /// The plan of `op(A) · op(B)` at threshold τ (τ ≥ 0, checked by the caller).
-    pub fn new<T: Element>(a: &GemmOperand<'_, T>, b: &GemmOperand<'_, T>, tau: f64, block_size: usize) -> Self {
-        let (a_norms, b_norms) = NormMap::of_operands(a, b, block_size);
+    pub fn new<T: Element>(
+        a: &GemmOperand<'_, T>,
+        b: &GemmOperand<'_, T>,
+        tau: f64,
+        block_size: usize,
+    ) -> Result<Self> {
+        let (a_norms, b_norms) = NormMap::of_operands(a, b, block_size)?;
         debug_assert_eq!(a_norms.block_cols, b_norms.block_rows);
-        ProductPlan { a_norms, b_norms, tau, block_size }
+        Ok(ProductPlan { a_norms, b_norms, tau, block_size })
     }
 
     /// Block counts (mb, nb, kb) of the product.
@@ -467,40 +478,29 @@ impl ProductPlan {
         is_performed(self.a_norms.get(i, k), self.b_norms.get(k, j), self.tau)
     }
 
-    /// The valid k of C block (i, j), in increasing order: Algorithm 2's bitmap over k compacted into
-    /// the list of offsets the multiplication loop walks. `valid` is reused to avoid allocating.
-    pub fn valid_products(&self, i: usize, j: usize, valid: &mut Vec<usize>) {
-        valid.clear();
-        let kb = self.a_norms.block_cols;
-        valid.extend((0..kb).filter(|&k| self.is_valid(i, k, j)));
-    }
-
     /// Per-C-block counts of performed products and sums of skipped norm products.
-    pub fn block_stats(&self) -> BlockStats {
+    pub fn block_stats(&self) -> Result<BlockStats> {
         let (mb, nb, kb) = self.block_dims();
-        let (performed, skipped): (Vec<u64>, Vec<f64>) = (0..mb * nb)
-            .into_par_iter()
-            .map(|c_block| {
-                let (i, j) = (c_block % mb, c_block / mb);
-                let mut performed = 0u64;
-                let mut skipped = 0.0f64;
-                for k in 0..kb {
-                    let (a, b) = (self.a_norms.get(i, k), self.b_norms.get(k, j));
-                    if is_performed(a, b, self.tau) {
-                        performed += 1;
-                    } else {
-                        skipped += a * b;
-                    }
+        let c_blocks = element_count(mb, nb, "the statistics per C block")?;
+        let mut performed = try_vec(c_blocks, 0u64, "the performed-product counts per C block")?;
+        let mut skipped = try_vec(c_blocks, 0.0f64, "the skipped-norm sums per C block")?;
+        performed.par_iter_mut().zip(&mut skipped).enumerate().for_each(|(c_block, (performed, skipped))| {
+            let (i, j) = (c_block % mb, c_block / mb);
+            for k in 0..kb {
+                let (a, b) = (self.a_norms.get(i, k), self.b_norms.get(k, j));
+                if is_performed(a, b, self.tau) {
+                    *performed += 1;
+                } else {
+                    *skipped += a * b;
                 }
-                (performed, skipped)
-            })
-            .unzip();
-        BlockStats { dims: (mb, nb, kb), performed, skipped }
+            }
+        });
+        Ok(BlockStats { dims: (mb, nb, kb), performed, skipped })
     }
 
     /// Counts and error bound, with `alpha` scaling the bound and `elapsed_seconds` recorded as given.
-    pub fn statistics(&self, alpha_abs: f64, elapsed_seconds: f64) -> SpammStats {
-        self.block_stats().statistics(self.tau, self.block_size, alpha_abs, elapsed_seconds)
+    pub fn statistics(&self, alpha_abs: f64, elapsed_seconds: f64) -> Result<SpammStats> {
+        Ok(self.block_stats()?.statistics(self.tau, self.block_size, alpha_abs, elapsed_seconds))
     }
 }
 

@@ -24,6 +24,7 @@
 //! the bracket's ends.
 
 use super::{NormMap, is_performed, skipped_squares};
+use crate::alloc::{try_copy, try_vec};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -533,10 +534,11 @@ pub struct NormMapEvaluator<'a> {
     sorted: Option<SortedNorms>,
 }
 
-/// Column k of A's norm map and row k of B's, ascending.
+/// Column k of A's norm map and row k of B's, ascending: `a_columns` is A's map with each column
+/// sorted, `b_rows` B's map transposed (row k contiguous) with each row sorted.
 struct SortedNorms {
-    a_columns: Vec<Vec<f64>>,
-    b_rows: Vec<Vec<f64>>,
+    a_columns: Vec<f64>,
+    b_rows: Vec<f64>,
 }
 
 impl<'a> NormMapEvaluator<'a> {
@@ -545,23 +547,21 @@ impl<'a> NormMapEvaluator<'a> {
         NormMapEvaluator { a_norms, b_norms, sorted: None }
     }
 
-    fn sorted(&mut self) -> &SortedNorms {
+    fn sorted(&mut self) -> Result<&SortedNorms> {
         let (a, b) = (self.a_norms, self.b_norms);
-        self.sorted.get_or_insert_with(|| {
-            let sort = |mut v: Vec<f64>| {
-                v.sort_by(f64::total_cmp);
-                v
-            };
-            let a_columns = (0..a.block_cols)
-                .into_par_iter()
-                .map(|k| sort(a.norms[k * a.block_rows..(k + 1) * a.block_rows].to_vec()))
-                .collect();
-            let b_rows = (0..b.block_rows)
-                .into_par_iter()
-                .map(|k| sort((0..b.block_cols).map(|j| b.get(k, j)).collect()))
-                .collect();
-            SortedNorms { a_columns, b_rows }
-        })
+        if self.sorted.is_none() {
+            let mut a_columns = try_copy(&a.norms, "the sorted block norms of A")?;
+            a_columns.par_chunks_mut(a.block_rows.max(1)).for_each(|column| column.sort_by(f64::total_cmp));
+            let mut b_rows = try_vec(b.norms.len(), 0.0, "the sorted block norms of B")?;
+            b_rows.par_chunks_mut(b.block_cols.max(1)).enumerate().for_each(|(k, row)| {
+                for (j, norm) in row.iter_mut().enumerate() {
+                    *norm = b.get(k, j);
+                }
+                row.sort_by(f64::total_cmp);
+            });
+            self.sorted = Some(SortedNorms { a_columns, b_rows });
+        }
+        Ok(self.sorted.as_ref().expect("just sorted"))
     }
 }
 
@@ -593,25 +593,33 @@ impl CandidateEvaluator for NormMapEvaluator<'_> {
     }
 
     fn evaluate(&mut self, taus: &[f64], squares: bool) -> Result<Vec<Evaluation>> {
-        let sorted = self.sorted();
-        let counts: Vec<Vec<(u64, u64, u64)>> = sorted
+        let (mb, nb) = (self.a_norms.block_rows.max(1), self.b_norms.block_cols.max(1));
+        let sorted = self.sorted()?;
+        // Per candidate: the counts summed and the extremes taken over k, in any order (exact for
+        // integers and bit patterns), so that memory does not grow with k.
+        let combine = |t: &mut (u64, u64, u64), (performed, smallest, largest): (u64, u64, u64)| {
+            *t = (t.0 + performed, t.1.min(smallest), t.2.max(largest));
+        };
+        let none = || vec![(0u64, u64::MAX, 0u64); taus.len()];
+        let counts = sorted
             .a_columns
-            .par_iter()
-            .zip(&sorted.b_rows)
-            .map(|(column, row)| taus.iter().map(|&tau| walk(column, row, tau)).collect())
-            .collect();
+            .par_chunks(mb)
+            .zip(sorted.b_rows.par_chunks(nb))
+            .fold(none, |mut total, (column, row)| {
+                total.iter_mut().zip(taus).for_each(|(t, &tau)| combine(t, walk(column, row, tau)));
+                total
+            })
+            .reduce(none, |mut total, part| {
+                total.iter_mut().zip(part).for_each(|(t, p)| combine(t, p));
+                total
+            });
         let squares =
-            if squares { skipped_squares_at(self.a_norms, self.b_norms, taus) } else { vec![f64::NAN; taus.len()] };
+            if squares { skipped_squares_at(self.a_norms, self.b_norms, taus)? } else { vec![f64::NAN; taus.len()] };
         Ok(taus
             .iter()
             .enumerate()
             .map(|(c, &tau)| {
-                let (mut performed, mut smallest, mut largest) = (0u64, u64::MAX, 0u64);
-                for per_k in &counts {
-                    performed += per_k[c].0;
-                    smallest = smallest.min(per_k[c].1);
-                    largest = largest.max(per_k[c].2);
-                }
+                let (performed, smallest, largest) = counts[c];
                 Evaluation {
                     tau,
                     performed,
@@ -627,29 +635,32 @@ impl CandidateEvaluator for NormMapEvaluator<'_> {
 /// [`Evaluation::skipped_squares`] for each τ: per C block the skipped products summed in k order,
 /// exactly as [`super::ProductPlan::block_stats`], then squared and summed in [`skipped_squares`]'
 /// order.
-pub fn skipped_squares_at(a_norms: &NormMap, b_norms: &NormMap, taus: &[f64]) -> Vec<f64> {
+pub fn skipped_squares_at(a_norms: &NormMap, b_norms: &NormMap, taus: &[f64]) -> Result<Vec<f64>> {
     let (mb, nb, kb) = (a_norms.block_rows, b_norms.block_cols, a_norms.block_cols);
-    let per_column: Vec<Vec<f64>> = (0..nb)
-        .into_par_iter()
-        .map(|j| {
-            let mut columns = vec![Vec::with_capacity(mb); taus.len()];
-            let mut sums = vec![0.0f64; taus.len()];
-            for i in 0..mb {
-                sums.fill(0.0);
-                for k in 0..kb {
-                    let (a, b) = (a_norms.get(i, k), b_norms.get(k, j));
-                    for (sum, &tau) in sums.iter_mut().zip(taus) {
-                        if !is_performed(a, b, tau) {
-                            *sum += a * b;
-                        }
+    let slots = taus.len().max(1);
+    let mut per_column = try_vec(nb * taus.len(), 0.0f64, "the skipped sums per column of C blocks")?;
+    per_column.par_chunks_mut(slots).enumerate().try_for_each(|(j, column_squares)| {
+        // Column j's skipped sums, candidate after candidate.
+        let mut columns = try_vec(mb * taus.len(), 0.0f64, "a column of skipped sums")?;
+        let mut sums = vec![0.0f64; taus.len()];
+        for i in 0..mb {
+            sums.fill(0.0);
+            for k in 0..kb {
+                let (a, b) = (a_norms.get(i, k), b_norms.get(k, j));
+                for (sum, &tau) in sums.iter_mut().zip(taus) {
+                    if !is_performed(a, b, tau) {
+                        *sum += a * b;
                     }
                 }
-                for (column, &sum) in columns.iter_mut().zip(&sums) {
-                    column.push(sum);
-                }
             }
-            columns.iter().map(|column| skipped_squares(column, mb)).collect()
-        })
-        .collect();
-    (0..taus.len()).map(|c| per_column.iter().fold(0.0, |total, column| total + column[c])).collect()
+            for (c, &sum) in sums.iter().enumerate() {
+                columns[c * mb + i] = sum;
+            }
+        }
+        for (c, squares) in column_squares.iter_mut().enumerate() {
+            *squares = skipped_squares(&columns[c * mb..(c + 1) * mb], mb);
+        }
+        Ok(())
+    })?;
+    Ok((0..taus.len()).map(|c| per_column.chunks(slots).fold(0.0, |total, column| total + column[c])).collect())
 }

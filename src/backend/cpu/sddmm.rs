@@ -2,10 +2,13 @@
 //! memory) and the nnz-balanced COO algorithm (GPU-Convert). Both compute
 //! `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` in `T::Compute` and overwrite `out`.
 
+use crate::alloc::{try_vec, try_with_capacity};
 use crate::dense::MatRef;
+use crate::error::Result;
 use crate::scalar::{ComputeScalar, Element};
 use crate::sddmm::{BandSchedule, SddmmOperands, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule};
 use rayon::prelude::*;
+use std::any::TypeId;
 
 /// Lanes of independent partial sums in a dot product: enough for the compiler to vectorise and to
 /// hide the add latency.
@@ -101,26 +104,58 @@ pub fn coo<T: Element>(op: &SddmmOperands<'_, T>, coo_rows: &[u32], out: &mut [T
 /// per slice and reused by all its tiles; each tile's B panel (only the columns its nonzeros use)
 /// is packed once per slice and reused by all its nonzeros. Panels are contiguous, in the compute
 /// type, so every dot product is a contiguous one.
-pub fn tiled<T: Element>(op: &SddmmOperands<'_, T>, schedule: &TileSchedule, out: &mut [T]) {
-    // Bands cover S's entries in order, so the output splits into one disjoint slice per band.
-    let mut parts = Vec::with_capacity(schedule.bands.len());
-    let mut rest = out;
-    for band in &schedule.bands {
-        let (mine, tail) = rest.split_at_mut(band.entries.len());
-        parts.push((band, mine));
-        rest = tail;
+///
+/// The dot products accumulate in the compute type: in `out` itself when that is its type, else in
+/// one array allocated before anything is written, so a failure leaves `out` untouched.
+pub fn tiled<T: Element>(op: &SddmmOperands<'_, T>, schedule: &TileSchedule, out: &mut [T]) -> Result<()> {
+    if TypeId::of::<T>() == TypeId::of::<T::Compute>() {
+        // SAFETY: T and T::Compute are the same type (same TypeId); `out` is not used again.
+        let sums = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T::Compute, out.len()) };
+        return tiled_into(op, schedule, sums, None);
     }
-    parts.into_par_iter().for_each(|(band, out_band)| {
-        if !band.entries.is_empty() {
-            tiled_band(op, band, out_band);
-        }
-    });
+    let mut sums = try_vec(out.len(), <T::Compute as ComputeScalar>::ZERO, "the tiled SDDMM's sums")?;
+    tiled_into(op, schedule, &mut sums, Some(out))
 }
 
-fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &mut [T]) {
+/// [`tiled`] with the sums in `sums` and the results written to `out`, or over the sums when `out`
+/// is `None` (the output is of the compute type).
+fn tiled_into<T: Element>(
+    op: &SddmmOperands<'_, T>,
+    schedule: &TileSchedule,
+    sums: &mut [T::Compute],
+    mut out: Option<&mut [T]>,
+) -> Result<()> {
+    // Bands cover S's entries in order, so the sums and the output split into one disjoint slice per
+    // band.
+    let mut parts = try_with_capacity(schedule.bands.len(), "the row bands' parts of the output")?;
+    let mut rest = sums;
+    for band in &schedule.bands {
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(band.entries.len());
+        let out_band = out.as_mut().map(|o| {
+            let (mine, tail) = std::mem::take(o).split_at_mut(band.entries.len());
+            *o = tail;
+            mine
+        });
+        parts.push((band, mine, out_band));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(band, acc, out_band)| {
+        if !band.entries.is_empty() {
+            tiled_band(op, band, acc, out_band);
+        }
+    });
+    Ok(())
+}
+
+fn tiled_band<T: Element>(
+    op: &SddmmOperands<'_, T>,
+    band: &BandSchedule,
+    acc: &mut [T::Compute],
+    out: Option<&mut [T]>,
+) {
     let zero = <T::Compute as ComputeScalar>::ZERO;
     let k = op.a.cols;
-    let mut acc = vec![zero; band.entries.len()];
+    acc.fill(zero);
     // Row-major data already in the compute type has contiguous K slices: the tile order alone
     // keeps them in cache and a copy would only add traffic. Column-major or 16-bit data is packed
     // (transposed / converted) once per slice and reused.
@@ -140,7 +175,7 @@ fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &
                 }
             }
         }
-        finish_band(op, band, &acc, out);
+        finish_band(op, band, acc, out);
         return;
     }
     let mut a_panel = vec![zero; TILE_ROWS * TILE_K.min(k)];
@@ -169,12 +204,28 @@ fn tiled_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, out: &
             }
         }
     }
-    finish_band(op, band, &acc, out);
+    finish_band(op, band, acc, out);
 }
 
-fn finish_band<T: Element>(op: &SddmmOperands<'_, T>, band: &BandSchedule, acc: &[T::Compute], out: &mut [T]) {
-    let s_band = op.s_values.map(|s| &s[band.first_entry..][..out.len()]);
-    for (local, (slot, &dot)) in out.iter_mut().zip(acc).enumerate() {
-        *slot = finish(op.alpha, s_band, local, dot);
+/// The band's results from its sums, into `out`, or over the sums when there is no `out` (then the
+/// output is of the compute type and the conversion is the identity).
+fn finish_band<T: Element>(
+    op: &SddmmOperands<'_, T>,
+    band: &BandSchedule,
+    acc: &mut [T::Compute],
+    out: Option<&mut [T]>,
+) {
+    let s_band = op.s_values.map(|s| &s[band.first_entry..][..acc.len()]);
+    match out {
+        Some(out) => {
+            for (local, (slot, &dot)) in out.iter_mut().zip(acc.iter()).enumerate() {
+                *slot = finish(op.alpha, s_band, local, dot);
+            }
+        }
+        None => {
+            for (local, sum) in acc.iter_mut().enumerate() {
+                *sum = finish::<T>(op.alpha, s_band, local, *sum).to_compute();
+            }
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! then scaled and scattered into C at the caller's row indices (undoing the row permutation).
 //! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
 
+use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
-use crate::error::{Result, try_alloc};
+use crate::error::Result;
 use crate::scalar::Element;
 use crate::smat::{BlockScalar, SmatMatrix};
 use half::{bf16, f16};
@@ -59,7 +60,8 @@ macro_rules! half_spmm {
             fn spmm(a: &SmatMatrix, alpha: f32, b: MatRef<'_, $t>, beta: f32, c: MatMut<'_, $t>) -> Result<()> {
                 // The gemm needs f32 operands: widen B once (exact) into a row-major copy.
                 let (k, n) = (b.rows, b.cols);
-                let mut wide: Vec<f32> = try_alloc(k * n, "the f32 copy of B")?;
+                const WHAT: &str = "the f32 copy of B";
+                let mut wide = try_vec(element_count(k, n, WHAT)?, 0.0f32, WHAT)?;
                 if n > 0 {
                     wide.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
                         for (j, x) in row.iter_mut().enumerate() {

@@ -19,6 +19,7 @@
 use super::kernels::MSREP;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{Event, GpuDevice, Launch, Stream, driver_error, launch};
+use crate::alloc::try_push;
 use crate::error::Result;
 use crate::handle::HandleCore;
 use crate::kernel_args;
@@ -269,10 +270,11 @@ impl GpuResident {
             if a.format == SparseFormat::Csr && LONG_ROW_BLOCKS.with(|c| c.get()) {
                 let threshold = long_row_threshold(group_size(p.bounds.nnz(), p.bounds.major_count()));
                 long_row = threshold as i32;
-                long_list = (0..major.len().saturating_sub(1))
-                    .filter(|&j| (major[j + 1] - major[j]) as usize > threshold)
-                    .map(|j| j as i32)
-                    .collect();
+                for j in 0..major.len().saturating_sub(1) {
+                    if (major[j + 1] - major[j]) as usize > threshold {
+                        try_push(&mut long_list, j as i32, "MSREP long rows")?;
+                    }
+                }
             }
             let long_rows = if long_list.is_empty() {
                 None

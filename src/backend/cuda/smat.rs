@@ -8,8 +8,9 @@
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use crate::alloc::{try_collect, try_vec};
 use crate::dense::required_len;
-use crate::error::{Error, Result, try_alloc};
+use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::kernel_args;
 use crate::scalar::Element;
@@ -52,16 +53,19 @@ impl DeviceBcsr {
     {
         let bcsr = matrix.blocks::<T::Compute>()?;
         let info = matrix.info();
-        let block_row_ptr: Vec<i64> = bcsr.block_row_ptr.iter().map(|&p| p as i64).collect();
-        let block_cols: Vec<i32> = bcsr.block_cols.iter().map(|&c| c as i32).collect();
-        let mut tiles: Vec<T> = try_alloc(bcsr.values.len(), "the device copy of the tiles")?;
+        let block_row_ptr =
+            try_collect(bcsr.block_row_ptr.len(), "the BCSR block-row pointers", |i| bcsr.block_row_ptr[i] as i64)?;
+        let block_cols = try_collect(bcsr.block_cols.len(), "the BCSR column indices", |i| bcsr.block_cols[i] as i32)?;
+        let mut tiles: Vec<T> = try_vec(bcsr.values.len(), T::default(), "the device copy of the tiles")?;
         // Halves were widened (and duplicates summed) in f32 at analysis: round once to the type the
         // tensor cores read. A tile value that came from one entry round-trips exactly.
         for (t, &v) in tiles.iter_mut().zip(&bcsr.values) {
             *t = T::from_compute(v);
         }
-        let row_order: Option<Vec<i32>> =
-            info.reordered.then(|| (0..info.rows).map(|r| matrix.original_row(r) as i32).collect());
+        let row_order = match info.reordered {
+            true => Some(try_collect(info.rows, "the row order", |r| matrix.original_row(r) as i32)?),
+            false => None,
+        };
 
         let resident = DeviceBcsr {
             device: device.clone(),
@@ -110,7 +114,7 @@ pub unsafe fn host_view<'a, T: Copy + Default>(
                     device.ordinal
                 )));
             }
-            let mut host: Vec<T> = try_alloc(len, name)?;
+            let mut host: Vec<T> = try_vec(len, T::default(), name)?;
             unsafe { drv::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
                 .map_err(driver_error("copying a CSR array to the host"))?;
             device.synchronize(stream)?;

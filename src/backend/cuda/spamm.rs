@@ -7,6 +7,7 @@ use super::kernels::{KernelSource, SPAMM, SPAMM_BF16, SPAMM_F16, SPAMM_F32, SPAM
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
 use super::{Event, GpuDevice, Launch, Stream, copy_matrix_async, driver_error, launch};
+use crate::alloc::{element_count, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
@@ -29,7 +30,8 @@ pub struct DeviceNormMap {
 impl DeviceNormMap {
     /// Copies the map back (waits for the stream).
     pub fn to_host(&self) -> Result<NormMap> {
-        let mut norms = vec![0.0f64; self.block_rows * self.block_cols];
+        let len = element_count(self.block_rows, self.block_cols, "a block norm map")?;
+        let mut norms = try_vec(len, 0.0f64, "a block norm map")?;
         self.norms.copy_to_host(&mut norms)?;
         Ok(NormMap { block_rows: self.block_rows, block_cols: self.block_cols, norms })
     }

@@ -1,0 +1,121 @@
+//! Host allocations whose size comes from the caller.
+//!
+//! Rust's infallible allocations (`vec!`, `Vec::with_capacity`, `collect`, growing a vector) abort the
+//! whole host program when memory runs out. Every allocation sized by a caller's dimensions goes
+//! through this module instead, so that a request the machine cannot satisfy becomes
+//! `SGPU_STATUS_ALLOCATION_FAILED` with the byte count, and one that no machine could satisfy (more
+//! bytes than an allocation can address, `isize::MAX`) becomes `SGPU_STATUS_INVALID_SIZE`. Parallel
+//! code allocates its outputs here first and then fills them in place, so nothing inside a rayon task
+//! allocates in proportion to the caller's sizes.
+
+use crate::error::{Error, Result};
+
+/// The bytes of `len` elements of `T`, or INVALID_SIZE when no allocation can hold them. `what`
+/// names the array in the message.
+pub fn byte_count<T>(len: usize, what: &str) -> Result<usize> {
+    let size = size_of::<T>();
+    len.checked_mul(size).filter(|&bytes| bytes <= isize::MAX as usize).ok_or_else(|| {
+        Error::invalid_size(format!("{what} would take {len} elements of {size} bytes, more than can be addressed"))
+    })
+}
+
+/// `a · b` elements, or INVALID_SIZE when the count itself overflows.
+pub fn element_count(a: usize, b: usize, what: &str) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::invalid_size(format!("{what} would take {a} x {b} elements, more than can be addressed")))
+}
+
+/// Makes room for `additional` more elements of `v` (exactly that many), or fails with the byte count.
+pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<()> {
+    let len = v.len().checked_add(additional).ok_or_else(|| {
+        Error::invalid_size(format!("{what} would take more than {} elements, more than can be addressed", usize::MAX))
+    })?;
+    let bytes = byte_count::<T>(len, what)?;
+    v.try_reserve_exact(additional)
+        .map_err(|_| Error::alloc_failed(format!("cannot allocate {bytes} bytes for {what}")))
+}
+
+/// An empty vector with room for exactly `capacity` elements.
+pub fn try_with_capacity<T>(capacity: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    try_reserve(&mut v, capacity, what)?;
+    Ok(v)
+}
+
+/// `len` copies of `value`.
+pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(len, what)?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+/// `item(0), …, item(len − 1)`.
+pub fn try_collect<T>(len: usize, what: &str, item: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(len, what)?;
+    v.extend((0..len).map(item));
+    Ok(v)
+}
+
+/// A copy of `items`.
+pub fn try_copy<T: Clone>(items: &[T], what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(items.len(), what)?;
+    v.extend_from_slice(items);
+    Ok(v)
+}
+
+/// Appends `items` to `v`, growing it fallibly (amortised like `extend`: at least doubling).
+pub fn try_extend<T: Clone>(v: &mut Vec<T>, items: &[T], what: &str) -> Result<()> {
+    if v.capacity() - v.len() < items.len() {
+        try_reserve(v, items.len().max(v.capacity()), what)?;
+    }
+    v.extend_from_slice(items);
+    Ok(())
+}
+
+/// Appends `item` to `v`, growing it fallibly (amortised: at least doubling).
+pub fn try_push<T>(v: &mut Vec<T>, item: T, what: &str) -> Result<()> {
+    if v.len() == v.capacity() {
+        try_reserve(v, v.capacity().max(4), what)?;
+    }
+    v.push(item);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Status;
+
+    #[test]
+    fn sizes_beyond_the_address_space_are_invalid() {
+        let e = try_vec(usize::MAX / 4, 0u64, "the test array").unwrap_err();
+        assert_eq!(e.status, Status::InvalidSize);
+        assert_eq!(
+            e.message,
+            format!("the test array would take {} elements of 8 bytes, more than can be addressed", usize::MAX / 4)
+        );
+        assert_eq!(byte_count::<u16>(isize::MAX as usize / 2, "x").unwrap(), isize::MAX as usize - 1);
+        assert_eq!(byte_count::<u16>(isize::MAX as usize / 2 + 1, "x").unwrap_err().status, Status::InvalidSize);
+        assert_eq!(element_count(usize::MAX, 2, "x").unwrap_err().status, Status::InvalidSize);
+    }
+
+    #[test]
+    fn an_allocation_the_machine_refuses_fails_with_its_byte_count() {
+        // 2^60 bytes: addressable, and more than any machine has.
+        let e = try_with_capacity::<u64>(1 << 57, "the test array").unwrap_err();
+        assert_eq!(e.status, Status::AllocationFailed);
+        assert_eq!(e.message, "cannot allocate 1152921504606846976 bytes for the test array");
+    }
+
+    #[test]
+    fn helpers_fill_as_their_infallible_counterparts() {
+        assert_eq!(try_vec(3, 7u8, "x").unwrap(), vec![7, 7, 7]);
+        assert_eq!(try_collect(4, "x", |i| i * i).unwrap(), vec![0, 1, 4, 9]);
+        assert_eq!(try_copy(&[1, 2], "x").unwrap(), vec![1, 2]);
+        let mut v = vec![1];
+        try_extend(&mut v, &[2, 3], "x").unwrap();
+        try_push(&mut v, 4, "x").unwrap();
+        assert_eq!(v, vec![1, 2, 3, 4]);
+        assert_eq!(try_vec(0, (), "x").unwrap().len(), 0);
+    }
+}
