@@ -112,6 +112,16 @@ impl Layout {
 }
 
 impl ValueType {
+    /// The type's short name, "f32", "f64", "f16" or "bf16": how kernels of each type are named.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            ValueType::F32 => "f32",
+            ValueType::F64 => "f64",
+            ValueType::F16 => "f16",
+            ValueType::Bf16 => "bf16",
+        }
+    }
+
     /// Size in bytes of one element.
     pub fn size(self) -> usize {
         match self {

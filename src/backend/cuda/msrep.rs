@@ -27,7 +27,7 @@ use crate::msrep::merge::{RowSegment, row_segments};
 use crate::msrep::partition::PartitionBounds;
 use crate::msrep::{PartitionData, PartitionedMatrix};
 use crate::scalar::ComputeScalar;
-use crate::types::{SparseFormat, ValueType};
+use crate::types::SparseFormat;
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
@@ -169,13 +169,6 @@ impl Drop for GpuResident {
 
 fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
-}
-
-fn suffix<T: ComputeScalar>() -> &'static str {
-    match T::VALUE_TYPE {
-        ValueType::F32 => "f32",
-        _ => "f64",
-    }
 }
 
 /// Lanes per row (column): the next power of two of the average length, 1..32.
@@ -499,7 +492,7 @@ impl GpuResident {
         y: CUdeviceptr,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        let sfx = suffix::<T>();
+        let sfx = T::VALUE_TYPE.short_name();
         let l = self.lead.as_mut().expect("ensure_lead ran");
         if l.done_recorded {
             l.done.wait_on(stream)?;

@@ -7,7 +7,6 @@ use super::{GpuDevice, Launch, Stream, launch};
 use crate::error::Result;
 use crate::kernel_args;
 use crate::scalar::Element;
-use crate::types::ValueType;
 use cudarc::driver::sys::CUdeviceptr;
 use std::sync::Arc;
 
@@ -37,15 +36,6 @@ pub struct DeviceOperands<T: Element> {
     pub col_ind: CUdeviceptr,
     pub base: i32,
     pub out: CUdeviceptr,
-}
-
-fn suffix(value_type: ValueType) -> &'static str {
-    match value_type {
-        ValueType::F32 => "f32",
-        ValueType::F64 => "f64",
-        ValueType::F16 => "f16",
-        ValueType::Bf16 => "bf16",
-    }
 }
 
 /// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32.
@@ -169,7 +159,7 @@ pub fn tiled<T: Element>(
     if op.nnz == 0 {
         return Ok(());
     }
-    let f = device.function(&SDDMM, &format!("sddmm_tiled_{}", suffix(T::VALUE_TYPE)))?;
+    let f = device.function(&SDDMM, &format!("sddmm_tiled_{}", T::VALUE_TYPE.short_name()))?;
     let bands = op.m.div_ceil(BAND_ROWS);
     // Enough blocks per band that all bands together fill the GPU several times over (tile counts
     // live on the device; a block without tiles exits at once), never more than the band's column
@@ -252,7 +242,7 @@ pub fn coo<T: Element>(
         return Ok(());
     }
     let width = vector_width(op);
-    let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", suffix(T::VALUE_TYPE)))?;
+    let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", T::VALUE_TYPE.short_name()))?;
     // Enough lanes per nonzero that each loads about one vector of the row (a whole warp at K ≥ 32
     // vectors), so short rows do not leave lanes idle.
     let group = op.k.div_ceil(width).next_power_of_two().clamp(1, 32);

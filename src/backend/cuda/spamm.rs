@@ -37,15 +37,6 @@ impl DeviceNormMap {
     }
 }
 
-fn type_suffix<T: Element>() -> &'static str {
-    match T::VALUE_TYPE {
-        ValueType::F32 => "f32",
-        ValueType::F64 => "f64",
-        ValueType::F16 => "f16",
-        ValueType::Bf16 => "bf16",
-    }
-}
-
 /// Threads per block and a grid-stride grid for `items` independent work items.
 fn flat_launch(device: &GpuDevice, items: usize) -> Launch {
     let blocks = items.div_ceil(256).clamp(1, device.multiprocessors * 32) as u32;
@@ -101,7 +92,7 @@ fn norm_maps<T: Element, const OPS: usize>(
     });
     let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
     if blocks > 0 {
-        let function = device.function(&SPAMM, &format!("spamm_norm_blocks_{}", type_suffix::<T>()))?;
+        let function = device.function(&SPAMM, &format!("spamm_norm_blocks_{}", T::VALUE_TYPE.short_name()))?;
         // Thread blocks of NORM_THREADS threads over groups of whole row blocks (as many as fit in
         // NORM_THREADS rows, at least one) and over column blocks; the group's row sums in shared
         // memory, in three scaled parts for f64 data (crate::spamm::scaled_norm).
@@ -1159,7 +1150,7 @@ unsafe fn multiply<T: Element>(
     debug_assert_eq!(an_ld, mb);
     let threads = if matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16) { 128 } else { 256 };
     let tiles_per_block = bs.div_ceil(32);
-    let f = device.function(&SPAMM, &format!("spamm_multiply_{}", type_suffix::<T>()))?;
+    let f = device.function(&SPAMM, &format!("spamm_multiply_{}", T::VALUE_TYPE.short_name()))?;
     let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
     let cfg = Launch { grid, block: (threads, 1, 1), shared_bytes: 0 };
     unsafe {

@@ -23,13 +23,8 @@ pub fn scale_matrix<T: Element>(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let name = match T::VALUE_TYPE {
-        ValueType::F32 => "scale_matrix_f32",
-        ValueType::F64 => "scale_matrix_f64",
-        ValueType::F16 => "scale_matrix_f16",
-        ValueType::Bf16 => unreachable!("no bf16 scaling is needed"),
-    };
-    let f = device.function(&UTIL, name)?;
+    assert!(T::VALUE_TYPE != ValueType::Bf16, "no bf16 scaling is needed");
+    let f = device.function(&UTIL, &format!("scale_matrix_{}", T::VALUE_TYPE.short_name()))?;
     let (r, k) = (rows as i32, cols as i32);
     let (rs, cs) = (row_stride as i64, col_stride as i64);
     let blocks = (rows * cols).div_ceil(256).min(device.multiprocessors * 16) as u32;
