@@ -2,9 +2,10 @@
 //! over several devices.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_devices,
-    handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
-    sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, ObjectKind, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend,
+    handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg,
+    scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg,
+    slice_mut_arg,
 };
 use crate::backend::{Backend, cpu, cuda};
 use crate::error::{Error, Result};
@@ -25,11 +26,11 @@ pub type msrepMatrix_t = *mut MsrepMatrix;
 /// most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
 pub const MSREP_MAX_PARTITIONS: c_int = 65536;
 
-static HANDLES: Registry = Registry::new("msrepHandle_t");
-static MATRICES: Registry = Registry::new("msrepMatrix_t");
+static HANDLES: Registry<MsrepHandle> = Registry::new(ObjectKind::MsrepHandle);
+static MATRICES: Registry<MsrepMatrix> = Registry::new(ObjectKind::MsrepMatrix);
 
 impl FamilyHandle for MsrepHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -241,7 +242,7 @@ unsafe fn create_matrix(
             ValueType::F64 => MsrepMatrix::F64(unsafe { build_placed(&args, format, major, minor, values) }?),
             ValueType::F16 | ValueType::Bf16 => unreachable!("rejected by matrix_args"),
         };
-        *args.out = MATRICES.register(built);
+        *args.out = MATRICES.register(built)?;
         Ok(())
     })
 }

@@ -1,9 +1,9 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    FamilyHandle, Registry, arg_err, boundary, check_array, check_ptr, enum_arg, handle_create, handle_destroy,
-    handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
-    sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, ObjectKind, Registry, arg_err, boundary, check_array, check_ptr, enum_arg, handle_create,
+    handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg,
+    sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::alloc::try_vec;
 use crate::backend::Backend;
@@ -26,11 +26,11 @@ pub type sddmmPlan_t = *mut SddmmPlan;
 /// `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
 pub type sddmmAlgorithm_t = c_int;
 
-static HANDLES: Registry = Registry::new("sddmm handle");
-static PLANS: Registry = Registry::new("sddmm plan");
+static HANDLES: Registry<SddmmHandle> = Registry::new(ObjectKind::SddmmHandle);
+static PLANS: Registry<SddmmPlan> = Registry::new(ObjectKind::SddmmPlan);
 
 impl FamilyHandle for SddmmHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -378,7 +378,7 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         if *h.core.backend() == Backend::Cuda {
             planned.upload(&h.core)?;
         }
-        *plan_out = PLANS.register(planned);
+        *plan_out = PLANS.register(planned)?;
         Ok(())
     })
 }

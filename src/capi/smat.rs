@@ -4,9 +4,9 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
-    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    FamilyHandle, ObjectKind, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy,
+    handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
+    sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::backend::cpu::smat::SpmmElement;
@@ -54,11 +54,11 @@ pub struct smatMatrixInfo_t {
     pub valueType: sgpuValueType_t,
 }
 
-static HANDLES: Registry = Registry::new("smatHandle_t");
-static MATRICES: Registry = Registry::new("smatMatrix_t");
+static HANDLES: Registry<SmatHandle> = Registry::new(ObjectKind::SmatHandle);
+static MATRICES: Registry<SmatMatrix> = Registry::new(ObjectKind::SmatMatrix);
 
 impl FamilyHandle for SmatHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn smatCreateCsr(
             ValueType::F32 => unsafe { analyse::<f32>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
             ValueType::F64 => unsafe { analyse::<f64>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
         }?;
-        *out = MATRICES.register(matrix);
+        *out = MATRICES.register(matrix)?;
         Ok(())
     })
 }

@@ -1,9 +1,10 @@
 //! The SpAMM family's C API: `spamm*`.
 
 use super::{
-    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg,
-    scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_mut_arg,
+    FamilyHandle, ObjectKind, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy,
+    handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
+    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    slice_mut_arg,
 };
 use crate::backend::Backend;
 use crate::dense::{op_shape, required_len};
@@ -21,10 +22,10 @@ use std::os::raw::c_int;
 /// of its last product. One thread uses a handle at a time.
 pub type spammHandle_t = *mut SpammHandle;
 
-static REGISTRY: Registry = Registry::new("spamm handle");
+static REGISTRY: Registry<SpammHandle> = Registry::new(ObjectKind::SpammHandle);
 
 impl FamilyHandle for SpammHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &REGISTRY
     }
     fn create() -> Result<Self> {
@@ -33,6 +34,15 @@ impl FamilyHandle for SpammHandle {
     fn core(&mut self) -> &mut HandleCore {
         self.core_mut()
     }
+}
+
+/// The handle object a `spammHandle_t` names, for Rust code holding one (tests, benchmarks); a value
+/// that is not a live SpAMM handle is INVALID_HANDLE. Not part of the C API.
+///
+/// # Safety
+/// As every use of a handle: one thread at a time, and not after `spammDestroy`.
+pub unsafe fn spamm_handle_object<'a>(handle: spammHandle_t) -> Result<&'a mut SpammHandle> {
+    unsafe { REGISTRY.get(handle, "handle") }
 }
 
 /// Statistics of the last product on a handle (`spammGetStats`).
