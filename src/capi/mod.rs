@@ -100,6 +100,41 @@ pub(crate) fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()
     check_ptr(ptr, name)
 }
 
+/// The bytes of an array argument, for [`check_no_overlap`]: `len` elements of `T` at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArrayBytes<'a> {
+    name: &'a str,
+    start: usize,
+    bytes: usize,
+}
+
+impl<'a> ArrayBytes<'a> {
+    pub(crate) fn of<T>(ptr: *const T, len: usize, name: &'a str) -> Self {
+        ArrayBytes { name, start: ptr as usize, bytes: len.saturating_mul(size_of::<T>()) }
+    }
+
+    fn end(&self) -> usize {
+        self.start.saturating_add(self.bytes)
+    }
+}
+
+/// The one overlap check of every family: `output` is written while `inputs` are read, so it must not
+/// share a byte with any of them. Overlap is SGPU_STATUS_INVALID_POINTER (the status of every other
+/// pointer argument error, as a cuBLAS caller expects), naming both arguments. Empty arrays overlap
+/// nothing. Only addresses are compared: host and device memory share one address space under CUDA's
+/// unified addressing, so the arrays may be either.
+pub(crate) fn check_no_overlap(output: ArrayBytes<'_>, inputs: &[ArrayBytes<'_>]) -> Result<()> {
+    for input in inputs {
+        if output.bytes > 0 && input.bytes > 0 && output.start < input.end() && input.start < output.end() {
+            return Err(Error::invalid_pointer(format!(
+                "argument {} overlaps argument {}: {} is written while {} is read",
+                output.name, input.name, output.name, input.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A caller array of `len` elements. NULL is accepted only when `len` is 0 (as BLAS does).
 pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, name: &str) -> Result<&'a [T]> {
     if len == 0 {

@@ -1,8 +1,8 @@
 //! The SpAMM family's C API: `spamm*`.
 
 use super::{
-    FamilyHandle, ObjectKind, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy,
-    handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
+    handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
     handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
     slice_mut_arg,
 };
@@ -191,12 +191,6 @@ fn raw_operand_arg<T>(
     Ok(RawOperand { ptr: data, len, op, stored_rows, stored_cols, ld })
 }
 
-/// Byte range of `len` elements at `ptr`, for the aliasing check.
-fn byte_range<T>(ptr: *const T, len: usize) -> std::ops::Range<usize> {
-    let start = ptr as usize;
-    start..start + len * std::mem::size_of::<T>()
-}
-
 /// The shared body of the three gemm entry points.
 unsafe fn gemm_c<T: Element>(
     function: &str,
@@ -246,12 +240,8 @@ unsafe fn run_gemm<T: Element>(
     let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
         .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
     check_array(c as *const T, c_len, "C")?;
-    for (input, name) in [(&a, "A"), (&b, "B")] {
-        let (x, y) = (byte_range(input.ptr, input.len), byte_range(c as *const T, c_len));
-        if input.len > 0 && c_len > 0 && x.start < y.end && y.start < x.end {
-            return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
-        }
-    }
+    let inputs = [ArrayBytes::of(a.ptr, a.len, "A"), ArrayBytes::of(b.ptr, b.len, "B")];
+    check_no_overlap(ArrayBytes::of(c as *const T, c_len, "C"), &inputs)?;
     if *h.core().backend() == Backend::Cuda {
         // Host or device memory: never made into Rust slices.
         return unsafe { h.gemm_raw(&a, &b, alpha, beta, c, c_len, ldc, tau) };
@@ -276,8 +266,9 @@ unsafe fn host_operand<'a, T>(x: &RawOperand<T>) -> GemmOperand<'a, T> {
 /// ‖op(A)_ik‖_F·‖op(B)_kj‖_F ≥ tau. tau = 0 performs every product and equals sgemm; tau < 0 or NaN
 /// is SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 /// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
-/// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
-/// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.
+/// not overlap A or B (SGPU_STATUS_INVALID_POINTER). Statistics of the call are kept on the handle
+/// (spammGetStats). The handle's math mode (spammSetMathMode) chooses exact FP32 or 3xTF32
+/// arithmetic.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammSgemm(
     handle: spammHandle_t,
