@@ -49,7 +49,7 @@ typedef enum {
   SGPU_STATUS_SUCCESS = 0,
   // A NULL, destroyed or foreign handle.
   SGPU_STATUS_INVALID_HANDLE = 1,
-  // A required pointer is NULL or misaligned for its element type.
+  // A required pointer is NULL or misaligned for its element type, or an output overlaps an input.
   SGPU_STATUS_INVALID_POINTER = 2,
   // A negative or inconsistent size, or a leading dimension smaller than the matrix.
   SGPU_STATUS_INVALID_SIZE = 3,
@@ -405,8 +405,8 @@ sgpuStatus_t msrepGetPartitionInfo(msrepMatrix_t matrix, int partition, msrepPar
 // for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 // (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 // the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
-// x and y must not overlap (SGPU_STATUS_INVALID_VALUE). A matrix serves one SpMV at a time (pCSC keeps its partial results in
-// the matrix), like a handle.
+// y must not overlap x (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC
+// keeps its partial results in the matrix), like a handle.
 sgpuStatus_t msrepSpMV(msrepHandle_t handle,
                        msrepMatrix_t matrix,
                        const void *alpha,
@@ -456,7 +456,8 @@ sgpuStatus_t sddmmGetLastAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t *algor
 // both stored in `layout` with leading dimensions lda, ldb (>= k row-major, >= m resp. n
 // column-major). `out` has nnz entries in S's entry order; it is overwritten, never read (no beta).
 // sValues may be NULL: S is then a pattern and every S[e] is 1. Column indices need not be sorted
-// and may repeat (each entry gets its own output). `out` must not overlap the inputs.
+// and may repeat (each entry gets its own output). `out` must not overlap A, B, sValues, rowPtr or
+// colInd (SGPU_STATUS_INVALID_POINTER).
 //
 // valueType applies to A, B, sValues and out. SGPU_VALUE_TYPE_F32 / _F64 compute in their own precision
 // and take alpha as float / double; SGPU_VALUE_TYPE_F16 / _BF16 (uint16_t bit patterns) compute in f32
@@ -497,7 +498,8 @@ sgpuStatus_t sddmmCreatePlan(sddmmHandle_t handle,
 
 // sddmmDynamic on a planned pattern: same arguments, same algorithm choice (the handle's forced
 // algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
-// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries.
+// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries; out
+// must not overlap A, B or sValues (SGPU_STATUS_INVALID_POINTER).
 sgpuStatus_t sddmmExecutePlan(sddmmHandle_t handle,
                               sddmmPlan_t plan,
                               int k,
@@ -588,8 +590,8 @@ sgpuStatus_t smatDestroyMatrix(smatMatrix_t A);
 // ≥ the row count for column-major) and of A's value type. `alpha` and `beta` point to `float` for
 // f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
 // type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
-// never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
-// no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
+// never reads C, so C may hold garbage or NaN. C must not overlap B (SGPU_STATUS_INVALID_POINTER).
+// B may be NULL when it has no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
 // device memory, the work runs on the handle's stream, and the call returns without waiting unless C
 // is host memory; A must have been created on a CUDA handle of the same device.
 sgpuStatus_t smatSpMM(smatHandle_t handle,
@@ -658,8 +660,9 @@ sgpuStatus_t spammGetMathMode(spammHandle_t handle, spammMathMode_t *mode);
 // NaN or ±∞ is never skipped, so they reach C as through sgemm at every tau; tau < 0 or NaN is
 // SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 // lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
-// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
-// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.
+// not overlap A or B (SGPU_STATUS_INVALID_POINTER). Statistics of the call are kept on the handle
+// (spammGetStats). The handle's math mode (spammSetMathMode) chooses exact FP32 or 3xTF32
+// arithmetic.
 sgpuStatus_t spammSgemm(spammHandle_t handle,
                         sgpuOperation_t transa,
                         sgpuOperation_t transb,

@@ -11,7 +11,7 @@ pub enum Status {
     Success = 0,
     /// A NULL, destroyed or foreign handle.
     InvalidHandle = 1,
-    /// A required pointer is NULL or misaligned for its element type.
+    /// A required pointer is NULL or misaligned for its element type, or an output overlaps an input.
     InvalidPointer = 2,
     /// A negative or inconsistent size, or a leading dimension smaller than the matrix.
     InvalidSize = 3,
@@ -71,7 +71,7 @@ impl Status {
         match self {
             Status::Success => "success",
             Status::InvalidHandle => "the handle is NULL, destroyed, or of another family",
-            Status::InvalidPointer => "a required pointer is NULL or misaligned",
+            Status::InvalidPointer => "a required pointer is NULL or misaligned, or an output overlaps an input",
             Status::InvalidSize => "a size or leading dimension is negative or inconsistent",
             Status::InvalidValue => "an enum or scalar argument is out of range",
             Status::InvalidSparseMatrix => "the sparse matrix structure is malformed",

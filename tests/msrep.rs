@@ -834,7 +834,7 @@ fn partition_queries_and_spmv_refuse_bad_arguments() {
     let mut xy = [3.0f64; 7];
     let (x_ptr, y_ptr) = (xy.as_ptr() as *const c_void, unsafe { xy.as_mut_ptr().add(1) } as *mut c_void);
     let st = unsafe { msrepSpMV(h.0, m, p(&one), x_ptr, p(&one), y_ptr) };
-    assert_fails(st, Status::InvalidValue, "msrepSpMV", &["x and y overlap"]);
+    assert_fails(st, Status::InvalidPointer, "msrepSpMV", &["argument y overlaps argument x"]);
     assert_eq!(xy, [3.0; 7]);
     assert_eq!(unsafe { msrepDestroyMatrix(m) }, OK);
 }

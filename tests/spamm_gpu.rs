@@ -41,7 +41,7 @@ fn handle(backend: BackendKind, block_size: usize) -> spammHandle_t {
             let status = unsafe { spammSetDevices(h, devices.len() as i32, devices.as_ptr()) };
             assert_eq!(status, OK, "{}", last_error());
         }
-        *unsafe { spamm_handle(h) }.unwrap().core_mut().test_hooks_mut() = hooks;
+        *unsafe { spamm_handle_object(h) }.unwrap().core_mut().test_hooks_mut() = hooks;
     }
     h
 }
@@ -1378,7 +1378,6 @@ fn tuning_cost(n: usize) {
          clustered {bound_narrow:.4} ms (device {bound_narrow_device:.4} ms)",
         (n * n * 4) as f64 / norms_device / 1e6
     );
-    let handle_ref = unsafe { spamm_handle(h) }.unwrap();
     let (alpha, beta) = (1.0f32, 0.0f32);
     let gemm_at = |tau: f64| {
         median(&mut || {
@@ -1391,7 +1390,7 @@ fn tuning_cost(n: usize) {
     };
     for target in [0.05, 0.1, 0.3] {
         for tol in [0.01, 0.005] {
-            let choice = unsafe { handle_ref.tune_tau(&raw, &raw, target, tol, 20) }.unwrap();
+            let choice = unsafe { spamm_handle_object(h).unwrap().tune_tau(&raw, &raw, target, tol, 20) }.unwrap();
             let (mut tau, mut ratio) = (0.0, 0.0);
             let call = median(&mut || {
                 let st = unsafe {
@@ -1471,7 +1470,8 @@ fn tuning_cost(n: usize) {
         let epsilon = relative * everything.error_bound;
         let mut choice = None;
         let call = median(&mut || {
-            choice = Some(unsafe { handle_ref.tune_tau_for_error_bound(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
+            let handle = unsafe { spamm_handle_object(h) }.unwrap();
+            choice = Some(unsafe { handle.tune_tau_for_error_bound(&raw, &raw, 1.0f32, epsilon, 20) }.unwrap());
         });
         let choice = choice.unwrap();
         let gemm = gemm_at(choice.tau);

@@ -2,12 +2,13 @@
 //!
 //! Every exported function runs its body inside [`boundary`], which turns `Err` into a status plus a
 //! thread-local message and turns a panic into `SGPU_STATUS_INTERNAL_ERROR`, so nothing unwinds into C.
-//! Handles and objects are registered in [`Registry`]s, so a NULL, destroyed or foreign pointer is
-//! detected before it is dereferenced.
+//! Handles and objects are values of a [`Registry`], never addresses and never reused, so a NULL,
+//! destroyed, foreign or other-kind value is detected and reported.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 pub mod common;
 pub mod msrep;
+mod registry;
 pub mod sddmm;
 pub mod smat;
 pub mod spamm;
@@ -15,12 +16,11 @@ pub mod spamm;
 use crate::alloc::byte_count;
 use crate::error::{Error, Result, Status};
 use crate::handle::HandleCore;
+pub(crate) use registry::{ObjectKind, Registry};
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 use std::ffi::{CString, c_void};
 use std::os::raw::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
 
 /// `sgpuStatus_t` as passed through the ABI.
 pub type sgpuStatus_t = c_int;
@@ -100,6 +100,41 @@ pub(crate) fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()
     check_ptr(ptr, name)
 }
 
+/// The bytes of an array argument, for [`check_no_overlap`]: `len` elements of `T` at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArrayBytes<'a> {
+    name: &'a str,
+    start: usize,
+    bytes: usize,
+}
+
+impl<'a> ArrayBytes<'a> {
+    pub(crate) fn of<T>(ptr: *const T, len: usize, name: &'a str) -> Self {
+        ArrayBytes { name, start: ptr as usize, bytes: len.saturating_mul(size_of::<T>()) }
+    }
+
+    fn end(&self) -> usize {
+        self.start.saturating_add(self.bytes)
+    }
+}
+
+/// The one overlap check of every family: `output` is written while `inputs` are read, so it must not
+/// share a byte with any of them. Overlap is SGPU_STATUS_INVALID_POINTER (the status of every other
+/// pointer argument error, as a cuBLAS caller expects), naming both arguments. Empty arrays overlap
+/// nothing. Only addresses are compared: host and device memory share one address space under CUDA's
+/// unified addressing, so the arrays may be either.
+pub(crate) fn check_no_overlap(output: ArrayBytes<'_>, inputs: &[ArrayBytes<'_>]) -> Result<()> {
+    for input in inputs {
+        if output.bytes > 0 && input.bytes > 0 && output.start < input.end() && input.start < output.end() {
+            return Err(Error::invalid_pointer(format!(
+                "argument {} overlaps argument {}: {} is written while {} is read",
+                output.name, input.name, output.name, input.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A caller array of `len` elements. NULL is accepted only when `len` is 0 (as BLAS does).
 pub(crate) unsafe fn slice_arg<'a, T>(ptr: *const T, len: usize, name: &str) -> Result<&'a [T]> {
     if len == 0 {
@@ -130,62 +165,9 @@ pub(crate) unsafe fn out_arg<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T
     Ok(unsafe { &mut *ptr })
 }
 
-/// The set of live objects of one kind, by address. Lookups never dereference a pointer that is not
-/// registered, so a destroyed or foreign handle is reported instead of crashing.
-pub(crate) struct Registry {
-    kind: &'static str,
-    live: Mutex<BTreeSet<usize>>,
-}
-
-impl Registry {
-    pub(crate) const fn new(kind: &'static str) -> Self {
-        Registry { kind, live: Mutex::new(BTreeSet::new()) }
-    }
-
-    fn live(&self) -> std::sync::MutexGuard<'_, BTreeSet<usize>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Leaks `object` to C and records its address.
-    pub(crate) fn register<T>(&self, object: T) -> *mut T {
-        let ptr = Box::into_raw(Box::new(object));
-        self.live().insert(ptr as usize);
-        ptr
-    }
-
-    /// The object behind a pointer this registry handed out and has not released.
-    pub(crate) unsafe fn get<'a, T>(&self, ptr: *mut T, name: &str) -> Result<&'a mut T> {
-        if ptr.is_null() {
-            return Err(Error::invalid_handle(format!("argument {name} is NULL")));
-        }
-        if !self.live().contains(&(ptr as usize)) {
-            return Err(Error::invalid_handle(format!(
-                "argument {name} = {ptr:p} is not a live {} (destroyed, or created by another family)",
-                self.kind
-            )));
-        }
-        Ok(unsafe { &mut *ptr })
-    }
-
-    /// Unregisters and drops. NULL is accepted (as `free`); an unknown pointer is an error.
-    pub(crate) unsafe fn destroy<T>(&self, ptr: *mut T, name: &str) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        if !self.live().remove(&(ptr as usize)) {
-            return Err(Error::invalid_handle(format!(
-                "argument {name} = {ptr:p} is not a live {} (destroyed twice, or created by another family)",
-                self.kind
-            )));
-        }
-        drop(unsafe { Box::from_raw(ptr) });
-        Ok(())
-    }
-}
-
 /// A family handle: something with the shared state of [`HandleCore`], created from the environment.
 pub(crate) trait FamilyHandle: Sized + 'static {
-    fn registry() -> &'static Registry;
+    fn registry() -> &'static Registry<Self>;
     fn create() -> Result<Self>;
     fn core(&mut self) -> &mut HandleCore;
     /// Finishes what the handle's executor still holds for the caller (statistics a product left on
@@ -199,7 +181,7 @@ pub(crate) trait FamilyHandle: Sized + 'static {
 pub(crate) unsafe fn handle_create<H: FamilyHandle>(function: &str, out: *mut *mut H) -> sgpuStatus_t {
     boundary(function, || {
         let out = unsafe { out_arg(out, "handle") }?;
-        *out = H::registry().register(H::create()?);
+        *out = H::registry().register(H::create()?)?;
         Ok(())
     })
 }
@@ -317,22 +299,5 @@ mod tests {
         assert_eq!(status, Status::InvalidSize as c_int);
         assert_eq!(boundary("sgpuTestOk", || Ok(())), 0);
         assert_eq!(last_message(), "sgpuTestError: argument m = -1 is negative");
-    }
-
-    #[test]
-    fn registry_rejects_null_unknown_and_destroyed_pointers() {
-        static REGISTRY: Registry = Registry::new("test object");
-        let p = REGISTRY.register(5u32);
-        assert_eq!(*unsafe { REGISTRY.get(p, "h") }.unwrap(), 5);
-        let mut local = 0u32;
-        let foreign = &mut local as *mut u32;
-        assert_eq!(unsafe { REGISTRY.get(foreign, "h") }.unwrap_err().status, Status::InvalidHandle);
-        assert_eq!(
-            unsafe { REGISTRY.get(std::ptr::null_mut::<u32>(), "h") }.unwrap_err().status,
-            Status::InvalidHandle
-        );
-        unsafe { REGISTRY.destroy(p, "h") }.unwrap();
-        assert_eq!(unsafe { REGISTRY.destroy(p, "h") }.unwrap_err().status, Status::InvalidHandle);
-        unsafe { REGISTRY.destroy(std::ptr::null_mut::<u32>(), "h") }.unwrap();
     }
 }

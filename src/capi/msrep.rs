@@ -2,9 +2,10 @@
 //! over several devices.
 
 use super::{
-    FamilyHandle, Registry, boundary, enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_devices,
-    handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
-    sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
+    handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
+    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t,
+    sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::{cpu, cuda};
 use crate::error::{Error, Result};
@@ -26,11 +27,11 @@ pub type msrepMatrix_t = *mut MsrepMatrix;
 /// most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
 pub const MSREP_MAX_PARTITIONS: c_int = 65536;
 
-static HANDLES: Registry = Registry::new("msrepHandle_t");
-static MATRICES: Registry = Registry::new("msrepMatrix_t");
+static HANDLES: Registry<MsrepHandle> = Registry::new(ObjectKind::MsrepHandle);
+static MATRICES: Registry<MsrepMatrix> = Registry::new(ObjectKind::MsrepMatrix);
 
 impl FamilyHandle for MsrepHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -242,7 +243,7 @@ unsafe fn create_matrix(
             ValueType::F64 => MsrepMatrix::F64(unsafe { build_placed(&args, format, major, minor, values) }?),
             ValueType::F16 | ValueType::Bf16 => unreachable!("rejected by matrix_args"),
         };
-        *args.out = MATRICES.register(built);
+        *args.out = MATRICES.register(built)?;
         Ok(())
     })
 }
@@ -413,16 +414,11 @@ unsafe fn spmv_typed<T: ComputeScalar>(
 ) -> Result<()> {
     let alpha = unsafe { scalar_arg(alpha as *const T, "alpha") }?;
     let beta = unsafe { scalar_arg(beta as *const T, "beta") }?;
-    let size = std::mem::size_of::<T>();
-    // Checked as slice_arg would (NULL, alignment) without making slices: on CUDA they may be device
-    // memory.
-    super::check_array(x as *const T, a.cols, "x")?;
-    let (x_start, x_end) = (x as usize, x as usize + a.cols * size);
-    let (y_start, y_end) = (y as usize, y as usize + a.rows * size);
-    if x_start < x_end && y_start < y_end && x_start < y_end && y_start < x_end {
-        return Err(Error::invalid_value("arguments x and y overlap; y is written while x is read"));
-    }
-    super::check_array(y as *const T, a.rows, "y")?;
+    // Checked as slice_arg would (size, NULL, alignment) without making slices: on CUDA they may be
+    // device memory.
+    check_array(x as *const T, a.cols, "x")?;
+    check_array(y as *const T, a.rows, "y")?;
+    check_no_overlap(ArrayBytes::of(y as *const T, a.rows, "y"), &[ArrayBytes::of(x as *const T, a.cols, "x")])?;
     match core.backend() {
         BackendKind::Cpu | BackendKind::Auto => {
             let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
@@ -438,8 +434,8 @@ unsafe fn spmv_typed<T: ComputeScalar>(
 /// for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 /// (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 /// the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
-/// x and y must not overlap (SGPU_STATUS_INVALID_VALUE). A matrix serves one SpMV at a time (pCSC keeps its partial results in
-/// the matrix), like a handle.
+/// y must not overlap x (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC
+/// keeps its partial results in the matrix), like a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn msrepSpMV(
     handle: msrepHandle_t,

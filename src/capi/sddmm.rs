@@ -1,9 +1,10 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    FamilyHandle, Registry, arg_err, boundary, check_array, check_ptr, enum_arg, handle_create, handle_destroy,
-    handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t,
-    sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, arg_err, boundary, check_array, check_no_overlap, check_ptr,
+    enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend,
+    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t,
+    sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::alloc::try_vec;
 use crate::dense::{MatRef, required_len};
@@ -26,11 +27,11 @@ pub type sddmmPlan_t = *mut SddmmPlan;
 /// `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
 pub type sddmmAlgorithm_t = c_int;
 
-static HANDLES: Registry = Registry::new("sddmm handle");
-static PLANS: Registry = Registry::new("sddmm plan");
+static HANDLES: Registry<SddmmHandle> = Registry::new(ObjectKind::SddmmHandle);
+static PLANS: Registry<SddmmPlan> = Registry::new(ObjectKind::SddmmPlan);
 
 impl FamilyHandle for SddmmHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -209,6 +210,9 @@ struct DenseArgs {
     /// copy when the plan has no copy on the handle's device).
     row_ptr: *const c_int,
     col_ind: *const c_int,
+    /// Whether `row_ptr` and `col_ind` are the caller's arguments (sddmmDynamic), which `out` must not
+    /// overlap either.
+    pattern_is_argument: bool,
 }
 
 /// Checks the value-typed pointers and runs the handle's SDDMM for element type `T`.
@@ -222,15 +226,24 @@ unsafe fn compute_typed<T: Element>(
     let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
+    // Device or host memory: checked for size, NULL and the alignment of the element type without
+    // being read, and `out` against every array the call reads.
+    for (ptr, len, name) in [(args.a, a_len, "A"), (args.b, b_len, "B"), (args.out as *const c_void, nnz, "out")] {
+        check_array(ptr as *const T, len, name)?;
+    }
+    let s_len = if args.s_values.is_null() { 0 } else { nnz };
+    check_array(args.s_values as *const T, s_len, "sValues")?;
+    let mut inputs = vec![
+        ArrayBytes::of(args.a as *const T, a_len, "A"),
+        ArrayBytes::of(args.b as *const T, b_len, "B"),
+        ArrayBytes::of(args.s_values as *const T, s_len, "sValues"),
+    ];
+    if args.pattern_is_argument {
+        inputs.push(ArrayBytes::of(args.row_ptr, m + 1, "rowPtr"));
+        inputs.push(ArrayBytes::of(args.col_ind, nnz, "colInd"));
+    }
+    check_no_overlap(ArrayBytes::of(args.out as *const T, nnz, "out"), &inputs)?;
     if handle.core.backend() == BackendKind::Cuda {
-        // Device or host memory: never viewed as Rust slices here, only checked for NULL and for the
-        // alignment of the element type.
-        for (ptr, len, name) in [(args.a, a_len, "A"), (args.b, b_len, "B"), (args.out as *const c_void, nnz, "out")] {
-            check_array(ptr as *const T, len, name)?;
-        }
-        if !args.s_values.is_null() {
-            check_array(args.s_values as *const T, nnz, "sValues")?;
-        }
         let strides = |ld: usize| args.layout.strides(ld);
         let call = CudaCall::<T> {
             k: args.k,
@@ -290,7 +303,8 @@ unsafe fn compute(
 /// both stored in `layout` with leading dimensions lda, ldb (>= k row-major, >= m resp. n
 /// column-major). `out` has nnz entries in S's entry order; it is overwritten, never read (no beta).
 /// sValues may be NULL: S is then a pattern and every S[e] is 1. Column indices need not be sorted
-/// and may repeat (each entry gets its own output). `out` must not overlap the inputs.
+/// and may repeat (each entry gets its own output). `out` must not overlap A, B, sValues, rowPtr or
+/// colInd (SGPU_STATUS_INVALID_POINTER).
 ///
 /// valueType applies to A, B, sValues and out. SGPU_VALUE_TYPE_F32 / _F64 compute in their own precision
 /// and take alpha as float / double; SGPU_VALUE_TYPE_F16 / _BF16 (uint16_t bit patterns) compute in f32
@@ -343,6 +357,7 @@ pub unsafe extern "C" fn sddmmDynamic(
             out,
             row_ptr: rowPtr,
             col_ind: colInd,
+            pattern_is_argument: true,
         };
         unsafe { compute(h, None, pattern, value_type, &args) }
     })
@@ -378,14 +393,15 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         if h.core.backend() == BackendKind::Cuda {
             planned.upload(&h.core)?;
         }
-        *plan_out = PLANS.register(planned);
+        *plan_out = PLANS.register(planned)?;
         Ok(())
     })
 }
 
 /// sddmmDynamic on a planned pattern: same arguments, same algorithm choice (the handle's forced
 /// algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
-/// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries.
+/// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries; out
+/// must not overlap A, B or sValues (SGPU_STATUS_INVALID_POINTER).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmExecutePlan(
     handle: sddmmHandle_t,
@@ -422,6 +438,7 @@ pub unsafe extern "C" fn sddmmExecutePlan(
             out,
             row_ptr: pattern.ptr.as_ptr(),
             col_ind: pattern.idx.as_ptr(),
+            pattern_is_argument: false,
         };
         unsafe { compute(h, Some(p), pattern, value_type, &args) }
     })

@@ -4,9 +4,9 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t,
-    sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
+    handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg,
+    sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
 };
 use crate::backend::cpu::smat::SpmmElement;
 use crate::backend::cuda;
@@ -54,11 +54,11 @@ pub struct smatMatrixInfo_t {
     pub valueType: sgpuValueType_t,
 }
 
-static HANDLES: Registry = Registry::new("smatHandle_t");
-static MATRICES: Registry = Registry::new("smatMatrix_t");
+static HANDLES: Registry<SmatHandle> = Registry::new(ObjectKind::SmatHandle);
+static MATRICES: Registry<SmatMatrix> = Registry::new(ObjectKind::SmatMatrix);
 
 impl FamilyHandle for SmatHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &HANDLES
     }
     fn create() -> Result<Self> {
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn smatCreateCsr(
             ValueType::F32 => unsafe { analyse::<f32>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
             ValueType::F64 => unsafe { analyse::<f64>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
         }?;
-        *out = MATRICES.register(matrix);
+        *out = MATRICES.register(matrix)?;
         Ok(())
     })
 }
@@ -277,8 +277,8 @@ pub unsafe extern "C" fn smatDestroyMatrix(A: smatMatrix_t) -> sgpuStatus_t {
 /// ≥ the row count for column-major) and of A's value type. `alpha` and `beta` point to `float` for
 /// f16 / bf16 (products accumulate in FP32, like cuSPARSE's CUDA_R_32F compute type) and to the value
 /// type otherwise. Rows of C are in the caller's order (any reordering is internal). `beta == 0`
-/// never reads C, so C may hold garbage or NaN. B and C must not overlap. B may be NULL when it has
-/// no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
+/// never reads C, so C may hold garbage or NaN. C must not overlap B (SGPU_STATUS_INVALID_POINTER).
+/// B may be NULL when it has no elements (cols or n is 0), C when rows or n is 0. On a CUDA handle B and C may be host or
 /// device memory, the work runs on the handle's stream, and the call returns without waiting unless C
 /// is host memory; A must have been created on a CUDA handle of the same device.
 #[unsafe(no_mangle)]
@@ -339,12 +339,7 @@ unsafe fn spmm<T: SpmmElement + GpuSpmmElement>(
     let (b, c) = (op.b as *const T, op.c as *mut T);
     check_array(b, op.b_len, "B")?;
     check_array(c as *const T, op.c_len, "C")?;
-    // Addresses only (host and device memory share one address space under CUDA's UVA).
-    let (b_start, c_start) = (b as usize, c as usize);
-    let (b_end, c_end) = (b_start + op.b_len * size_of::<T>(), c_start + op.c_len * size_of::<T>());
-    if op.b_len > 0 && op.c_len > 0 && b_start < c_end && c_start < b_end {
-        return Err(Error::invalid_pointer("argument C overlaps B"));
-    }
+    check_no_overlap(ArrayBytes::of(c as *const T, op.c_len, "C"), &[ArrayBytes::of(b, op.b_len, "B")])?;
     let info = matrix.info();
     match (core.backend(), matrix.placement()) {
         (BackendKind::Cpu | BackendKind::Auto, Placement::Host(_)) => {

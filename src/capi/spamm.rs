@@ -1,9 +1,9 @@
 //! The SpAMM family's C API: `spamm*`.
 
 use super::{
-    FamilyHandle, Registry, boundary, check_array, enum_arg, handle_create, handle_destroy, handle_get_backend,
-    handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices, handle_set_stream, out_arg,
-    scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
+    handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
+    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
 };
 use crate::dense::{op_shape, required_len};
 use crate::error::{Error, Result};
@@ -20,20 +20,10 @@ use std::os::raw::c_int;
 /// of its last product. One thread uses a handle at a time.
 pub type spammHandle_t = *mut SpammHandle;
 
-static REGISTRY: Registry = Registry::new("spamm handle");
-
-/// The Rust handle behind a C handle, for Rust programs that use both (tests set their handle's
-/// [`crate::executor::TestHooks`] through it).
-///
-/// # Safety
-/// As every function taking a handle: no other thread uses the handle meanwhile.
-#[doc(hidden)]
-pub unsafe fn spamm_handle<'a>(handle: spammHandle_t) -> Result<&'a mut SpammHandle> {
-    unsafe { REGISTRY.get(handle, "handle") }
-}
+static REGISTRY: Registry<SpammHandle> = Registry::new(ObjectKind::SpammHandle);
 
 impl FamilyHandle for SpammHandle {
-    fn registry() -> &'static Registry {
+    fn registry() -> &'static Registry<Self> {
         &REGISTRY
     }
     fn create() -> Result<Self> {
@@ -45,6 +35,15 @@ impl FamilyHandle for SpammHandle {
     fn settle(&mut self) {
         self.settle();
     }
+}
+
+/// The handle object a `spammHandle_t` names, for Rust code holding one (tests, benchmarks); a value
+/// that is not a live SpAMM handle is INVALID_HANDLE. Not part of the C API.
+///
+/// # Safety
+/// As every use of a handle: one thread at a time, and not after `spammDestroy`.
+pub unsafe fn spamm_handle_object<'a>(handle: spammHandle_t) -> Result<&'a mut SpammHandle> {
+    unsafe { REGISTRY.get(handle, "handle") }
 }
 
 /// Statistics of the last product on a handle (`spammGetStats`).
@@ -193,12 +192,6 @@ fn raw_operand_arg<T>(
     Ok(RawOperand { ptr: data, len, op, stored_rows, stored_cols, ld })
 }
 
-/// Byte range of `len` elements at `ptr`, for the aliasing check.
-fn byte_range<T>(ptr: *const T, len: usize) -> std::ops::Range<usize> {
-    let start = ptr as usize;
-    start..start + len * std::mem::size_of::<T>()
-}
-
 /// The shared body of the three gemm entry points.
 unsafe fn gemm_c<T: SpammElement>(
     function: &str,
@@ -248,12 +241,8 @@ unsafe fn run_gemm<T: SpammElement>(
     let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
         .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
     check_array(c as *const T, c_len, "C")?;
-    for (input, name) in [(&a, "A"), (&b, "B")] {
-        let (x, y) = (byte_range(input.ptr, input.len), byte_range(c as *const T, c_len));
-        if input.len > 0 && c_len > 0 && x.start < y.end && y.start < x.end {
-            return Err(Error::invalid_pointer(format!("argument C overlaps argument {name}")));
-        }
-    }
+    let inputs = [ArrayBytes::of(a.ptr, a.len, "A"), ArrayBytes::of(b.ptr, b.len, "B")];
+    check_no_overlap(ArrayBytes::of(c as *const T, c_len, "C"), &inputs)?;
     // Host or device memory (the backend knows which it takes): never made into Rust slices here.
     unsafe { h.gemm(&a, &b, alpha, beta, c, c_len, ldc, tau) }
 }
@@ -264,8 +253,9 @@ unsafe fn run_gemm<T: SpammElement>(
 /// NaN or ±∞ is never skipped, so they reach C as through sgemm at every tau; tau < 0 or NaN is
 /// SGPU_STATUS_INVALID_VALUE. op(A) is m×k, op(B) k×n; transa/transb are sgpuOperation_t values;
 /// lda ≥ max(1, rows of A as stored), likewise ldb, ldc ≥ max(1, m). beta = 0 never reads C. C must
-/// not overlap A or B. Statistics of the call are kept on the handle (spammGetStats). The handle's
-/// math mode (spammSetMathMode) chooses exact FP32 or 3xTF32 arithmetic.
+/// not overlap A or B (SGPU_STATUS_INVALID_POINTER). Statistics of the call are kept on the handle
+/// (spammGetStats). The handle's math mode (spammSetMathMode) chooses exact FP32 or 3xTF32
+/// arithmetic.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn spammSgemm(
     handle: spammHandle_t,
