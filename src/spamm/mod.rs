@@ -18,7 +18,7 @@ use crate::backend::cuda::GpuDevice;
 use crate::backend::cuda::spamm as cuda_spamm;
 pub use crate::backend::cuda::spamm::RawOperand;
 use crate::dense::{MatRef, op_shape, required_len};
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::types::{Layout, Operation, ValueType};
@@ -681,7 +681,7 @@ pub fn is_performed(norm_a: f64, norm_b: f64, tau: f64) -> bool {
 /// τ = 0 (a norm product is never negative), so both are rejected; +∞ is allowed (skip all finite).
 pub fn check_tau(tau: f64) -> Result<()> {
     if tau.is_nan() || tau < 0.0 {
-        return Err(Error::invalid_value(format!("argument tau = {tau} must be a non-negative number")));
+        return Err(Error::invalid_value(format!("argument tau = {} must be a non-negative number", Float(tau))));
     }
     Ok(())
 }
