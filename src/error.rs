@@ -13,13 +13,14 @@ pub enum Status {
     InvalidHandle = 1,
     /// A required pointer is NULL or misaligned for its element type, or an output overlaps an input.
     InvalidPointer = 2,
-    /// A negative or inconsistent size, or a leading dimension smaller than the matrix.
+    /// A negative or inconsistent size (an array of more bytes than can be addressed included), or a
+    /// leading dimension smaller than the matrix.
     InvalidSize = 3,
     /// An unknown enum value, τ < 0 or NaN, or another out-of-range scalar.
     InvalidValue = 4,
     /// Malformed CSR / CSC / COO structure (pointers, indices, nnz).
     InvalidSparseMatrix = 5,
-    /// A host or device allocation failed.
+    /// A host or device allocation failed (the message gives the bytes); never an abort.
     AllocationFailed = 6,
     /// The operation does not support this combination (e.g. a value type).
     NotSupported = 7,
