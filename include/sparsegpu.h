@@ -51,13 +51,14 @@ typedef enum {
   SGPU_STATUS_INVALID_HANDLE = 1,
   // A required pointer is NULL or misaligned for its element type, or an output overlaps an input.
   SGPU_STATUS_INVALID_POINTER = 2,
-  // A negative or inconsistent size, or a leading dimension smaller than the matrix.
+  // A negative or inconsistent size (an array of more bytes than can be addressed included), or a
+  // leading dimension smaller than the matrix.
   SGPU_STATUS_INVALID_SIZE = 3,
   // An unknown enum value, τ < 0 or NaN, or another out-of-range scalar.
   SGPU_STATUS_INVALID_VALUE = 4,
   // Malformed CSR / CSC / COO structure (pointers, indices, nnz).
   SGPU_STATUS_INVALID_SPARSE_MATRIX = 5,
-  // A host or device allocation failed.
+  // A host or device allocation failed (the message gives the bytes); never an abort.
   SGPU_STATUS_ALLOCATION_FAILED = 6,
   // The operation does not support this combination (e.g. a value type).
   SGPU_STATUS_NOT_SUPPORTED = 7,

@@ -8,7 +8,9 @@ use crate::types::{Layout, Operation};
 
 /// Checks a stored matrix's leading dimension and returns the number of elements the slice must hold.
 /// `rows × cols` is the matrix as stored (before any transpose); `ld` is the distance between
-/// consecutive columns (column-major) or rows (row-major).
+/// consecutive columns (column-major) or rows (row-major) and must be at least max(1, rows) or
+/// max(1, cols) respectively, as BLAS requires. Messages name the argument (`ld` + the lower-case
+/// name).
 pub fn required_len(rows: usize, cols: usize, ld: usize, layout: Layout, name: &str) -> Result<usize> {
     let (outer, inner) = match layout {
         Layout::ColMajor => (cols, rows),
@@ -17,15 +19,16 @@ pub fn required_len(rows: usize, cols: usize, ld: usize, layout: Layout, name: &
     let ld_name = format!("ld{}", name.to_ascii_lowercase());
     if ld < inner.max(1) {
         return Err(Error::invalid_size(format!(
-            "{ld_name} = {ld} is smaller than the {} of {name} ({inner})",
-            if layout == Layout::ColMajor { "row count" } else { "column count" }
+            "argument {ld_name} = {ld} must be at least max(1, {} of {name}) = {}",
+            if layout == Layout::ColMajor { "rows" } else { "columns" },
+            inner.max(1)
         )));
     }
     if rows == 0 || cols == 0 {
         return Ok(0);
     }
     (outer - 1).checked_mul(ld).and_then(|x| x.checked_add(inner)).ok_or_else(|| {
-        Error::invalid_size(format!("{name} is too large to address ({rows} x {cols}, {ld_name} = {ld})"))
+        Error::invalid_size(format!("argument {name} is too large to address ({rows} x {cols}, {ld_name} = {ld})"))
     })
 }
 

@@ -13,13 +13,14 @@ pub enum Status {
     InvalidHandle = 1,
     /// A required pointer is NULL or misaligned for its element type, or an output overlaps an input.
     InvalidPointer = 2,
-    /// A negative or inconsistent size, or a leading dimension smaller than the matrix.
+    /// A negative or inconsistent size (an array of more bytes than can be addressed included), or a
+    /// leading dimension smaller than the matrix.
     InvalidSize = 3,
     /// An unknown enum value, τ < 0 or NaN, or another out-of-range scalar.
     InvalidValue = 4,
     /// Malformed CSR / CSC / COO structure (pointers, indices, nnz).
     InvalidSparseMatrix = 5,
-    /// A host or device allocation failed.
+    /// A host or device allocation failed (the message gives the bytes); never an abort.
     AllocationFailed = 6,
     /// The operation does not support this combination (e.g. a value type).
     NotSupported = 7,
@@ -137,3 +138,52 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A float as messages show it, `%g`-like but exact: the shortest digits that read back as the value,
+/// in plain notation for magnitudes in [1e-4, 1e15) and in scientific notation outside them, so that
+/// τ = −1e-300 reads "-1e-300", not a 300-digit decimal. Zero, infinities and NaN read "0", "inf",
+/// "-inf", "NaN".
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Float(pub f64);
+
+impl fmt::Display for Float {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+            write!(f, "{x}")
+        } else {
+            write!(f, "{x:e}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Float;
+
+    #[test]
+    fn floats_read_back_exactly_and_briefly() {
+        let cases = [
+            (-1e-300, "-1e-300"),
+            (0.5, "0.5"),
+            (0.1, "0.1"),
+            (1e-4, "0.0001"),
+            (9.5e-5, "9.5e-5"),
+            (123456.75, "123456.75"),
+            (1e15, "1e15"),
+            (f64::MAX, "1.7976931348623157e308"),
+            (f64::MIN_POSITIVE / 4.0, "5.562684646268003e-309"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "NaN"),
+        ];
+        for (x, text) in cases {
+            assert_eq!(Float(x).to_string(), text);
+            if x.is_finite() {
+                assert_eq!(text.parse::<f64>().unwrap(), x, "{text} does not read back");
+            }
+        }
+    }
+}

@@ -209,8 +209,12 @@ fn destroying_twice_is_rejected() {
 #[test]
 fn foreign_values_are_rejected() {
     let mut local = [0u64; 8];
-    let foreign: [*mut c_void; 4] =
-        [local.as_mut_ptr().cast(), 1 as *mut c_void, 0x4200_0000_dead_beef as *mut c_void, usize::MAX as *mut c_void];
+    let foreign: [*mut c_void; 4] = [
+        local.as_mut_ptr().cast(),
+        std::ptr::dangling_mut(),
+        0x4200_0000_dead_beef as *mut c_void,
+        usize::MAX as *mut c_void,
+    ];
     for kind in kinds() {
         for value in foreign {
             assert_rejected(unsafe { (kind.use_object)(value) }, &[&format!("is not a live {}", kind.name)]);

@@ -976,12 +976,12 @@ fn gemm_rejects_every_bad_argument_and_leaves_c_untouched() {
         (
             Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 3, b, 5, &one, c, 4, 0.1) }),
             Status::InvalidSize,
-            "argument lda = 3 is smaller",
+            "argument lda = 3 must be at least",
         ),
         (
             Box::new(|| unsafe { spammSgemm(h, OP_T, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 4, 0.1) }),
             Status::InvalidSize,
-            "argument lda = 4 is smaller",
+            "argument lda = 4 must be at least",
         ),
         (
             Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, -1, b, 5, &one, c, 4, 0.1) }),
@@ -991,12 +991,12 @@ fn gemm_rejects_every_bad_argument_and_leaves_c_untouched() {
         (
             Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 4, &one, c, 4, 0.1) }),
             Status::InvalidSize,
-            "argument ldb = 4 is smaller",
+            "argument ldb = 4 must be at least",
         ),
         (
             Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, a, 4, b, 5, &one, c, 3, 0.1) }),
             Status::InvalidSize,
-            "argument ldc = 3 is smaller",
+            "argument ldc = 3 must be at least",
         ),
         (
             Box::new(|| unsafe { spammSgemm(h, OP_N, OP_N, 4, 3, 5, &one, null(), 4, b, 5, &one, c, 4, 0.1) }),
@@ -1073,7 +1073,7 @@ fn gemm_rejects_every_bad_argument_and_leaves_c_untouched() {
         (
             Box::new(|| unsafe { spammGemmEx(h, bf16t, OP_N, OP_T, 4, 3, 5, onev, av, 4, bv, 2, onev, cv, 4, 0.1) }),
             Status::InvalidSize,
-            "argument ldb = 2 is smaller",
+            "argument ldb = 2 must be at least",
         ),
         (
             Box::new(|| unsafe {

@@ -239,7 +239,7 @@ mod tests {
         unsafe { TESTS.destroy(std::ptr::null_mut(), "h") }.unwrap();
         let mut local = 0u32;
         let forged = encode(ObjectKind::Test, 1, 12345) as *mut u32;
-        for foreign in [&mut local as *mut u32, std::ptr::without_provenance_mut::<u32>(1), forged, usize::MAX as *mut u32] {
+        for foreign in [&mut local as *mut u32, std::ptr::dangling_mut(), forged, usize::MAX as *mut u32] {
             let error = unsafe { TESTS.get(foreign, "h") }.unwrap_err();
             assert_eq!(error.status, Status::InvalidHandle, "{foreign:p}");
             assert!(error.message.contains("is not a live test object"), "{}", error.message);

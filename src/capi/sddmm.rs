@@ -1,10 +1,10 @@
 //! `sddmm*`: sampled dense-dense matrix multiplication (GPU-Dynamic).
 
 use super::{
-    ArrayBytes, FamilyHandle, ObjectKind, Registry, arg_err, boundary, check_array, check_no_overlap, check_ptr,
-    enum_arg, handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend,
-    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t,
-    sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, check_ptr, enum_arg,
+    handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream,
+    out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    slice_arg, slice_mut_arg,
 };
 use crate::alloc::try_vec;
 use crate::dense::{MatRef, required_len};
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn sddmmSetAlgorithm(handle: sddmmHandle_t, algorithm: sdd
 pub unsafe extern "C" fn sddmmSetDensityThreshold(handle: sddmmHandle_t, threshold: f64) -> sgpuStatus_t {
     boundary("sddmmSetDensityThreshold", || {
         let h = unsafe { HANDLES.get(handle, "handle") }?;
-        h.set_density_threshold(threshold).map_err(arg_err("threshold"))
+        h.set_density_threshold(threshold)
     })
 }
 

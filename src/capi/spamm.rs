@@ -6,7 +6,7 @@ use super::{
     handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
 };
 use crate::dense::{op_shape, required_len};
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::spamm::MathMode;
@@ -186,8 +186,7 @@ fn raw_operand_arg<T>(
 ) -> Result<RawOperand<T>> {
     let ld = size_arg(ld as i64, ld_name)?;
     let (stored_rows, stored_cols) = op_shape(op, op_rows, op_cols);
-    let len = required_len(stored_rows, stored_cols, ld, Layout::ColMajor, name)
-        .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
+    let len = required_len(stored_rows, stored_cols, ld, Layout::ColMajor, name)?;
     check_array(data, len, name)?;
     Ok(RawOperand { ptr: data, len, op, stored_rows, stored_cols, ld })
 }
@@ -238,8 +237,7 @@ unsafe fn run_gemm<T: SpammElement>(
     let a = raw_operand_arg(a, op_a, m, k, lda, "A", "lda")?;
     let b = raw_operand_arg(b, op_b, k, n, ldb, "B", "ldb")?;
     let ldc = size_arg(ldc as i64, "ldc")?;
-    let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")
-        .map_err(|e| Error::new(e.status, format!("argument {}", e.message)))?;
+    let c_len = required_len(m, n, ldc, Layout::ColMajor, "C")?;
     check_array(c as *const T, c_len, "C")?;
     let inputs = [ArrayBytes::of(a.ptr, a.len, "A"), ArrayBytes::of(b.ptr, b.len, "B")];
     check_no_overlap(ArrayBytes::of(c as *const T, c_len, "C"), &inputs)?;
@@ -489,7 +487,8 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
         let (value_type, ops, dims, max_iterations) = tune_args(valueType, (transa, transb), (m, n, k), maxIterations)?;
         if errorBound.is_nan() || errorBound < 0.0 {
             return Err(Error::invalid_value(format!(
-                "argument errorBound = {errorBound} must be a non-negative number"
+                "argument errorBound = {} must be a non-negative number",
+                Float(errorBound)
             )));
         }
         let search = (errorBound, max_iterations);

@@ -16,7 +16,7 @@
 use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::backend::cpu;
 use crate::dense::MatRef;
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
@@ -99,7 +99,10 @@ impl SddmmHandle {
     /// Any value ≥ 0 is accepted; +∞ means "never tiled".
     pub fn set_density_threshold(&mut self, threshold: f64) -> Result<()> {
         if threshold.is_nan() || threshold < 0.0 {
-            return Err(Error::invalid_value(format!("threshold = {threshold} must be a number >= 0")));
+            return Err(Error::invalid_value(format!(
+                "argument threshold = {} must be a number >= 0",
+                Float(threshold)
+            )));
         }
         self.density_threshold = threshold;
         Ok(())

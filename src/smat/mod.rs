@@ -13,7 +13,7 @@ pub mod reorder;
 use crate::alloc::try_with_capacity;
 use crate::backend::cuda::smat::DeviceBcsr;
 use crate::backend::cuda::{GpuDevice, Stream};
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::{ComputeScalar, Element};
 use crate::sparse::CsrRef;
@@ -82,7 +82,7 @@ impl AnalysisSettings {
     /// never merge (reordering in name only) and τ > 1 means nothing more than τ = 1.
     pub fn set_jaccard_threshold(&mut self, threshold: f64) -> Result<()> {
         if !(threshold > 0.0 && threshold <= 1.0) {
-            return Err(Error::invalid_value(format!("threshold = {threshold} is outside (0, 1]")));
+            return Err(Error::invalid_value(format!("argument threshold = {} is outside (0, 1]", Float(threshold))));
         }
         self.jaccard_threshold = threshold;
         Ok(())

@@ -13,7 +13,7 @@
 
 use crate::alloc::{element_count, try_vec, try_with_capacity};
 use crate::dense::{MatRef, op_shape, required_len};
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::types::{Layout, Operation, ValueType};
@@ -579,7 +579,7 @@ pub fn is_performed(norm_a: f64, norm_b: f64, tau: f64) -> bool {
 /// τ = 0 (a norm product is never negative), so both are rejected; +∞ is allowed (skip all finite).
 pub fn check_tau(tau: f64) -> Result<()> {
     if tau.is_nan() || tau < 0.0 {
-        return Err(Error::invalid_value(format!("argument tau = {tau} must be a non-negative number")));
+        return Err(Error::invalid_value(format!("argument tau = {} must be a non-negative number", Float(tau))));
     }
     Ok(())
 }

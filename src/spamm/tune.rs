@@ -25,7 +25,7 @@
 
 use super::{NormMap, is_performed, skipped_squares};
 use crate::alloc::{try_copy, try_vec};
-use crate::error::{Error, Result};
+use crate::error::{Error, Float, Result};
 use rayon::prelude::*;
 
 /// Candidates one iteration of the valid-ratio search evaluates. Counting them costs, per inner block
@@ -232,11 +232,12 @@ impl TauRule {
 /// Checks the valid-ratio search's arguments (before any expensive work).
 pub fn check_search(target: f64, tolerance: f64, max_iterations: usize) -> Result<()> {
     if !(target > 0.0 && target <= 1.0) {
-        return Err(Error::invalid_value(format!("argument targetValidRatio = {target} is outside (0, 1]")));
+        return Err(Error::invalid_value(format!("argument targetValidRatio = {} is outside (0, 1]", Float(target))));
     }
     if !(tolerance >= 0.0 && tolerance.is_finite()) {
         return Err(Error::invalid_value(format!(
-            "argument tolerance = {tolerance} must be a finite non-negative number"
+            "argument tolerance = {} must be a finite non-negative number",
+            Float(tolerance)
         )));
     }
     check_iterations(max_iterations)
@@ -245,10 +246,13 @@ pub fn check_search(target: f64, tolerance: f64, max_iterations: usize) -> Resul
 /// Checks the error-bound search's arguments.
 pub fn check_bound_search(alpha_abs: f64, error_bound: f64, max_iterations: usize) -> Result<()> {
     if !alpha_abs.is_finite() {
-        return Err(Error::invalid_value(format!("argument alpha = {alpha_abs} must be finite")));
+        return Err(Error::invalid_value(format!("argument alpha = {} must be finite", Float(alpha_abs))));
     }
     if error_bound.is_nan() || error_bound < 0.0 {
-        return Err(Error::invalid_value(format!("argument errorBound = {error_bound} must be a non-negative number")));
+        return Err(Error::invalid_value(format!(
+            "argument errorBound = {} must be a non-negative number",
+            Float(error_bound)
+        )));
     }
     check_iterations(max_iterations)
 }
