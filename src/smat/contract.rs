@@ -135,3 +135,66 @@ macro_rules! smat_element {
     )*};
 }
 smat_element!(f32, f64, f16, bf16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Status;
+    use crate::smat::{AnalysisSettings, SmatHandle};
+    use crate::sparse::CsrMatrix;
+    use crate::types::BackendKind;
+
+    /// Blocks of a backend this machine may not have.
+    #[derive(Debug)]
+    struct OtherBlocks(&'static str);
+
+    impl PreparedBlocks for OtherBlocks {
+        fn backend_name(&self) -> &'static str {
+            self.0
+        }
+    }
+
+    /// A matrix with no blocks, its analysis done, whose blocks `backend` prepared.
+    fn matrix_of(backend: &'static str) -> SmatMatrix {
+        let csr = CsrMatrix::<f32>::from_triplets(3, 2, vec![(0, 1, 1.0)]);
+        let view = csr.view();
+        let super::super::Analysis { info, row_order, .. } =
+            super::super::analyse(&view, &AnalysisSettings::default()).unwrap();
+        SmatMatrix { info, row_order, blocks: Box::new(OtherBlocks(backend)) }
+    }
+
+    #[test]
+    fn a_matrix_of_another_backend_is_reported_as_such() {
+        let message = |a: &SmatMatrix, runs_on| foreign_matrix(a, runs_on).message;
+        assert_eq!(
+            message(&matrix_of("CUDA"), "the CPU"),
+            "argument A was analysed on the CUDA backend and the handle runs on the CPU; a matrix is used with the backend that created it"
+        );
+        assert_eq!(
+            message(&matrix_of("CPU"), "CUDA"),
+            "argument A was analysed on the CPU backend and the handle runs on CUDA; a matrix is used with the backend that created it"
+        );
+
+        // The CPU executor finds blocks not its own before it reads anything.
+        let mut h = SmatHandle::new().unwrap();
+        h.core.set_backend(BackendKind::Cpu).unwrap();
+        let b = [1.0f32; 2];
+        let mut c = [7.0f32; 3];
+        let product = Product::<f32> {
+            alpha: 1.0,
+            beta: 0.0,
+            n: 1,
+            b: b.as_ptr(),
+            ldb: 1,
+            b_len: 2,
+            c: c.as_mut_ptr(),
+            ldc: 1,
+            c_len: 3,
+            layout: Layout::RowMajor,
+        };
+        let error = unsafe { h.spmm(&matrix_of("CUDA"), &product) }.unwrap_err();
+        assert_eq!(error.status, Status::InvalidValue);
+        assert!(error.message.starts_with("argument A was analysed on the CUDA backend"), "{}", error.message);
+        assert_eq!(c, [7.0; 3]);
+    }
+}
