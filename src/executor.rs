@@ -6,6 +6,7 @@
 //! families' types; `crate::backend::executor` makes the executor a handle asked for.
 
 use crate::error::Result;
+use crate::smat::contract::SmatBackend;
 use crate::spamm::contract::{SpammBackend, SpammStatistics};
 use crate::types::BackendKind;
 use half::{bf16, f16};
@@ -53,6 +54,10 @@ pub trait Executor:
     + SpammBackend<f16>
     + SpammBackend<bf16>
     + SpammStatistics
+    + SmatBackend<f32>
+    + SmatBackend<f64>
+    + SmatBackend<f16>
+    + SmatBackend<bf16>
 {
     /// The backend, as reported to callers (never `Auto`).
     fn kind(&self) -> BackendKind;

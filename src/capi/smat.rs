@@ -6,18 +6,13 @@
 use super::{
     ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
     handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg,
-    sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
 };
-use crate::backend::cpu::smat::SpmmElement;
-use crate::backend::cuda;
-use crate::backend::cuda::smat::{DenseOperands, GpuSpmmElement};
-use crate::dense::{MatMut, MatRef, required_len};
-use crate::error::{Error, Result};
+use crate::dense::required_len;
+use crate::error::Result;
 use crate::handle::HandleCore;
-use crate::scalar::Element;
-use crate::smat::{BlockScalar, Placement, SmatHandle, SmatMatrix};
-use crate::sparse::{CSR_NAMES, CompressedRef};
-use crate::types::BackendKind;
+use crate::smat::contract::{Product, RawCsr, SmatElement};
+use crate::smat::{SmatHandle, SmatMatrix};
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
 use std::ffi::c_void;
@@ -183,26 +178,21 @@ pub unsafe extern "C" fn smatCreateCsr(
         let nnz = size_arg(nnz, "nnz")?;
         let value_type: ValueType = enum_arg(valueType, "valueType")?;
         let base: IndexBase = enum_arg(indexBase, "indexBase")?;
-        let settings = h.settings;
-        let core = &h.core;
         let matrix = match value_type {
-            ValueType::F16 => unsafe { analyse::<f16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
-            ValueType::Bf16 => unsafe {
-                analyse::<bf16>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings)
-            },
-            ValueType::F32 => unsafe { analyse::<f32>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
-            ValueType::F64 => unsafe { analyse::<f64>(core, rows, cols, rowPtr, colInd, values, nnz, base, &settings) },
+            ValueType::F16 => unsafe { analyse::<f16>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
+            ValueType::Bf16 => unsafe { analyse::<bf16>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
+            ValueType::F32 => unsafe { analyse::<f32>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
+            ValueType::F64 => unsafe { analyse::<f64>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
         }?;
         *out = MATRICES.register(matrix)?;
         Ok(())
     })
 }
 
-/// The analysis on the host; on a CUDA handle the CSR arrays may also be device memory (downloaded
-/// first), and the blocks are then uploaded to the handle's device.
+/// The CSR arrays checked (they may be device memory on a CUDA handle), then analysed by the family.
 #[allow(clippy::too_many_arguments)]
-unsafe fn analyse<T: Element>(
-    core: &HandleCore,
+unsafe fn analyse<T: SmatElement>(
+    h: &mut SmatHandle,
     rows: usize,
     cols: usize,
     row_ptr: *const c_int,
@@ -210,36 +200,12 @@ unsafe fn analyse<T: Element>(
     values: *const c_void,
     nnz: usize,
     base: IndexBase,
-    settings: &crate::smat::AnalysisSettings,
-) -> Result<SmatMatrix>
-where
-    T::Compute: BlockScalar,
-{
+) -> Result<SmatMatrix> {
     let values = values as *const T;
-    match core.backend() {
-        BackendKind::Cpu | BackendKind::Auto => {
-            let row_ptr = unsafe { slice_arg(row_ptr, rows + 1, "rowPtr") }?;
-            let col_ind = unsafe { slice_arg(col_ind, nnz, "colInd") }?;
-            let values = unsafe { slice_arg(values, nnz, "values") }?;
-            let csr = CompressedRef::new(rows, cols, row_ptr, col_ind, values, base, false, CSR_NAMES)?;
-            SmatMatrix::analyse(&csr, settings)
-        }
-        BackendKind::Cuda => {
-            let gpu = core.gpu()?;
-            gpu.bind()?;
-            let stream = core.cu_stream();
-            check_array(row_ptr, rows + 1, "rowPtr")?;
-            check_array(col_ind, nnz, "colInd")?;
-            check_array(values, nnz, "values")?;
-            let row_ptr = unsafe { cuda::smat::host_view(&gpu, stream, row_ptr, rows + 1, "rowPtr") }?;
-            let col_ind = unsafe { cuda::smat::host_view(&gpu, stream, col_ind, nnz, "colInd") }?;
-            let values = unsafe { cuda::smat::host_view(&gpu, stream, values, nnz, "values") }?;
-            let csr = CompressedRef::new(rows, cols, &row_ptr, &col_ind, &values, base, false, CSR_NAMES)?;
-            let mut matrix = SmatMatrix::analyse(&csr, settings)?;
-            matrix.move_to_device::<T>(&gpu, stream)?;
-            Ok(matrix)
-        }
-    }
+    check_array(row_ptr, rows + 1, "rowPtr")?;
+    check_array(col_ind, nnz, "colInd")?;
+    check_array(values, nnz, "values")?;
+    unsafe { h.analyse_csr(&RawCsr { rows, cols, nnz, row_ptr, col_ind, values, base }) }
 }
 
 /// Writes facts about an analysed matrix to `*info`: shape, tile, block counts before and after
@@ -305,12 +271,11 @@ pub unsafe extern "C" fn smatSpMM(
         let b_len = required_len(info.cols, n, ldb, layout, "B")?;
         let c_len = required_len(info.rows, n, ldc, layout, "C")?;
         let operands = Operands { n, b: B, ldb, b_len, c: C, ldc, c_len, layout };
-        let core = &h.core;
         match info.value_type {
-            ValueType::F16 => unsafe { spmm::<f16>(core, matrix, alpha, beta, operands) },
-            ValueType::Bf16 => unsafe { spmm::<bf16>(core, matrix, alpha, beta, operands) },
-            ValueType::F32 => unsafe { spmm::<f32>(core, matrix, alpha, beta, operands) },
-            ValueType::F64 => unsafe { spmm::<f64>(core, matrix, alpha, beta, operands) },
+            ValueType::F16 => unsafe { spmm::<f16>(h, matrix, alpha, beta, operands) },
+            ValueType::Bf16 => unsafe { spmm::<bf16>(h, matrix, alpha, beta, operands) },
+            ValueType::F32 => unsafe { spmm::<f32>(h, matrix, alpha, beta, operands) },
+            ValueType::F64 => unsafe { spmm::<f64>(h, matrix, alpha, beta, operands) },
         }
     })
 }
@@ -327,8 +292,8 @@ struct Operands {
     layout: Layout,
 }
 
-unsafe fn spmm<T: SpmmElement + GpuSpmmElement>(
-    core: &HandleCore,
+unsafe fn spmm<T: SmatElement>(
+    h: &mut SmatHandle,
     matrix: &SmatMatrix,
     alpha: *const c_void,
     beta: *const c_void,
@@ -340,24 +305,18 @@ unsafe fn spmm<T: SpmmElement + GpuSpmmElement>(
     check_array(b, op.b_len, "B")?;
     check_array(c as *const T, op.c_len, "C")?;
     check_no_overlap(ArrayBytes::of(c as *const T, op.c_len, "C"), &[ArrayBytes::of(b, op.b_len, "B")])?;
-    let info = matrix.info();
-    match (core.backend(), matrix.placement()) {
-        (BackendKind::Cpu | BackendKind::Auto, Placement::Host(_)) => {
-            let b = unsafe { slice_arg(b, op.b_len, "B") }?;
-            let c = unsafe { slice_mut_arg(c, op.c_len, "C") }?;
-            let b = MatRef::new(b, info.cols, op.n, op.ldb, op.layout);
-            let c = MatMut::new(c, info.rows, op.n, op.ldc, op.layout);
-            T::spmm(matrix, alpha, b, beta, c)
-        }
-        (BackendKind::Cuda, Placement::Cuda(resident)) => {
-            let operands = DenseOperands { n: op.n, b, ldb: op.ldb, c, ldc: op.ldc, layout: op.layout };
-            unsafe { cuda::smat::spmm::<T>(core, matrix, resident, alpha, beta, operands) }
-        }
-        (BackendKind::Cpu | BackendKind::Auto, Placement::Cuda(_)) => Err(Error::invalid_value(
-            "argument A was analysed on the CUDA backend and the handle runs on the CPU; a matrix is used with the backend that created it",
-        )),
-        (BackendKind::Cuda, Placement::Host(_)) => Err(Error::invalid_value(
-            "argument A was analysed on the CPU backend and the handle runs on CUDA; a matrix is used with the backend that created it",
-        )),
-    }
+    let product = Product {
+        alpha,
+        beta,
+        n: op.n,
+        b,
+        ldb: op.ldb,
+        b_len: op.b_len,
+        c,
+        ldc: op.ldc,
+        c_len: op.c_len,
+        layout: op.layout,
+    };
+    // Host or device memory (the backend knows which it takes): never made into Rust slices here.
+    unsafe { h.spmm(matrix, &product) }
 }

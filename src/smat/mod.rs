@@ -4,24 +4,25 @@
 //! blocks are exactly the A-operand tile of the tensor-core `mma` instruction for the value type.
 //! The compute phase multiplies every nonzero block with the matching panel of B.
 //!
-//! Everything here is backend-independent; the row permutation is internal and results are always
-//! in the caller's row order.
+//! Everything here is backend-independent: a backend keeps the blocks where it multiplies and runs
+//! SpMM on them ([`contract`]). The row permutation is internal and results are always in the
+//! caller's row order.
 
 pub mod bcsr;
+pub mod contract;
 pub mod reorder;
 
 use crate::alloc::try_with_capacity;
-use crate::backend::cuda::smat::DeviceBcsr;
-use crate::backend::cuda::{GpuDevice, Stream};
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
-use crate::scalar::{ComputeScalar, Element};
-use crate::sparse::CsrRef;
+use crate::scalar::Element;
+use crate::sparse::{CSR_NAMES, CompressedRef, CsrRef};
 use crate::types::ValueType;
 use bcsr::Bcsr;
+use contract::{PreparedBlocks, Product, RawCsr, SmatElement};
 use reorder::RowPatterns;
+use std::any::Any;
 use std::os::raw::c_int;
-use std::sync::Arc;
 
 /// When `smatCreateCsr` applies the Jaccard row reordering (`smatReorderMode`).
 #[repr(C)]
@@ -100,6 +101,44 @@ impl SmatHandle {
     pub fn new() -> Result<Self> {
         Ok(SmatHandle { core: HandleCore::new()?, settings: AnalysisSettings::default() })
     }
+
+    /// Analyses a CSR matrix as the settings ask, on the host, and has the handle's backend prepare
+    /// the blocks for its SpMM. The CSR arrays are read (by the backend, where they live) and copied
+    /// as needed: the caller may free them afterwards.
+    ///
+    /// # Safety
+    /// The arrays must be readable for their lengths, in memory the handle's backend takes (host
+    /// memory; for CUDA also memory of the handle's first device).
+    pub unsafe fn analyse_csr<T: SmatElement>(&mut self, csr: &RawCsr<T>) -> Result<SmatMatrix> {
+        let backend = T::backend(self.core.executor_mut());
+        let host = unsafe { backend.csr_to_host(csr) }?;
+        let view = CompressedRef::new(
+            csr.rows,
+            csr.cols,
+            &host.row_ptr,
+            &host.col_ind,
+            &host.values,
+            csr.base,
+            false,
+            CSR_NAMES,
+        )?;
+        let Analysis { info, row_order, bcsr } = analyse(&view, &self.settings)?;
+        let blocks = backend.prepare(&info, row_order.as_deref(), bcsr)?;
+        Ok(SmatMatrix { info, row_order, blocks })
+    }
+
+    /// `C = α·A·B + β·C` on the handle's backend, which must be the one that analysed `a`
+    /// (`SGPU_STATUS_INVALID_VALUE` otherwise).
+    ///
+    /// # Safety
+    /// B and C must be readable (C also writable) for their lengths, in memory the handle's backend
+    /// takes, and must not overlap.
+    pub unsafe fn spmm<T: SmatElement>(&mut self, a: &SmatMatrix, product: &Product<T>) -> Result<()> {
+        if a.info.value_type != T::VALUE_TYPE {
+            return Err(Error::internal(format!("a {:?} matrix multiplied as {:?}", a.info.value_type, T::VALUE_TYPE)));
+        }
+        unsafe { T::backend(self.core.executor_mut()).spmm(a, product) }
+    }
 }
 
 /// A BCSR block: the A operand of one tensor-core `mma`.
@@ -128,43 +167,6 @@ impl Tile {
     }
 }
 
-/// The compute types block values are stored in (f32 for f16 / bf16 / f32, f64 for f64): halves are
-/// widened once at analysis so duplicates sum without rounding and the CPU kernel reads blocks directly.
-pub trait BlockScalar: ComputeScalar {
-    fn wrap(bcsr: Bcsr<Self>) -> BlockStorage;
-    fn unwrap(storage: &BlockStorage) -> Option<&Bcsr<Self>>;
-}
-
-#[derive(Clone, Debug)]
-pub enum BlockStorage {
-    F32(Bcsr<f32>),
-    F64(Bcsr<f64>),
-}
-
-impl BlockScalar for f32 {
-    fn wrap(bcsr: Bcsr<f32>) -> BlockStorage {
-        BlockStorage::F32(bcsr)
-    }
-    fn unwrap(storage: &BlockStorage) -> Option<&Bcsr<f32>> {
-        match storage {
-            BlockStorage::F32(b) => Some(b),
-            BlockStorage::F64(_) => None,
-        }
-    }
-}
-
-impl BlockScalar for f64 {
-    fn wrap(bcsr: Bcsr<f64>) -> BlockStorage {
-        BlockStorage::F64(bcsr)
-    }
-    fn unwrap(storage: &BlockStorage) -> Option<&Bcsr<f64>> {
-        match storage {
-            BlockStorage::F64(b) => Some(b),
-            BlockStorage::F32(_) => None,
-        }
-    }
-}
-
 /// Facts about an analysed matrix (`smatMatrixInfo_t`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MatrixInfo {
@@ -188,13 +190,45 @@ impl MatrixInfo {
     }
 }
 
-/// Where an analysed matrix's blocks live. A matrix is tied to the backend it was analysed on: a
-/// CUDA-built matrix keeps no host copy of its tiles (they may be large), so only handles of the
-/// CUDA backend on the same device can multiply with it, and a CPU-built one only CPU handles.
-#[derive(Debug)]
-pub enum Placement {
-    Host(BlockStorage),
-    Cuda(DeviceBcsr),
+/// An analysis's result on the host, before a backend prepares the blocks. Block values are in the
+/// compute type (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so
+/// duplicates sum without rounding and the CPU kernel reads blocks directly.
+struct Analysis<S> {
+    info: MatrixInfo,
+    row_order: Option<Vec<usize>>,
+    bcsr: Bcsr<S>,
+}
+
+/// Runs the analysis on a validated CSR matrix: reordering as `settings` ask, then BCSR blocking
+/// with the value type's tile. Copies everything it needs from `csr`.
+fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Result<Analysis<T::Compute>> {
+    let tile = Tile::for_value_type(T::VALUE_TYPE);
+    let patterns = RowPatterns::new(csr, tile.cols)?;
+    let blocks_before_reordering = reorder::count_blocks(&patterns, None, tile.rows)?;
+    let identity = |order: &[usize]| order.iter().enumerate().all(|(i, &r)| i == r);
+
+    let (row_order, blocks) = match settings.reorder {
+        ReorderMode::Never => (None, blocks_before_reordering),
+        mode => {
+            let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
+            let blocks = reorder::count_blocks(&patterns, Some(&order), tile.rows)?;
+            let keep = !identity(&order) && (mode == ReorderMode::Always || blocks < blocks_before_reordering);
+            if keep { (Some(order), blocks) } else { (None, blocks_before_reordering) }
+        }
+    };
+    let bcsr = bcsr::build(csr, row_order.as_deref(), tile, blocks)?;
+    let info = MatrixInfo {
+        rows: csr.outer_dim,
+        cols: csr.inner_dim,
+        nnz: csr.nnz(),
+        positions: distinct_positions(csr)?,
+        tile,
+        blocks,
+        blocks_before_reordering,
+        reordered: row_order.is_some(),
+        value_type: T::VALUE_TYPE,
+    };
+    Ok(Analysis { info, row_order, bcsr })
 }
 
 /// An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
@@ -203,45 +237,13 @@ pub struct SmatMatrix {
     info: MatrixInfo,
     /// Stored row `i` is the caller's row `row_order[i]`; `None` when the original order is kept.
     row_order: Option<Vec<usize>>,
-    placement: Placement,
+    /// The blocks as the backend that analysed the matrix prepared them, where it multiplies (a
+    /// CUDA-built matrix keeps no host copy of its tiles, which may be large): only handles of that
+    /// backend multiply with the matrix.
+    blocks: Box<dyn PreparedBlocks>,
 }
 
 impl SmatMatrix {
-    /// Runs the analysis on a validated CSR matrix: reordering as `settings` ask, then BCSR blocking
-    /// with the value type's tile. Copies everything it needs from `csr`.
-    pub fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Result<SmatMatrix>
-    where
-        T::Compute: BlockScalar,
-    {
-        let tile = Tile::for_value_type(T::VALUE_TYPE);
-        let patterns = RowPatterns::new(csr, tile.cols)?;
-        let blocks_before_reordering = reorder::count_blocks(&patterns, None, tile.rows)?;
-        let identity = |order: &[usize]| order.iter().enumerate().all(|(i, &r)| i == r);
-
-        let (row_order, blocks) = match settings.reorder {
-            ReorderMode::Never => (None, blocks_before_reordering),
-            mode => {
-                let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
-                let blocks = reorder::count_blocks(&patterns, Some(&order), tile.rows)?;
-                let keep = !identity(&order) && (mode == ReorderMode::Always || blocks < blocks_before_reordering);
-                if keep { (Some(order), blocks) } else { (None, blocks_before_reordering) }
-            }
-        };
-        let bcsr = bcsr::build(csr, row_order.as_deref(), tile, blocks)?;
-        let info = MatrixInfo {
-            rows: csr.outer_dim,
-            cols: csr.inner_dim,
-            nnz: csr.nnz(),
-            positions: distinct_positions(csr)?,
-            tile,
-            blocks,
-            blocks_before_reordering,
-            reordered: row_order.is_some(),
-            value_type: T::VALUE_TYPE,
-        };
-        Ok(SmatMatrix { info, row_order, placement: Placement::Host(T::Compute::wrap(bcsr)) })
-    }
-
     pub fn info(&self) -> &MatrixInfo {
         &self.info
     }
@@ -252,30 +254,14 @@ impl SmatMatrix {
         self.row_order.as_ref().map_or(stored, |o| o[stored])
     }
 
-    /// The host blocks, when `S` is the compute type of the matrix's value type.
-    pub fn blocks<S: BlockScalar>(&self) -> Result<&Bcsr<S>> {
-        let Placement::Host(storage) = &self.placement else {
-            return Err(Error::invalid_value(
-                "argument A was analysed on the CUDA backend; a matrix is used with the backend that created it",
-            ));
-        };
-        S::unwrap(storage).ok_or_else(|| {
-            Error::internal(format!("block values of a {:?} matrix requested in another type", self.info.value_type))
-        })
+    /// The blocks, when they are of type `B` (the type of the backend asking: its own blocks).
+    pub fn blocks<B: PreparedBlocks>(&self) -> Option<&B> {
+        (self.blocks.as_ref() as &dyn Any).downcast_ref()
     }
 
-    pub fn placement(&self) -> &Placement {
-        &self.placement
-    }
-
-    /// Moves the blocks to `device` (uploaded on `stream`), dropping the host tiles.
-    pub fn move_to_device<T: Element>(&mut self, device: &Arc<GpuDevice>, stream: Stream) -> Result<()>
-    where
-        T::Compute: BlockScalar,
-    {
-        let resident = DeviceBcsr::upload::<T>(device, stream, self)?;
-        self.placement = Placement::Cuda(resident);
-        Ok(())
+    /// The backend that prepared the blocks, as messages name it.
+    pub fn prepared_by(&self) -> &'static str {
+        self.blocks.backend_name()
     }
 }
 

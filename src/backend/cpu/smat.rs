@@ -6,11 +6,14 @@
 //! then scaled and scattered into C at the caller's row indices (undoing the row permutation).
 //! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
 
+use super::CpuExecutor;
 use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
 use crate::error::Result;
-use crate::scalar::Element;
-use crate::smat::{BlockScalar, SmatMatrix};
+use crate::scalar::{ComputeScalar, Element};
+use crate::smat::bcsr::Bcsr;
+use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
+use crate::smat::{MatrixInfo, SmatMatrix};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -24,6 +27,7 @@ pub trait SpmmElement: Element {
     /// β = 0 never reads C.
     fn spmm(
         a: &SmatMatrix,
+        blocks: &Bcsr<Self::Compute>,
         alpha: Self::Compute,
         b: MatRef<'_, Self>,
         beta: Self::Compute,
@@ -34,9 +38,16 @@ pub trait SpmmElement: Element {
 macro_rules! native_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(a: &SmatMatrix, alpha: $t, b: MatRef<'_, $t>, beta: $t, c: MatMut<'_, $t>) -> Result<()> {
+            fn spmm(
+                a: &SmatMatrix,
+                blocks: &Bcsr<$t>,
+                alpha: $t,
+                b: MatRef<'_, $t>,
+                beta: $t,
+                c: MatMut<'_, $t>,
+            ) -> Result<()> {
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, b, |row, first_col, acc: &[$t]| {
+                for_each_panel(a, blocks, b, |row, first_col, acc: &[$t]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
                         unsafe {
@@ -57,7 +68,14 @@ native_spmm!(f64);
 macro_rules! half_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(a: &SmatMatrix, alpha: f32, b: MatRef<'_, $t>, beta: f32, c: MatMut<'_, $t>) -> Result<()> {
+            fn spmm(
+                a: &SmatMatrix,
+                blocks: &Bcsr<f32>,
+                alpha: f32,
+                b: MatRef<'_, $t>,
+                beta: f32,
+                c: MatMut<'_, $t>,
+            ) -> Result<()> {
                 // The gemm needs f32 operands: widen B once (exact) into a row-major copy.
                 let (k, n) = (b.rows, b.cols);
                 const WHAT: &str = "the f32 copy of B";
@@ -71,7 +89,7 @@ macro_rules! half_spmm {
                 }
                 let wide_b = MatRef { data: &wide, rows: k, cols: n, row_stride: n, col_stride: 1 };
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, wide_b, |row, first_col, acc: &[f32]| {
+                for_each_panel(a, blocks, wide_b, |row, first_col, acc: &[f32]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: as for the native types.
                         unsafe {
@@ -94,12 +112,12 @@ half_spmm!(bf16);
 
 /// Computes every (block row, column panel) product `A[block row] · B[:, panel]` in parallel and hands
 /// each row of it to `finish(caller's row, first column of the panel, accumulated values)`.
-fn for_each_panel<S: BlockScalar>(
+fn for_each_panel<S: ComputeScalar>(
     a: &SmatMatrix,
+    bcsr: &Bcsr<S>,
     b: MatRef<'_, S>,
     finish: impl Fn(usize, usize, &[S]) + Sync,
 ) -> Result<()> {
-    let bcsr = a.blocks::<S>()?;
     let info = a.info();
     let (rows, cols, n, tile) = (info.rows, info.cols, b.cols, bcsr.tile);
     let block_rows = rows.div_ceil(tile.rows);
@@ -144,6 +162,49 @@ fn for_each_panel<S: BlockScalar>(
         }
     });
     Ok(())
+}
+
+/// An analysed matrix's blocks on the CPU backend: the host BCSR as the analysis built it.
+#[derive(Debug)]
+pub struct HostBcsr<S>(pub Bcsr<S>);
+
+impl<S: ComputeScalar> PreparedBlocks for HostBcsr<S> {
+    fn backend_name(&self) -> &'static str {
+        "CPU"
+    }
+}
+
+/// The CPU keeps an analysed matrix's host BCSR as it is and multiplies caller arrays in place.
+impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
+    unsafe fn csr_to_host<'a>(&mut self, csr: &RawCsr<T>) -> Result<HostCsr<'a, T>> {
+        // SAFETY: host memory of their stated lengths (the contract).
+        Ok(unsafe { csr.host() })
+    }
+
+    fn prepare(
+        &mut self,
+        _info: &MatrixInfo,
+        _row_order: Option<&[usize]>,
+        bcsr: Bcsr<T::Compute>,
+    ) -> Result<Box<dyn PreparedBlocks>> {
+        Ok(Box::new(HostBcsr(bcsr)))
+    }
+
+    unsafe fn spmm(&mut self, a: &SmatMatrix, product: &Product<T>) -> Result<()> {
+        let HostBcsr(blocks) = a.blocks::<HostBcsr<T::Compute>>().ok_or_else(|| foreign_matrix(a, "the CPU"))?;
+        // SAFETY: host memory of their stated lengths, not overlapping (the contract).
+        let b =
+            if product.b_len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(product.b, product.b_len) } };
+        let c = if product.c_len == 0 {
+            &mut [][..]
+        } else {
+            unsafe { std::slice::from_raw_parts_mut(product.c, product.c_len) }
+        };
+        let info = a.info();
+        let b = MatRef::new(b, info.cols, product.n, product.ldb, product.layout);
+        let c = MatMut::new(c, info.rows, product.n, product.ldc, product.layout);
+        T::spmm(a, blocks, product.alpha, b, product.beta, c)
+    }
 }
 
 /// C shared by the tasks. Each task writes a distinct set of elements (its block row's caller rows —

@@ -1,20 +1,22 @@
-//! SMaT on the GPU: the analysed BCSR resident on a device, and the launchers of `kernels/smat.cu`.
+//! SMaT on the GPU (the CUDA executor's [`SmatBackend`]): the analysed BCSR resident on a device, and
+//! the launchers of `kernels/smat.cu`.
 //!
-//! The analysis (Jaccard reordering, BCSR blocking) runs on the host exactly as for the CPU backend;
-//! [`DeviceBcsr::upload`] then moves the blocks to the handle's device once. Device metadata is the
+//! The analysis (Jaccard reordering, BCSR blocking) runs on the host exactly as for the CPU backend,
+//! on a CSR read where it lives (device arrays are downloaded first); [`DeviceBcsr::upload`] then
+//! moves the blocks to the handle's device once, and the matrix holds them as the backend's own type. Device metadata is the
 //! block-row pointers, one column index per nonzero block, the dense tiles in the type the kernel
 //! consumes (f16 / bf16 bit patterns for the tensor-core path, f32, f64) and the row permutation.
 
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
-use super::{GpuDevice, Launch, Stream, driver_error, launch};
+use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::{try_collect, try_vec};
-use crate::dense::required_len;
 use crate::error::{Error, Result};
-use crate::handle::HandleCore;
 use crate::kernel_args;
 use crate::scalar::Element;
-use crate::smat::{BlockScalar, SmatMatrix};
+use crate::smat::bcsr::Bcsr;
+use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
+use crate::smat::{MatrixInfo, SmatMatrix};
 use crate::types::{Layout, ValueType};
 use cudarc::driver::result as drv;
 use std::borrow::Cow;
@@ -44,15 +46,23 @@ impl std::fmt::Debug for DeviceBcsr {
     }
 }
 
+impl PreparedBlocks for DeviceBcsr {
+    fn backend_name(&self) -> &'static str {
+        "CUDA"
+    }
+}
+
 impl DeviceBcsr {
-    /// Uploads the host BCSR of `matrix` (analysed for element type `T`) to `device` on `stream`,
-    /// and waits for the copies so that later calls may run on any stream of the device.
-    pub fn upload<T: Element>(device: &Arc<GpuDevice>, stream: Stream, matrix: &SmatMatrix) -> Result<DeviceBcsr>
-    where
-        T::Compute: BlockScalar,
-    {
-        let bcsr = matrix.blocks::<T::Compute>()?;
-        let info = matrix.info();
+    /// Uploads the host BCSR of a matrix analysed for element type `T` (stored row `i` is the
+    /// caller's row `row_order[i]`) to `device` on `stream`, and waits for the copies so that later
+    /// calls may run on any stream of the device.
+    pub fn upload<T: Element>(
+        device: &Arc<GpuDevice>,
+        stream: Stream,
+        info: &MatrixInfo,
+        row_order: Option<&[usize]>,
+        bcsr: &Bcsr<T::Compute>,
+    ) -> Result<DeviceBcsr> {
         let block_row_ptr =
             try_collect(bcsr.block_row_ptr.len(), "the BCSR block-row pointers", |i| bcsr.block_row_ptr[i] as i64)?;
         let block_cols = try_collect(bcsr.block_cols.len(), "the BCSR column indices", |i| bcsr.block_cols[i] as i32)?;
@@ -62,9 +72,9 @@ impl DeviceBcsr {
         for (t, &v) in tiles.iter_mut().zip(&bcsr.values) {
             *t = T::from_compute(v);
         }
-        let row_order = match info.reordered {
-            true => Some(try_collect(info.rows, "the row order", |r| matrix.original_row(r) as i32)?),
-            false => None,
+        let row_order = match row_order {
+            Some(order) => Some(try_collect(info.rows, "the row order", |r| order[r] as i32)?),
+            None => None,
         };
 
         let resident = DeviceBcsr {
@@ -94,7 +104,7 @@ impl DeviceBcsr {
 /// # Safety
 /// `ptr` must be valid for reading `len` elements of host or device memory, or `len` must be 0 (the
 /// caller has already rejected NULL and misaligned pointers).
-pub unsafe fn host_view<'a, T: Copy + Default>(
+unsafe fn host_view<'a, T: Copy + Default>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     ptr: *const T,
@@ -141,37 +151,24 @@ impl GpuSpmmElement for f64 {
     const KERNEL: &'static str = "smat_spmm_f64";
 }
 
-/// smatSpMM's dense operands, validated (sizes, NULL, alignment, overlap) but not dereferenced.
-pub struct DenseOperands<T> {
-    pub n: usize,
-    pub b: *const T,
-    pub ldb: usize,
-    pub c: *mut T,
-    pub ldc: usize,
-    pub layout: Layout,
-}
-
 fn strides(layout: Layout, ld: usize) -> (i64, i64) {
     let (rs, cs) = layout.strides(ld);
     (rs as i64, cs as i64)
 }
 
-/// `C = α·A·B + β·C` on the handle's device and stream. B and C may be host or device memory; the
-/// call returns without waiting unless C is host memory.
+/// `C = α·A·B + β·C` on `gpu` (the handle's device, bound) and `stream`. B and C may be host or
+/// device memory; the call returns without waiting unless C is host memory.
 ///
 /// # Safety
-/// B and C must be valid for the lengths their shapes and leading dimensions imply.
-pub unsafe fn spmm<T: GpuSpmmElement>(
-    core: &HandleCore,
+/// B and C must be valid for their lengths.
+unsafe fn spmm<T: GpuSpmmElement>(
+    gpu: &Arc<GpuDevice>,
+    stream: Stream,
     a: &SmatMatrix,
     resident: &DeviceBcsr,
-    alpha: T::Compute,
-    beta: T::Compute,
-    op: DenseOperands<T>,
+    op: &Product<T>,
 ) -> Result<()> {
-    let gpu = core.gpu()?;
-    gpu.bind()?;
-    let stream = core.cu_stream();
+    let (alpha, beta) = (op.alpha, op.beta);
     if resident.device_ordinal() != gpu.ordinal {
         return Err(Error::invalid_value(format!(
             "argument A was analysed on device {}, but the handle runs on device {}",
@@ -185,14 +182,13 @@ pub unsafe fn spmm<T: GpuSpmmElement>(
     if rows == 0 || n == 0 {
         return Ok(());
     }
-    let b_len = required_len(cols, n, op.ldb, op.layout, "B")?;
-    let c_len = required_len(rows, n, op.ldc, op.layout, "C")?;
-    let b = unsafe { DeviceInput::new(&gpu, stream, op.b, b_len, "B") }?;
+    let (b_len, c_len) = (op.b_len, op.c_len);
+    let b = unsafe { DeviceInput::new(gpu, stream, op.b, b_len, "B") }?;
     // A staged host C is copied back whole: upload it first unless the kernel overwrites all of it
     // (β = 0 and no padding between leading dimensions).
     let c_inner = if op.layout == Layout::RowMajor { n } else { rows };
     let read_existing = beta != <T::Compute as crate::scalar::ComputeScalar>::ZERO || op.ldc != c_inner;
-    let c = unsafe { DeviceOutput::new(&gpu, stream, op.c, c_len, "C", read_existing) }?;
+    let c = unsafe { DeviceOutput::new(gpu, stream, op.c, c_len, "C", read_existing) }?;
 
     let f = gpu.function(&SMAT, T::KERNEL)?;
     let block_rows = rows.div_ceil(info.tile.rows);
@@ -224,4 +220,39 @@ pub unsafe fn spmm<T: GpuSpmmElement>(
     }?;
     drop(b);
     c.finish()
+}
+
+/// The CUDA backend reads a device-resident CSR through host copies, keeps an analysed matrix's
+/// blocks on the handle's device only ([`DeviceBcsr`]) and multiplies there.
+impl<T: GpuSpmmElement> SmatBackend<T> for CudaExecutor {
+    unsafe fn csr_to_host<'a>(&mut self, csr: &RawCsr<T>) -> Result<HostCsr<'a, T>> {
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        let stream = self.stream();
+        unsafe {
+            Ok(HostCsr {
+                row_ptr: host_view(&gpu, stream, csr.row_ptr, csr.rows + 1, "rowPtr")?,
+                col_ind: host_view(&gpu, stream, csr.col_ind, csr.nnz, "colInd")?,
+                values: host_view(&gpu, stream, csr.values, csr.nnz, "values")?,
+            })
+        }
+    }
+
+    fn prepare(
+        &mut self,
+        info: &MatrixInfo,
+        row_order: Option<&[usize]>,
+        bcsr: Bcsr<T::Compute>,
+    ) -> Result<Box<dyn PreparedBlocks>> {
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        Ok(Box::new(DeviceBcsr::upload::<T>(&gpu, self.stream(), info, row_order, &bcsr)?))
+    }
+
+    unsafe fn spmm(&mut self, a: &SmatMatrix, product: &Product<T>) -> Result<()> {
+        let resident = a.blocks::<DeviceBcsr>().ok_or_else(|| foreign_matrix(a, "CUDA"))?;
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        unsafe { spmm(&gpu, self.stream(), a, resident, product) }
+    }
 }
