@@ -29,6 +29,16 @@ pub const MSREP_MAX_PARTITIONS: c_int = 65536;
 static HANDLES: Registry = Registry::new("msrepHandle_t");
 static MATRICES: Registry = Registry::new("msrepMatrix_t");
 
+/// The Rust handle behind a C handle, for Rust programs that use both (tests set their handle's
+/// [`crate::executor::TestHooks`] through it).
+///
+/// # Safety
+/// As every function taking a handle: no other thread uses the handle meanwhile.
+#[doc(hidden)]
+pub unsafe fn msrep_handle<'a>(handle: msrepHandle_t) -> Result<&'a mut MsrepHandle> {
+    unsafe { HANDLES.get(handle, "handle") }
+}
+
 impl FamilyHandle for MsrepHandle {
     fn registry() -> &'static Registry {
         &HANDLES

@@ -21,6 +21,7 @@ use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::try_push;
 use crate::error::Result;
+use crate::executor::TestHooks;
 use crate::handle::HandleCore;
 use crate::kernel_args;
 use crate::msrep::merge::{RowSegment, row_segments};
@@ -31,28 +32,7 @@ use crate::types::SparseFormat;
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
-use std::cell::Cell;
 use std::sync::Arc;
-
-thread_local! {
-    static STAGE_LEAD_PARTITIONS: Cell<bool> = const { Cell::new(false) };
-    static LONG_ROW_BLOCKS: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Test / benchmark hook: matrices made resident on this thread while it is off process every pCSR
-/// row with the row-group kernel alone (no block per long row), as before long rows were split off.
-#[doc(hidden)]
-pub fn long_row_blocks(on: bool) {
-    LONG_ROW_BLOCKS.with(|c| c.set(on));
-}
-
-/// Test hook: matrices made resident on this thread while it is on run their lead-device partitions
-/// the way partitions of other devices run (own stream, events, x and partials copied with
-/// `cuMemcpyPeerAsync`), so a one-GPU machine exercises the multi-device path.
-#[doc(hidden)]
-pub fn stage_lead_partitions(on: bool) {
-    STAGE_LEAD_PARTITIONS.with(|c| c.set(on));
-}
 
 const BLOCK: u32 = 256;
 /// Threads of the block that takes one long pCSR row.
@@ -212,12 +192,18 @@ fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {
 impl GpuResident {
     /// Uploads every non-empty partition to its device (`Partition::device`), on a stream the
     /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
-    pub fn upload<T: ComputeScalar>(a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<Self> {
+    /// The test hooks [`TestHooks::msrep_stage_lead_partitions`] and
+    /// [`TestHooks::msrep_long_row_blocks`] of `hooks` apply to the matrix from now on.
+    pub fn upload<T: ComputeScalar>(
+        a: &PartitionedMatrix<T>,
+        lead: &Arc<GpuDevice>,
+        hooks: &TestHooks,
+    ) -> Result<Self> {
         let mut resident = GpuResident {
             lead: None,
             partitions: Vec::new(),
             sides: Vec::new(),
-            stage_lead: STAGE_LEAD_PARTITIONS.with(|c| c.get()),
+            stage_lead: hooks.msrep_stage_lead_partitions,
         };
         for (index, p) in a.partitions.iter().enumerate() {
             if p.bounds.nnz() == 0 {
@@ -260,7 +246,7 @@ impl GpuResident {
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             let mut long_list: Vec<i32> = Vec::new();
             let mut long_row = i32::MAX;
-            if a.format == SparseFormat::Csr && LONG_ROW_BLOCKS.with(|c| c.get()) {
+            if a.format == SparseFormat::Csr && hooks.msrep_long_row_blocks {
                 let threshold = long_row_threshold(group_size(p.bounds.nnz(), p.bounds.major_count()));
                 long_row = threshold as i32;
                 for j in 0..major.len().saturating_sub(1) {
@@ -440,7 +426,7 @@ impl GpuResident {
 pub fn make_resident<T: ComputeScalar>(core: &HandleCore, a: &mut PartitionedMatrix<T>) -> Result<()> {
     let lead = core.gpu()?;
     lead.bind()?;
-    a.resident = Some(GpuResident::upload(a, &lead)?);
+    a.resident = Some(GpuResident::upload(a, &lead, core.executor().test_hooks())?);
     Ok(())
 }
 
@@ -468,7 +454,7 @@ pub unsafe fn spmv<T: ComputeScalar>(
             a.resident = Some(r);
             built?;
         }
-        None => a.resident = Some(GpuResident::upload(a, &lead)?),
+        None => a.resident = Some(GpuResident::upload(a, &lead, core.executor().test_hooks())?),
     }
     lead.bind()?;
     let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
