@@ -6,6 +6,7 @@
 //! families' types; `crate::backend::executor` makes the executor a handle asked for.
 
 use crate::error::Result;
+use crate::msrep::contract::MsrepBackend;
 use crate::spamm::contract::{SpammBackend, SpammStatistics};
 use crate::types::BackendKind;
 use half::{bf16, f16};
@@ -66,6 +67,8 @@ pub trait Executor:
     + SpammBackend<f16>
     + SpammBackend<bf16>
     + SpammStatistics
+    + MsrepBackend<f32>
+    + MsrepBackend<f64>
 {
     /// The backend, as reported to callers (never `Auto`).
     fn kind(&self) -> BackendKind;
