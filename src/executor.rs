@@ -6,6 +6,7 @@
 //! families' types; `crate::backend::executor` makes the executor a handle asked for.
 
 use crate::error::Result;
+use crate::msrep::contract::MsrepBackend;
 use crate::smat::contract::SmatBackend;
 use crate::spamm::contract::{SpammBackend, SpammStatistics};
 use crate::types::BackendKind;
@@ -37,11 +38,24 @@ pub struct TestHooks {
     /// SpAMM's tile kernels are launched with the least shared memory they run with (the f64
     /// kernel's two pipeline stages), as on a device that cannot give them more.
     pub spamm_fewest_shared_memory: bool,
+    /// MSREP matrices this executor makes resident run their lead-device partitions the way
+    /// partitions of other devices run (own stream, events, x and partials copied between devices),
+    /// so that one GPU exercises the multi-device path.
+    pub msrep_stage_lead_partitions: bool,
+    /// MSREP matrices this executor makes resident give each pCSR row longer than the long-row
+    /// threshold a block of its own. Off: the row-group kernel processes every row, as before long
+    /// rows were split off (a benchmark compares the two).
+    pub msrep_long_row_blocks: bool,
 }
 
 impl Default for TestHooks {
     fn default() -> Self {
-        TestHooks { spamm_shares_on_one_device: 1, spamm_fewest_shared_memory: false }
+        TestHooks {
+            spamm_shares_on_one_device: 1,
+            spamm_fewest_shared_memory: false,
+            msrep_stage_lead_partitions: false,
+            msrep_long_row_blocks: true,
+        }
     }
 }
 
@@ -58,6 +72,8 @@ pub trait Executor:
     + SmatBackend<f64>
     + SmatBackend<f16>
     + SmatBackend<bf16>
+    + MsrepBackend<f32>
+    + MsrepBackend<f64>
 {
     /// The backend, as reported to callers (never `Auto`).
     fn kind(&self) -> BackendKind;

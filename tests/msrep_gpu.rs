@@ -10,8 +10,9 @@ use common::last_error;
 use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
 
 use common::*;
-use sparsegpu::backend::cuda::{self, memory, msrep as cuda_msrep};
+use sparsegpu::backend::cuda::{self, memory};
 use sparsegpu::capi::msrep::*;
+use sparsegpu::executor::TestHooks;
 use sparsegpu::scalar::{ComputeScalar, Element};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{random_csr, rmat_csr};
@@ -39,6 +40,11 @@ impl Handle {
         assert_eq!(unsafe { msrepSetBackend(h, backend as c_int) }, OK, "{}", last_error());
         assert_eq!(unsafe { msrepSetDevices(h, devices.len() as c_int, devices.as_ptr()) }, OK, "{}", last_error());
         Handle(h)
+    }
+
+    /// Changes the test hooks of the handle's executor (they apply to matrices it makes resident).
+    fn set_test_hooks(&self, set: impl FnOnce(&mut TestHooks)) {
+        set(unsafe { msrep_handle_object(self.0) }.unwrap().core_mut().test_hooks_mut());
     }
 }
 
@@ -201,9 +207,9 @@ fn eps<T: Element>() -> f64 {
 /// reference and against the CPU backend.
 fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
     let _guard = lock();
-    cuda_msrep::stage_lead_partitions(staged);
     let mut rng = Rng::fresh(label);
     let gpu_handle = Handle::new(BackendKind::Cuda, devices);
+    gpu_handle.set_test_hooks(|hooks| hooks.msrep_stage_lead_partitions = staged);
     let cpu_handle = Handle::new(BackendKind::Cpu, devices);
     for (a, kind) in matrices::<T>(&mut rng) {
         let nnz = a.nnz();
@@ -254,7 +260,6 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
             }
         }
     }
-    cuda_msrep::stage_lead_partitions(false);
 }
 
 #[test]
@@ -401,9 +406,8 @@ fn rmat_timing() {
     let mut first: Option<Vec<f64>> = None;
     // Before / after: the row-group kernel alone, then with a block per long row.
     for (long_row_blocks, np) in [(false, 1), (false, 4), (true, 1), (true, 4)] {
-        cuda_msrep::long_row_blocks(long_row_blocks);
+        h.set_test_hooks(|hooks| hooks.msrep_long_row_blocks = long_row_blocks);
         let m = create(&h, n, n, &input, IndexBase::Zero, np);
-        cuda_msrep::long_row_blocks(true);
         let (alpha, beta) = (1.0f64, 0.0f64);
         let call = || {
             let st = unsafe {

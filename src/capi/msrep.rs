@@ -5,15 +5,12 @@ use super::{
     ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
     handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
     handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuSparseFormat_t, sgpuStatus_t,
-    sgpuValueType_t, size_arg, slice_arg, slice_mut_arg,
+    sgpuValueType_t, size_arg, slice_arg,
 };
-use crate::backend::{cpu, cuda};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
-use crate::msrep::{MsrepHandle, MsrepMatrix, PartitionedMatrix};
-use crate::scalar::ComputeScalar;
+use crate::msrep::{MsrepElement, MsrepHandle, MsrepMatrix, PartitionedMatrix};
 use crate::sparse::{CSC_NAMES, CSR_NAMES, CompressedRef, CooRef};
-use crate::types::BackendKind;
 use crate::types::{IndexBase, SparseFormat, ValueType};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -29,6 +26,16 @@ pub const MSREP_MAX_PARTITIONS: c_int = 65536;
 
 static HANDLES: Registry<MsrepHandle> = Registry::new(ObjectKind::MsrepHandle);
 static MATRICES: Registry<MsrepMatrix> = Registry::new(ObjectKind::MsrepMatrix);
+
+/// The Rust handle behind a C handle, for Rust programs that use both (tests set their handle's
+/// [`crate::executor::TestHooks`] through it).
+///
+/// # Safety
+/// As every function taking a handle: no other thread uses the handle meanwhile.
+#[doc(hidden)]
+pub unsafe fn msrep_handle_object<'a>(handle: msrepHandle_t) -> Result<&'a mut MsrepHandle> {
+    unsafe { HANDLES.get(handle, "handle") }
+}
 
 impl FamilyHandle for MsrepHandle {
     fn registry() -> &'static Registry<Self> {
@@ -126,7 +133,7 @@ pub unsafe extern "C" fn msrepGetDevices(
 
 /// The arguments every matrix constructor shares, checked.
 struct MatrixArgs<'a> {
-    handle: &'a MsrepHandle,
+    handle: &'a mut MsrepHandle,
     out: &'a mut msrepMatrix_t,
     rows: usize,
     cols: usize,
@@ -148,7 +155,7 @@ unsafe fn matrix_args<'a>(
     idx_base: sgpuIndexBase_t,
     num_partitions: c_int,
 ) -> Result<MatrixArgs<'a>> {
-    let handle: &MsrepHandle = unsafe { HANDLES.get(handle, "handle") }?;
+    let handle: &mut MsrepHandle = unsafe { HANDLES.get(handle, "handle") }?;
     let out = unsafe { out_arg(matrix, "matrix") }?;
     let rows = size_arg(rows as i64, "rows")?;
     let cols = size_arg(cols as i64, "cols")?;
@@ -173,16 +180,16 @@ unsafe fn matrix_args<'a>(
     Ok(MatrixArgs { handle, out, rows, cols, nnz, value_type, base, partitions })
 }
 
-/// Builds the typed partitioned matrix from the caller's arrays (copied; they may be freed afterwards).
-/// `major` is rowPtr / colPtr (compressed) or rowInd (COO), `minor` colInd / rowInd / colInd.
-unsafe fn build<T: ComputeScalar>(
-    args: &MatrixArgs<'_>,
+/// Builds the typed partitioned matrix from the caller's arrays (copied; they may be freed afterwards),
+/// placed by the handle's backend. `major` is rowPtr / colPtr (compressed) or rowInd (COO), `minor`
+/// colInd / rowInd / colInd.
+unsafe fn build<T: MsrepElement>(
+    args: &mut MatrixArgs<'_>,
     format: SparseFormat,
     major: *const c_int,
     minor: *const c_int,
     values: *const c_void,
 ) -> Result<PartitionedMatrix<T>> {
-    let devices = args.handle.core().devices();
     let values = unsafe { slice_arg(values as *const T, args.nnz, "values") }?;
     match format {
         SparseFormat::Csr | SparseFormat::Csc => {
@@ -194,30 +201,15 @@ unsafe fn build<T: ComputeScalar>(
             let idx = unsafe { slice_arg(minor, args.nnz, names.idx) }?;
             // Sorted minor indices are not needed: a partition's sums do not depend on their order.
             let a = CompressedRef::new(outer, inner, ptr, idx, values, args.base, false, names)?;
-            PartitionedMatrix::from_compressed(&a, format, args.partitions, devices)
+            args.handle.partition_compressed(&a, format, args.partitions)
         }
         SparseFormat::Coo => {
             let row_ind = unsafe { slice_arg(major, args.nnz, "rowInd") }?;
             let col_ind = unsafe { slice_arg(minor, args.nnz, "colInd") }?;
             let a = CooRef::new(args.rows, args.cols, row_ind, col_ind, values, args.base, true)?;
-            PartitionedMatrix::from_coo(&a, args.partitions, devices)
+            args.handle.partition_coo(&a, args.partitions)
         }
     }
-}
-
-/// [`build`], then on a CUDA handle each partition's data placed on its device, resident from now on.
-unsafe fn build_placed<T: ComputeScalar>(
-    args: &MatrixArgs<'_>,
-    format: SparseFormat,
-    major: *const c_int,
-    minor: *const c_int,
-    values: *const c_void,
-) -> Result<PartitionedMatrix<T>> {
-    let mut a = unsafe { build::<T>(args, format, major, minor, values) }?;
-    if args.handle.core().backend() == BackendKind::Cuda {
-        cuda::msrep::make_resident(args.handle.core(), &mut a)?;
-    }
-    Ok(a)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -237,10 +229,10 @@ unsafe fn create_matrix(
     num_partitions: c_int,
 ) -> sgpuStatus_t {
     boundary(function, || {
-        let args = unsafe { matrix_args(handle, matrix, rows, cols, nnz, value_type, idx_base, num_partitions) }?;
+        let mut args = unsafe { matrix_args(handle, matrix, rows, cols, nnz, value_type, idx_base, num_partitions) }?;
         let built = match args.value_type {
-            ValueType::F32 => MsrepMatrix::F32(unsafe { build_placed(&args, format, major, minor, values) }?),
-            ValueType::F64 => MsrepMatrix::F64(unsafe { build_placed(&args, format, major, minor, values) }?),
+            ValueType::F32 => MsrepMatrix::F32(unsafe { build(&mut args, format, major, minor, values) }?),
+            ValueType::F64 => MsrepMatrix::F64(unsafe { build(&mut args, format, major, minor, values) }?),
             ValueType::F16 | ValueType::Bf16 => unreachable!("rejected by matrix_args"),
         };
         *args.out = MATRICES.register(built)?;
@@ -404,8 +396,8 @@ pub unsafe extern "C" fn msrepGetPartitionInfo(
     })
 }
 
-unsafe fn spmv_typed<T: ComputeScalar>(
-    core: &HandleCore,
+unsafe fn spmv_typed<T: MsrepElement>(
+    handle: &mut MsrepHandle,
     a: &mut PartitionedMatrix<T>,
     alpha: *const c_void,
     x: *const c_void,
@@ -419,15 +411,8 @@ unsafe fn spmv_typed<T: ComputeScalar>(
     check_array(x as *const T, a.cols, "x")?;
     check_array(y as *const T, a.rows, "y")?;
     check_no_overlap(ArrayBytes::of(y as *const T, a.rows, "y"), &[ArrayBytes::of(x as *const T, a.cols, "x")])?;
-    match core.backend() {
-        BackendKind::Cpu | BackendKind::Auto => {
-            let x = unsafe { slice_arg(x as *const T, a.cols, "x") }?;
-            let y = unsafe { slice_mut_arg(y as *mut T, a.rows, "y") }?;
-            cpu::msrep::spmv(a, alpha, x, beta, y)
-        }
-        // x and y may be device memory: never made into slices here.
-        BackendKind::Cuda => unsafe { cuda::msrep::spmv(core, a, alpha, x as *const T, beta, y as *mut T) },
-    }
+    // x and y may be device memory: never made into slices here.
+    unsafe { handle.spmv(a, alpha, x as *const T, beta, y as *mut T) }
 }
 
 /// `y = α·A·x + β·y` in the matrix's value type: α, β, x and y are float for an F32 matrix, double
@@ -448,10 +433,9 @@ pub unsafe extern "C" fn msrepSpMV(
     boundary("msrepSpMV", || {
         let handle = unsafe { HANDLES.get(handle, "handle") }?;
         let matrix = unsafe { MATRICES.get(matrix, "matrix") }?;
-        let core = handle.core();
         match matrix {
-            MsrepMatrix::F32(a) => unsafe { spmv_typed(core, a, alpha, x, beta, y) },
-            MsrepMatrix::F64(a) => unsafe { spmv_typed(core, a, alpha, x, beta, y) },
+            MsrepMatrix::F32(a) => unsafe { spmv_typed(handle, a, alpha, x, beta, y) },
+            MsrepMatrix::F64(a) => unsafe { spmv_typed(handle, a, alpha, x, beta, y) },
         }
     })
 }

@@ -5,6 +5,7 @@
 //! (round-robin), where it stays resident across SpMV calls. An SpMV runs every partition concurrently
 //! and then merges the partial results ([`merge`] says how, and why it differs from the paper's code).
 
+pub mod contract;
 pub mod merge;
 pub mod partition;
 
@@ -14,6 +15,8 @@ use crate::handle::HandleCore;
 use crate::scalar::ComputeScalar;
 use crate::sparse::{CompressedRef, CooRef};
 use crate::types::{SparseFormat, ValueType};
+pub use contract::MsrepElement;
+use contract::Resident;
 use partition::{PartitionBounds, compressed_bounds, coo_bounds, device_of, local_pointers};
 use rayon::prelude::*;
 
@@ -34,6 +37,49 @@ impl MsrepHandle {
 
     pub fn core_mut(&mut self) -> &mut HandleCore {
         &mut self.core
+    }
+
+    /// pCSR partitions of a CSR matrix or pCSC partitions of a CSC matrix (`format` says which `a`
+    /// is), spread round-robin over the handle's devices and placed by its backend (on a CUDA handle:
+    /// resident on their devices from now on).
+    pub fn partition_compressed<T: MsrepElement>(
+        &mut self,
+        a: &CompressedRef<'_, T>,
+        format: SparseFormat,
+        partitions: usize,
+    ) -> Result<PartitionedMatrix<T>> {
+        let matrix = PartitionedMatrix::from_compressed(a, format, partitions, self.core.devices())?;
+        self.place(matrix)
+    }
+
+    /// pCOO partitions of a row-sorted COO matrix, as [`MsrepHandle::partition_compressed`].
+    pub fn partition_coo<T: MsrepElement>(
+        &mut self,
+        a: &CooRef<'_, T>,
+        partitions: usize,
+    ) -> Result<PartitionedMatrix<T>> {
+        let matrix = PartitionedMatrix::from_coo(a, partitions, self.core.devices())?;
+        self.place(matrix)
+    }
+
+    fn place<T: MsrepElement>(&mut self, mut matrix: PartitionedMatrix<T>) -> Result<PartitionedMatrix<T>> {
+        T::backend(self.core.executor_mut()).place(&mut matrix)?;
+        Ok(matrix)
+    }
+
+    /// `y = α·A·x + β·y` on the handle's backend, whichever backend made `a`.
+    ///
+    /// # Safety
+    /// As [`contract::MsrepBackend::spmv`], for this handle's backend.
+    pub unsafe fn spmv<T: MsrepElement>(
+        &mut self,
+        a: &mut PartitionedMatrix<T>,
+        alpha: T,
+        x: *const T,
+        beta: T,
+        y: *mut T,
+    ) -> Result<()> {
+        unsafe { T::backend(self.core.executor_mut()).spmv(a, alpha, x, beta, y) }
     }
 }
 
@@ -66,9 +112,10 @@ pub struct PartitionedMatrix<T> {
     /// pCSC only: one full-length (rows) partial result per non-empty partition, allocated once with
     /// the matrix (the paper keeps these on the GPUs), so SpMV allocates nothing large per call.
     pub column_partials: Vec<Vec<T>>,
-    /// The partitions on their devices, once the matrix has been used with a CUDA handle (created on
-    /// one, or at the first CUDA SpMV). The host copies above stay: a CPU handle may use the matrix too.
-    pub resident: Option<crate::backend::cuda::msrep::GpuResident>,
+    /// What a backend keeps of the matrix where it computes, once the matrix has been used with a
+    /// handle of that backend (created on one, or at its first SpMV there): for the CUDA backend the
+    /// partitions on their devices. The host copies above stay: any handle may use the matrix.
+    pub resident: Option<Box<dyn Resident>>,
 }
 
 /// A partitioned matrix (`msrepMatrix`): f32 or f64 values.

@@ -1,7 +1,9 @@
 //! MSREP SpMV on the CPU: one rayon task per partition (standing in for one GPU each), then the merge
 //! of `crate::msrep::merge`. Every partition reads only its own resident copy of its nonzeros.
 
+use super::CpuExecutor;
 use crate::error::{Error, Result};
+use crate::msrep::contract::MsrepBackend;
 use crate::msrep::merge::{RowSegment, finish, row_segments, scale};
 use crate::msrep::{Partition, PartitionData, PartitionedMatrix};
 use crate::scalar::ComputeScalar;
@@ -144,4 +146,18 @@ fn column_partitioned_spmv<T: ComputeScalar>(a: &mut PartitionedMatrix<T>, alpha
             *slot = finish(alpha, sum, beta, slot);
         }
     });
+}
+
+impl<T: ComputeScalar> MsrepBackend<T> for CpuExecutor {
+    /// Nothing to do: the CPU computes on the matrix's host partitions.
+    fn place(&mut self, _a: &mut PartitionedMatrix<T>) -> Result<()> {
+        Ok(())
+    }
+
+    unsafe fn spmv(&mut self, a: &mut PartitionedMatrix<T>, alpha: T, x: *const T, beta: T, y: *mut T) -> Result<()> {
+        // SAFETY: host memory of these lengths, not overlapping (the contract).
+        let x = if a.cols == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(x, a.cols) } };
+        let y = if a.rows == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(y, a.rows) } };
+        spmv(a, alpha, x, beta, y)
+    }
 }

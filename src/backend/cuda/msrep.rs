@@ -18,11 +18,12 @@
 
 use super::kernels::MSREP;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
-use super::{Event, GpuDevice, Launch, Stream, driver_error, launch};
+use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::try_push;
 use crate::error::Result;
-use crate::handle::HandleCore;
+use crate::executor::TestHooks;
 use crate::kernel_args;
+use crate::msrep::contract::MsrepBackend;
 use crate::msrep::merge::{RowSegment, row_segments};
 use crate::msrep::partition::PartitionBounds;
 use crate::msrep::{PartitionData, PartitionedMatrix};
@@ -31,28 +32,8 @@ use crate::types::SparseFormat;
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
-use std::cell::Cell;
+use std::any::Any;
 use std::sync::Arc;
-
-thread_local! {
-    static STAGE_LEAD_PARTITIONS: Cell<bool> = const { Cell::new(false) };
-    static LONG_ROW_BLOCKS: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Test / benchmark hook: matrices made resident on this thread while it is off process every pCSR
-/// row with the row-group kernel alone (no block per long row), as before long rows were split off.
-#[doc(hidden)]
-pub fn long_row_blocks(on: bool) {
-    LONG_ROW_BLOCKS.with(|c| c.set(on));
-}
-
-/// Test hook: matrices made resident on this thread while it is on run their lead-device partitions
-/// the way partitions of other devices run (own stream, events, x and partials copied with
-/// `cuMemcpyPeerAsync`), so a one-GPU machine exercises the multi-device path.
-#[doc(hidden)]
-pub fn stage_lead_partitions(on: bool) {
-    STAGE_LEAD_PARTITIONS.with(|c| c.set(on));
-}
 
 const BLOCK: u32 = 256;
 /// Threads of the block that takes one long pCSR row.
@@ -212,12 +193,19 @@ fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {
 impl GpuResident {
     /// Uploads every non-empty partition to its device (`Partition::device`), on a stream the
     /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
-    pub fn upload<T: ComputeScalar>(a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<Self> {
+    ///
+    /// The test hooks [`TestHooks::msrep_stage_lead_partitions`] and
+    /// [`TestHooks::msrep_long_row_blocks`] of `hooks` apply to the matrix from now on.
+    pub fn upload<T: ComputeScalar>(
+        a: &PartitionedMatrix<T>,
+        lead: &Arc<GpuDevice>,
+        hooks: &TestHooks,
+    ) -> Result<Self> {
         let mut resident = GpuResident {
             lead: None,
             partitions: Vec::new(),
             sides: Vec::new(),
-            stage_lead: STAGE_LEAD_PARTITIONS.with(|c| c.get()),
+            stage_lead: hooks.msrep_stage_lead_partitions,
         };
         for (index, p) in a.partitions.iter().enumerate() {
             if p.bounds.nnz() == 0 {
@@ -260,7 +248,7 @@ impl GpuResident {
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             let mut long_list: Vec<i32> = Vec::new();
             let mut long_row = i32::MAX;
-            if a.format == SparseFormat::Csr && LONG_ROW_BLOCKS.with(|c| c.get()) {
+            if a.format == SparseFormat::Csr && hooks.msrep_long_row_blocks {
                 let threshold = long_row_threshold(group_size(p.bounds.nnz(), p.bounds.major_count()));
                 long_row = threshold as i32;
                 for j in 0..major.len().saturating_sub(1) {
@@ -436,46 +424,43 @@ impl GpuResident {
     }
 }
 
-/// Makes a freshly built matrix resident on the handle's devices (msrepCreate* on a CUDA handle).
-pub fn make_resident<T: ComputeScalar>(core: &HandleCore, a: &mut PartitionedMatrix<T>) -> Result<()> {
-    let lead = core.gpu()?;
-    lead.bind()?;
-    a.resident = Some(GpuResident::upload(a, &lead)?);
-    Ok(())
-}
-
-/// `y = α·A·x + β·y` with x and y host or device memory of the handle's first device. Returns
-/// without waiting unless y is host memory.
-///
-/// # Safety
-/// `x` must be valid for `a.cols` reads and `y` for `a.rows` reads and writes (or the length 0).
-pub unsafe fn spmv<T: ComputeScalar>(
-    core: &HandleCore,
-    a: &mut PartitionedMatrix<T>,
-    alpha: T,
-    x: *const T,
-    beta: T,
-    y: *mut T,
-) -> Result<()> {
-    let lead = core.gpu()?;
-    lead.bind()?;
-    let stream = core.cu_stream();
-    // A matrix created on a CPU handle becomes resident at its first CUDA SpMV; one made resident
-    // for another lead device gets that device's merge buffers.
-    match a.resident.take() {
-        Some(mut r) => {
-            let built = r.ensure_lead(a, &lead);
-            a.resident = Some(r);
-            built?;
-        }
-        None => a.resident = Some(GpuResident::upload(a, &lead)?),
+impl<T: ComputeScalar> MsrepBackend<T> for CudaExecutor {
+    /// Makes a freshly built matrix resident on the executor's devices (msrepCreate* on a CUDA
+    /// handle).
+    fn place(&mut self, a: &mut PartitionedMatrix<T>) -> Result<()> {
+        let lead = self.lead()?;
+        lead.bind()?;
+        a.resident = Some(Box::new(GpuResident::upload(a, &lead, &self.test_hooks)?));
+        Ok(())
     }
-    lead.bind()?;
-    let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
-    let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::ZERO) }?;
-    let resident = a.resident.as_mut().expect("made resident above");
-    resident.run(a.format, a.rows, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
-    y_out.finish()
+
+    /// x and y are host or device memory of the executor's first device. Returns without waiting
+    /// unless y is host memory.
+    unsafe fn spmv(&mut self, a: &mut PartitionedMatrix<T>, alpha: T, x: *const T, beta: T, y: *mut T) -> Result<()> {
+        let lead = self.lead()?;
+        lead.bind()?;
+        let stream = self.stream();
+        // A matrix created on another backend's handle becomes resident at its first CUDA SpMV; one
+        // made resident for another lead device gets that device's merge buffers.
+        match a.resident.take().map(|r| (r as Box<dyn Any>).downcast::<GpuResident>()) {
+            Some(Ok(mut r)) => {
+                let built = r.ensure_lead(a, &lead);
+                a.resident = Some(r);
+                built?;
+            }
+            _ => a.resident = Some(Box::new(GpuResident::upload(a, &lead, &self.test_hooks)?)),
+        }
+        lead.bind()?;
+        let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
+        let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::ZERO) }?;
+        let resident = a
+            .resident
+            .as_deref_mut()
+            .and_then(|r| (r as &mut dyn Any).downcast_mut::<GpuResident>())
+            .expect("made resident above");
+        resident.run(a.format, a.rows, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
+        y_out.finish()
+    }
 }
 
 impl GpuResident {
