@@ -6,6 +6,7 @@
 //! families' types; `crate::backend::executor` makes the executor a handle asked for.
 
 use crate::error::Result;
+use crate::sddmm::contract::{SddmmBackend, SddmmPatterns};
 use crate::spamm::contract::{SpammBackend, SpammStatistics};
 use crate::types::BackendKind;
 use half::{bf16, f16};
@@ -53,6 +54,11 @@ pub trait Executor:
     + SpammBackend<f16>
     + SpammBackend<bf16>
     + SpammStatistics
+    + SddmmBackend<f32>
+    + SddmmBackend<f64>
+    + SddmmBackend<f16>
+    + SddmmBackend<bf16>
+    + SddmmPatterns
 {
     /// The backend, as reported to callers (never `Auto`).
     fn kind(&self) -> BackendKind;

@@ -25,6 +25,10 @@ use crate::types::IndexBase;
 use rayon::prelude::*;
 use std::os::raw::c_int;
 
+pub mod contract;
+use contract::PreparedPlan;
+pub use contract::{RawFactor, RawOperands, SddmmElement};
+
 /// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
 pub const TILE_ROWS: usize = 64;
 /// Columns of S per tile (Tj): bounds the B panel of a tile.
@@ -324,6 +328,9 @@ pub struct SddmmPlan {
     tiles: TileSchedule,
     /// Resident copy for the CUDA backend, when the plan was created on a CUDA handle.
     device: Option<DevicePlan>,
+    /// What the backend of the handle that created the plan keeps of it (the CUDA backend: a copy
+    /// on its device), of the backend's own type.
+    prepared: Option<Box<dyn PreparedPlan>>,
 }
 
 impl SddmmPlan {
@@ -343,6 +350,7 @@ impl SddmmPlan {
             coo_rows: Vec::new(),
             tiles: TileSchedule::default(),
             device: None,
+            prepared: None,
         };
         let (coo_rows, tiles) = {
             let zero_based = plan.pattern();
@@ -402,6 +410,11 @@ impl SddmmPlan {
 
     pub fn coo_rows(&self) -> &[u32] {
         &self.coo_rows
+    }
+
+    /// What a backend prepared of the plan when it was created, if anything.
+    pub fn prepared(&self) -> Option<&dyn PreparedPlan> {
+        self.prepared.as_deref()
     }
 }
 
