@@ -7,6 +7,7 @@
 
 use crate::error::Result;
 use crate::msrep::contract::MsrepBackend;
+use crate::sddmm::contract::{SddmmBackend, SddmmPatterns};
 use crate::smat::contract::SmatBackend;
 use crate::spamm::contract::{SpammBackend, SpammStatistics};
 use crate::types::BackendKind;
@@ -74,6 +75,11 @@ pub trait Executor:
     + SmatBackend<bf16>
     + MsrepBackend<f32>
     + MsrepBackend<f64>
+    + SddmmBackend<f32>
+    + SddmmBackend<f64>
+    + SddmmBackend<f16>
+    + SddmmBackend<bf16>
+    + SddmmPatterns
 {
     /// The backend, as reported to callers (never `Auto`).
     fn kind(&self) -> BackendKind;

@@ -4,16 +4,12 @@ use super::{
     ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, check_ptr, enum_arg,
     handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream,
     out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
-    slice_arg, slice_mut_arg,
 };
-use crate::alloc::try_vec;
-use crate::dense::{MatRef, required_len};
+use crate::dense::required_len;
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
-use crate::scalar::Element;
-use crate::sddmm::{CudaCall, SddmmHandle, SddmmOperands, SddmmPlan};
+use crate::sddmm::{RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan};
 use crate::sparse::{CSR_NAMES, CompressedRef};
-use crate::types::BackendKind;
 use crate::types::{IndexBase, Layout, ValueType};
 use half::{bf16, f16};
 use std::borrow::Cow;
@@ -125,25 +121,12 @@ pub unsafe extern "C" fn sddmmGetLastAlgorithm(
 /// An int array of the caller's as a host slice: borrowed when it is host memory; copied from the
 /// device (waiting for the handle's stream) when a CUDA handle was given device memory, since the
 /// structure of S is validated on the host before anything runs.
-unsafe fn caller_ints<'a>(core: &HandleCore, ptr: *const c_int, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
+unsafe fn caller_ints<'a>(handle: &SddmmHandle, ptr: *const c_int, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
     if len == 0 {
         return Ok(Cow::Borrowed(&[]));
     }
     check_ptr(ptr, name)?;
-    if core.backend() == BackendKind::Cuda {
-        use crate::backend::cuda::{driver_error, memory};
-        if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
-            let gpu = core.gpu()?;
-            gpu.bind()?;
-            let mut host = try_vec(len, 0i32, name)?;
-            let stream = core.cu_stream();
-            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
-                .map_err(driver_error(&format!("reading {name} from the device")))?;
-            gpu.synchronize(stream)?;
-            return Ok(Cow::Owned(host));
-        }
-    }
-    Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
+    unsafe { handle.caller_indices(ptr, len, name) }
 }
 
 /// rowPtr and colInd as host slices.
@@ -153,14 +136,14 @@ type PatternArrays<'a> = (Cow<'a, [i32]>, Cow<'a, [i32]>);
 /// and last entries are checked against the index base and nnz before colInd is touched, so a wrong
 /// nnz cannot make the validation read past the caller's colInd.
 unsafe fn csr_pattern_arrays<'a>(
-    core: &HandleCore,
+    handle: &SddmmHandle,
     m: usize,
     row_ptr: *const c_int,
     col_ind: *const c_int,
     index_base: IndexBase,
     nnz: usize,
 ) -> Result<PatternArrays<'a>> {
-    let row_ptr = unsafe { caller_ints(core, row_ptr, m + 1, "rowPtr") }?;
+    let row_ptr = unsafe { caller_ints(handle, row_ptr, m + 1, "rowPtr") }?;
     let base = index_base.offset();
     if row_ptr[0] as i64 != base {
         return Err(Error::invalid_sparse(format!("rowPtr[0] = {} but the index base is {base}", row_ptr[0])));
@@ -171,7 +154,7 @@ unsafe fn csr_pattern_arrays<'a>(
             row_ptr[m] as i64 - base
         )));
     }
-    let col_ind = unsafe { caller_ints(core, col_ind, nnz, "colInd") }?;
+    let col_ind = unsafe { caller_ints(handle, col_ind, nnz, "colInd") }?;
     Ok((row_ptr, col_ind))
 }
 
@@ -206,8 +189,8 @@ struct DenseArgs {
     layout: Layout,
     s_values: *const c_void,
     out: *mut c_void,
-    /// S's structure as the device should read it (the caller's arrays, or a plan's zero-based host
-    /// copy when the plan has no copy on the handle's device).
+    /// S's structure where the backend reads it (the caller's arrays, or a plan's zero-based host
+    /// copy).
     row_ptr: *const c_int,
     col_ind: *const c_int,
     /// Whether `row_ptr` and `col_ind` are the caller's arguments (sddmmDynamic), which `out` must not
@@ -216,7 +199,7 @@ struct DenseArgs {
 }
 
 /// Checks the value-typed pointers and runs the handle's SDDMM for element type `T`.
-unsafe fn compute_typed<T: Element>(
+unsafe fn compute_typed<T: SddmmElement>(
     handle: &mut SddmmHandle,
     plan: Option<&SddmmPlan>,
     pattern: CompressedRef<'_, ()>,
@@ -243,40 +226,18 @@ unsafe fn compute_typed<T: Element>(
         inputs.push(ArrayBytes::of(args.col_ind, nnz, "colInd"));
     }
     check_no_overlap(ArrayBytes::of(args.out as *const T, nnz, "out"), &inputs)?;
-    if handle.core.backend() == BackendKind::Cuda {
-        let strides = |ld: usize| args.layout.strides(ld);
-        let call = CudaCall::<T> {
-            k: args.k,
-            alpha,
-            a: args.a.cast(),
-            a_len,
-            a_strides: strides(args.lda),
-            b: args.b.cast(),
-            b_len,
-            b_strides: strides(args.ldb),
-            s_values: args.s_values.cast(),
-            row_ptr: args.row_ptr,
-            col_ind: args.col_ind,
-            out: args.out.cast(),
-        };
-        return handle.compute_cuda(&call, &pattern, plan);
-    }
-    let a = unsafe { slice_arg(args.a as *const T, a_len, "A") }?;
-    let b = unsafe { slice_arg(args.b as *const T, b_len, "B") }?;
-    let s_values = if args.s_values.is_null() {
-        None
-    } else {
-        Some(unsafe { slice_arg(args.s_values as *const T, nnz, "sValues") }?)
-    };
-    let out = unsafe { slice_mut_arg(args.out as *mut T, nnz, "out") }?;
-    let operands = SddmmOperands {
-        pattern,
-        a: MatRef::new(a, m, args.k, args.lda, args.layout),
-        b: MatRef::new(b, n, args.k, args.ldb, args.layout),
-        s_values,
+    let operands = RawOperands::<T> {
+        k: args.k,
         alpha,
+        a: RawFactor { ptr: args.a.cast(), len: a_len, ld: args.lda },
+        b: RawFactor { ptr: args.b.cast(), len: b_len, ld: args.ldb },
+        layout: args.layout,
+        s_values: args.s_values.cast(),
+        out: args.out.cast(),
+        row_ptr: args.row_ptr,
+        col_ind: args.col_ind,
     };
-    handle.compute(&operands, plan, out)
+    unsafe { handle.compute(&operands, pattern, plan) }
 }
 
 unsafe fn compute(
@@ -343,7 +304,7 @@ pub unsafe extern "C" fn sddmmDynamic(
         let ldb = size_arg(ldb as i64, "ldb")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(&h.core, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
         let args = DenseArgs {
             k,
@@ -387,12 +348,9 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         let n = size_arg(n as i64, "n")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(&h.core, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
-        let mut planned = SddmmPlan::new(&pattern)?;
-        if h.core.backend() == BackendKind::Cuda {
-            planned.upload(&h.core)?;
-        }
+        let planned = h.create_plan(&pattern)?;
         *plan_out = PLANS.register(planned)?;
         Ok(())
     })

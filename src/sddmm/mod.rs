@@ -12,18 +12,24 @@
 //! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold (default 1e-4, the paper's
 //! 0.01 %), COO otherwise. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
 //! algorithms derive from the sparsity pattern alone, done once for many calls.
+//!
+//! The family chooses the algorithm and plans; the handle's executor runs the chosen algorithm
+//! through the family's contract ([`contract`]), so this module names no backend.
 
 use crate::alloc::{try_push, try_vec, try_with_capacity};
-use crate::backend::cpu;
 use crate::dense::MatRef;
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
-use crate::types::BackendKind;
 use crate::types::IndexBase;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::os::raw::c_int;
+
+pub mod contract;
+use contract::{PreparedPlan, Sampling, SddmmPatterns};
+pub use contract::{RawFactor, RawOperands, SddmmElement};
 
 /// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
 pub const TILE_ROWS: usize = 64;
@@ -127,171 +133,46 @@ impl SddmmHandle {
         }
     }
 
-    /// Computes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` on the handle's backend. With a plan, its
-    /// preprocessing is reused; without, the chosen algorithm derives what it needs from `pattern`.
-    /// `out` is overwritten (never read).
-    pub fn compute<T: Element>(
+    /// Computes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` on the handle's backend, for every entry of
+    /// `pattern` (S's structure, validated; `operands.row_ptr` / `col_ind` hold the same). With a
+    /// plan, its preprocessing is reused; without, the chosen algorithm derives what it needs from
+    /// the pattern. `out` is overwritten (never read). On the CUDA backend the arrays may be host or
+    /// device memory, and the call returns without waiting unless `out` is host memory.
+    ///
+    /// # Safety
+    /// The operands must be readable (`out` writable) for their lengths in memory the handle's
+    /// backend accepts, `out` overlapping no input.
+    pub unsafe fn compute<T: SddmmElement>(
         &mut self,
-        operands: &SddmmOperands<'_, T>,
+        operands: &RawOperands<T>,
+        pattern: CompressedRef<'_, ()>,
         plan: Option<&SddmmPlan>,
-        out: &mut [T],
     ) -> Result<()> {
-        let pattern = &operands.pattern;
-        if out.len() != pattern.nnz() {
-            return Err(Error::internal("output length differs from nnz"));
-        }
         let algorithm = self.choose(pattern.outer_dim, pattern.inner_dim, pattern.nnz());
-        match self.core.backend() {
-            BackendKind::Cpu | BackendKind::Auto => match algorithm {
-                SddmmAlgorithm::Tiled => {
-                    let built;
-                    let schedule = match plan {
-                        Some(p) => &p.tiles,
-                        None => {
-                            built = TileSchedule::build(pattern)?;
-                            &built
-                        }
-                    };
-                    cpu::sddmm::tiled(operands, schedule, out)?;
-                }
-                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
-                    let built;
-                    let rows = match plan {
-                        Some(p) => &p.coo_rows[..],
-                        None => {
-                            built = coo_row_indices(pattern)?;
-                            &built[..]
-                        }
-                    };
-                    cpu::sddmm::coo(operands, rows, out);
-                }
-            },
-            BackendKind::Cuda => {
-                return Err(Error::internal("a CUDA SDDMM handle computes through compute_cuda, on raw pointers"));
-            }
-        }
+        let sampling = Sampling { operands, pattern, plan, algorithm };
+        unsafe { T::backend(self.core.executor_mut()).sample(&sampling) }?;
         self.last_algorithm = Some(algorithm);
         Ok(())
     }
-}
 
-impl SddmmHandle {
-    /// The CUDA backend's compute: `call`'s arrays may be host or device memory (validated by the
-    /// caller for size and NULL; `pattern` is a host view of S's structure, validated in full). With
-    /// a plan uploaded to this device its COO rows / tile schedule are used; otherwise the chosen
-    /// algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out` is host
-    /// memory.
-    pub fn compute_cuda<T: Element>(
-        &mut self,
-        call: &CudaCall<T>,
-        pattern: &CompressedRef<'_, ()>,
-        plan: Option<&SddmmPlan>,
-    ) -> Result<()> {
-        use crate::backend::cuda::memory::{DeviceInput, DeviceOutput};
-        use crate::backend::cuda::sddmm as gpu_sddmm;
-        let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
-        let algorithm = self.choose(m, n, nnz);
-        let gpu = self.core.gpu()?;
-        gpu.bind()?;
-        let stream = self.core.cu_stream();
-        let a = unsafe { DeviceInput::new(&gpu, stream, call.a, call.a_len, "A") }?;
-        let b = unsafe { DeviceInput::new(&gpu, stream, call.b, call.b_len, "B") }?;
-        let s = if call.s_values.is_null() {
-            None
-        } else {
-            Some(unsafe { DeviceInput::new(&gpu, stream, call.s_values, nnz, "sValues") }?)
-        };
-        let resident = plan.and_then(|p| p.device.as_ref()).filter(|d| d.ordinal == gpu.ordinal);
-        let (staged_ptr, staged_idx);
-        let (row_ptr, col_ind, base) = match resident {
-            Some(d) => (d.row_ptr.ptr(), d.col_ind.ptr(), 0),
-            None => {
-                staged_ptr = unsafe { DeviceInput::new(&gpu, stream, call.row_ptr, m + 1, "rowPtr") }?;
-                staged_idx = unsafe { DeviceInput::new(&gpu, stream, call.col_ind, nnz, "colInd") }?;
-                (staged_ptr.ptr(), staged_idx.ptr(), pattern.base.offset() as i32)
-            }
-        };
-        let out = unsafe { DeviceOutput::new(&gpu, stream, call.out, nnz, "out", false) }?;
-        let operands = gpu_sddmm::DeviceOperands::<T> {
-            m,
-            n,
-            k: call.k,
-            nnz,
-            alpha: call.alpha,
-            a: a.ptr(),
-            a_strides: call.a_strides,
-            b: b.ptr(),
-            b_strides: call.b_strides,
-            s_values: s.as_ref().map_or(0, |s| s.ptr()),
-            row_ptr,
-            col_ind,
-            base,
-            out: out.ptr(),
-        };
-        if nnz > 0 {
-            match algorithm {
-                SddmmAlgorithm::Tiled => {
-                    let built;
-                    let schedule = match resident {
-                        Some(d) => &d.tiles,
-                        None => {
-                            built = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
-                            &built
-                        }
-                    };
-                    gpu_sddmm::tiled(&gpu, stream, &operands, schedule)?;
-                }
-                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
-                    let built;
-                    let rows = match resident {
-                        Some(d) => d.coo_rows.ptr(),
-                        None => {
-                            built = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
-                            built.ptr()
-                        }
-                    };
-                    gpu_sddmm::coo(&gpu, stream, &operands, rows)?;
-                }
-            }
-        }
-        out.finish()?;
-        self.last_algorithm = Some(algorithm);
-        Ok(())
+    /// Validated-pattern preprocessing for many compute calls ([`SddmmPlan::new`]), also prepared on
+    /// the handle's backend (the CUDA backend: uploaded and preprocessed on the handle's device,
+    /// waiting for the stream, so the plan may be used on any stream of the device afterwards).
+    pub fn create_plan(&mut self, pattern: &CompressedRef<'_, ()>) -> Result<SddmmPlan> {
+        let mut plan = SddmmPlan::new(pattern)?;
+        plan.prepared = self.core.executor_mut().prepare_plan(&plan)?;
+        Ok(plan)
     }
-}
 
-/// The caller's arrays of one CUDA SDDMM as raw pointers (host or device memory) with their lengths;
-/// element (r, p) of A is at `r·a_strides.0 + p·a_strides.1`, likewise B.
-#[derive(Clone, Copy, Debug)]
-pub struct CudaCall<T: Element> {
-    pub k: usize,
-    pub alpha: T::Compute,
-    pub a: *const T,
-    pub a_len: usize,
-    pub a_strides: (usize, usize),
-    pub b: *const T,
-    pub b_len: usize,
-    pub b_strides: (usize, usize),
-    /// NULL: S is a pattern.
-    pub s_values: *const T,
-    pub row_ptr: *const i32,
-    pub col_ind: *const i32,
-    pub out: *mut T,
-}
-
-/// A plan's copy on one GPU (made at sddmmCreatePlan on a CUDA handle): the zero-based pattern, its
-/// COO rows and its tile schedule, both built on the device once.
-pub struct DevicePlan {
-    ordinal: usize,
-    row_ptr: crate::backend::cuda::memory::DeviceBuffer,
-    col_ind: crate::backend::cuda::memory::DeviceBuffer,
-    coo_rows: crate::backend::cuda::memory::DeviceBuffer,
-    tiles: crate::backend::cuda::sddmm::TileSchedule,
-}
-
-impl std::fmt::Debug for DevicePlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.tiles)
+    /// The caller's `len` int indices at `ptr` (not NULL, aligned, `len` > 0) in host memory, for
+    /// validation: borrowed when they are host memory, copied from the device (waiting for the
+    /// handle's stream) when a CUDA handle was given device memory.
+    ///
+    /// # Safety
+    /// `ptr` must be readable for `len` ints, in memory the handle's backend accepts, for `'a`.
+    pub unsafe fn caller_indices<'a>(&self, ptr: *const i32, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
+        let patterns: &dyn SddmmPatterns = self.core.executor();
+        unsafe { patterns.host_indices(ptr, len, name) }
     }
 }
 
@@ -301,8 +182,9 @@ pub fn density(rows: usize, cols: usize, nnz: usize) -> f64 {
     if cells == 0.0 { 0.0 } else { nnz as f64 / cells }
 }
 
-/// The validated inputs of one SDDMM: the pattern of S (values are separate so a plan can hold the
-/// pattern alone), A and B as m×k and n×k views, S's values (`None`: every S[e] is 1), and α.
+/// The validated inputs of one SDDMM as host views ([`RawOperands::host`]): the pattern of S (values
+/// are separate so a plan can hold the pattern alone), A and B as m×k and n×k views, S's values
+/// (`None`: every S[e] is 1), and α.
 #[derive(Clone, Copy, Debug)]
 pub struct SddmmOperands<'a, T: Element> {
     pub pattern: CompressedRef<'a, ()>,
@@ -325,8 +207,9 @@ pub struct SddmmPlan {
     entries: Vec<()>,
     coo_rows: Vec<u32>,
     tiles: TileSchedule,
-    /// Resident copy for the CUDA backend, when the plan was created on a CUDA handle.
-    device: Option<DevicePlan>,
+    /// What the backend of the handle that created the plan keeps of it (the CUDA backend: a copy
+    /// on its device), of the backend's own type.
+    prepared: Option<Box<dyn PreparedPlan>>,
 }
 
 impl SddmmPlan {
@@ -345,7 +228,7 @@ impl SddmmPlan {
             entries: vec![(); pattern.nnz()],
             coo_rows: Vec::new(),
             tiles: TileSchedule::default(),
-            device: None,
+            prepared: None,
         };
         let (coo_rows, tiles) = {
             let zero_based = plan.pattern();
@@ -354,25 +237,6 @@ impl SddmmPlan {
         plan.coo_rows = coo_rows;
         plan.tiles = tiles;
         Ok(plan)
-    }
-
-    /// Uploads the pattern to the handle's GPU and builds its COO rows and tile schedule there, once
-    /// (GPU-Preprocessing), so that sddmmExecutePlan on that device does no per-call preprocessing.
-    /// Waits for the stream, so the plan may be used on any stream of the device afterwards.
-    pub fn upload(&mut self, core: &HandleCore) -> Result<()> {
-        use crate::backend::cuda::memory::DeviceBuffer;
-        use crate::backend::cuda::sddmm as gpu_sddmm;
-        let gpu = core.gpu()?;
-        gpu.bind()?;
-        let stream = core.cu_stream();
-        let (m, n, nnz) = (self.rows, self.cols, self.nnz());
-        let row_ptr = DeviceBuffer::from_host(&gpu, &self.row_ptr, stream, "the plan's row pointers")?.resident();
-        let col_ind = DeviceBuffer::from_host(&gpu, &self.col_ind, stream, "the plan's column indices")?.resident();
-        let coo_rows = gpu_sddmm::coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
-        let tiles = gpu_sddmm::tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
-        gpu.synchronize(stream)?;
-        self.device = Some(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles });
-        Ok(())
     }
 
     pub fn rows(&self) -> usize {
@@ -405,6 +269,11 @@ impl SddmmPlan {
 
     pub fn coo_rows(&self) -> &[u32] {
         &self.coo_rows
+    }
+
+    /// What a backend prepared of the plan when it was created, if anything.
+    pub fn prepared(&self) -> Option<&dyn PreparedPlan> {
+        self.prepared.as_deref()
     }
 }
 

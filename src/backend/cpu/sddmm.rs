@@ -2,13 +2,18 @@
 //! memory) and the nnz-balanced COO algorithm (GPU-Convert). Both compute
 //! `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` in `T::Compute` and overwrite `out`.
 
+use super::CpuExecutor;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::dense::MatRef;
 use crate::error::Result;
 use crate::scalar::{ComputeScalar, Element};
-use crate::sddmm::{BandSchedule, SddmmOperands, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule};
+use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
+use crate::sddmm::{
+    BandSchedule, SddmmAlgorithm, SddmmOperands, SddmmPlan, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule, coo_row_indices,
+};
 use rayon::prelude::*;
 use std::any::TypeId;
+use std::borrow::Cow;
 
 /// Lanes of independent partial sums in a dot product: enough for the compiler to vectorise and to
 /// hide the add latency.
@@ -227,5 +232,49 @@ fn finish_band<T: Element>(
                 *sum = finish::<T>(op.alpha, s_band, local, *sum).to_compute();
             }
         }
+    }
+}
+
+impl<T: Element> SddmmBackend<T> for CpuExecutor {
+    unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
+        let pattern = sampling.pattern;
+        // SAFETY: the caller's arrays are host memory of their stated lengths (the contract).
+        let (operands, out) = unsafe { (sampling.operands.host(pattern), sampling.operands.host_out(pattern.nnz())) };
+        match sampling.algorithm {
+            SddmmAlgorithm::Tiled => {
+                let built;
+                let schedule = match sampling.plan {
+                    Some(p) => p.tile_schedule(),
+                    None => {
+                        built = TileSchedule::build(&pattern)?;
+                        &built
+                    }
+                };
+                tiled(&operands, schedule, out)
+            }
+            SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+                let built;
+                let rows = match sampling.plan {
+                    Some(p) => p.coo_rows(),
+                    None => {
+                        built = coo_row_indices(&pattern)?;
+                        &built[..]
+                    }
+                };
+                coo(&operands, rows, out);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl SddmmPatterns for CpuExecutor {
+    unsafe fn host_indices<'a>(&self, ptr: *const i32, len: usize, _name: &str) -> Result<Cow<'a, [i32]>> {
+        // SAFETY: host memory readable for `len` ints (the contract).
+        Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
+    }
+
+    fn prepare_plan(&mut self, _plan: &SddmmPlan) -> Result<Option<Box<dyn PreparedPlan>>> {
+        Ok(None)
     }
 }

@@ -2,12 +2,18 @@
 //! (GPU-Convert), the on-device tile schedule and the shared-memory tiled kernel (GPU-Shared).
 
 use super::kernels::SDDMM;
-use super::memory::DeviceBuffer;
-use super::{GpuDevice, Launch, Stream, launch};
+use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
+use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
+use crate::alloc::try_vec;
 use crate::error::Result;
 use crate::kernel_args;
 use crate::scalar::Element;
+use crate::sddmm::SddmmAlgorithm;
+use crate::sddmm::SddmmPlan;
+use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
 use cudarc::driver::sys::CUdeviceptr;
+use std::any::Any;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
@@ -279,5 +285,136 @@ pub fn coo<T: Element>(
                 &op.out
             ],
         )
+    }
+}
+
+/// A plan's copy on one GPU (made at sddmmCreatePlan on a CUDA handle): the zero-based pattern, its
+/// COO rows and its tile schedule, both built on the device once.
+pub struct DevicePlan {
+    ordinal: usize,
+    row_ptr: DeviceBuffer,
+    col_ind: DeviceBuffer,
+    coo_rows: DeviceBuffer,
+    tiles: TileSchedule,
+}
+
+impl std::fmt::Debug for DevicePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.tiles)
+    }
+}
+
+impl PreparedPlan for DevicePlan {}
+
+impl<T: Element> SddmmBackend<T> for CudaExecutor {
+    /// The arrays may be host or device memory (`sampling.pattern` is a host view of S's structure).
+    /// With a plan prepared on this device its COO rows / tile schedule are used; otherwise the
+    /// chosen algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out`
+    /// is host memory.
+    unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
+        let call = sampling.operands;
+        let pattern = &sampling.pattern;
+        let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        let stream = self.stream();
+        let a = unsafe { DeviceInput::new(&gpu, stream, call.a.ptr, call.a.len, "A") }?;
+        let b = unsafe { DeviceInput::new(&gpu, stream, call.b.ptr, call.b.len, "B") }?;
+        let s = if call.s_values.is_null() {
+            None
+        } else {
+            Some(unsafe { DeviceInput::new(&gpu, stream, call.s_values, nnz, "sValues") }?)
+        };
+        let resident = sampling
+            .plan
+            .and_then(|p| p.prepared())
+            .and_then(|prepared| (prepared as &dyn Any).downcast_ref::<DevicePlan>())
+            .filter(|d| d.ordinal == gpu.ordinal);
+        let (staged_ptr, staged_idx);
+        let (row_ptr, col_ind, base) = match resident {
+            Some(d) => (d.row_ptr.ptr(), d.col_ind.ptr(), 0),
+            None => {
+                staged_ptr = unsafe { DeviceInput::new(&gpu, stream, call.row_ptr, m + 1, "rowPtr") }?;
+                staged_idx = unsafe { DeviceInput::new(&gpu, stream, call.col_ind, nnz, "colInd") }?;
+                (staged_ptr.ptr(), staged_idx.ptr(), pattern.base.offset() as i32)
+            }
+        };
+        let out = unsafe { DeviceOutput::new(&gpu, stream, call.out, nnz, "out", false) }?;
+        let operands = DeviceOperands::<T> {
+            m,
+            n,
+            k: call.k,
+            nnz,
+            alpha: call.alpha,
+            a: a.ptr(),
+            a_strides: call.strides(call.a.ld),
+            b: b.ptr(),
+            b_strides: call.strides(call.b.ld),
+            s_values: s.as_ref().map_or(0, |s| s.ptr()),
+            row_ptr,
+            col_ind,
+            base,
+            out: out.ptr(),
+        };
+        if nnz > 0 {
+            match sampling.algorithm {
+                SddmmAlgorithm::Tiled => {
+                    let built;
+                    let schedule = match resident {
+                        Some(d) => &d.tiles,
+                        None => {
+                            built = tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
+                            &built
+                        }
+                    };
+                    tiled(&gpu, stream, &operands, schedule)?;
+                }
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+                    let built;
+                    let rows = match resident {
+                        Some(d) => d.coo_rows.ptr(),
+                        None => {
+                            built = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
+                            built.ptr()
+                        }
+                    };
+                    coo(&gpu, stream, &operands, rows)?;
+                }
+            }
+        }
+        out.finish()
+    }
+}
+
+impl SddmmPatterns for CudaExecutor {
+    unsafe fn host_indices<'a>(&self, ptr: *const i32, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
+        if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
+            let gpu = self.lead()?;
+            gpu.bind()?;
+            let mut host = try_vec(len, 0i32, name)?;
+            let stream = self.stream();
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host[..], ptr as u64, stream.0) }
+                .map_err(driver_error(&format!("reading {name} from the device")))?;
+            gpu.synchronize(stream)?;
+            return Ok(Cow::Owned(host));
+        }
+        Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
+    }
+
+    /// Uploads the pattern to the handle's GPU and builds its COO rows and tile schedule there, once
+    /// (GPU-Preprocessing), so that sddmmExecutePlan on that device does no per-call preprocessing.
+    /// Waits for the stream, so the plan may be used on any stream of the device afterwards.
+    fn prepare_plan(&mut self, plan: &SddmmPlan) -> Result<Option<Box<dyn PreparedPlan>>> {
+        let gpu = self.lead()?;
+        gpu.bind()?;
+        let stream = self.stream();
+        let pattern = plan.pattern();
+        let (m, n, nnz) = (plan.rows(), plan.cols(), plan.nnz());
+        let row_ptr = DeviceBuffer::from_host(&gpu, pattern.ptr, stream, "the plan's row pointers")?.resident();
+        let col_ind = DeviceBuffer::from_host(&gpu, pattern.idx, stream, "the plan's column indices")?.resident();
+        let coo_rows = coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
+        let tiles = tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
+        gpu.synchronize(stream)?;
+        Ok(Some(Box::new(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles })))
     }
 }
