@@ -78,22 +78,3 @@ impl HandleCore {
         self.executor.test_hooks_mut()
     }
 }
-
-/// Direct CUDA access for the families that do not yet execute through a contract of their own
-/// (SMaT, MSREP, SDDMM).
-impl HandleCore {
-    /// The first of the handle's devices on the CUDA runtime (where single-GPU work runs).
-    pub fn gpu(&self) -> Result<std::sync::Arc<backend::cuda::GpuDevice>> {
-        backend::cuda::device(self.devices()[0] as usize)
-    }
-
-    /// All of the handle's devices, in the order given to `set_devices`.
-    pub fn gpus(&self) -> Result<Vec<std::sync::Arc<backend::cuda::GpuDevice>>> {
-        self.devices().iter().map(|&d| backend::cuda::device(d as usize)).collect()
-    }
-
-    /// The caller's stream as the driver API's type.
-    pub fn cu_stream(&self) -> backend::cuda::Stream {
-        backend::cuda::Stream(self.executor.placement().stream as cudarc::driver::sys::CUstream)
-    }
-}
