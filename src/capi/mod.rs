@@ -263,6 +263,21 @@ pub(crate) unsafe fn handle_set_devices<H: FamilyHandle>(
     })
 }
 
+/// Calls a function generic over the element type with the type a [`crate::types::ValueType`] names:
+/// `for_value_type!(vt, f(args))` is `f::<f16>(args)`, `f::<bf16>(args)`, `f::<f32>(args)` or
+/// `f::<f64>(args)`. The one place where a C value type becomes a Rust element type.
+macro_rules! for_value_type {
+    ($value_type:expr, $function:ident ( $($arg:expr),* $(,)? )) => {
+        match $value_type {
+            $crate::types::ValueType::F16 => $function::<half::f16>($($arg),*),
+            $crate::types::ValueType::Bf16 => $function::<half::bf16>($($arg),*),
+            $crate::types::ValueType::F32 => $function::<f32>($($arg),*),
+            $crate::types::ValueType::F64 => $function::<f64>($($arg),*),
+        }
+    };
+}
+pub(crate) use for_value_type;
+
 /// `sgpuOperation_t`: an `sgpuOperation` value passed as `int`.
 pub type sgpuOperation_t = c_int;
 /// `sgpuValueType_t`: an `sgpuValueType` value passed as `int`.

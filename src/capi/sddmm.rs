@@ -2,8 +2,9 @@
 
 use super::{
     ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, check_ptr, enum_arg,
-    handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream,
-    out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    for_value_type, handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend,
+    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t,
+    sgpuValueType_t, size_arg,
 };
 use crate::dense::required_len;
 use crate::error::{Error, Result};
@@ -11,7 +12,6 @@ use crate::handle::HandleCore;
 use crate::sddmm::{RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan};
 use crate::sparse::{CSR_NAMES, CompressedRef};
 use crate::types::{IndexBase, Layout, ValueType};
-use half::{bf16, f16};
 use std::borrow::Cow;
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -247,14 +247,7 @@ unsafe fn compute(
     value_type: ValueType,
     args: &DenseArgs,
 ) -> Result<()> {
-    unsafe {
-        match value_type {
-            ValueType::F32 => compute_typed::<f32>(handle, plan, pattern, args),
-            ValueType::F64 => compute_typed::<f64>(handle, plan, pattern, args),
-            ValueType::F16 => compute_typed::<f16>(handle, plan, pattern, args),
-            ValueType::Bf16 => compute_typed::<bf16>(handle, plan, pattern, args),
-        }
-    }
+    unsafe { for_value_type!(value_type, compute_typed(handle, plan, pattern, args)) }
 }
 
 /// Sampled dense-dense product with per-call algorithm choice (GPU-Dynamic): for each nonzero

@@ -4,9 +4,9 @@
 //! CSR matrix once with `smatCreateCsr`, then call `smatSpMM` as often as needed.
 
 use super::{
-    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
-    handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream, out_arg, scalar_arg,
-    sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, for_value_type,
+    handle_create, handle_destroy, handle_get_backend, handle_get_stream, handle_set_backend, handle_set_stream,
+    out_arg, scalar_arg, sgpuBackend_t, sgpuIndexBase_t, sgpuLayout_t, sgpuStatus_t, sgpuValueType_t, size_arg,
 };
 use crate::dense::required_len;
 use crate::error::Result;
@@ -14,7 +14,6 @@ use crate::handle::HandleCore;
 use crate::smat::contract::{Product, RawCsr, SmatElement};
 use crate::smat::{SmatHandle, SmatMatrix};
 use crate::types::{IndexBase, Layout, ValueType};
-use half::{bf16, f16};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -178,12 +177,7 @@ pub unsafe extern "C" fn smatCreateCsr(
         let nnz = size_arg(nnz, "nnz")?;
         let value_type: ValueType = enum_arg(valueType, "valueType")?;
         let base: IndexBase = enum_arg(indexBase, "indexBase")?;
-        let matrix = match value_type {
-            ValueType::F16 => unsafe { analyse::<f16>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
-            ValueType::Bf16 => unsafe { analyse::<bf16>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
-            ValueType::F32 => unsafe { analyse::<f32>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
-            ValueType::F64 => unsafe { analyse::<f64>(h, rows, cols, rowPtr, colInd, values, nnz, base) },
-        }?;
+        let matrix = unsafe { for_value_type!(value_type, analyse(h, rows, cols, rowPtr, colInd, values, nnz, base)) }?;
         *out = MATRICES.register(matrix)?;
         Ok(())
     })
@@ -271,12 +265,7 @@ pub unsafe extern "C" fn smatSpMM(
         let b_len = required_len(info.cols, n, ldb, layout, "B")?;
         let c_len = required_len(info.rows, n, ldc, layout, "C")?;
         let operands = Operands { n, b: B, ldb, b_len, c: C, ldc, c_len, layout };
-        match info.value_type {
-            ValueType::F16 => unsafe { spmm::<f16>(h, matrix, alpha, beta, operands) },
-            ValueType::Bf16 => unsafe { spmm::<bf16>(h, matrix, alpha, beta, operands) },
-            ValueType::F32 => unsafe { spmm::<f32>(h, matrix, alpha, beta, operands) },
-            ValueType::F64 => unsafe { spmm::<f64>(h, matrix, alpha, beta, operands) },
-        }
+        unsafe { for_value_type!(info.value_type, spmm(h, matrix, alpha, beta, operands)) }
     })
 }
 

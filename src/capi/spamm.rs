@@ -1,9 +1,10 @@
 //! The SpAMM family's C API: `spamm*`.
 
 use super::{
-    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, handle_create,
-    handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend, handle_set_devices,
-    handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t, sgpuValueType_t, size_arg,
+    ArrayBytes, FamilyHandle, ObjectKind, Registry, boundary, check_array, check_no_overlap, enum_arg, for_value_type,
+    handle_create, handle_destroy, handle_get_backend, handle_get_devices, handle_get_stream, handle_set_backend,
+    handle_set_devices, handle_set_stream, out_arg, scalar_arg, sgpuBackend_t, sgpuOperation_t, sgpuStatus_t,
+    sgpuValueType_t, size_arg,
 };
 use crate::dense::{op_shape, required_len};
 use crate::error::{Error, Float, Result};
@@ -12,7 +13,7 @@ use crate::scalar::Element;
 use crate::spamm::MathMode;
 use crate::spamm::{RawOperand, SpammElement, SpammHandle, TauRule};
 use crate::types::{Layout, Operation, ValueType};
-use half::{bf16, f16};
+use half::f16;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -434,12 +435,8 @@ pub unsafe extern "C" fn spammTuneTau(
         let search = (targetValidRatio, tolerance, max_iterations);
         let tau_out = unsafe { out_arg(tau, "tau") }?;
         let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
-        let (found_tau, found_ratio) = match value_type {
-            ValueType::F16 => unsafe { tune_c::<f16>(h, ops, dims, A, lda, B, ldb, search) },
-            ValueType::F32 => unsafe { tune_c::<f32>(h, ops, dims, A, lda, B, ldb, search) },
-            ValueType::F64 => unsafe { tune_c::<f64>(h, ops, dims, A, lda, B, ldb, search) },
-            ValueType::Bf16 => unsafe { tune_c::<bf16>(h, ops, dims, A, lda, B, ldb, search) },
-        }?;
+        let (found_tau, found_ratio) =
+            unsafe { for_value_type!(value_type, tune_c(h, ops, dims, A, lda, B, ldb, search)) }?;
         *tau_out = found_tau;
         *ratio_out = found_ratio;
         Ok(())
@@ -495,12 +492,8 @@ pub unsafe extern "C" fn spammTuneTauForErrorBound(
         let tau_out = unsafe { out_arg(tau, "tau") }?;
         let bound_out = unsafe { out_arg(achievedErrorBound, "achievedErrorBound") }?;
         let ratio_out = unsafe { out_arg(achievedValidRatio, "achievedValidRatio") }?;
-        let (found_tau, found_bound, found_ratio) = match value_type {
-            ValueType::F16 => unsafe { tune_bound_c::<f16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-            ValueType::F32 => unsafe { tune_bound_c::<f32>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-            ValueType::F64 => unsafe { tune_bound_c::<f64>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-            ValueType::Bf16 => unsafe { tune_bound_c::<bf16>(h, ops, dims, alpha, A, lda, B, ldb, search) },
-        }?;
+        let (found_tau, found_bound, found_ratio) =
+            unsafe { for_value_type!(value_type, tune_bound_c(h, ops, dims, alpha, A, lda, B, ldb, search)) }?;
         *tau_out = found_tau;
         *bound_out = found_bound;
         *ratio_out = found_ratio;
@@ -534,12 +527,7 @@ unsafe fn run_untyped_gemm(
         let scalars = (alpha as *const T::Compute, beta as *const T::Compute);
         unsafe { run_gemm(h, ops, dims, scalars, (a as *const T, lda), (b as *const T, ldb), (c as *mut T, ldc), tau) }
     }
-    match value_type {
-        ValueType::F16 => unsafe { typed::<f16>(h, ops, dims, scalars, operands, rule) },
-        ValueType::Bf16 => unsafe { typed::<bf16>(h, ops, dims, scalars, operands, rule) },
-        ValueType::F32 => unsafe { typed::<f32>(h, ops, dims, scalars, operands, rule) },
-        ValueType::F64 => unsafe { typed::<f64>(h, ops, dims, scalars, operands, rule) },
-    }
+    unsafe { for_value_type!(value_type, typed(h, ops, dims, scalars, operands, rule)) }
 }
 
 /// SpAMM of any value type, as cublasGemmEx is GEMM's: C = alpha·op(A)·op(B) + beta·C with A, B and
