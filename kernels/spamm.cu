@@ -4,6 +4,10 @@
 // norms are summed in exactly its order and every skip decision is its f64 rule: skipped iff `nA * nB < tau`
 // (a NaN product, from a block holding NaN or Inf, is never skipped).
 //
+// One module, although long: every kernel here reads the same norm maps with the same skip rule, and a
+// product loads one module for its norms, lists, statistics and searches (NVRTC compiles and caches a
+// module per source).
+//
 // Matrices are BLAS column-major; op(X) = X or X^T is applied by the tile loads. Block norm maps are
 // column-major over blocks of op(X): norm(i, k) at [i + k * block_rows].
 

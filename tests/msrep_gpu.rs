@@ -20,16 +20,8 @@ use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::ptr::null_mut;
-use std::sync::Mutex;
 
 const OK: c_int = Status::Success as c_int;
-
-/// Allocation-failure injection is process-wide: every test that allocates on the GPU takes this.
-static GPU_LOCK: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 struct Handle(msrepHandle_t);
 
@@ -206,7 +198,6 @@ fn eps<T: Element>() -> f64 {
 /// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
 /// reference and against the CPU backend.
 fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
-    let _guard = lock();
     let mut rng = Rng::fresh(label);
     let gpu_handle = Handle::new(BackendKind::Cuda, devices);
     gpu_handle.set_test_hooks(|hooks| hooks.msrep_stage_lead_partitions = staged);
@@ -298,7 +289,6 @@ fn non_default_stream_and_repeated_calls() {
     if !common::cuda_available("non_default_stream_and_repeated_calls") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("msrep gpu stream");
     let gpu = cuda::device(0).unwrap();
     gpu.bind().unwrap();
@@ -341,7 +331,6 @@ fn allocation_failure_leaves_outputs_untouched() {
     if !common::cuda_available("allocation_failure_leaves_outputs_untouched") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("msrep gpu alloc");
     let a: CsrMatrix<f64> = random_csr(&mut rng, 50, 40, 0.2);
     let x: Vec<f64> = (0..a.cols).map(|_| rng.range(-1.0, 1.0)).collect();
@@ -388,7 +377,6 @@ fn rmat_timing() {
     if !common::cuda_available("rmat_timing") {
         return;
     }
-    let _guard = lock();
     let scale: u32 = std::env::var("MSREP_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(22);
     let n = 1usize << scale;
     let started = std::time::Instant::now();

@@ -1,6 +1,10 @@
 //! SDDMM (GPU-Dynamic) through the C API: every algorithm and the plan against an f64 reference on
 //! random shapes, patterns, layouts, index bases and value types; the density dispatch; every
 //! exported function and every rejected input.
+//!
+//! One file per family on purpose, although long: each integration-test file is its own binary that
+//! links the whole library (about 3 MB), so splitting a family's tests would multiply link time and
+//! the binaries carried to a GPU machine; the tests are grouped by section instead.
 
 mod common;
 use common::last_error;
@@ -15,16 +19,6 @@ use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
-use std::sync::Mutex;
-
-/// The C API's registries identify objects by address: a pointer destroyed in one test could be
-/// handed out again by an allocation in a concurrently running test, making the "destroyed handle"
-/// checks flaky. Tests of this file therefore run one at a time (each is internally parallel).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Whether the last message is from `function` and names argument `arg` (as "argument arg ..." or
 /// as the subject of the message, "function: arg ..." / "function: arg[..]").
@@ -375,7 +369,6 @@ fn random_k(rng: &mut Rng) -> usize {
 
 #[test]
 fn every_algorithm_and_the_plan_match_the_reference_on_random_problems() {
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm random problems");
     let h = create_handle();
     for case in 0..160 {
@@ -400,7 +393,6 @@ fn every_algorithm_and_the_plan_match_the_reference_on_random_problems() {
 
 #[test]
 fn tiled_and_coo_agree_to_rounding_on_a_dense_pattern() {
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm dense agreement");
     let h = create_handle();
     let pattern = random_csr::<f64>(&mut rng, 130, 70, 1.0);
@@ -427,7 +419,6 @@ fn pattern_with(n: usize, nnz: usize) -> CsrMatrix<f64> {
 
 #[test]
 fn auto_switches_to_tiled_strictly_above_the_density_threshold() {
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm dispatch");
     let h = create_handle();
     let run = |rng: &mut Rng, n: usize, nnz: usize| -> SddmmAlgorithm {
@@ -475,7 +466,6 @@ fn auto_switches_to_tiled_strictly_above_the_density_threshold() {
 
 #[test]
 fn handle_functions_work_and_reject_bad_arguments() {
-    let _serial = serial();
     assert_eq!(unsafe { sddmmCreate(null_mut()) }, Status::InvalidPointer as i32);
     assert!(names("sddmmCreate", "handle"), "{}", last_error());
 
@@ -644,7 +634,6 @@ impl DynamicCall {
 
 #[test]
 fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
-    let _serial = serial();
     // S: 3 x 4, one-based, 5 entries; A 3 x 2 and B 4 x 2 column-major with lda = 3, ldb = 4.
     let row_ptr = [1, 3, 3, 6];
     let col_ind = [1, 4, 2, 3, 4];
@@ -816,7 +805,6 @@ fn bad_inputs_are_rejected_with_the_argument_named_and_outputs_untouched() {
 
 #[test]
 fn empty_problems_succeed_and_write_nothing() {
-    let _serial = serial();
     let h = create_handle();
     let alpha = 1.0f32;
     let row_ptr = [0i32; 4];

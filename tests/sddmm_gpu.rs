@@ -17,16 +17,8 @@ use sparsegpu::testgen::random_csr;
 use sparsegpu::{BackendKind, IndexBase, Layout, Status};
 use std::ffi::c_void;
 use std::ptr::null_mut;
-use std::sync::Mutex;
 
 const OK: i32 = Status::Success as i32;
-
-/// The allocation-failure injection is process-wide: tests touching the GPU run one at a time.
-static GPU: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    GPU.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn handle(backend: BackendKind) -> sddmmHandle_t {
     let mut h: sddmmHandle_t = null_mut();
@@ -260,7 +252,6 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
 }
 
 fn shapes_for<T: Element>(label: &str, shapes: &[(usize, usize, usize, f64)]) {
-    let _serial = serial();
     let mut rng = Rng::fresh(label);
     for (idx, &(m, n, k, density)) in shapes.iter().enumerate() {
         let layout = if idx % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
@@ -331,7 +322,6 @@ fn device_pointers_on_a_non_default_stream() {
     if !common::cuda_available("device_pointers_on_a_non_default_stream") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm gpu device pointers");
     let device = cuda::device(0).unwrap();
     let stream = device.ctx.new_stream().unwrap();
@@ -393,7 +383,6 @@ fn an_allocation_failure_is_reported_and_leaves_the_output_untouched() {
     if !common::cuda_available("an_allocation_failure_is_reported_and_leaves_the_output_untouched") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm gpu allocation failure");
     let c = Case::new(&mut rng, 100, 90, 20, 0.1, Layout::ColMajor, IndexBase::Zero);
     let a: Vec<f64> = rng.vec(c.len(c.m, c.lda));
@@ -428,7 +417,6 @@ fn timing_of_both_kernels_at_16384() {
     if !common::cuda_available("timing_of_both_kernels_at_16384") {
         return;
     }
-    let _serial = serial();
     let mut rng = Rng::fresh("sddmm gpu timing");
     let device = cuda::device(0).unwrap();
     let stream = cuda::Stream::DEFAULT;

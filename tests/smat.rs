@@ -1,6 +1,10 @@
 //! SMaT through its C API: SpMM results against a dense f64 reference over random shapes,
 //! structures, types, layouts, scalars and index bases; the reordering's effect on block counts; and
 //! every exported function's bad-input paths.
+//!
+//! One file per family on purpose, although long: each integration-test file is its own binary that
+//! links the whole library (about 3 MB), so splitting a family's tests would multiply link time and
+//! the binaries carried to a GPU machine; the tests are grouped by section instead.
 
 mod common;
 use common::last_error;

@@ -19,7 +19,6 @@ use sparsegpu::testgen::{block_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::null_mut;
-use std::sync::Mutex;
 
 const SUCCESS: i32 = Status::Success as i32;
 
@@ -27,13 +26,6 @@ const SUCCESS: i32 = Status::Success as i32;
 /// these half the time, else below the limit.
 const SIZES: [usize; 14] = [0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 47];
 const SIZE_LIMIT: usize = 90;
-
-/// Allocation-failure injection is process-wide: every test here takes this lock.
-static GPU_LOCK: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// CSR arrays with the index base applied.
 struct CsrArrays {
@@ -248,7 +240,6 @@ fn spmm_matches_cpu_and_reference_f16() {
     if !common::cuda_available("spmm_matches_cpu_and_reference_f16") {
         return;
     }
-    let _guard = lock();
     property_loop::<f16>(60);
 }
 
@@ -257,7 +248,6 @@ fn spmm_matches_cpu_and_reference_bf16() {
     if !common::cuda_available("spmm_matches_cpu_and_reference_bf16") {
         return;
     }
-    let _guard = lock();
     property_loop::<bf16>(60);
 }
 
@@ -266,7 +256,6 @@ fn spmm_matches_cpu_and_reference_f32() {
     if !common::cuda_available("spmm_matches_cpu_and_reference_f32") {
         return;
     }
-    let _guard = lock();
     property_loop::<f32>(60);
 }
 
@@ -275,7 +264,6 @@ fn spmm_matches_cpu_and_reference_f64() {
     if !common::cuda_available("spmm_matches_cpu_and_reference_f64") {
         return;
     }
-    let _guard = lock();
     property_loop::<f64>(60);
 }
 
@@ -341,7 +329,6 @@ fn device_pointers_and_a_caller_stream() {
     if !common::cuda_available("device_pointers_and_a_caller_stream") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("smat gpu device pointers");
     device_pointers_on_a_stream::<f16>(&mut rng);
     device_pointers_on_a_stream::<bf16>(&mut rng);
@@ -354,7 +341,6 @@ fn a_matrix_is_used_with_the_backend_that_created_it() {
     if !common::cuda_available("a_matrix_is_used_with_the_backend_that_created_it") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("smat gpu backend mismatch");
     let csr: CsrMatrix<f32> = random_csr(&mut rng, 20, 20, 0.2);
     let gpu = Handle::new(BackendKind::Cuda, ReorderMode::Auto);
@@ -378,7 +364,6 @@ fn injected_allocation_failures_leave_outputs_untouched() {
     if !common::cuda_available("injected_allocation_failures_leave_outputs_untouched") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("smat gpu allocation failure");
     // Even and odd rows use different column tiles, so the clustering reorders (and the row
     // permutation is uploaded, too).
@@ -496,7 +481,6 @@ fn timing_16384_squared_one_percent_in_16x16_blocks() {
     if !common::cuda_available("timing_16384_squared_one_percent_in_16x16_blocks") {
         return;
     }
-    let _guard = lock();
     let mut rng = Rng::fresh("smat gpu timing");
     let csr16: CsrMatrix<f16> = block_csr(&mut rng, 16384, 16384, 16, 0.01, 1.0);
     timing(&mut rng, &csr16);

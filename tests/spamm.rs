@@ -1,6 +1,10 @@
 //! SpAMM: products against an independent f64 reference that decides the skip set from its own norms,
 //! the error bound, τ tuning, the real ergo density matrix, the Matrix Market reader, and every
 //! C API entry point with its failure paths.
+//!
+//! One file per family on purpose, although long: each integration-test file is its own binary that
+//! links the whole library (about 3 MB), so splitting a family's tests would multiply link time and
+//! the binaries carried to a GPU machine; the tests are grouped by section instead.
 
 mod common;
 use common::last_error;
