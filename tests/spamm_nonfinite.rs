@@ -195,3 +195,52 @@ fn the_error_bound_holds_where_squares_underflow_or_overflow() {
         }
     }
 }
+
+/// A searched product on data holding NaN is refused (the τ searches need finite norms) with C
+/// untouched, and the statistics of the last successful product stay those `spammGetStats` reports.
+#[test]
+fn a_search_on_non_finite_data_is_refused_and_keeps_the_last_statistics() {
+    for backend in backends("a_search_on_non_finite_data_is_refused_and_keeps_the_last_statistics") {
+        let n = 64;
+        let mut a = vec![1.0f32; n * n];
+        let b = vec![1.0f32; n * n];
+        let h = handle(backend, 32, MathMode::Default);
+        product(h, (n, n, n), &a, &b, 0.0);
+        let before = stats(h);
+        a[3] = f32::NAN;
+        let (one, zero) = (1.0f32, 0.0f32);
+        let mut c = vec![POISON as f32; n * n];
+        let mut tau = -5.0;
+        let ni = n as i32;
+        let status = unsafe {
+            spammGemmAtValidRatio(
+                h,
+                sparsegpu::ValueType::F32 as i32,
+                OP_N,
+                OP_N,
+                ni,
+                ni,
+                ni,
+                &one as *const f32 as *const std::ffi::c_void,
+                a.as_ptr() as *const std::ffi::c_void,
+                ni,
+                b.as_ptr() as *const std::ffi::c_void,
+                ni,
+                &zero as *const f32 as *const std::ffi::c_void,
+                c.as_mut_ptr() as *mut std::ffi::c_void,
+                ni,
+                0.5,
+                0.01,
+                20,
+                &mut tau,
+            )
+        };
+        assert_eq!(status, sparsegpu::Status::InvalidValue as i32, "{backend:?}: {}", last_error());
+        assert!(last_error().contains("Inf or NaN"), "{backend:?}: {}", last_error());
+        assert!(c.iter().all(|&x| x == POISON as f32), "{backend:?}: C was written");
+        assert_eq!(tau, -5.0, "{backend:?}: tau was written");
+        let after = stats(h);
+        assert_eq!(after, before, "{backend:?}: the last successful product's statistics changed");
+        assert_eq!(unsafe { spammDestroy(h) }, OK);
+    }
+}

@@ -197,8 +197,11 @@ impl SpammHandle {
         if c_len < needed {
             return Err(Error::invalid_size(format!("C holds {c_len} elements, needs {needed}")));
         }
-        // The last product's pending statistics are no longer reachable once the backend starts another.
-        self.last_stats = None;
+        // Pending statistics of the last product are no longer reachable once the backend starts
+        // another (known ones stay until this product succeeds).
+        if matches!(self.last_stats, Some(LastStats::Pending { .. })) {
+            self.last_stats = None;
+        }
         let product =
             Product { a, b, alpha, beta, c, c_len, ldc, tau, block_size: self.block_size, math_mode: self.math_mode };
         let outcome = unsafe { T::backend(self.core.executor_mut()).gemm(&product) }?;
