@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs two builds of sparsegpu-bench on the same inputs in one session, alternating, so that a change
+# Runs two builds of sparsegpu-bench on the same inputs one after the other, alternating, so that a change
 # can be judged against the run-to-run spread on the same GPU:
 #   scripts/compare_builds.sh OLD_BENCH NEW_BENCH OUT_DIR [ROUNDS]
 # writes OUT_DIR/{old,new}-FAMILY-ROUND.jsonl and .txt for SpAMM at N = 8192 (valid ratios 10 % and
