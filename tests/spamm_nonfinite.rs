@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use sparsegpu::BackendKind;
 use sparsegpu::capi::spamm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::spamm::MathMode;
+use sparsegpu::spamm::{MathMode, TauRule};
 use std::ptr::null_mut;
 
 const OK: i32 = 0;
@@ -210,29 +210,19 @@ fn a_search_on_non_finite_data_is_refused_and_keeps_the_last_statistics() {
         a[3] = f32::NAN;
         let (one, zero) = (1.0f32, 0.0f32);
         let mut c = vec![POISON as f32; n * n];
-        let mut tau = -5.0;
         let ni = n as i32;
-        let status = unsafe {
-            spammGemmAtValidRatio(
+        let rule = TauRule::ValidRatio { target: 0.5, tolerance: 0.01, max_iterations: 20 };
+        let (status, tau) = unsafe {
+            f32::gemm_by_rule(
                 h,
-                sparsegpu::ValueType::F32 as i32,
-                OP_N,
-                OP_N,
-                ni,
-                ni,
-                ni,
-                &one as *const f32 as *const std::ffi::c_void,
-                a.as_ptr() as *const std::ffi::c_void,
-                ni,
-                b.as_ptr() as *const std::ffi::c_void,
-                ni,
-                &zero as *const f32 as *const std::ffi::c_void,
-                c.as_mut_ptr() as *mut std::ffi::c_void,
-                ni,
-                0.5,
-                0.01,
-                20,
-                &mut tau,
+                (OP_N, OP_N),
+                (ni, ni, ni),
+                &one,
+                (a.as_ptr(), ni),
+                (b.as_ptr(), ni),
+                &zero,
+                (c.as_mut_ptr(), ni),
+                rule,
             )
         };
         assert_eq!(status, sparsegpu::Status::InvalidValue as i32, "{backend:?}: {}", last_error());

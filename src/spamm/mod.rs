@@ -222,24 +222,6 @@ impl SpammHandle {
         Ok(tau)
     }
 
-    /// [`SpammHandle::gemm`] on host slices (any backend: the CUDA backend stages them).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_slices<T: SpammElement>(
-        &mut self,
-        a: &GemmOperand<'_, T>,
-        b: &GemmOperand<'_, T>,
-        alpha: T::Compute,
-        beta: T::Compute,
-        c: &mut [T],
-        ldc: usize,
-        tau: TauRule,
-    ) -> Result<f64> {
-        let c_len = c.len();
-        // SAFETY: the operands and C are slices of their stated lengths, and a mutable C cannot
-        // overlap the shared A and B.
-        unsafe { self.gemm(&a.raw(), &b.raw(), alpha, beta, c.as_mut_ptr(), c_len, ldc, tau) }
-    }
-
     /// The τ whose valid ratio for `op(A)·op(B)` at this handle's block size is closest to `target`
     /// (section 3.5.2's search, multi-way; see [`tune::tune_for_ratio`]).
     ///
