@@ -37,6 +37,10 @@
 // pulls dissimilar rows together and adds padding. AUTO mode guards against a bad choice anyway.
 #define SMAT_DEFAULT_JACCARD_THRESHOLD 0.5
 
+// The most bytes [`StorageFormat::Auto`] spends on an analysed matrix, in sizes of its CSR: tiles
+// trade padding for speed, and a caller with a large matrix must still be able to afford them.
+#define SMAT_MEMORY_BUDGET 2
+
 // The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
 #define SPAMM_DEFAULT_BLOCK_SIZE 32
 
@@ -134,6 +138,17 @@ typedef enum {
   SMAT_REORDER_MODE_NEVER = 2,
 } smatReorderMode;
 
+// How `smatCreateCsr` stores a matrix (`smatFormat`).
+typedef enum {
+  // Per block row: tensor-core tiles where they are full enough to beat multiplying the nonzeros
+  // one by one on the CUDA cores, CSR rows elsewhere, within twice the bytes of the caller's CSR.
+  SMAT_FORMAT_AUTO = 0,
+  // Every block row holding entries as tiles, as the paper does, whatever the padding costs.
+  SMAT_FORMAT_TILES = 1,
+  // Every row as CSR on the CUDA cores; no tiles, and no reordering (it could not change anything).
+  SMAT_FORMAT_CSR = 2,
+} smatFormat;
+
 // How `spammSgemm` multiplies (`spammMathMode`), after cuBLAS's math modes. Only FP32 products are
 // affected: `spammHgemm` (FP16 on tensor cores, FP32 accumulation) and `spammDgemm` (FP64 FMA)
 // ignore it, as cuBLAS's TF32 mode leaves other types alone.
@@ -168,7 +183,7 @@ typedef struct sddmmPlan sddmmPlan;
 // An SMaT handle: backend and stream, plus the analysis settings.
 typedef struct smatContext smatContext;
 
-// An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
+// An analysed sparse matrix: its tiles and CSR rows, ready for SpMM.
 typedef struct smatMatrix smatMatrix;
 
 // Everything a SpAMM handle holds: the shared backend / stream / device state, the block size, the
@@ -238,6 +253,9 @@ typedef smatContext *smatHandle_t;
 // `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
 typedef int smatReorderMode_t;
 
+// `smatFormat_t`: an `smatFormat` value passed as `int`.
+typedef int smatFormat_t;
+
 // An analysed sparse matrix (`smatMatrix*`). It outlives the handle that created it but is tied to
 // that handle's backend (and device): a CUDA-built matrix keeps its blocks on the device only.
 typedef smatMatrix *smatMatrix_t;
@@ -252,15 +270,25 @@ typedef struct {
   // (m16n8k16), 16×8 for f32 (m16n8k8 TF32), 8×4 for f64 (DMMA m8n8k4).
   int tileRows;
   int tileCols;
-  // Nonzero tiles stored (after reordering, when applied).
+  // Nonzero tiles stored (after reordering, when applied), for the rows stored as tiles.
   int64_t blockCount;
-  // Nonzero tiles the matrix has in its original row order.
+  // Nonzero tiles the whole matrix has in its original row order.
   int64_t blockCountBeforeReordering;
-  // Distinct nonzero positions / (blockCount · tileRows · tileCols); 1 = no padding, 0 = no blocks.
+  // Distinct nonzero positions in the tiles / (blockCount · tileRows · tileCols); 1 = no
+  // padding, 0 = no tiles.
   double fillRatio;
   // 1 when the rows are stored permuted (invisible to results), 0 otherwise.
   int reordered;
   sgpuValueType_t valueType;
+  // Rows of the matrix stored as tiles (multiplied on tensor cores), and rows stored as CSR
+  // (multiplied on the CUDA cores, rows without entries included) with their entries.
+  int64_t rowsInTiles;
+  int64_t rowsInCsr;
+  int64_t entriesInCsr;
+  // Bytes the analysed matrix takes on a CUDA device, and the bytes of its CSR (32-bit indices);
+  // `SMAT_FORMAT_AUTO` keeps the first within twice the second.
+  int64_t bytes;
+  int64_t csrBytes;
 } smatMatrixInfo_t;
 
 // An opaque SpAMM handle (`spammContext*`): backend, stream, devices, block size and the statistics
@@ -547,6 +575,15 @@ sgpuStatus_t smatSetReorderMode(smatHandle_t handle,
 // Writes the handle's reordering mode to `*mode`.
 sgpuStatus_t smatGetReorderMode(smatHandle_t handle, smatReorderMode_t *mode);
 
+// Sets how later `smatCreateCsr` calls on this handle store a matrix (`smatFormat`): AUTO (default)
+// chooses per block row between tensor-core tiles, where they are full enough to pay, and CSR rows
+// on the CUDA cores, within twice the CSR's bytes; TILES stores every block row holding entries as
+// tiles, as the SMaT paper does; CSR stores every row as CSR and does not reorder.
+sgpuStatus_t smatSetFormat(smatHandle_t handle, smatFormat_t format);
+
+// Writes the handle's storage format to `*format`.
+sgpuStatus_t smatGetFormat(smatHandle_t handle, smatFormat_t *format);
+
 // Sets the Jaccard distance threshold τ in (0, 1] of the row clustering (default 0.5): a row joins
 // a cluster when 1 − |shared column blocks| / |union of column blocks| < τ. At 0.5 a row joins only
 // when it shares more tile columns with the cluster than it adds, so merging never adds more blocks
@@ -580,7 +617,8 @@ sgpuStatus_t smatCreateCsr(smatHandle_t handle,
                            sgpuIndexBase_t indexBase);
 
 // Writes facts about an analysed matrix to `*info`: shape, tile, block counts before and after
-// reordering, fill ratio, whether rows were reordered, value type.
+// reordering, fill ratio, whether rows were reordered, value type, how its rows are split between
+// tiles and CSR, and its size.
 sgpuStatus_t smatGetMatrixInfo(smatMatrix_t A, smatMatrixInfo_t *info);
 
 // Destroys an analysed matrix. NULL is accepted.

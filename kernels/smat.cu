@@ -1,33 +1,37 @@
-// SMaT SpMM (Okanovic et al.): C = α·A·B + β·C with A in BCSR whose blocks are the A operand of
-// one tensor-core mma. One warp owns one output tile — the 16 (or 8) rows of a block row times a
-// strip of 32 columns of B / C — and walks the block row's nonzero blocks in order, accumulating in
-// registers; this is the paper's schedule of one warp per row of output tiles, with the warps of a
-// block row spread over the column strips (its 2D grid: block rows × column strips). The epilogue
-// scales, adds β·C (C is not read when β = 0) and scatters each stored row to the caller's row
-// through the reordering permutation (row_order == NULL: no reordering).
+// SMaT SpMM (Okanovic et al.): C = α·A·B + β·C with A stored in two parts, each producing its own
+// rows of C: tiles (BCSR whose blocks are the A operand of one tensor-core mma) for the block rows
+// full enough, and CSR rows multiplied on the CUDA cores for the others.
 //
 // Strides: element (i, j) of B is b[i·b_rs + j·b_cs], of C c[i·c_rs + j·c_cs], so both layouts and
-// any leading dimension take the same path. Reads of B past A's columns (the padding of the last
-// block column) or past n are replaced by zeros; rows past A's rows are never written.
+// any leading dimension take the same path; the CSR kernel has a vectorised form for row-major B and
+// C whose rows are 16-byte aligned.
+
+// ---------------------------------------------------------------------------------------------
+// Tiles. One warp owns one output tile — the 16 (or 8) rows of a block row times a strip of 32
+// columns of B / C — and walks the block row's nonzero blocks in order, accumulating in registers;
+// this is the paper's schedule of one warp per row of output tiles, with the warps of a block row
+// spread over the column strips (its 2D grid: block rows × column strips). The epilogue scales, adds
+// β·C (C is not read when β = 0) and writes each tile row to the caller's row out_rows[·] (−1: a
+// padding row of the last block row, not written). Reads of B past A's columns (the padding of the
+// last block column) or past n are replaced by zeros.
 
 #define SMAT_WARPS_PER_BLOCK 4
 #define SMAT_STRIP 32  // columns of B / C per warp
 
-// ---------------------------------------------------------------------------------------------
 // f16 / bf16: mma.sync.m16n8k16 with FP32 accumulation, as in the paper. A 16×16 tile is one A
 // fragment; the strip is 4 n-tiles of 8 columns, so each block costs 4 mma per warp.
 
 template <bool BF16>
-__device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __restrict__ block_row_ptr,
+__device__ void smat_spmm_half(int cols, int n, const int* __restrict__ block_row_ptr,
                                const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
-                               const int* __restrict__ row_order, float alpha, const unsigned short* __restrict__ b,
+                               const int* __restrict__ out_rows, float alpha, const unsigned short* __restrict__ b,
                                sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* __restrict__ c,
                                sgpu_i64 c_rs, sgpu_i64 c_cs) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Fragment coordinates of the PTX m16n8k16 layouts: lane = 4·group + thread-in-group.
     const int group = lane >> 2, tig = lane & 3;
     const sgpu_i64 block_row = blockIdx.x;
-    const sgpu_i64 first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
+    const int first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
     const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
     for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
          strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
@@ -38,10 +42,10 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
 
-        for (sgpu_i64 s = first; s < last; ++s) {
+        for (int s = first; s < last; ++s) {
             // A fragment: rows group / group+8, columns 2·tig (+1) and 2·tig+8 (+1); the tile is
             // row-major 16×16, so each register is one aligned 32-bit load of two neighbours.
-            const unsigned* tile = reinterpret_cast<const unsigned*>(tiles + s * 256);
+            const unsigned* tile = reinterpret_cast<const unsigned*>(tiles + (sgpu_i64)s * 256);
             const unsigned fa[4] = {__ldg(tile + (group * 16 + tig * 2) / 2),
                                     __ldg(tile + ((group + 8) * 16 + tig * 2) / 2),
                                     __ldg(tile + (group * 16 + tig * 2 + 8) / 2),
@@ -68,9 +72,8 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
         // D fragment: rows group (elements 0, 1) and group+8 (2, 3), columns 2·tig, 2·tig+1.
 #pragma unroll
         for (int half_row = 0; half_row < 2; ++half_row) {
-            const sgpu_i64 row = block_row * 16 + group + half_row * 8;
-            if (row >= rows) continue;
-            const sgpu_i64 out_row = row_order ? row_order[row] : row;
+            const sgpu_i64 out_row = out_rows[block_row * 16 + group + half_row * 8];
+            if (out_row < 0) continue;
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
 #pragma unroll
@@ -88,18 +91,18 @@ __device__ void smat_spmm_half(int rows, int cols, int n, const sgpu_i64* __rest
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_spmm_f16(int rows, int cols, int n, const sgpu_i64* block_row_ptr, const int* block_cols,
-                  const unsigned short* tiles, const int* row_order, float alpha, const unsigned short* b,
+    smat_tiles_f16(int cols, int n, const int* block_row_ptr, const int* block_cols,
+                  const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
                   sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_half<false>(rows, cols, n, block_row_ptr, block_cols, tiles, row_order, alpha, b, b_rs, b_cs, beta, c,
+    smat_spmm_half<false>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
                           c_rs, c_cs);
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_spmm_bf16(int rows, int cols, int n, const sgpu_i64* block_row_ptr, const int* block_cols,
-                   const unsigned short* tiles, const int* row_order, float alpha, const unsigned short* b,
+    smat_tiles_bf16(int cols, int n, const int* block_row_ptr, const int* block_cols,
+                   const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
                    sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_half<true>(rows, cols, n, block_row_ptr, block_cols, tiles, row_order, alpha, b, b_rs, b_cs, beta, c,
+    smat_spmm_half<true>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
                          c_rs, c_cs);
 }
 
@@ -109,13 +112,13 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 // at once (a broadcast), and its own TC elements of B per block.
 
 template <typename T, int TR, int TC>
-__device__ void smat_spmm_simt(int rows, int cols, int n, const sgpu_i64* __restrict__ block_row_ptr,
+__device__ void smat_spmm_simt(int cols, int n, const int* __restrict__ block_row_ptr,
                                const int* __restrict__ block_cols, const T* __restrict__ tiles,
-                               const int* __restrict__ row_order, T alpha, const T* __restrict__ b, sgpu_i64 b_rs,
+                               const int* __restrict__ out_rows, T alpha, const T* __restrict__ b, sgpu_i64 b_rs,
                                sgpu_i64 b_cs, T beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const sgpu_i64 block_row = blockIdx.x;
-    const sgpu_i64 first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
+    const int first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
     const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
     for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
          strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
@@ -124,8 +127,8 @@ __device__ void smat_spmm_simt(int rows, int cols, int n, const sgpu_i64* __rest
         T acc[TR];
 #pragma unroll
         for (int r = 0; r < TR; ++r) acc[r] = 0;
-        for (sgpu_i64 s = first; s < last; ++s) {
-            const T* tile = tiles + s * (TR * TC);
+        for (int s = first; s < last; ++s) {
+            const T* tile = tiles + (sgpu_i64)s * (TR * TC);
             const int k = block_cols[s] * TC;
             T bv[TC];
 #pragma unroll
@@ -138,9 +141,8 @@ __device__ void smat_spmm_simt(int rows, int cols, int n, const sgpu_i64* __rest
         if (!live) continue;
 #pragma unroll
         for (int r = 0; r < TR; ++r) {
-            const sgpu_i64 row = block_row * TR + r;
-            if (row >= rows) break;
-            const sgpu_i64 out_row = row_order ? row_order[row] : row;
+            const sgpu_i64 out_row = out_rows[block_row * TR + r];
+            if (out_row < 0) break;
             T* p = c + out_row * c_rs + j * c_cs;
             *p = beta == T(0) ? alpha * acc[r] : alpha * acc[r] + beta * *p;
         }
@@ -148,17 +150,212 @@ __device__ void smat_spmm_simt(int rows, int cols, int n, const sgpu_i64* __rest
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_spmm_f32(int rows, int cols, int n, const sgpu_i64* block_row_ptr, const int* block_cols, const float* tiles,
-                  const int* row_order, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta,
+    smat_tiles_f32(int cols, int n, const int* block_row_ptr, const int* block_cols, const float* tiles,
+                  const int* out_rows, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta,
                   float* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_simt<float, 16, 8>(rows, cols, n, block_row_ptr, block_cols, tiles, row_order, alpha, b, b_rs, b_cs,
+    smat_spmm_simt<float, 16, 8>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
                                  beta, c, c_rs, c_cs);
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_spmm_f64(int rows, int cols, int n, const sgpu_i64* block_row_ptr, const int* block_cols,
-                  const double* tiles, const int* row_order, double alpha, const double* b, sgpu_i64 b_rs,
+    smat_tiles_f64(int cols, int n, const int* block_row_ptr, const int* block_cols,
+                  const double* tiles, const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs,
                   sgpu_i64 b_cs, double beta, double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_simt<double, 8, 4>(rows, cols, n, block_row_ptr, block_cols, tiles, row_order, alpha, b, b_rs, b_cs,
+    smat_spmm_simt<double, 8, 4>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
                                  beta, c, c_rs, c_cs);
 }
+
+// ---------------------------------------------------------------------------------------------
+// CSR rows on the CUDA cores. A group of G lanes (a power of two ≤ 32, chosen so that G·CPL columns
+// cover n when they can) owns one row and a chunk of G·CPL columns, each lane CPL consecutive
+// columns. The group reads G entries of its row at once (one per lane, coalesced), then broadcasts
+// them by shuffle and every lane reads its columns of the entry's row of B; four rows of B are in
+// flight at a time. Accumulation is in the compute type (FP32 for the 16-bit types).
+//
+// Rows longer than long_limit are skipped here: the segment kernels below split them over many
+// groups, so that a few very long rows (a circuit's supply nets, a graph's hubs) do not leave one
+// group working while the rest of the GPU idles.
+//
+// VEC: B and C row-major with 16-byte aligned rows and CPL·sizeof(T) = 16, so a lane's columns are
+// one 16-byte load; otherwise CPL = 1 and any strides.
+
+// Loads a lane's CPL values of row k of B (columns j … j + CPL − 1, those ≥ n read as zero).
+template <typename T, typename E, int CPL, bool VEC>
+__device__ __forceinline__ void smat_load_b(typename E::compute* out, const T* __restrict__ b, sgpu_i64 k, int j, int n,
+                                            sgpu_i64 b_rs, sgpu_i64 b_cs) {
+    const T* p = b + k * b_rs + j * b_cs;
+    if (VEC && j + CPL <= n) {
+        union {
+            uint4 v;
+            T e[CPL];
+        } u;
+        u.v = __ldg(reinterpret_cast<const uint4*>(p));
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) out[q] = E::load(u.e[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) out[q] = j + q < n ? E::load(p[q * b_cs]) : typename E::compute(0);
+    }
+}
+
+// acc += Σ A[row, e] · B[col(e), j …] over entries first … last − 1 of one row, by a group of G lanes
+// whose members are `mask` (sub = the lane's index in its group).
+template <typename T, typename E, int CPL, bool VEC>
+__device__ __forceinline__ void smat_row_product(typename E::compute* acc, int first, int last,
+                                                 const int* __restrict__ col_ind, const T* __restrict__ values,
+                                                 const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs, int j, int n,
+                                                 int G, int sub, unsigned mask) {
+    typedef typename E::compute C;
+    for (int base = first; base < last; base += G) {
+        const int e = base + sub;
+        const int my_col = e < last ? __ldg(col_ind + e) : 0;
+        const C my_val = e < last ? E::load(values[e]) : C(0);
+        const int count = min(G, last - base);
+        int t = 0;
+        for (; t + 4 <= count; t += 4) {
+            C bv[4][CPL];
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                smat_load_b<T, E, CPL, VEC>(bv[u], b, __shfl_sync(mask, my_col, t + u, G), j, n, b_rs, b_cs);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const C v = __shfl_sync(mask, my_val, t + u, G);
+#pragma unroll
+                for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[u][q], acc[q]);
+            }
+        }
+        for (; t < count; ++t) {
+            C bv[CPL];
+            smat_load_b<T, E, CPL, VEC>(bv, b, __shfl_sync(mask, my_col, t, G), j, n, b_rs, b_cs);
+            const C v = __shfl_sync(mask, my_val, t, G);
+#pragma unroll
+            for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[q], acc[q]);
+        }
+    }
+}
+
+// C[out_row, j …] = α·acc + β·C[out_row, j …] (C not read when β = 0).
+template <typename T, typename E, int CPL, bool VEC>
+__device__ __forceinline__ void smat_store_c(const typename E::compute* acc, typename E::compute alpha,
+                                             typename E::compute beta, T* __restrict__ c, sgpu_i64 out_row, int j,
+                                             int n, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    typedef typename E::compute C;
+    T* p = c + out_row * c_rs + j * c_cs;
+    if (VEC && j + CPL <= n) {
+        union {
+            uint4 v;
+            T e[CPL];
+        } u;
+        if (beta != C(0)) u.v = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+        for (int q = 0; q < CPL; ++q)
+            u.e[q] = E::store(beta == C(0) ? alpha * acc[q] : alpha * acc[q] + beta * E::load(u.e[q]));
+        *reinterpret_cast<uint4*>(p) = u.v;
+    } else {
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) {
+            if (j + q >= n) break;
+            T* x = p + q * c_cs;
+            *x = E::store(beta == C(0) ? alpha * acc[q] : alpha * acc[q] + beta * E::load(*x));
+        }
+    }
+}
+
+template <typename T, typename E, int CPL, bool VEC>
+__device__ void smat_rows(int rows, const int* __restrict__ row_ptr, const int* __restrict__ out_rows,
+                          const int* __restrict__ col_ind, const T* __restrict__ values, int long_limit, int G,
+                          typename E::compute alpha, const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs,
+                          typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
+    typedef typename E::compute C;
+    const int lane = threadIdx.x & 31, sub = lane & (G - 1);
+    const unsigned mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (lane & ~(G - 1));
+    const sgpu_i64 row = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    if (row >= rows) return;  // whole groups leave together: G divides 32
+    const int first = row_ptr[row], last = row_ptr[row + 1];
+    if (last - first > long_limit) return;
+    const sgpu_i64 out_row = out_rows[row];
+    for (int j = sub * CPL; j < n; j += G * CPL) {
+        C acc[CPL];
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) acc[q] = C(0);
+        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub, mask);
+        smat_store_c<T, E, CPL, VEC>(acc, alpha, beta, c, out_row, j, n, c_rs, c_cs);
+    }
+}
+
+// One group per segment of a long row: the partial product of entries seg_bounds[2s] …
+// seg_bounds[2s + 1] − 1, unscaled, into partial[s·n + j] in the compute type.
+template <typename T, typename E, int CPL, bool VEC>
+__device__ void smat_segments(int segments, const int* __restrict__ seg_bounds, const int* __restrict__ col_ind,
+                              const T* __restrict__ values, int G, const T* __restrict__ b, sgpu_i64 b_rs,
+                              sgpu_i64 b_cs, typename E::compute* __restrict__ partial, int n) {
+    typedef typename E::compute C;
+    const int lane = threadIdx.x & 31, sub = lane & (G - 1);
+    const unsigned mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (lane & ~(G - 1));
+    const sgpu_i64 s = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    if (s >= segments) return;
+    const int first = seg_bounds[2 * s], last = seg_bounds[2 * s + 1];
+    for (int j = sub * CPL; j < n; j += G * CPL) {
+        C acc[CPL];
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) acc[q] = C(0);
+        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub, mask);
+#pragma unroll
+        for (int q = 0; q < CPL; ++q)
+            if (j + q < n) partial[s * n + j + q] = acc[q];
+    }
+}
+
+// One thread per (long row, column): the sum of the row's segment partials in segment order (so the
+// result does not depend on scheduling), scaled, plus β·C.
+template <typename T, typename E>
+__device__ void smat_finish_long(int long_rows, const int* __restrict__ long_seg_ptr,
+                                 const int* __restrict__ long_out_rows, const typename E::compute* __restrict__ partial,
+                                 typename E::compute alpha, typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs,
+                                 sgpu_i64 c_cs, int n) {
+    typedef typename E::compute C;
+    const sgpu_i64 t = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (sgpu_i64)long_rows * n) return;
+    const int r = (int)(t / n), j = (int)(t % n);
+    C sum = 0;
+    for (int s = long_seg_ptr[r]; s < long_seg_ptr[r + 1]; ++s) sum += partial[(sgpu_i64)s * n + j];
+    T* p = c + (sgpu_i64)long_out_rows[r] * c_rs + j * c_cs;
+    *p = E::store(beta == C(0) ? alpha * sum : alpha * sum + beta * E::load(*p));
+}
+
+#define SMAT_ROWS_KERNELS(NAME, T, E, CPL)                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_rows_##NAME##_vec(int rows, const int* row_ptr, const int* out_rows, const int* col_ind, const T* values,  \
+                               int long_limit, int G, E::compute alpha, const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs,      \
+                               E::compute beta, T* c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {                           \
+        smat_rows<T, E, CPL, true>(rows, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs, b_cs,      \
+                                   beta, c, c_rs, c_cs, n);                                                            \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_rows_##NAME(int rows, const int* row_ptr, const int* out_rows, const int* col_ind, const T* values,       \
+                         int long_limit, int G, E::compute alpha, const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs,            \
+                         E::compute beta, T* c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {                                 \
+        smat_rows<T, E, 1, false>(rows, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs, b_cs, beta, \
+                                  c, c_rs, c_cs, n);                                                                   \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_segments_##NAME##_vec(int segments, const int* seg_bounds, const int* col_ind, const T* values, int G,     \
+                                   const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute* partial, int n) {             \
+        smat_segments<T, E, CPL, true>(segments, seg_bounds, col_ind, values, G, b, b_rs, b_cs, partial, n);           \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_segments_##NAME(int segments, const int* seg_bounds, const int* col_ind, const T* values, int G,           \
+                             const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute* partial, int n) {                   \
+        smat_segments<T, E, 1, false>(segments, seg_bounds, col_ind, values, G, b, b_rs, b_cs, partial, n);            \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_finish_long_##NAME(int long_rows, const int* long_seg_ptr, const int* long_out_rows,                      \
+                                const E::compute* partial, E::compute alpha, E::compute beta, T* c, sgpu_i64 c_rs,     \
+                                sgpu_i64 c_cs, int n) {                                                                \
+        smat_finish_long<T, E>(long_rows, long_seg_ptr, long_out_rows, partial, alpha, beta, c, c_rs, c_cs, n);       \
+    }
+
+SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8)
+SMAT_ROWS_KERNELS(bf16, sgpu_bf16, sgpu_half_elem<true>, 8)
+SMAT_ROWS_KERNELS(f32, float, sgpu_elem<float>, 4)
+SMAT_ROWS_KERNELS(f64, double, sgpu_elem<double>, 2)

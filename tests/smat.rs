@@ -9,12 +9,12 @@
 mod common;
 use common::last_error;
 
-use common::smat::{Dense, Handle, Matrix, random_matrix, roundoffs};
+use common::smat::{Dense, Handle, Matrix, dense_abs, random_matrix, roundoffs};
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::{ReorderMode, Tile};
+use sparsegpu::smat::{ReorderMode, StorageFormat, Tile};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -116,21 +116,28 @@ fn with_duplicates_and_unsorted_rows<T: Element>(rng: &mut Rng, csr: &CsrMatrix<
 fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
     let (base_matrix, structure) = random_matrix::<T>(rng, &SIZES, SIZE_LIMIT);
     let csr = with_duplicates_and_unsorted_rows(rng, &base_matrix);
+    let mode = ReorderMode::variants()[rng.below(3)];
+    let format = StorageFormat::variants()[rng.below(3)];
+    let h = Handle::with_format(BackendKind::Cpu, mode, format);
+    check_spmm(rng, &h, &csr, &format!("case {case} {structure} {mode:?} {format:?}"));
+}
+
+/// `smatSpMM` with `csr` analysed on `h` for a random width, layout, index base, α and β, checked
+/// element by element against the f64 reference.
+fn check_spmm<T: Element>(rng: &mut Rng, h: &Handle, csr: &CsrMatrix<T>, what: &str) {
     let (rows, cols) = (csr.rows, csr.cols);
     let n = [0, 1, 2, 3, 8, 17][rng.below(6)];
     let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };
     let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
-    let mode = ReorderMode::variants()[rng.below(3)];
     let alpha = T::Compute::from_f64(rng.range(-2.0, 2.0));
     let beta = T::Compute::from_f64(if rng.below(3) == 0 { 0.0 } else { rng.range(-2.0, 2.0) });
     let what = format!(
-        "case {case} {:?} {structure} {rows}x{cols} nnz {} n {n} {layout:?} {base:?} {mode:?} alpha {alpha:?} beta {beta:?}",
+        "{what} {:?} {rows}x{cols} nnz {} n {n} {layout:?} {base:?} alpha {alpha:?} beta {beta:?}",
         T::VALUE_TYPE,
         csr.nnz()
     );
 
-    let h = Handle::new(BackendKind::Cpu, mode);
-    let a = create_matrix(&h, &csr, base);
+    let a = create_matrix(h, csr, base);
     let db = Dense::random_ld(rng, cols, n, layout);
     let dc = Dense::random_ld(rng, rows, n, layout);
     let b: Vec<T> = rng.vec(db.len());
@@ -144,9 +151,9 @@ fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
     }
     let c_before = c.clone();
 
-    assert_eq!(spmm(&h, &a, alpha, &b, db, beta, &mut c, dc), SUCCESS, "{what}: {}", last_error());
+    assert_eq!(spmm(h, &a, alpha, &b, db, beta, &mut c, dc), SUCCESS, "{what}: {}", last_error());
 
-    let dense_a = csr.to_dense_f64();
+    let (dense_a, abs_a) = (csr.to_dense_f64(), dense_abs(csr));
     let (alpha, beta) = (alpha.to_f64(), beta.to_f64());
     let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
     // Subnormal spacing of f16, the only storage type whose underflow matters at these magnitudes.
@@ -155,9 +162,9 @@ fn check_random_spmm<T: Element>(rng: &mut Rng, case: usize) {
         for j in 0..n {
             let (mut exact, mut magnitude) = (0.0, 0.0);
             for k in 0..cols {
-                let product = dense_a[i * cols + k] * b[db.index(k, j)].to_f64();
-                exact += product;
-                magnitude += product.abs();
+                let bkj = b[db.index(k, j)].to_f64();
+                exact += dense_a[i * cols + k] * bkj;
+                magnitude += abs_a[i * cols + k] * bkj.abs();
             }
             let mut want = alpha * exact;
             let mut bound = alpha.abs() * magnitude;
@@ -219,10 +226,16 @@ fn direct_counts<T: Element>(csr: &CsrMatrix<T>, tile: Tile) -> (i64, i64) {
     (blocks.len() as i64, positions.len() as i64)
 }
 
+/// A CPU handle storing every block row as tiles, as the paper does: the reordering's effect on the
+/// block count is then the whole story.
+fn tiles_handle(mode: ReorderMode) -> Handle {
+    Handle::with_format(BackendKind::Cpu, mode, StorageFormat::Tiles)
+}
+
 fn check_reordering<T: Element>(rng: &mut Rng, csr: &CsrMatrix<T>, what: &str) {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
     let (direct_blocks, positions) = direct_counts(csr, tile);
-    let handles = ReorderMode::variants().iter().map(|&m| (m, Handle::new(BackendKind::Cpu, m))).collect::<Vec<_>>();
+    let handles = ReorderMode::variants().iter().map(|&m| (m, tiles_handle(m))).collect::<Vec<_>>();
     let n = 1 + rng.below(5);
     let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };
     let db = Dense::random_ld(rng, csr.cols, n, layout);
@@ -318,7 +331,7 @@ fn row_shuffled_groups<T: Element>(rng: &mut Rng, groups: usize, tiles_per_group
 fn reordering_recovers_shuffled_block_structure() {
     fn check<T: Element>(rng: &mut Rng) {
         let (csr, optimum) = row_shuffled_groups::<T>(rng, 6, 2);
-        let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
+        let h = tiles_handle(ReorderMode::Auto);
         let info = create_matrix(&h, &csr, IndexBase::Zero).info();
         assert!(
             info.blockCountBeforeReordering > optimum,
@@ -340,8 +353,8 @@ fn auto_keeps_the_order_of_a_band_matrix_when_clustering_adds_blocks() {
     let mut rng = Rng::fresh("smat band");
     for half_width in [1, 2, 5, 9] {
         let csr = band_csr::<f64>(&mut rng, 200, half_width);
-        let always = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Always), &csr, IndexBase::Zero).info();
-        let auto = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Auto), &csr, IndexBase::Zero).info();
+        let always = create_matrix(&tiles_handle(ReorderMode::Always), &csr, IndexBase::Zero).info();
+        let auto = create_matrix(&tiles_handle(ReorderMode::Auto), &csr, IndexBase::Zero).info();
         assert_eq!(auto.blockCountBeforeReordering, always.blockCountBeforeReordering);
         if always.blockCount >= always.blockCountBeforeReordering {
             assert_eq!(
@@ -352,6 +365,109 @@ fn auto_keeps_the_order_of_a_band_matrix_when_clustering_adds_blocks() {
         } else {
             assert_eq!((auto.reordered, auto.blockCount), (1, always.blockCount), "half width {half_width}");
         }
+    }
+}
+
+/// `groups` groups of `tile.rows` rows each filling three whole column blocks of their own, rows
+/// shuffled: before reordering every block row mixes rows of many groups and its tiles are mostly
+/// padding; the clustering restores full tiles.
+fn shuffled_full_groups<T: Element>(rng: &mut Rng, groups: usize) -> CsrMatrix<T> {
+    let tile = Tile::for_value_type(T::VALUE_TYPE);
+    let rows = groups * tile.rows;
+    let mut permutation: Vec<usize> = (0..rows).collect();
+    for i in (1..rows).rev() {
+        permutation.swap(i, rng.below(i + 1));
+    }
+    let mut triplets = Vec::new();
+    for (original, &shuffled) in permutation.iter().enumerate() {
+        let group = original / tile.rows;
+        for c in group * 3 * tile.cols..(group + 1) * 3 * tile.cols {
+            triplets.push((shuffled, c, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(rows, groups * 3 * tile.cols, triplets)
+}
+
+/// Every row of C comes from exactly one part, and AUTO stays within its memory budget.
+fn assert_consistent(info: &smatMatrixInfo_t, format: StorageFormat, what: &str) {
+    assert_eq!(info.rowsInTiles + info.rowsInCsr, info.rows as i64, "{what}");
+    assert!(info.entriesInCsr <= info.nnz, "{what}");
+    if format == StorageFormat::Auto {
+        assert!(info.bytes <= 2 * info.csrBytes, "{what}: {} bytes for a CSR of {}", info.bytes, info.csrBytes);
+    }
+    if format == StorageFormat::Csr {
+        assert_eq!(
+            (info.rowsInTiles, info.blockCount, info.reordered, info.entriesInCsr),
+            (0, 0, 0, info.nnz),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
+    fn check<T: Element>(rng: &mut Rng) {
+        let auto = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
+        let what = format!("{:?}", T::VALUE_TYPE);
+
+        // Scattered entries: a tile would hold about one of them.
+        let scattered = random_csr::<T>(rng, 400, 300, 0.01);
+        let info = create_matrix(&auto, &scattered, IndexBase::Zero).info();
+        assert_eq!((info.rowsInTiles, info.blockCount, info.reordered), (0, 0, 0), "{what} scattered");
+        assert_consistent(&info, StorageFormat::Auto, &what);
+
+        // Whole tiles, rows shuffled: reordering restores them and AUTO keeps them as tiles.
+        let groups = shuffled_full_groups::<T>(rng, 24);
+        let info = create_matrix(&auto, &groups, IndexBase::Zero).info();
+        assert_eq!((info.rowsInTiles, info.reordered, info.fillRatio), (groups.rows as i64, 1, 1.0), "{what} groups");
+        assert_eq!(info.blockCount, 24 * 3, "{what} groups");
+        assert_consistent(&info, StorageFormat::Auto, &what);
+        // Without reordering the shuffled tiles are too empty, and everything is CSR.
+        let never = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Never), &groups, IndexBase::Zero).info();
+        assert_eq!((never.rowsInTiles, never.reordered), (0, 0), "{what} groups unreordered");
+
+        // Both stacked: split between the parts, and the product is right across the split.
+        let mut triplets = Vec::new();
+        let unshuffled = shuffled_full_groups::<T>(rng, 1);
+        for r in 0..unshuffled.rows {
+            for e in unshuffled.row_ptr[r] as usize..unshuffled.row_ptr[r + 1] as usize {
+                triplets.push((r, unshuffled.col_ind[e] as usize, unshuffled.values[e]));
+            }
+        }
+        let offset = unshuffled.rows;
+        for r in 0..scattered.rows {
+            for e in scattered.row_ptr[r] as usize..scattered.row_ptr[r + 1] as usize {
+                triplets.push((offset + r, scattered.col_ind[e] as usize, scattered.values[e]));
+            }
+        }
+        let stacked = CsrMatrix::from_triplets(offset + scattered.rows, scattered.cols.max(unshuffled.cols), triplets);
+        let info = create_matrix(&auto, &stacked, IndexBase::Zero).info();
+        assert_eq!((info.rowsInTiles, info.rowsInCsr), (offset as i64, scattered.rows as i64), "{what} stacked");
+        assert_consistent(&info, StorageFormat::Auto, &what);
+        for _ in 0..4 {
+            check_spmm(rng, &auto, &stacked, &format!("{what} stacked"));
+        }
+
+        // CSR format: no tiles and no reordering, whatever the matrix.
+        let csr_only = Handle::with_format(BackendKind::Cpu, ReorderMode::Always, StorageFormat::Csr);
+        let info = create_matrix(&csr_only, &groups, IndexBase::Zero).info();
+        assert_consistent(&info, StorageFormat::Csr, &what);
+    }
+    let mut rng = Rng::fresh("smat auto format");
+    check::<f16>(&mut rng);
+    check::<bf16>(&mut rng);
+    check::<f32>(&mut rng);
+    check::<f64>(&mut rng);
+}
+
+#[test]
+fn every_format_accounts_for_every_row() {
+    let mut rng = Rng::fresh("smat formats");
+    for case in 0..200 {
+        let (csr, structure) = random_matrix::<f16>(&mut rng, &SIZES, SIZE_LIMIT);
+        let (mode, format) = (ReorderMode::variants()[rng.below(3)], StorageFormat::variants()[rng.below(3)]);
+        let info = create_matrix(&Handle::with_format(BackendKind::Cpu, mode, format), &csr, IndexBase::Zero).info();
+        assert_consistent(&info, format, &format!("case {case} {structure} {mode:?} {format:?}"));
     }
 }
 
@@ -369,7 +485,7 @@ fn threshold_controls_merging() {
         }
     }
     let csr = CsrMatrix::from_triplets(rows, 3 * tile.cols, triplets);
-    let h = Handle::new(BackendKind::Cpu, ReorderMode::Always);
+    let h = tiles_handle(ReorderMode::Always);
     let mut default_threshold = 0.0;
     assert_eq!(unsafe { smatGetJaccardThreshold(h.0, &mut default_threshold) }, SUCCESS);
     assert_eq!(default_threshold, 0.5);
@@ -479,6 +595,21 @@ fn handle_functions_and_their_errors() {
         assert_fails(smatGetReorderMode(h, null_mut()), Status::InvalidPointer, "smatGetReorderMode", "mode");
         assert_fails(smatSetReorderMode(null_mut(), 0), Status::InvalidHandle, "smatSetReorderMode", "handle");
 
+        let mut format = -1;
+        assert_eq!(smatGetFormat(h, &mut format), SUCCESS);
+        assert_eq!(format, StorageFormat::Auto as i32);
+        for &f in StorageFormat::variants() {
+            assert_eq!(smatSetFormat(h, f as i32), SUCCESS);
+            assert_eq!(smatGetFormat(h, &mut format), SUCCESS);
+            assert_eq!(format, f as i32);
+        }
+        assert_fails(smatSetFormat(h, 3), Status::InvalidValue, "smatSetFormat", "format");
+        assert_fails(smatSetFormat(h, -1), Status::InvalidValue, "smatSetFormat", "format");
+        assert_eq!(smatGetFormat(h, &mut format), SUCCESS);
+        assert_eq!(format, StorageFormat::Csr as i32);
+        assert_fails(smatGetFormat(h, null_mut()), Status::InvalidPointer, "smatGetFormat", "format");
+        assert_fails(smatSetFormat(null_mut(), 0), Status::InvalidHandle, "smatSetFormat", "handle");
+
         let mut threshold = -1.0;
         assert_eq!(smatSetJaccardThreshold(h, 0.25), SUCCESS);
         for bad in [0.0, -0.5, 1.0000001, f64::NAN, f64::INFINITY] {
@@ -512,6 +643,8 @@ fn handle_functions_and_their_errors() {
             assert_fails(smatGetBackend(bad, &mut backend), Status::InvalidHandle, "smatGetBackend", "handle");
             assert_fails(smatSetReorderMode(bad, 0), Status::InvalidHandle, "smatSetReorderMode", "handle");
             assert_fails(smatGetReorderMode(bad, &mut mode), Status::InvalidHandle, "smatGetReorderMode", "handle");
+            assert_fails(smatSetFormat(bad, 0), Status::InvalidHandle, "smatSetFormat", "handle");
+            assert_fails(smatGetFormat(bad, &mut format), Status::InvalidHandle, "smatGetFormat", "handle");
             assert_fails(smatSetJaccardThreshold(bad, 0.5), Status::InvalidHandle, "smatSetJaccardThreshold", "handle");
             assert_fails(
                 smatGetJaccardThreshold(bad, &mut threshold),
@@ -650,7 +783,7 @@ fn create_csr_rejects_bad_input_and_leaves_the_output_untouched() {
 
 #[test]
 fn matrix_info_and_destroy_matrix_errors() {
-    let h = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
+    let h = tiles_handle(ReorderMode::Auto);
     let csr = CsrMatrix::from_triplets(3, 4, vec![(0, 0, 1.0f32), (0, 3, 2.0), (2, 1, 3.0), (2, 2, 4.0), (2, 3, 5.0)]);
     let a = create_matrix(&h, &csr, IndexBase::Zero);
     let info = a.info();
@@ -658,6 +791,15 @@ fn matrix_info_and_destroy_matrix_errors() {
     assert_eq!((info.blockCount, info.blockCountBeforeReordering, info.reordered), (1, 1, 0));
     assert_eq!(info.fillRatio, 5.0 / 128.0);
     assert_eq!(info.valueType, ValueType::F32 as i32);
+    assert_eq!((info.rowsInTiles, info.rowsInCsr, info.entriesInCsr), (3, 0, 0));
+    // One block row: pointer and 16 row indices; one tile: column index and 16 × 8 f32.
+    assert_eq!(info.bytes, (4 + 4 * 16) + (4 + 128 * 4) + 8);
+    assert_eq!(info.csrBytes, 4 * 4 + 5 * 8);
+    // Five entries in 128 slots are far below what tiles need to pay: AUTO keeps them as CSR.
+    let auto = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Auto), &csr, IndexBase::Zero).info();
+    assert_eq!((auto.blockCount, auto.blockCountBeforeReordering, auto.fillRatio), (0, 1, 0.0));
+    assert_eq!((auto.rowsInTiles, auto.rowsInCsr, auto.entriesInCsr), (0, 3, 5));
+    assert_eq!(auto.bytes, 3 * 8 + 5 * 8 + 8);
 
     let sentinel = smatMatrixInfo_t { rows: -9, ..Default::default() };
     let mut out = sentinel;

@@ -1,19 +1,20 @@
 //! SMaT on the CUDA backend (each test reports SKIPPED without a usable GPU): smatSpMM against the
-//! CPU backend and an f64 reference for every value type, layout, structure and reordering mode;
-//! host and device pointers; the caller's stream; matrices used with the wrong backend; injected
+//! CPU backend and an f64 reference for every value type, layout, structure, reordering mode and
+//! storage format; the vectorised and strided CSR kernels; rows long enough to be split into
+//! segments; host and device pointers; the caller's stream; matrices used with the wrong backend; injected
 //! allocation failures; and a rough timing at 16384² with 1 % nonzeros in 16×16 blocks.
 
 mod common;
 use common::last_error;
 
-use common::smat::{Dense, Handle, Matrix, random_matrix, roundoffs};
+use common::smat::{Dense, Handle, Matrix, dense_abs, random_matrix, roundoffs};
 use common::{POISON, Rng};
 use cudarc::driver::sys::CUstream;
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, Stream, memory};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::ReorderMode;
+use sparsegpu::smat::{ReorderMode, StorageFormat};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{block_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -130,28 +131,39 @@ impl<T: Element> Problem<T> {
         Problem { csr, db, dc, b, c, alpha, beta }
     }
 
+    /// The same A, α and β with B and C of the given shapes, filled afresh.
+    fn with_shapes(self, db: Dense, dc: Dense, rng: &mut Rng) -> Self {
+        let beta_zero = self.beta.to_f64() == 0.0;
+        let b: Vec<T> = rng.vec(db.len());
+        let mut c = vec![T::from_f64(POISON); dc.len()];
+        for i in 0..dc.rows {
+            for j in 0..dc.cols {
+                c[dc.index(i, j)] = if beta_zero { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
+            }
+        }
+        Problem { db, dc, b, c, ..self }
+    }
+
     /// Checks every element of `got` against the f64 reference from the rounded inputs (bound of
     /// the tests of the CPU backend), and that C's padding is untouched.
     ///
     /// `tiles_rounded`: the CUDA backend feeds half-type tiles to the tensor cores, so duplicate
-    /// entries, summed in f32 at analysis, reach it rounded once to the value type; the reference
-    /// then uses those rounded sums (sums of two halves in [-1, 1] are exact in f32).
+    /// entries, summed in f32 at analysis, reach it rounded once to the value type, while its CSR
+    /// rows multiply duplicates one by one; the bound then also allows A's entries one rounding.
     fn check(&self, got: &[T], what: &str, tiles_rounded: bool) {
         let (rows, cols, n) = (self.csr.rows, self.csr.cols, self.db.cols);
-        let mut dense_a = self.csr.to_dense_f64();
-        if tiles_rounded {
-            dense_a.iter_mut().for_each(|x| *x = T::from_f64(*x).to_f64());
-        }
+        let (dense_a, abs_a) = (self.csr.to_dense_f64(), dense_abs(&self.csr));
         let (alpha, beta) = (self.alpha.to_f64(), self.beta.to_f64());
         let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
+        let u_a = if tiles_rounded { u_out } else { 0.0 };
         let tiny = if T::VALUE_TYPE == ValueType::F16 { 2f64.powi(-24) } else { 0.0 };
         for i in 0..rows {
             for j in 0..n {
                 let (mut exact, mut magnitude) = (0.0, 0.0);
                 for k in 0..cols {
-                    let product = dense_a[i * cols + k] * self.b[self.db.index(k, j)].to_f64();
-                    exact += product;
-                    magnitude += product.abs();
+                    let bkj = self.b[self.db.index(k, j)].to_f64();
+                    exact += dense_a[i * cols + k] * bkj;
+                    magnitude += abs_a[i * cols + k] * bkj.abs();
                 }
                 let mut want = alpha * exact;
                 let mut bound = alpha.abs() * magnitude;
@@ -161,7 +173,10 @@ impl<T: Element> Problem<T> {
                     bound += (beta * old).abs();
                 }
                 let value = got[self.dc.index(i, j)].to_f64();
-                let tolerance = u_out * want.abs() + 4.0 * (cols as f64 + 2.0) * u_compute * bound + tiny;
+                let tolerance = u_out * want.abs()
+                    + 4.0 * (cols as f64 + 2.0) * u_compute * bound
+                    + u_a * alpha.abs() * magnitude
+                    + tiny;
                 assert!(
                     (value - want).abs() <= tolerance,
                     "{what}: C[{i},{j}] = {value}, want {want} (tolerance {tolerance})"
@@ -202,10 +217,11 @@ fn property_loop<T: Element>(cases: usize) {
         let layout = if rng.below(2) == 0 { Layout::RowMajor } else { Layout::ColMajor };
         let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
         let mode = ReorderMode::variants()[rng.below(3)];
+        let format = StorageFormat::variants()[rng.below(3)];
         let beta_zero = rng.below(3) == 0;
         let p = Problem::new(&mut rng, csr, n, layout, beta_zero);
         let what = format!(
-            "case {case} {:?} {structure} {}x{} nnz {} n {n} {layout:?} {base:?} {mode:?} alpha {:?} beta {:?} ldb {} ldc {}",
+            "case {case} {:?} {structure} {}x{} nnz {} n {n} {layout:?} {base:?} {mode:?} {format:?} alpha {:?} beta {:?} ldb {} ldc {}",
             T::VALUE_TYPE,
             p.csr.rows,
             p.csr.cols,
@@ -216,19 +232,26 @@ fn property_loop<T: Element>(cases: usize) {
             p.dc.ld
         );
 
-        let gpu_handle = Handle::new(BackendKind::Cuda, mode);
-        let cpu_handle = Handle::new(BackendKind::Cpu, mode);
-        let on_gpu = create_matrix(&gpu_handle, &p.csr, base);
-        let on_cpu = create_matrix(&cpu_handle, &p.csr, base);
+        let gpu_handle = Handle::with_format(BackendKind::Cuda, mode, format);
+        let cpu_handle = Handle::with_format(BackendKind::Cpu, mode, format);
+        compare_backends(&p, &gpu_handle, &cpu_handle, base, &what);
+    }
+}
+
+/// `p` on a CUDA and a CPU handle: identical info, both results within the reference bound.
+fn compare_backends<T: Element>(p: &Problem<T>, gpu_handle: &Handle, cpu_handle: &Handle, base: IndexBase, what: &str) {
+    {
+        let on_gpu = create_matrix(gpu_handle, &p.csr, base);
+        let on_cpu = create_matrix(cpu_handle, &p.csr, base);
         assert_eq!(on_gpu.info(), on_cpu.info(), "{what}: info");
 
         let mut c_gpu = p.c.clone();
         let mut c_cpu = p.c.clone();
         let status =
-            unsafe { spmm_raw(&gpu_handle, &on_gpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_gpu.as_mut_ptr(), p.dc) };
+            unsafe { spmm_raw(gpu_handle, &on_gpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_gpu.as_mut_ptr(), p.dc) };
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
         let status =
-            unsafe { spmm_raw(&cpu_handle, &on_cpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_cpu.as_mut_ptr(), p.dc) };
+            unsafe { spmm_raw(cpu_handle, &on_cpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_cpu.as_mut_ptr(), p.dc) };
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
         p.check(&c_gpu, &format!("{what} (CUDA)"), true);
         p.check(&c_cpu, &format!("{what} (CPU)"), false);
@@ -265,6 +288,57 @@ fn spmm_matches_cpu_and_reference_f64() {
         return;
     }
     property_loop::<f64>(60);
+}
+
+/// The CSR kernels' two forms (16-byte loads for row-major B and C with aligned rows, strided loads
+/// otherwise) at widths around their lanes' coverage, and rows long enough to be cut into segments
+/// (with empty rows, a row of A with every column, and short rows around them).
+fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
+    let cols = 2500;
+    let mut triplets = Vec::new();
+    for r in 0..700 {
+        let length = match r % 50 {
+            0 => cols,                  // whole rows: split into segments
+            7 => 1100 + rng.below(300), // just above the segment threshold
+            13 => 0,
+            _ => rng.below(12),
+        };
+        let mut columns: Vec<usize> = (0..cols).collect();
+        for i in 0..length {
+            columns.swap(i, i + rng.below(cols - i));
+            triplets.push((r, columns[i], T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    let csr = CsrMatrix::from_triplets(700, cols, triplets);
+    let csr_only = |backend| Handle::with_format(backend, ReorderMode::Never, StorageFormat::Csr);
+    let (gpu_handle, cpu_handle) = (csr_only(BackendKind::Cuda), csr_only(BackendKind::Cpu));
+    for n in [1, 7, 8, 9, 31, 64, 100, 257] {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            let beta_zero = rng.below(2) == 0;
+            let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
+            // Leading dimensions that keep rows 16-byte aligned half of the time.
+            if rng.below(2) == 0 {
+                let aligned =
+                    |d: Dense| Dense { ld: if layout == Layout::RowMajor { n.next_multiple_of(8) } else { d.ld }, ..d };
+                let (db, dc) = (aligned(p.db), aligned(p.dc));
+                p = p.with_shapes(db, dc, rng);
+            }
+            let what = format!("{:?} long rows n {n} {layout:?} ldb {} ldc {}", T::VALUE_TYPE, p.db.ld, p.dc.ld);
+            compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
+        }
+    }
+}
+
+#[test]
+fn csr_rows_vectorised_strided_and_split() {
+    if !common::cuda_available("csr_rows_vectorised_strided_and_split") {
+        return;
+    }
+    let mut rng = Rng::fresh("smat gpu csr rows");
+    csr_rows_and_segments::<f16>(&mut rng);
+    csr_rows_and_segments::<bf16>(&mut rng);
+    csr_rows_and_segments::<f32>(&mut rng);
+    csr_rows_and_segments::<f64>(&mut rng);
 }
 
 /// Device arrays for the CSR input and for B / C, on a non-default stream.

@@ -12,7 +12,7 @@ use crate::dense::required_len;
 use crate::error::Result;
 use crate::handle::HandleCore;
 use crate::smat::contract::{Product, RawCsr, SmatElement};
-use crate::smat::{SmatHandle, SmatMatrix};
+use crate::smat::{SmatHandle, SmatMatrix, StorageFormat};
 use crate::types::{IndexBase, Layout, ValueType};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -24,6 +24,8 @@ pub type smatHandle_t = *mut SmatHandle;
 pub type smatMatrix_t = *mut SmatMatrix;
 /// `smatReorderMode_t`: an `smatReorderMode` value passed as `int`.
 pub type smatReorderMode_t = c_int;
+/// `smatFormat_t`: an `smatFormat` value passed as `int`.
+pub type smatFormat_t = c_int;
 
 /// What `smatGetMatrixInfo` reports about an analysed matrix.
 #[repr(C)]
@@ -37,15 +39,25 @@ pub struct smatMatrixInfo_t {
     /// (m16n8k16), 16×8 for f32 (m16n8k8 TF32), 8×4 for f64 (DMMA m8n8k4).
     pub tileRows: c_int,
     pub tileCols: c_int,
-    /// Nonzero tiles stored (after reordering, when applied).
+    /// Nonzero tiles stored (after reordering, when applied), for the rows stored as tiles.
     pub blockCount: i64,
-    /// Nonzero tiles the matrix has in its original row order.
+    /// Nonzero tiles the whole matrix has in its original row order.
     pub blockCountBeforeReordering: i64,
-    /// Distinct nonzero positions / (blockCount · tileRows · tileCols); 1 = no padding, 0 = no blocks.
+    /// Distinct nonzero positions in the tiles / (blockCount · tileRows · tileCols); 1 = no
+    /// padding, 0 = no tiles.
     pub fillRatio: f64,
     /// 1 when the rows are stored permuted (invisible to results), 0 otherwise.
     pub reordered: c_int,
     pub valueType: sgpuValueType_t,
+    /// Rows of the matrix stored as tiles (multiplied on tensor cores), and rows stored as CSR
+    /// (multiplied on the CUDA cores, rows without entries included) with their entries.
+    pub rowsInTiles: i64,
+    pub rowsInCsr: i64,
+    pub entriesInCsr: i64,
+    /// Bytes the analysed matrix takes on a CUDA device, and the bytes of its CSR (32-bit indices);
+    /// `SMAT_FORMAT_AUTO` keeps the first within twice the second.
+    pub bytes: i64,
+    pub csrBytes: i64,
 }
 
 static HANDLES: Registry<SmatHandle> = Registry::new(ObjectKind::SmatHandle);
@@ -119,6 +131,29 @@ pub unsafe extern "C" fn smatGetReorderMode(handle: smatHandle_t, mode: *mut sma
     boundary("smatGetReorderMode", || {
         let h: &mut SmatHandle = unsafe { HANDLES.get(handle, "handle") }?;
         *unsafe { out_arg(mode, "mode") }? = h.settings.reorder as c_int;
+        Ok(())
+    })
+}
+
+/// Sets how later `smatCreateCsr` calls on this handle store a matrix (`smatFormat`): AUTO (default)
+/// chooses per block row between tensor-core tiles, where they are full enough to pay, and CSR rows
+/// on the CUDA cores, within twice the CSR's bytes; TILES stores every block row holding entries as
+/// tiles, as the SMaT paper does; CSR stores every row as CSR and does not reorder.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smatSetFormat(handle: smatHandle_t, format: smatFormat_t) -> sgpuStatus_t {
+    boundary("smatSetFormat", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        h.settings.format = enum_arg::<StorageFormat>(format, "format")?;
+        Ok(())
+    })
+}
+
+/// Writes the handle's storage format to `*format`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smatGetFormat(handle: smatHandle_t, format: *mut smatFormat_t) -> sgpuStatus_t {
+    boundary("smatGetFormat", || {
+        let h: &mut SmatHandle = unsafe { HANDLES.get(handle, "handle") }?;
+        *unsafe { out_arg(format, "format") }? = h.settings.format as c_int;
         Ok(())
     })
 }
@@ -203,7 +238,8 @@ unsafe fn analyse<T: SmatElement>(
 }
 
 /// Writes facts about an analysed matrix to `*info`: shape, tile, block counts before and after
-/// reordering, fill ratio, whether rows were reordered, value type.
+/// reordering, fill ratio, whether rows were reordered, value type, how its rows are split between
+/// tiles and CSR, and its size.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn smatGetMatrixInfo(A: smatMatrix_t, info: *mut smatMatrixInfo_t) -> sgpuStatus_t {
     boundary("smatGetMatrixInfo", || {
@@ -221,6 +257,11 @@ pub unsafe extern "C" fn smatGetMatrixInfo(A: smatMatrix_t, info: *mut smatMatri
             fillRatio: i.fill_ratio(),
             reordered: i.reordered as c_int,
             valueType: i.value_type as c_int,
+            rowsInTiles: i.rows_in_tiles as i64,
+            rowsInCsr: i.rows_in_csr as i64,
+            entriesInCsr: i.entries_in_csr as i64,
+            bytes: i.bytes() as i64,
+            csrBytes: i.csr_bytes() as i64,
         };
         Ok(())
     })

@@ -1,12 +1,16 @@
-//! BCSR with tensor-core tiles (section IV-B of the paper): block-row pointers, one column index per
-//! nonzero block, and each block's `tile.rows × tile.cols` values stored densely (row-major, zero
-//! padded). Metadata grows with the nonzero blocks and the block rows only.
+//! BCSR with tensor-core tiles (section IV-B of the paper), for the block rows the analysis gives to
+//! the tensor cores: block-row pointers, one column index per nonzero block, each block's
+//! `tile.rows × tile.cols` values stored densely (row-major, zero padded), and the caller's row of
+//! every tile row. Metadata grows with the nonzero blocks and the block rows only.
 
 use super::Tile;
-use crate::alloc::{element_count, try_push, try_vec, try_with_capacity};
+use super::chunks;
+use super::reorder::RowPatterns;
+use crate::alloc::{element_count, try_vec};
 use crate::error::{Error, Result};
 use crate::scalar::{ComputeScalar, Element};
 use crate::sparse::CsrRef;
+use rayon::prelude::*;
 
 #[derive(Clone, Debug)]
 pub struct Bcsr<S> {
@@ -14,73 +18,111 @@ pub struct Bcsr<S> {
     /// `block_row_ptr[br]..block_row_ptr[br + 1]` are block row `br`'s blocks.
     pub block_row_ptr: Vec<usize>,
     /// Column-block index of each block, increasing within a block row (so B is read in order).
-    pub block_cols: Vec<usize>,
+    pub block_cols: Vec<u32>,
     /// `block_cols.len() · tile.area()` values in the compute type.
     pub values: Vec<S>,
+    /// The caller's row that row `i` of block row `br` produces, at `br · tile.rows + i`;
+    /// [`NO_ROW`] for the padding rows of a last, partial block row.
+    pub out_rows: Vec<u32>,
+    /// Distinct (row, column) positions the blocks hold: what is not padding.
+    pub positions: usize,
 }
+
+/// `out_rows` entry of a tile row that produces no row of C.
+pub const NO_ROW: u32 = u32::MAX;
 
 impl<S> Bcsr<S> {
     pub fn block_count(&self) -> usize {
         self.block_cols.len()
     }
+
+    pub fn block_rows(&self) -> usize {
+        self.block_row_ptr.len() - 1
+    }
+
+    pub fn empty(tile: Tile) -> Self {
+        Bcsr {
+            tile,
+            block_row_ptr: vec![0],
+            block_cols: Vec::new(),
+            values: Vec::new(),
+            out_rows: Vec::new(),
+            positions: 0,
+        }
+    }
 }
 
-/// Blocks `csr` with stored row `i` = original row `order[i]` (`None`: original order). Duplicate
-/// entries are summed in the compute type. `block_count` is the count [`super::reorder::count_blocks`]
-/// gave for this order; it sizes the value array up front so a huge matrix fails with
-/// `AllocationFailed` instead of aborting.
+/// Blocks the given block rows of `csr` (stored block row `b` holds stored rows `b·tile.rows …`, and
+/// stored row `i` is row `order[i]`, or `i` without an order); `blocks[k]` is the block count of
+/// `block_rows[k]` as [`super::reorder::block_row_shapes`] gave it, which sizes the arrays up front
+/// so a huge matrix fails with `AllocationFailed` instead of aborting. Duplicate entries are summed in
+/// the compute type, in CSR order. Runs in parallel over runs of block rows.
 pub fn build<T: Element>(
     csr: &CsrRef<'_, T>,
+    patterns: &RowPatterns,
     order: Option<&[usize]>,
     tile: Tile,
-    block_count: usize,
+    block_rows: &[usize],
+    blocks: &[usize],
 ) -> Result<Bcsr<T::Compute>> {
     let rows = csr.outer_dim;
     let area = tile.area();
-    let values_len = element_count(block_count, area, "the BCSR block values")?;
-    let mut values = try_vec(values_len, T::Compute::ZERO, "the BCSR block values")?;
-    let mut block_cols = try_with_capacity(block_count, "the BCSR column indices")?;
-    let mut block_row_ptr = try_with_capacity(rows.div_ceil(tile.rows) + 1, "the BCSR block-row pointers")?;
-    block_row_ptr.push(0);
+    let mut block_row_ptr = try_vec(block_rows.len() + 1, 0usize, "the BCSR block-row pointers")?;
+    for (k, &count) in blocks.iter().enumerate() {
+        block_row_ptr[k + 1] = block_row_ptr[k] + count;
+    }
+    let block_count = block_row_ptr[block_rows.len()];
+    let mut block_cols: Vec<u32> = try_vec(block_count, 0, "the BCSR column indices")?;
+    let mut values =
+        try_vec(element_count(block_count, area, "the BCSR block values")?, T::Compute::ZERO, "the BCSR block values")?;
+    let mut out_rows =
+        try_vec(element_count(block_rows.len(), tile.rows, "the BCSR row map")?, NO_ROW, "the BCSR row map")?;
+    let mut positions = try_vec(block_rows.len(), 0usize, "the BCSR positions")?;
 
-    // (column block, offset inside the block, CSR entry) of one block row, grouped by sorting.
-    let mut entries: Vec<(usize, usize, usize)> = Vec::new();
-    for start in (0..rows).step_by(tile.rows) {
-        entries.clear();
-        for position in start..(start + tile.rows).min(rows) {
-            let r = order.map_or(position, |o| o[position]);
-            let local_row = position - start;
-            for e in csr.range(r) {
-                let c = csr.index(e);
-                try_push(
-                    &mut entries,
-                    (c / tile.cols, local_row * tile.cols + c % tile.cols, e),
-                    "a block row's entries",
-                )?;
+    let bounds = chunks::runs(block_rows.len(), |k| block_row_ptr[k] * area);
+    let col_runs = chunks::split_by_runs(&mut block_cols, &bounds, |k| block_row_ptr[k]);
+    let value_runs = chunks::split_by_runs(&mut values, &bounds, |k| block_row_ptr[k] * area);
+    let row_runs = chunks::split_by_runs(&mut out_rows, &bounds, |k| k * tile.rows);
+    let position_runs = chunks::split_by_runs(&mut positions, &bounds, |k| k);
+    let work = col_runs.into_par_iter().zip(value_runs).zip(row_runs).zip(position_runs).zip(bounds.par_windows(2));
+    work.try_for_each(|((((cols_out, values_out), rows_out), positions_out), run)| -> Result<()> {
+        let (mut touched, mut union) = (Vec::new(), Vec::new());
+        for k in run[0]..run[1] {
+            let local = block_row_ptr[k] - block_row_ptr[run[0]];
+            let count = blocks[k];
+            let cols = &mut cols_out[local..local + count];
+            let tiles = &mut values_out[local * area..(local + count) * area];
+            touched.clear();
+            touched.resize(count * area, false);
+            // The block row's column blocks: the union of its rows' patterns, sorted.
+            union.clear();
+            let start = block_rows[k] * tile.rows;
+            for position in start..(start + tile.rows).min(rows) {
+                union.extend_from_slice(patterns.row(order.map_or(position, |o| o[position])));
             }
-        }
-        // Stable, so duplicates are summed in CSR order whatever the sort does.
-        entries.sort_by_key(|&(block_col, _, _)| block_col);
-        let mut previous = None;
-        for &(block_col, offset, e) in &entries {
-            if previous != Some(block_col) {
-                previous = Some(block_col);
-                if block_cols.len() == block_count {
-                    return Err(Error::internal(format!("BCSR has more blocks than the {block_count} predicted")));
+            union.sort_unstable();
+            union.dedup();
+            if union.len() != count {
+                return Err(Error::internal(format!(
+                    "a block row has {} blocks but {count} were predicted",
+                    union.len()
+                )));
+            }
+            cols.copy_from_slice(&union);
+            for (i, position) in (start..(start + tile.rows).min(rows)).enumerate() {
+                let r = order.map_or(position, |o| o[position]);
+                rows_out[(k - run[0]) * tile.rows + i] = r as u32;
+                for e in csr.range(r) {
+                    let c = csr.index(e);
+                    let slot = cols.binary_search(&((c / tile.cols) as u32)).expect("the column block is in the union");
+                    let at = slot * area + i * tile.cols + c % tile.cols;
+                    tiles[at] += csr.values[e].to_compute();
+                    touched[at] = true;
                 }
-                block_cols.push(block_col);
             }
-            let slot = block_cols.len() - 1;
-            let value = &mut values[slot * area + offset];
-            *value += csr.values[e].to_compute();
+            positions_out[k - run[0]] = touched.iter().filter(|&&t| t).count();
         }
-        block_row_ptr.push(block_cols.len());
-    }
-    if block_cols.len() != block_count {
-        return Err(Error::internal(format!(
-            "BCSR has {} blocks but the block count predicted {block_count}",
-            block_cols.len()
-        )));
-    }
-    Ok(Bcsr { tile, block_row_ptr, block_cols, values })
+        Ok(())
+    })?;
+    Ok(Bcsr { tile, block_row_ptr, block_cols, values, out_rows, positions: positions.iter().sum() })
 }

@@ -1,12 +1,11 @@
 //! What a backend does for SMaT. The family ([`super::SmatHandle`]) validates the CSR input, runs the
-//! analysis (Jaccard reordering, BCSR blocking) on the host and keeps the
-//! analysed matrix; a backend makes a caller's CSR arrays readable on the host, takes the analysed
-//! blocks to where it multiplies ([`SmatBackend::prepare`]: kept in host memory, or uploaded to a
-//! device) and runs SpMM on them. What a backend prepared is its own type, held by the matrix as a
+//! analysis (Jaccard reordering, the choice between tiles and CSR rows, both parts built) on the host
+//! and keeps the analysed matrix; a backend makes a caller's CSR arrays readable on the host, takes
+//! the analysed storage to where it multiplies ([`SmatBackend::prepare`]: kept in host memory, or
+//! uploaded to a device) and runs SpMM with it. What a backend prepared is its own type, held by the matrix as a
 //! [`PreparedBlocks`] and downcast by that backend only.
 
-use super::bcsr::Bcsr;
-use super::{MatrixInfo, SmatMatrix};
+use super::{MatrixInfo, SmatMatrix, Storage};
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::scalar::Element;
@@ -103,14 +102,9 @@ pub trait SmatBackend<T: Element> {
     /// the CUDA backend also takes memory of its device), while the returned arrays live.
     unsafe fn csr_to_host<'a>(&mut self, csr: &RawCsr<T>) -> Result<HostCsr<'a, T>>;
 
-    /// Takes an analysed matrix's blocks (stored row `i` is the caller's row `row_order[i]`) to where
-    /// this backend multiplies with them.
-    fn prepare(
-        &mut self,
-        info: &MatrixInfo,
-        row_order: Option<&[usize]>,
-        bcsr: Bcsr<T::Compute>,
-    ) -> Result<Box<dyn PreparedBlocks>>;
+    /// Takes an analysed matrix's storage (tiles and CSR rows, each naming the caller's rows it
+    /// produces) to where this backend multiplies with it.
+    fn prepare(&mut self, info: &MatrixInfo, storage: Storage<T::Compute>) -> Result<Box<dyn PreparedBlocks>>;
 
     /// `C = α·A·B + β·C` with `a`'s blocks; rows of C in the caller's order. β = 0 never reads C.
     /// Blocks another backend prepared are [`foreign_matrix`], reported before anything is read.
@@ -158,9 +152,8 @@ mod tests {
     fn matrix_of(backend: &'static str) -> SmatMatrix {
         let csr = CsrMatrix::<f32>::from_triplets(3, 2, vec![(0, 1, 1.0)]);
         let view = csr.view();
-        let super::super::Analysis { info, row_order, .. } =
-            super::super::analyse(&view, &AnalysisSettings::default()).unwrap();
-        SmatMatrix { info, row_order, blocks: Box::new(OtherBlocks(backend)) }
+        let super::super::Analysis { info, .. } = super::super::analyse(&view, &AnalysisSettings::default()).unwrap();
+        SmatMatrix { info, blocks: Box::new(OtherBlocks(backend)) }
     }
 
     #[test]

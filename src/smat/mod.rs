@@ -4,15 +4,22 @@
 //! blocks are exactly the A-operand tile of the tensor-core `mma` instruction for the value type.
 //! The compute phase multiplies every nonzero block with the matching panel of B.
 //!
+//! Tiles pay only where they are full enough: a tile costs about as much as a fixed number of
+//! nonzeros multiplied one by one, whatever it holds. So the analysis decides per block row (the
+//! `tile.rows` stored rows one warp of tiles covers) between tiles and plain CSR rows multiplied on
+//! the CUDA cores ([`StorageFormat`]); an unstructured matrix ends up all CSR, a stencil or FEM
+//! matrix all tiles, and a matrix of both kinds split between them (see docs/methods.md).
+//!
 //! Everything here is backend-independent: a backend keeps the blocks where it multiplies and runs
 //! SpMM on them ([`contract`]). The row permutation is internal and results are always in the
 //! caller's row order.
 
 pub mod bcsr;
+mod chunks;
 pub mod contract;
 pub mod reorder;
+pub mod rows;
 
-use crate::alloc::try_with_capacity;
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
 use crate::scalar::Element;
@@ -20,7 +27,9 @@ use crate::sparse::{CSR_NAMES, CompressedRef, CsrRef};
 use crate::types::ValueType;
 use bcsr::Bcsr;
 use contract::{PreparedBlocks, Product, RawCsr, SmatElement};
-use reorder::RowPatterns;
+use rayon::prelude::*;
+use reorder::{BlockRowShape, RowPatterns};
+use rows::RowsCsr;
 use std::any::Any;
 use std::os::raw::c_int;
 
@@ -54,6 +63,36 @@ impl TryFrom<c_int> for ReorderMode {
     }
 }
 
+/// How `smatCreateCsr` stores a matrix (`smatFormat`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StorageFormat {
+    /// Per block row: tensor-core tiles where they are full enough to beat multiplying the nonzeros
+    /// one by one on the CUDA cores, CSR rows elsewhere, within twice the bytes of the caller's CSR.
+    Auto = 0,
+    /// Every block row holding entries as tiles, as the paper does, whatever the padding costs.
+    Tiles = 1,
+    /// Every row as CSR on the CUDA cores; no tiles, and no reordering (it could not change anything).
+    Csr = 2,
+}
+
+impl StorageFormat {
+    pub const fn variants() -> &'static [StorageFormat] {
+        &[StorageFormat::Auto, StorageFormat::Tiles, StorageFormat::Csr]
+    }
+}
+
+impl TryFrom<c_int> for StorageFormat {
+    type Error = Error;
+    fn try_from(v: c_int) -> Result<Self> {
+        StorageFormat::variants()
+            .iter()
+            .copied()
+            .find(|m| *m as c_int == v)
+            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid smatFormat_t")))
+    }
+}
+
 /// Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's
 /// column-block union is below τ; at τ = 0.5 that means the row shares more column blocks with the
 /// cluster than the merge adds, so a merge never costs more new blocks than it saves — the break-even
@@ -65,12 +104,17 @@ pub const DEFAULT_JACCARD_THRESHOLD: f64 = 0.5;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AnalysisSettings {
     pub reorder: ReorderMode,
+    pub format: StorageFormat,
     jaccard_threshold: f64,
 }
 
 impl Default for AnalysisSettings {
     fn default() -> Self {
-        AnalysisSettings { reorder: ReorderMode::Auto, jaccard_threshold: DEFAULT_JACCARD_THRESHOLD }
+        AnalysisSettings {
+            reorder: ReorderMode::Auto,
+            format: StorageFormat::Auto,
+            jaccard_threshold: DEFAULT_JACCARD_THRESHOLD,
+        }
     }
 }
 
@@ -122,9 +166,9 @@ impl SmatHandle {
             false,
             CSR_NAMES,
         )?;
-        let Analysis { info, row_order, bcsr } = analyse(&view, &self.settings)?;
-        let blocks = backend.prepare(&info, row_order.as_deref(), bcsr)?;
-        Ok(SmatMatrix { info, row_order, blocks })
+        let Analysis { info, storage } = analyse(&view, &self.settings)?;
+        let blocks = backend.prepare(&info, storage)?;
+        Ok(SmatMatrix { info, blocks })
     }
 
     /// `C = α·A·B + β·C` on the handle's backend, which must be the one that analysed `a`
@@ -174,72 +218,220 @@ pub struct MatrixInfo {
     pub cols: usize,
     /// CSR entries as passed (duplicates counted).
     pub nnz: usize,
-    /// Distinct (row, column) positions among the entries: what the blocks actually hold.
-    pub positions: usize,
     pub tile: Tile,
+    /// Tiles stored (in the tensor-core part).
     pub blocks: usize,
+    /// Tiles the whole matrix has in its original row order.
     pub blocks_before_reordering: usize,
+    /// Distinct (row, column) positions the tiles hold: what is not padding.
+    pub tile_positions: usize,
+    /// Rows of C the tiles produce.
+    pub rows_in_tiles: usize,
+    /// Rows of C the CSR part produces (rows without entries included), and its entries.
+    pub rows_in_csr: usize,
+    pub entries_in_csr: usize,
     pub reordered: bool,
     pub value_type: ValueType,
 }
 
 impl MatrixInfo {
-    /// Distinct positions / (blocks · tile area): 1 means no padding; 0 when there are no blocks.
+    /// Distinct positions in tiles / (blocks · tile area): 1 means no padding; 0 when there are no blocks.
     pub fn fill_ratio(&self) -> f64 {
-        if self.blocks == 0 { 0.0 } else { self.positions as f64 / (self.blocks * self.tile.area()) as f64 }
+        if self.blocks == 0 { 0.0 } else { self.tile_positions as f64 / (self.blocks * self.tile.area()) as f64 }
+    }
+
+    /// Bytes of the analysed matrix as the CUDA backend stores it (element type values, 32-bit
+    /// indices and pointers); [`StorageFormat::Auto`] keeps it within [`MEMORY_BUDGET`] CSR sizes.
+    pub fn bytes(&self) -> usize {
+        let block_rows = self.rows_in_tiles.div_ceil(self.tile.rows);
+        storage_bytes(self.value_type, self.tile, block_rows, self.blocks, self.rows_in_csr, self.entries_in_csr)
+    }
+
+    /// Bytes of the caller's CSR (32-bit indices, element type values).
+    pub fn csr_bytes(&self) -> usize {
+        csr_bytes(self.value_type, self.rows, self.nnz)
     }
 }
 
-/// An analysis's result on the host, before a backend prepares the blocks. Block values are in the
-/// compute type (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so
-/// duplicates sum without rounding and the CPU kernel reads blocks directly.
+/// The most bytes [`StorageFormat::Auto`] spends on an analysed matrix, in sizes of its CSR: tiles
+/// trade padding for speed, and a caller with a large matrix must still be able to afford them.
+pub const MEMORY_BUDGET: usize = 2;
+
+fn csr_bytes(value_type: ValueType, rows: usize, nnz: usize) -> usize {
+    4 * (rows + 1) + nnz * (4 + value_type.size())
+}
+
+/// Tiles: a pointer and `tile.rows` output rows per block row, a column index and `area` values per
+/// block; CSR part: a pointer and an output row per row, a column index and a value per entry.
+fn storage_bytes(
+    value_type: ValueType,
+    tile: Tile,
+    block_rows: usize,
+    blocks: usize,
+    csr_rows: usize,
+    csr_entries: usize,
+) -> usize {
+    let s = value_type.size();
+    (4 + 4 * tile.rows) * block_rows + (4 + tile.area() * s) * blocks + 8 * csr_rows + (4 + s) * csr_entries + 8
+}
+
+/// The fill at which a tile of `value_type` starts to cost less than its nonzeros multiplied one by
+/// one on the CUDA cores. A CSR row reads one row of B per nonzero; a tile reads `tile.cols` rows of
+/// B through shared memory for all its nonzeros and multiplies them on tensor cores, so in B traffic
+/// it breaks even at fill 1 / `tile.rows`. Half types take twice that, for the cost of staging B
+/// and of the padding's mma work; f32 and f64 tiles are multiplied by FMA on the padding too, so
+/// they must be half full to win.
+pub fn tile_fill_worth(value_type: ValueType) -> f64 {
+    match value_type {
+        ValueType::F16 | ValueType::Bf16 => 1.0 / 8.0,
+        ValueType::F32 | ValueType::F64 => 0.5,
+    }
+}
+
+/// An analysis's result on the host, before a backend prepares it. Values are in the compute type
+/// (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so duplicates in a
+/// tile sum without rounding and the CPU kernels read them directly.
 struct Analysis<S> {
     info: MatrixInfo,
-    row_order: Option<Vec<usize>>,
-    bcsr: Bcsr<S>,
+    storage: Storage<S>,
 }
 
-/// Runs the analysis on a validated CSR matrix: reordering as `settings` ask, then BCSR blocking
-/// with the value type's tile. Copies everything it needs from `csr`.
+/// An analysed matrix on the host: the block rows given to the tensor cores as tiles, the other rows
+/// as CSR. Every row of C is produced by exactly one of them.
+#[derive(Clone, Debug)]
+pub struct Storage<S> {
+    pub tiles: Bcsr<S>,
+    pub rows: RowsCsr<S>,
+}
+
+/// Runs the analysis on a validated CSR matrix: reordering and the per-block-row choice between
+/// tiles and CSR as `settings` ask, then both parts built. Copies everything it needs from `csr`.
 fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Result<Analysis<T::Compute>> {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
+    let (rows, worth) = (csr.outer_dim, tile_fill_worth(T::VALUE_TYPE));
+    let entries = |r: usize| csr.range(r).len();
     let patterns = RowPatterns::new(csr, tile.cols)?;
-    let blocks_before_reordering = reorder::count_blocks(&patterns, None, tile.rows)?;
-    let identity = |order: &[usize]| order.iter().enumerate().all(|(i, &r)| i == r);
+    let original = reorder::block_row_shapes(&patterns, None, tile.rows, entries)?;
+    let blocks_before_reordering = original.iter().map(|s| s.blocks).sum();
 
-    let (row_order, blocks) = match settings.reorder {
-        ReorderMode::Never => (None, blocks_before_reordering),
-        mode => {
-            let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
-            let blocks = reorder::count_blocks(&patterns, Some(&order), tile.rows)?;
-            let keep = !identity(&order) && (mode == ReorderMode::Always || blocks < blocks_before_reordering);
-            if keep { (Some(order), blocks) } else { (None, blocks_before_reordering) }
+    // What an order costs: the tiles stored when everything is tiles, else every block row at the
+    // cheaper of its tiles and its nonzeros (in nonzero units).
+    let cost = |shapes: &[BlockRowShape]| -> f64 {
+        match settings.format {
+            StorageFormat::Tiles => shapes.iter().map(|s| s.blocks as f64).sum(),
+            _ => shapes.iter().map(|s| (s.entries as f64).min(worth * (s.blocks * tile.area()) as f64)).sum(),
         }
     };
-    let bcsr = bcsr::build(csr, row_order.as_deref(), tile, blocks)?;
+    let order = match (settings.format, settings.reorder) {
+        (StorageFormat::Csr, _) | (_, ReorderMode::Never) => None,
+        (format, mode) => {
+            // Cheap test first: if even the best packing any order could give leaves the tiles
+            // emptier than `worth`, reordering cannot move a single block row to the tiles.
+            let hopeless = format == StorageFormat::Auto
+                && mode == ReorderMode::Auto
+                && (csr.nnz() as f64)
+                    < worth * (reorder::fewest_blocks_of_any_order(&patterns, tile.rows)? * tile.area()) as f64;
+            if hopeless {
+                None
+            } else {
+                let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
+                let identity = order.iter().enumerate().all(|(i, &r)| i == r);
+                if identity {
+                    None
+                } else {
+                    let shapes = reorder::block_row_shapes(&patterns, Some(&order), tile.rows, entries)?;
+                    (mode == ReorderMode::Always || cost(&shapes) < cost(&original)).then_some((order, shapes))
+                }
+            }
+        }
+    };
+    let (order, shapes) = match order {
+        Some((order, shapes)) => (Some(order), shapes),
+        None => (None, original),
+    };
+    let in_tiles = choose_tiles(T::VALUE_TYPE, tile, settings.format, rows, csr.nnz(), &shapes);
+
+    let tile_block_rows: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
+    let tile_blocks: Vec<usize> = tile_block_rows.iter().map(|&b| shapes[b].blocks).collect();
+    let tiles = bcsr::build(csr, &patterns, order.as_deref(), tile, &tile_block_rows, &tile_blocks)?;
+    let mut csr_rows: Vec<u32> =
+        (0..rows).filter(|&i| !in_tiles[i / tile.rows]).map(|i| order.as_ref().map_or(i, |o| o[i]) as u32).collect();
+    csr_rows.par_sort_unstable();
+    let row_part = rows::build(csr, csr_rows)?;
     let info = MatrixInfo {
-        rows: csr.outer_dim,
+        rows,
         cols: csr.inner_dim,
         nnz: csr.nnz(),
-        positions: distinct_positions(csr)?,
         tile,
-        blocks,
+        blocks: tiles.block_count(),
         blocks_before_reordering,
-        reordered: row_order.is_some(),
+        tile_positions: tiles.positions,
+        rows_in_tiles: rows - row_part.rows(),
+        rows_in_csr: row_part.rows(),
+        entries_in_csr: row_part.entries(),
+        reordered: order.is_some(),
         value_type: T::VALUE_TYPE,
     };
-    Ok(Analysis { info, row_order, bcsr })
+    Ok(Analysis { info, storage: Storage { tiles, rows: row_part } })
 }
 
-/// An analysed sparse matrix: BCSR of the (possibly row-permuted) matrix, ready for SpMM.
+/// Which block rows become tiles. [`StorageFormat::Auto`] takes those fuller than
+/// [`tile_fill_worth`], then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
+/// emptiest back to CSR. Block rows without entries are always CSR (rows that only get β·C).
+fn choose_tiles(
+    value_type: ValueType,
+    tile: Tile,
+    format: StorageFormat,
+    rows: usize,
+    nnz: usize,
+    shapes: &[BlockRowShape],
+) -> Vec<bool> {
+    let fill = |s: &BlockRowShape| s.entries as f64 / (s.blocks * tile.area()) as f64;
+    let mut in_tiles: Vec<bool> = shapes
+        .iter()
+        .map(|s| {
+            s.blocks > 0
+                && match format {
+                    StorageFormat::Tiles => true,
+                    StorageFormat::Csr => false,
+                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type),
+                }
+        })
+        .collect();
+    if format == StorageFormat::Auto {
+        let budget = MEMORY_BUDGET * csr_bytes(value_type, rows, nnz);
+        let (mut block_rows, mut blocks, mut entries_in_tiles) = (0, 0, 0);
+        for (s, _) in shapes.iter().zip(&in_tiles).filter(|(_, t)| **t) {
+            (block_rows, blocks, entries_in_tiles) = (block_rows + 1, blocks + s.blocks, entries_in_tiles + s.entries);
+        }
+        let bytes = |block_rows: usize, blocks: usize, entries_in_tiles: usize| {
+            // Rows in tiles counted whole: a partial last block row only overestimates.
+            let csr_rows = rows.saturating_sub(block_rows * tile.rows);
+            storage_bytes(value_type, tile, block_rows, blocks, csr_rows, nnz - entries_in_tiles)
+        };
+        if bytes(block_rows, blocks, entries_in_tiles) > budget {
+            let mut by_fill: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
+            by_fill.sort_by(|&x, &y| fill(&shapes[x]).total_cmp(&fill(&shapes[y])));
+            for b in by_fill {
+                if bytes(block_rows, blocks, entries_in_tiles) <= budget {
+                    break;
+                }
+                in_tiles[b] = false;
+                (block_rows, blocks, entries_in_tiles) =
+                    (block_rows - 1, blocks - shapes[b].blocks, entries_in_tiles - shapes[b].entries);
+            }
+        }
+    }
+    in_tiles
+}
+
+/// An analysed sparse matrix: its tiles and CSR rows, ready for SpMM.
 #[derive(Debug)]
 pub struct SmatMatrix {
     info: MatrixInfo,
-    /// Stored row `i` is the caller's row `row_order[i]`; `None` when the original order is kept.
-    row_order: Option<Vec<usize>>,
-    /// The blocks as the backend that analysed the matrix prepared them, where it multiplies (a
-    /// CUDA-built matrix keeps no host copy of its tiles, which may be large): only handles of that
-    /// backend multiply with the matrix.
+    /// The storage as the backend that analysed the matrix prepared it, where it multiplies (a
+    /// CUDA-built matrix keeps no host copy, which may be large): only handles of that backend
+    /// multiply with the matrix.
     blocks: Box<dyn PreparedBlocks>,
 }
 
@@ -248,13 +440,7 @@ impl SmatMatrix {
         &self.info
     }
 
-    /// The caller's row index of stored row `stored`.
-    #[inline]
-    pub fn original_row(&self, stored: usize) -> usize {
-        self.row_order.as_ref().map_or(stored, |o| o[stored])
-    }
-
-    /// The blocks, when they are of type `B` (the type of the backend asking: its own blocks).
+    /// The prepared storage, when it is of type `B` (the type of the backend asking: its own).
     pub fn blocks<B: PreparedBlocks>(&self) -> Option<&B> {
         (self.blocks.as_ref() as &dyn Any).downcast_ref()
     }
@@ -263,18 +449,4 @@ impl SmatMatrix {
     pub fn prepared_by(&self) -> &'static str {
         self.blocks.backend_name()
     }
-}
-
-fn distinct_positions<T>(csr: &CsrRef<'_, T>) -> Result<usize> {
-    let longest = (0..csr.outer_dim).map(|r| csr.range(r).len()).max().unwrap_or(0);
-    let mut columns = try_with_capacity(longest, "the columns of a row")?;
-    let mut positions = 0;
-    for r in 0..csr.outer_dim {
-        columns.clear();
-        columns.extend(csr.range(r).map(|e| csr.index(e)));
-        columns.sort_unstable();
-        columns.dedup();
-        positions += columns.len();
-    }
-    Ok(positions)
 }

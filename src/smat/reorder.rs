@@ -6,9 +6,11 @@
 //! distance between patterns measures the padding a merge causes at exactly the granularity the
 //! tensor-core tiles are cut at.
 
-use crate::alloc::{try_collect, try_copy, try_extend, try_vec, try_with_capacity};
+use super::chunks;
+use crate::alloc::{try_collect, try_copy, try_vec, try_with_capacity};
 use crate::error::Result;
 use crate::sparse::CsrRef;
+use rayon::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -17,23 +19,50 @@ use std::collections::BinaryHeap;
 #[derive(Clone, Debug)]
 pub struct RowPatterns {
     ptr: Vec<usize>,
-    blocks: Vec<usize>,
+    blocks: Vec<u32>,
 }
 
 impl RowPatterns {
-    pub fn new<T>(csr: &CsrRef<'_, T>, tile_cols: usize) -> Result<Self> {
-        let mut ptr = try_with_capacity(csr.outer_dim + 1, "the row patterns' pointers")?;
-        let mut blocks = try_with_capacity(csr.nnz(), "the row patterns")?;
-        ptr.push(0);
-        for r in 0..csr.outer_dim {
-            let start = blocks.len();
-            blocks.extend(csr.range(r).map(|e| csr.index(e) / tile_cols));
-            // Rows may be unsorted or hold duplicates (the C API accepts both).
-            blocks[start..].sort_unstable();
-            let distinct = dedup_sorted_tail(&mut blocks, start);
-            blocks.truncate(start + distinct);
-            ptr.push(blocks.len());
+    /// Built in parallel over runs of rows: each run sorts its rows' column blocks in place in a
+    /// scratch copy of the column indices, then the distinct ones are packed together.
+    pub fn new<T: Sync>(csr: &CsrRef<'_, T>, tile_cols: usize) -> Result<Self> {
+        let rows = csr.outer_dim;
+        let entry = |r: usize| if r == rows { csr.nnz() } else { csr.range(r).start };
+        let bounds = chunks::runs(rows, entry);
+        let mut scratch: Vec<u32> = try_vec(csr.nnz(), 0, "the row patterns")?;
+        let mut distinct: Vec<usize> = try_vec(rows, 0, "the row patterns' lengths")?;
+        let scratch_runs = chunks::split_by_runs(&mut scratch, &bounds, entry);
+        let distinct_runs = chunks::split_by_runs(&mut distinct, &bounds, |r| r);
+        scratch_runs.into_par_iter().zip(distinct_runs).zip(bounds.par_windows(2)).for_each(
+            |((scratch, distinct), run)| {
+                let first_entry = entry(run[0]);
+                for r in run[0]..run[1] {
+                    let range = csr.range(r);
+                    let row = &mut scratch[range.start - first_entry..range.end - first_entry];
+                    for (slot, e) in row.iter_mut().zip(range) {
+                        // Column indices are below 2³¹ (C int), so their blocks fit in u32.
+                        *slot = (csr.index(e) / tile_cols) as u32;
+                    }
+                    // Rows may be unsorted or hold duplicates (the C API accepts both).
+                    row.sort_unstable();
+                    distinct[r - run[0]] = dedup_sorted(row);
+                }
+            },
+        );
+        let mut ptr = try_vec(rows + 1, 0usize, "the row patterns' pointers")?;
+        for r in 0..rows {
+            ptr[r + 1] = ptr[r] + distinct[r];
         }
+        let mut blocks: Vec<u32> = try_vec(ptr[rows], 0, "the row patterns")?;
+        let block_runs = chunks::split_by_runs(&mut blocks, &bounds, |r| ptr[r]);
+        block_runs.into_par_iter().zip(bounds.par_windows(2)).for_each(|(out, run)| {
+            let mut at = 0;
+            for r in run[0]..run[1] {
+                let start = entry(r) - entry(run[0]);
+                out[at..at + distinct[r]].copy_from_slice(&scratch[start..start + distinct[r]]);
+                at += distinct[r];
+            }
+        });
         Ok(RowPatterns { ptr, blocks })
     }
 
@@ -41,44 +70,80 @@ impl RowPatterns {
         self.ptr.len() - 1
     }
 
-    pub fn row(&self, r: usize) -> &[usize] {
+    pub fn row(&self, r: usize) -> &[u32] {
         &self.blocks[self.ptr[r]..self.ptr[r + 1]]
+    }
+
+    /// Pattern entries (row, column block) over all rows.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
     }
 }
 
-/// Removes consecutive duplicates from `v[start..]` in place; returns how many distinct values remain.
-fn dedup_sorted_tail(v: &mut [usize], start: usize) -> usize {
-    let tail = &mut v[start..];
-    if tail.is_empty() {
+/// Moves the distinct values of sorted `v` to its front; returns how many there are.
+fn dedup_sorted<T: PartialEq + Copy>(v: &mut [T]) -> usize {
+    if v.is_empty() {
         return 0;
     }
     let mut kept = 1;
-    for i in 1..tail.len() {
-        if tail[i] != tail[kept - 1] {
-            tail[kept] = tail[i];
+    for i in 1..v.len() {
+        if v[i] != v[kept - 1] {
+            v[kept] = v[i];
             kept += 1;
         }
     }
     kept
 }
 
-/// Number of nonzero `tile_rows`-high BCSR blocks when stored row `i` is original row `order[i]`
-/// (`None`: the original order).
-pub fn count_blocks(patterns: &RowPatterns, order: Option<&[usize]>, tile_rows: usize) -> Result<usize> {
+/// What one block row of `tile_rows` stored rows holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockRowShape {
+    /// Nonzero tiles: distinct column blocks over its rows.
+    pub blocks: usize,
+    /// CSR entries of its rows (duplicates counted).
+    pub entries: usize,
+}
+
+/// The shape of every block row when stored row `i` is row `order[i]` (`None`: the original order);
+/// `entries(r)` is the number of CSR entries of row `r`.
+pub fn block_row_shapes(
+    patterns: &RowPatterns,
+    order: Option<&[usize]>,
+    tile_rows: usize,
+    entries: impl Fn(usize) -> usize + Sync,
+) -> Result<Vec<BlockRowShape>> {
     let rows = patterns.rows();
-    let mut block_row_columns = Vec::new();
-    let mut total = 0;
-    for start in (0..rows).step_by(tile_rows) {
-        block_row_columns.clear();
+    let mut shapes = try_vec(rows.div_ceil(tile_rows), BlockRowShape::default(), "the block-row shapes")?;
+    shapes.par_iter_mut().enumerate().for_each_init(Vec::new, |columns: &mut Vec<u32>, (block_row, shape)| {
+        columns.clear();
+        let start = block_row * tile_rows;
         for position in start..(start + tile_rows).min(rows) {
             let r = order.map_or(position, |o| o[position]);
-            try_extend(&mut block_row_columns, patterns.row(r), "the column blocks of a block row")?;
+            // Bounded by the block row's entries, which the CSR already holds: not a caller-sized
+            // allocation of its own.
+            columns.extend_from_slice(patterns.row(r));
+            shape.entries += entries(r);
         }
-        block_row_columns.sort_unstable();
-        block_row_columns.dedup();
-        total += block_row_columns.len();
+        columns.sort_unstable();
+        shape.blocks = dedup_sorted(columns);
+    });
+    Ok(shapes)
+}
+
+/// The fewest nonzero `tile_rows`-high tiles any row order can give: a column block holding entries
+/// in `k` rows needs at least ⌈k / tile_rows⌉ tiles whatever the order. Linear in the patterns; it
+/// tells the analysis when no reordering can make tiles full enough to be worth trying.
+pub fn fewest_blocks_of_any_order(patterns: &RowPatterns, tile_rows: usize) -> Result<usize> {
+    let column_blocks = patterns.blocks.iter().max().map_or(0, |&c| c as usize + 1);
+    let mut rows_in: Vec<u32> = try_vec(column_blocks, 0, "the rows per column block")?;
+    for &c in &patterns.blocks {
+        rows_in[c as usize] += 1;
     }
-    Ok(total)
+    Ok(rows_in.iter().map(|&k| (k as usize).div_ceil(tile_rows)).sum())
 }
 
 /// Sylos Labini's greedy clustering: take the first unclustered row as the seed of a new cluster,
@@ -167,7 +232,7 @@ impl<'a> Clustering<'a> {
     fn new(patterns: &'a RowPatterns) -> Result<Self> {
         let rows = patterns.rows();
         let mut used = try_copy(&patterns.blocks, "the column blocks in use")?;
-        used.sort_unstable();
+        used.par_sort_unstable();
         used.dedup();
         let compact = try_collect(patterns.blocks.len(), "the compacted row patterns", |e| {
             used.partition_point(|&u| u < patterns.blocks[e])

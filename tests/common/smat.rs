@@ -4,7 +4,7 @@
 use super::{Rng, last_error};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::ReorderMode;
+use sparsegpu::smat::{ReorderMode, StorageFormat};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, block_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, Layout, Status, ValueType};
@@ -12,15 +12,21 @@ use std::ptr::null_mut;
 
 const SUCCESS: i32 = Status::Success as i32;
 
-/// An SMaT handle on one backend and reordering mode, destroyed on drop.
+/// An SMaT handle on one backend, reordering mode and storage format, destroyed on drop.
 pub struct Handle(pub smatHandle_t);
 
 impl Handle {
+    /// The default storage format (`SMAT_FORMAT_AUTO`).
     pub fn new(backend: BackendKind, mode: ReorderMode) -> Handle {
+        Handle::with_format(backend, mode, StorageFormat::Auto)
+    }
+
+    pub fn with_format(backend: BackendKind, mode: ReorderMode, format: StorageFormat) -> Handle {
         let mut h = null_mut();
         assert_eq!(unsafe { smatCreate(&mut h) }, SUCCESS, "{}", last_error());
         assert_eq!(unsafe { smatSetBackend(h, backend as i32) }, SUCCESS, "{}", last_error());
         assert_eq!(unsafe { smatSetReorderMode(h, mode as i32) }, SUCCESS);
+        assert_eq!(unsafe { smatSetFormat(h, format as i32) }, SUCCESS);
         Handle(h)
     }
 }
@@ -114,4 +120,17 @@ pub fn random_matrix<T: Element>(rng: &mut Rng, interesting: &[usize], limit: us
             (rmat_csr(rng, scale, edge_factor), "rmat")
         }
     }
+}
+
+/// Row-major `Σ |a|` over each position's entries: the magnitude an error bound must use when
+/// duplicates may be multiplied one by one (a sum of cancelling duplicates is small, its products'
+/// rounding errors are not).
+pub fn dense_abs<T: Element>(csr: &CsrMatrix<T>) -> Vec<f64> {
+    let mut out = vec![0.0; csr.rows * csr.cols];
+    for r in 0..csr.rows {
+        for e in csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize {
+            out[r * csr.cols + csr.col_ind[e] as usize] += csr.values[e].to_f64().abs();
+        }
+    }
+    out
 }

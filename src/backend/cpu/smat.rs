@@ -1,9 +1,10 @@
-//! SMaT SpMM on the CPU: `C = α·A·B + β·C` over the BCSR blocks.
+//! SMaT SpMM on the CPU: `C = α·A·B + β·C` over the tiles and the CSR rows of an analysed matrix.
 //!
-//! One task per (block row, panel of up to `COLUMN_PANEL` columns of B): every nonzero block of the
-//! block row is multiplied with the matching rows of the B panel by the dense `gemm` (the CPU
+//! Tiles: one task per (block row, panel of up to `COLUMN_PANEL` columns of B); every nonzero block of
+//! the block row is multiplied with the matching rows of the B panel by the dense `gemm` (the CPU
 //! counterpart of the tensor-core mma on a tile), accumulated into a small tile-high buffer, which is
 //! then scaled and scattered into C at the caller's row indices (undoing the row permutation).
+//! CSR rows: one task per (run of rows, panel), each row accumulated entry by entry.
 //! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
 
 use super::CpuExecutor;
@@ -11,9 +12,10 @@ use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
 use crate::error::Result;
 use crate::scalar::{ComputeScalar, Element};
-use crate::smat::bcsr::Bcsr;
+use crate::smat::bcsr::{Bcsr, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
-use crate::smat::{MatrixInfo, SmatMatrix};
+use crate::smat::rows::RowsCsr;
+use crate::smat::{MatrixInfo, SmatMatrix, Storage};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -27,7 +29,7 @@ pub trait SpmmElement: Element {
     /// β = 0 never reads C.
     fn spmm(
         a: &SmatMatrix,
-        blocks: &Bcsr<Self::Compute>,
+        storage: &Storage<Self::Compute>,
         alpha: Self::Compute,
         b: MatRef<'_, Self>,
         beta: Self::Compute,
@@ -40,14 +42,14 @@ macro_rules! native_spmm {
         impl SpmmElement for $t {
             fn spmm(
                 a: &SmatMatrix,
-                blocks: &Bcsr<$t>,
+                storage: &Storage<$t>,
                 alpha: $t,
                 b: MatRef<'_, $t>,
                 beta: $t,
                 c: MatMut<'_, $t>,
             ) -> Result<()> {
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, blocks, b, |row, first_col, acc: &[$t]| {
+                for_each_panel(a, storage, b, |row, first_col, acc: &[$t]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
                         unsafe {
@@ -70,7 +72,7 @@ macro_rules! half_spmm {
         impl SpmmElement for $t {
             fn spmm(
                 a: &SmatMatrix,
-                blocks: &Bcsr<f32>,
+                storage: &Storage<f32>,
                 alpha: f32,
                 b: MatRef<'_, $t>,
                 beta: f32,
@@ -89,7 +91,7 @@ macro_rules! half_spmm {
                 }
                 let wide_b = MatRef { data: &wide, rows: k, cols: n, row_stride: n, col_stride: 1 };
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, blocks, wide_b, |row, first_col, acc: &[f32]| {
+                for_each_panel(a, storage, wide_b, |row, first_col, acc: &[f32]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: as for the native types.
                         unsafe {
@@ -110,28 +112,38 @@ macro_rules! half_spmm {
 half_spmm!(f16);
 half_spmm!(bf16);
 
-/// Computes every (block row, column panel) product `A[block row] · B[:, panel]` in parallel and hands
-/// each row of it to `finish(caller's row, first column of the panel, accumulated values)`.
+/// Computes every row of `A · B[:, panel]` for every column panel in parallel, from the tiles and
+/// the CSR rows, and hands each to `finish(caller's row, first column of the panel, accumulated
+/// values)`. Each caller row is produced exactly once.
 fn for_each_panel<S: ComputeScalar>(
     a: &SmatMatrix,
-    bcsr: &Bcsr<S>,
+    storage: &Storage<S>,
     b: MatRef<'_, S>,
     finish: impl Fn(usize, usize, &[S]) + Sync,
 ) -> Result<()> {
-    let info = a.info();
-    let (rows, cols, n, tile) = (info.rows, info.cols, b.cols, bcsr.tile);
-    let block_rows = rows.div_ceil(tile.rows);
+    tile_panels(a.info().cols, &storage.tiles, b, &finish);
+    row_panels(&storage.rows, b, &finish);
+    Ok(())
+}
+
+fn tile_panels<S: ComputeScalar>(
+    cols: usize,
+    bcsr: &Bcsr<S>,
+    b: MatRef<'_, S>,
+    finish: &(impl Fn(usize, usize, &[S]) + Sync),
+) {
+    let (n, tile) = (b.cols, bcsr.tile);
     let panels = n.div_ceil(COLUMN_PANEL);
-    (0..block_rows * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
+    (0..bcsr.block_rows() * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
         let (block_row, panel) = (task / panels, task % panels);
         let first_col = panel * COLUMN_PANEL;
         let width = COLUMN_PANEL.min(n - first_col);
-        let first_row = block_row * tile.rows;
-        let height = tile.rows.min(rows - first_row);
+        let out_rows = &bcsr.out_rows[block_row * tile.rows..(block_row + 1) * tile.rows];
+        let height = out_rows.iter().take_while(|&&r| r != NO_ROW).count();
         acc.clear();
         acc.resize(height * width, S::ZERO);
         for slot in bcsr.block_row_ptr[block_row]..bcsr.block_row_ptr[block_row + 1] {
-            let first_k = bcsr.block_cols[slot] * tile.cols;
+            let first_k = bcsr.block_cols[slot] as usize * tile.cols;
             // The last block column may stick out of A: its padding columns must not read B.
             let depth = tile.cols.min(cols - first_k);
             let block = &bcsr.values[slot * tile.area()..(slot + 1) * tile.area()];
@@ -157,18 +169,42 @@ fn for_each_panel<S: ComputeScalar>(
                 );
             }
         }
-        for i in 0..height {
-            finish(a.original_row(first_row + i), first_col, &acc[i * width..(i + 1) * width]);
+        for (i, &row) in out_rows[..height].iter().enumerate() {
+            finish(row as usize, first_col, &acc[i * width..(i + 1) * width]);
         }
     });
-    Ok(())
 }
 
-/// An analysed matrix's blocks on the CPU backend: the host BCSR as the analysis built it.
-#[derive(Debug)]
-pub struct HostBcsr<S>(pub Bcsr<S>);
+/// Rows of the CSR part one task handles.
+const ROWS_PER_TASK: usize = 64;
 
-impl<S: ComputeScalar> PreparedBlocks for HostBcsr<S> {
+fn row_panels<S: ComputeScalar>(csr: &RowsCsr<S>, b: MatRef<'_, S>, finish: &(impl Fn(usize, usize, &[S]) + Sync)) {
+    let n = b.cols;
+    let panels = n.div_ceil(COLUMN_PANEL);
+    let runs = csr.rows().div_ceil(ROWS_PER_TASK);
+    (0..runs * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
+        let (run, panel) = (task / panels, task % panels);
+        let first_col = panel * COLUMN_PANEL;
+        let width = COLUMN_PANEL.min(n - first_col);
+        for i in run * ROWS_PER_TASK..((run + 1) * ROWS_PER_TASK).min(csr.rows()) {
+            acc.clear();
+            acc.resize(width, S::ZERO);
+            for e in csr.row_ptr[i]..csr.row_ptr[i + 1] {
+                let (k, v) = (csr.col_ind[e] as usize, csr.values[e]);
+                for (j, x) in acc.iter_mut().enumerate() {
+                    *x += v * b.get(k, first_col + j);
+                }
+            }
+            finish(csr.out_rows[i] as usize, first_col, acc);
+        }
+    });
+}
+
+/// An analysed matrix on the CPU backend: the host storage as the analysis built it.
+#[derive(Debug)]
+pub struct HostStorage<S>(pub Storage<S>);
+
+impl<S: ComputeScalar> PreparedBlocks for HostStorage<S> {
     fn backend_name(&self) -> &'static str {
         "CPU"
     }
@@ -181,17 +217,12 @@ impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
         Ok(unsafe { csr.host() })
     }
 
-    fn prepare(
-        &mut self,
-        _info: &MatrixInfo,
-        _row_order: Option<&[usize]>,
-        bcsr: Bcsr<T::Compute>,
-    ) -> Result<Box<dyn PreparedBlocks>> {
-        Ok(Box::new(HostBcsr(bcsr)))
+    fn prepare(&mut self, _info: &MatrixInfo, storage: Storage<T::Compute>) -> Result<Box<dyn PreparedBlocks>> {
+        Ok(Box::new(HostStorage(storage)))
     }
 
     unsafe fn spmm(&mut self, a: &SmatMatrix, product: &Product<T>) -> Result<()> {
-        let HostBcsr(blocks) = a.blocks::<HostBcsr<T::Compute>>().ok_or_else(|| foreign_matrix(a, "the CPU"))?;
+        let HostStorage(storage) = a.blocks::<HostStorage<T::Compute>>().ok_or_else(|| foreign_matrix(a, "the CPU"))?;
         // SAFETY: host memory of their stated lengths, not overlapping (the contract).
         let b =
             if product.b_len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(product.b, product.b_len) } };
@@ -203,13 +234,13 @@ impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
         let info = a.info();
         let b = MatRef::new(b, info.cols, product.n, product.ldb, product.layout);
         let c = MatMut::new(c, info.rows, product.n, product.ldc, product.layout);
-        T::spmm(a, blocks, product.alpha, b, product.beta, c)
+        T::spmm(a, storage, product.alpha, b, product.beta, c)
     }
 }
 
-/// C shared by the tasks. Each task writes a distinct set of elements (its block row's caller rows —
-/// the permutation is a bijection — times its column panel), which is what makes the unsynchronised
-/// writes sound.
+/// C shared by the tasks. Each task writes a distinct set of elements (its rows' caller rows — every
+/// caller row is produced by one tile row or one CSR row — times its column panel), which is what
+/// makes the unsynchronised writes sound.
 struct ScatteredOutput<T> {
     ptr: *mut T,
     len: usize,

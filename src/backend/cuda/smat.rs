@@ -1,96 +1,195 @@
-//! SMaT on the GPU (the CUDA executor's [`SmatBackend`]): the analysed BCSR resident on a device, and
-//! the launchers of `kernels/smat.cu`.
+//! SMaT on the GPU (the CUDA executor's [`SmatBackend`]): an analysed matrix resident on a device,
+//! and the launchers of `kernels/smat.cu`.
 //!
-//! The analysis (Jaccard reordering, BCSR blocking) runs on the host exactly as for the CPU backend,
-//! on a CSR read where it lives (device arrays are downloaded first); [`DeviceBcsr::upload`] then
-//! moves the blocks to the handle's device once, and the matrix holds them as the backend's own type. Device metadata is the
-//! block-row pointers, one column index per nonzero block, the dense tiles in the type the kernel
-//! consumes (f16 / bf16 bit patterns for the tensor-core path, f32, f64) and the row permutation.
+//! The analysis (reordering, the choice between tiles and CSR rows, both parts built) runs on the
+//! host exactly as for the CPU backend, on a CSR read where it lives (device arrays are downloaded
+//! first); [`DeviceStorage::upload`] then moves both parts to the handle's device once, and the
+//! matrix holds them as the backend's own type. All indices and pointers are 32-bit: `smatCreateCsr`
+//! takes `int` row pointers, so no matrix has 2³¹ entries.
+//!
+//! The CSR part gets one more thing here, a schedule that is the kernels' business: rows longer than
+//! [`DeviceRows::long_limit`] are cut into segments that separate groups of lanes multiply, and their
+//! partial sums are added in a second pass, so a few very long rows cannot stall the product.
 
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{try_collect, try_vec};
+use crate::alloc::{element_count, try_collect, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
-use crate::scalar::Element;
-use crate::smat::bcsr::Bcsr;
+use crate::scalar::{ComputeScalar, Element};
+use crate::smat::bcsr::{Bcsr, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
-use crate::smat::{MatrixInfo, SmatMatrix};
-use crate::types::{Layout, ValueType};
+use crate::smat::rows::RowsCsr;
+use crate::smat::{MatrixInfo, SmatMatrix, Storage};
+use crate::types::Layout;
 use cudarc::driver::result as drv;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// Warps per thread block and columns per warp of every SMaT kernel (SMAT_WARPS_PER_BLOCK and
+/// Warps per thread block and columns per warp of the tile kernels (SMAT_WARPS_PER_BLOCK and
 /// SMAT_STRIP in kernels/smat.cu).
 const WARPS_PER_BLOCK: usize = 4;
 const STRIP: usize = 32;
+/// Threads per block of the CSR kernels (their `__launch_bounds__`).
+const ROW_THREADS: usize = 256;
 
-/// A matrix's BCSR on one device, resident (see `DeviceBuffer::resident`).
-pub struct DeviceBcsr {
-    device: Arc<GpuDevice>,
-    /// `block rows + 1` offsets (i64) into the blocks.
+/// An analysed matrix's tiles on one device.
+struct DeviceTiles {
+    block_rows: usize,
+    /// `block_rows + 1` offsets (i32) into the blocks.
     block_row_ptr: DeviceBuffer,
     /// Column-block index (i32) of each nonzero block.
     block_cols: DeviceBuffer,
     /// `blocks · tile area` values of the element type, each tile row-major.
     tiles: DeviceBuffer,
-    /// Caller's row (i32) of each stored row; `None` when the rows are not reordered.
-    row_order: Option<DeviceBuffer>,
+    /// Caller's row (i32) of each tile row, −1 for padding.
+    out_rows: DeviceBuffer,
 }
 
-impl std::fmt::Debug for DeviceBcsr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBcsr(device {}, {} tile bytes)", self.device.ordinal, self.tiles.bytes())
+/// An analysed matrix's CSR rows on one device, with the segments of its long rows.
+struct DeviceRows {
+    rows: usize,
+    /// `rows + 1` offsets (i32), the caller's row of each row (i32), column indices (i32), values.
+    row_ptr: DeviceBuffer,
+    out_rows: DeviceBuffer,
+    col_ind: DeviceBuffer,
+    values: DeviceBuffer,
+    /// Rows with more entries are left to the segment kernels.
+    long_limit: usize,
+    /// Segments of the long rows: (first entry, end) pairs (i32), each inside one long row.
+    segments: usize,
+    seg_bounds: DeviceBuffer,
+    /// The long rows: `long_rows + 1` offsets into the segments (i32), and their caller rows (i32).
+    long_rows: usize,
+    long_seg_ptr: DeviceBuffer,
+    long_out_rows: DeviceBuffer,
+}
+
+impl DeviceRows {
+    /// Entries a segment holds, and the length from which a row is long: long enough that a row's
+    /// time exceeds what the GPU needs for its share of all entries (about 8192 groups run at once on
+    /// an H100), and never below a length one group handles quickly anyway.
+    fn long_limit(entries: usize) -> usize {
+        (entries / 8192).max(1024)
     }
 }
 
-impl PreparedBlocks for DeviceBcsr {
+/// A matrix's storage on one device, resident (see `DeviceBuffer::resident`).
+pub struct DeviceStorage {
+    device: Arc<GpuDevice>,
+    tiles: DeviceTiles,
+    rows: DeviceRows,
+}
+
+impl std::fmt::Debug for DeviceStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceStorage(device {}, {} tile bytes, {} CSR rows)",
+            self.device.ordinal,
+            self.tiles.tiles.bytes(),
+            self.rows.rows
+        )
+    }
+}
+
+impl PreparedBlocks for DeviceStorage {
     fn backend_name(&self) -> &'static str {
         "CUDA"
     }
 }
 
-impl DeviceBcsr {
-    /// Uploads the host BCSR of a matrix analysed for element type `T` (stored row `i` is the
-    /// caller's row `row_order[i]`) to `device` on `stream`, and waits for the copies so that later
-    /// calls may run on any stream of the device.
+fn as_i32(values: &[usize], what: &str) -> Result<Vec<i32>> {
+    try_collect(values.len(), what, |i| values[i] as i32)
+}
+
+fn rows_as_i32(rows: &[u32], what: &str) -> Result<Vec<i32>> {
+    try_collect(rows.len(), what, |i| if rows[i] == NO_ROW { -1 } else { rows[i] as i32 })
+}
+
+/// Values in the compute type rounded once to the element type the kernels read (halves were
+/// widened and duplicates in a tile summed in f32 at analysis; a value from one entry round-trips).
+fn narrowed<T: Element>(values: &[T::Compute], what: &str) -> Result<Vec<T>> {
+    try_collect(values.len(), what, |i| T::from_compute(values[i]))
+}
+
+impl DeviceStorage {
+    /// Uploads an analysed matrix of element type `T` to `device` on `stream`, and waits for the
+    /// copies so that later calls may run on any stream of the device.
     pub fn upload<T: Element>(
         device: &Arc<GpuDevice>,
         stream: Stream,
-        info: &MatrixInfo,
-        row_order: Option<&[usize]>,
-        bcsr: &Bcsr<T::Compute>,
-    ) -> Result<DeviceBcsr> {
-        let block_row_ptr =
-            try_collect(bcsr.block_row_ptr.len(), "the BCSR block-row pointers", |i| bcsr.block_row_ptr[i] as i64)?;
-        let block_cols = try_collect(bcsr.block_cols.len(), "the BCSR column indices", |i| bcsr.block_cols[i] as i32)?;
-        let mut tiles: Vec<T> = try_vec(bcsr.values.len(), T::default(), "the device copy of the tiles")?;
-        // Halves were widened (and duplicates summed) in f32 at analysis: round once to the type the
-        // tensor cores read. A tile value that came from one entry round-trips exactly.
-        for (t, &v) in tiles.iter_mut().zip(&bcsr.values) {
-            *t = T::from_compute(v);
-        }
-        let row_order = match row_order {
-            Some(order) => Some(try_collect(info.rows, "the row order", |r| order[r] as i32)?),
-            None => None,
+        storage: &Storage<T::Compute>,
+    ) -> Result<DeviceStorage> {
+        let up = |data: &dyn Fn() -> Result<DeviceBuffer>| data().map(DeviceBuffer::resident);
+        let Bcsr { block_row_ptr, block_cols, values, out_rows, .. } = &storage.tiles;
+        let tiles = DeviceTiles {
+            block_rows: storage.tiles.block_rows(),
+            block_row_ptr: up(&|| {
+                DeviceBuffer::from_host(
+                    device,
+                    &as_i32(block_row_ptr, "the tile pointers")?,
+                    stream,
+                    "the tile pointers",
+                )
+            })?,
+            block_cols: up(&|| {
+                let cols = try_collect(block_cols.len(), "the tile columns", |i| block_cols[i] as i32)?;
+                DeviceBuffer::from_host(device, &cols, stream, "the tile columns")
+            })?,
+            tiles: up(&|| DeviceBuffer::from_host(device, &narrowed::<T>(values, "the tiles")?, stream, "the tiles"))?,
+            out_rows: up(&|| {
+                DeviceBuffer::from_host(device, &rows_as_i32(out_rows, "the tile rows")?, stream, "the tile rows")
+            })?,
         };
-
-        let resident = DeviceBcsr {
-            device: device.clone(),
-            block_row_ptr: DeviceBuffer::from_host(device, &block_row_ptr, stream, "the BCSR block-row pointers")?
-                .resident(),
-            block_cols: DeviceBuffer::from_host(device, &block_cols, stream, "the BCSR column indices")?.resident(),
-            tiles: DeviceBuffer::from_host(device, &tiles, stream, "the BCSR tiles")?.resident(),
-            row_order: match &row_order {
-                Some(order) => Some(DeviceBuffer::from_host(device, order, stream, "the row permutation")?.resident()),
-                None => None,
-            },
-        };
+        let rows = Self::upload_rows::<T>(device, stream, &storage.rows)?;
         // The host vectors are freed on return: the copies must be done first.
         device.synchronize(stream)?;
-        Ok(resident)
+        Ok(DeviceStorage { device: device.clone(), tiles, rows })
+    }
+
+    fn upload_rows<T: Element>(
+        device: &Arc<GpuDevice>,
+        stream: Stream,
+        csr: &RowsCsr<T::Compute>,
+    ) -> Result<DeviceRows> {
+        let long_limit = DeviceRows::long_limit(csr.entries());
+        // Long rows are few (at most entries / long_limit of them): these lists stay small.
+        let (mut seg_bounds, mut long_seg_ptr, mut long_out_rows) = (Vec::new(), vec![0i32], Vec::new());
+        for i in 0..csr.rows() {
+            let (first, last) = (csr.row_ptr[i], csr.row_ptr[i + 1]);
+            if last - first > long_limit {
+                let pieces = (last - first).div_ceil(long_limit / 2);
+                for p in 0..pieces {
+                    seg_bounds.push((first + (last - first) * p / pieces) as i32);
+                    seg_bounds.push((first + (last - first) * (p + 1) / pieces) as i32);
+                }
+                long_seg_ptr.push((seg_bounds.len() / 2) as i32);
+                long_out_rows.push(csr.out_rows[i] as i32);
+            }
+        }
+        let up =
+            |data: &[i32], what: &str| DeviceBuffer::from_host(device, data, stream, what).map(DeviceBuffer::resident);
+        Ok(DeviceRows {
+            rows: csr.rows(),
+            row_ptr: up(&as_i32(&csr.row_ptr, "the CSR row pointers")?, "the CSR row pointers")?,
+            out_rows: up(&rows_as_i32(&csr.out_rows, "the CSR rows")?, "the CSR rows")?,
+            col_ind: up(&try_collect(csr.entries(), "the CSR columns", |e| csr.col_ind[e] as i32)?, "the CSR columns")?,
+            values: DeviceBuffer::from_host(
+                device,
+                &narrowed::<T>(&csr.values, "the CSR values")?,
+                stream,
+                "the CSR values",
+            )?
+            .resident(),
+            long_limit,
+            segments: seg_bounds.len() / 2,
+            seg_bounds: up(&seg_bounds, "the long-row segments")?,
+            long_rows: long_out_rows.len(),
+            long_seg_ptr: up(&long_seg_ptr, "the long-row segments")?,
+            long_out_rows: up(&long_out_rows, "the long rows")?,
+        })
     }
 
     pub fn device_ordinal(&self) -> usize {
@@ -133,27 +232,34 @@ unsafe fn host_view<'a, T: Copy + Default>(
     }
 }
 
-/// SMaT's element types on the GPU: which kernel multiplies them.
+/// SMaT's element types on the GPU: the suffix of their kernels, and the columns one lane of the
+/// vectorised CSR kernel reads with one 16-byte load.
 pub trait GpuSpmmElement: Element {
-    const KERNEL: &'static str;
+    const NAME: &'static str;
+    const COLUMNS_PER_LOAD: usize = 16 / std::mem::size_of::<Self>();
 }
-
 impl GpuSpmmElement for half::f16 {
-    const KERNEL: &'static str = "smat_spmm_f16";
+    const NAME: &'static str = "f16";
 }
 impl GpuSpmmElement for half::bf16 {
-    const KERNEL: &'static str = "smat_spmm_bf16";
+    const NAME: &'static str = "bf16";
 }
 impl GpuSpmmElement for f32 {
-    const KERNEL: &'static str = "smat_spmm_f32";
+    const NAME: &'static str = "f32";
 }
 impl GpuSpmmElement for f64 {
-    const KERNEL: &'static str = "smat_spmm_f64";
+    const NAME: &'static str = "f64";
 }
 
 fn strides(layout: Layout, ld: usize) -> (i64, i64) {
     let (rs, cs) = layout.strides(ld);
     (rs as i64, cs as i64)
+}
+
+/// Lanes per row of the CSR kernels: the fewest (a power of two, at most a warp) whose loads cover
+/// n columns, so narrow products put several rows in one warp instead of idling lanes.
+fn lanes_per_row(n: usize, columns_per_lane: usize) -> usize {
+    n.div_ceil(columns_per_lane).next_power_of_two().min(32)
 }
 
 /// `C = α·A·B + β·C` on `gpu` (the handle's device, bound) and `stream`. B and C may be host or
@@ -165,7 +271,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
     gpu: &Arc<GpuDevice>,
     stream: Stream,
     a: &SmatMatrix,
-    resident: &DeviceBcsr,
+    resident: &DeviceStorage,
     op: &Product<T>,
 ) -> Result<()> {
     let (alpha, beta) = (op.alpha, op.beta);
@@ -182,48 +288,159 @@ unsafe fn spmm<T: GpuSpmmElement>(
     if rows == 0 || n == 0 {
         return Ok(());
     }
-    let (b_len, c_len) = (op.b_len, op.c_len);
-    let b = unsafe { DeviceInput::new(gpu, stream, op.b, b_len, "B") }?;
-    // A staged host C is copied back whole: upload it first unless the kernel overwrites all of it
+    let b = unsafe { DeviceInput::new(gpu, stream, op.b, op.b_len, "B") }?;
+    // A staged host C is copied back whole: upload it first unless the kernels overwrite all of it
     // (β = 0 and no padding between leading dimensions).
     let c_inner = if op.layout == Layout::RowMajor { n } else { rows };
-    let read_existing = beta != <T::Compute as crate::scalar::ComputeScalar>::ZERO || op.ldc != c_inner;
-    let c = unsafe { DeviceOutput::new(gpu, stream, op.c, c_len, "C", read_existing) }?;
-
-    let f = gpu.function(&SMAT, T::KERNEL)?;
-    let block_rows = rows.div_ceil(info.tile.rows);
-    let strips = n.div_ceil(STRIP);
-    let cfg = Launch {
-        grid: (block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
-        block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
-        shared_bytes: 0,
-    };
-    let (rows_i, cols_i, n_i) = (rows as i32, cols as i32, n as i32);
-    let (brp, bcols, tiles) = (resident.block_row_ptr.ptr(), resident.block_cols.ptr(), resident.tiles.ptr());
-    let order = resident.row_order.as_ref().map_or(0, |o| o.ptr());
+    let read_existing = beta != T::Compute::ZERO || op.ldc != c_inner;
+    let c = unsafe { DeviceOutput::new(gpu, stream, op.c, op.c_len, "C", read_existing) }?;
     let (b_ptr, c_ptr) = (b.ptr(), c.ptr());
     let (b_rs, b_cs) = strides(op.layout, op.ldb);
     let (c_rs, c_cs) = strides(op.layout, op.ldc);
-    debug_assert!(matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16 | ValueType::F32 | ValueType::F64));
-    // SAFETY: the argument list matches smat_spmm_* (α / β are float for the half types, i.e.
-    // T::Compute); every pointer covers what the kernel reads or writes for these sizes.
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![
-                &rows_i, &cols_i, &n_i, &brp, &bcols, &tiles, &order, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
-                &c_rs, &c_cs
-            ],
-        )
-    }?;
+    let (cols_i, n_i) = (cols as i32, n as i32);
+
+    let tiles = &resident.tiles;
+    if tiles.block_rows > 0 {
+        let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
+        let strips = n.div_ceil(STRIP);
+        let cfg = Launch {
+            grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
+            block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
+            shared_bytes: 0,
+        };
+        let (brp, bcols, values, out_rows) =
+            (tiles.block_row_ptr.ptr(), tiles.block_cols.ptr(), tiles.tiles.ptr(), tiles.out_rows.ptr());
+        // SAFETY: the argument list matches smat_tiles_* (α / β are float for the half types, i.e.
+        // T::Compute); every pointer covers what the kernel reads or writes for these sizes.
+        unsafe {
+            launch(
+                &f,
+                cfg,
+                stream,
+                kernel_args![
+                    &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
+                    &c_rs, &c_cs
+                ],
+            )
+        }?;
+    }
+
+    let csr = &resident.rows;
+    if csr.rows > 0 {
+        // The 16-byte form needs row-major B and C whose rows all start 16-byte aligned.
+        let per_load = T::COLUMNS_PER_LOAD;
+        let aligned = |ptr: u64, ld: usize| ptr.is_multiple_of(16) && ld.is_multiple_of(per_load);
+        let vectorised = op.layout == Layout::RowMajor && aligned(b_ptr, op.ldb) && aligned(c_ptr, op.ldc);
+        let (suffix, columns_per_lane) = if vectorised { ("_vec", per_load) } else { ("", 1) };
+        let lanes = lanes_per_row(n, columns_per_lane);
+        let lanes_i = lanes as i32;
+        let blocks_for = |items: usize| (items * lanes).div_ceil(ROW_THREADS) as u32;
+        let launch_cfg = |items: usize| Launch {
+            grid: (blocks_for(items), 1, 1),
+            block: (ROW_THREADS as u32, 1, 1),
+            shared_bytes: 0,
+        };
+
+        let f = gpu.function(&SMAT, &format!("smat_rows_{}{suffix}", T::NAME))?;
+        let (rows_i, long_limit) = (csr.rows as i32, csr.long_limit as i32);
+        let (row_ptr, out_rows, col_ind, values) =
+            (csr.row_ptr.ptr(), csr.out_rows.ptr(), csr.col_ind.ptr(), csr.values.ptr());
+        // SAFETY: the argument list matches smat_rows_*; every pointer covers what the kernel reads
+        // or writes for these sizes.
+        unsafe {
+            launch(
+                &f,
+                launch_cfg(csr.rows),
+                stream,
+                kernel_args![
+                    &rows_i,
+                    &row_ptr,
+                    &out_rows,
+                    &col_ind,
+                    &values,
+                    &long_limit,
+                    &lanes_i,
+                    &alpha,
+                    &b_ptr,
+                    &b_rs,
+                    &b_cs,
+                    &beta,
+                    &c_ptr,
+                    &c_rs,
+                    &c_cs,
+                    &n_i
+                ],
+            )
+        }?;
+
+        if csr.segments > 0 {
+            let compute = std::mem::size_of::<T::Compute>();
+            let partial_bytes = element_count(
+                element_count(csr.segments, n, "the long-row partial sums")?,
+                compute,
+                "the long-row partial sums",
+            )?;
+            let partial = DeviceBuffer::alloc(gpu, partial_bytes, stream, "the long-row partial sums")?;
+            let partial_ptr = partial.ptr();
+            let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
+            let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds.ptr());
+            // SAFETY: matches smat_segments_*; partial holds segments × n compute values.
+            unsafe {
+                launch(
+                    &f,
+                    launch_cfg(csr.segments),
+                    stream,
+                    kernel_args![
+                        &segments_i,
+                        &seg_bounds,
+                        &col_ind,
+                        &values,
+                        &lanes_i,
+                        &b_ptr,
+                        &b_rs,
+                        &b_cs,
+                        &partial_ptr,
+                        &n_i
+                    ],
+                )
+            }?;
+            let f = gpu.function(&SMAT, &format!("smat_finish_long_{}", T::NAME))?;
+            let (long_i, long_seg_ptr, long_out_rows) =
+                (csr.long_rows as i32, csr.long_seg_ptr.ptr(), csr.long_out_rows.ptr());
+            let threads = csr.long_rows * n;
+            let cfg = Launch {
+                grid: (threads.div_ceil(ROW_THREADS) as u32, 1, 1),
+                block: (ROW_THREADS as u32, 1, 1),
+                shared_bytes: 0,
+            };
+            // SAFETY: matches smat_finish_long_*; one thread per (long row, column).
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &long_i,
+                        &long_seg_ptr,
+                        &long_out_rows,
+                        &partial_ptr,
+                        &alpha,
+                        &beta,
+                        &c_ptr,
+                        &c_rs,
+                        &c_cs,
+                        &n_i
+                    ],
+                )
+            }?;
+        }
+    }
     drop(b);
     c.finish()
 }
 
 /// The CUDA backend reads a device-resident CSR through host copies, keeps an analysed matrix's
-/// blocks on the handle's device only ([`DeviceBcsr`]) and multiplies there.
+/// storage on the handle's device only ([`DeviceStorage`]) and multiplies there.
 impl<T: GpuSpmmElement> SmatBackend<T> for CudaExecutor {
     unsafe fn csr_to_host<'a>(&mut self, csr: &RawCsr<T>) -> Result<HostCsr<'a, T>> {
         let gpu = self.lead()?;
@@ -238,19 +455,14 @@ impl<T: GpuSpmmElement> SmatBackend<T> for CudaExecutor {
         }
     }
 
-    fn prepare(
-        &mut self,
-        info: &MatrixInfo,
-        row_order: Option<&[usize]>,
-        bcsr: Bcsr<T::Compute>,
-    ) -> Result<Box<dyn PreparedBlocks>> {
+    fn prepare(&mut self, _info: &MatrixInfo, storage: Storage<T::Compute>) -> Result<Box<dyn PreparedBlocks>> {
         let gpu = self.lead()?;
         gpu.bind()?;
-        Ok(Box::new(DeviceBcsr::upload::<T>(&gpu, self.stream(), info, row_order, &bcsr)?))
+        Ok(Box::new(DeviceStorage::upload::<T>(&gpu, self.stream(), &storage)?))
     }
 
     unsafe fn spmm(&mut self, a: &SmatMatrix, product: &Product<T>) -> Result<()> {
-        let resident = a.blocks::<DeviceBcsr>().ok_or_else(|| foreign_matrix(a, "CUDA"))?;
+        let resident = a.blocks::<DeviceStorage>().ok_or_else(|| foreign_matrix(a, "CUDA"))?;
         let gpu = self.lead()?;
         gpu.bind()?;
         unsafe { spmm(&gpu, self.stream(), a, resident, product) }
