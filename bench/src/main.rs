@@ -2,7 +2,7 @@
 //! process and one run, on device-resident inputs, timed with CUDA events on one stream.
 //!
 //!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-//!                     [--mtx PATH]... [--widths N,...] [--devices K | K,K,...]
+//!                     [--mtx PATH]... [--suite [NAME,...]] [--devices K | K,K,...]
 //!
 //! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
 //! stream idle; medians of CUDA-event times. Our result is compared with the vendor's (relative
@@ -15,6 +15,7 @@ mod report;
 mod sddmm;
 mod smat;
 mod spamm;
+mod suite;
 mod vendor;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -37,7 +38,7 @@ const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing 
 /// The synopsis `--help` and usage errors show.
 const USAGE: &str = "\
 sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-                       [--mtx PATH]... [--widths N,N,...] [--devices K|K,...]
+                       [--mtx PATH]... [--suite [NAME,...]] [--widths N,N,...] [--devices K|K,...]
                        [--block-size B] [--ratios R,R,...] [--types T,T,...]
                        [--decay algebraic|exponential|both] [--no-exact] [--square]";
 
@@ -81,7 +82,21 @@ pub struct Options {
     /// add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
     #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
     pub mtx: Vec<PathBuf>,
-    /// SMaT: the columns n of B and C (default 128)
+    /// SMaT on the matrix suite instead of the generated N×N inputs: 14 matrices of the classes
+    /// stencil, fem, band, block, graph, road, circuit, random, ergo and permuted, 2-4 M nonzeros
+    /// each but ergo's 0.36 M (1/16 with --quick; --n does not apply); NAME,... takes those matrices
+    /// or classes only (`all`: every one). Types f16, bf16, f32, f64 and widths 32, 128, 512 unless
+    /// --types / --widths say otherwise. Reads bench/data under the current directory: run from the
+    /// repository root
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        num_args = 0..=1,
+        default_missing_value = "all",
+        value_parser = suite::parse_selection
+    )]
+    pub suite: Option<std::vec::Vec<&'static str>>,
+    /// SMaT: the columns n of B and C (default 128; 32,128,512 with --suite)
     #[arg(long, value_name = "N,...", value_parser = parse_widths, allow_hyphen_values = true)]
     pub widths: Option<std::vec::Vec<usize>>,
     /// MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1); a list
@@ -97,7 +112,8 @@ pub struct Options {
     /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
     #[arg(long)]
     pub no_exact: bool,
-    /// SpAMM and SMaT value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32)
+    /// SpAMM and SMaT value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32 or all
+    /// four with --suite)
     #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
     pub types: Option<std::vec::Vec<ValueType>>,
     /// SpAMM inputs: algebraic, exponential or both (default both)
@@ -546,7 +562,7 @@ mod tests {
         assert_eq!(o.families, [Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm]);
         assert_eq!((o.n, o.quick, o.no_exact, o.square), (None, false, false, false));
         assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
-        assert!(o.widths.is_none());
+        assert!(o.suite.is_none() && o.widths.is_none());
         assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
     }
 
@@ -564,6 +580,8 @@ mod tests {
             "a.mtx",
             "--mtx",
             "b.mtx.gz",
+            "--suite",
+            "road,random",
             "--widths",
             "32,512",
             "--devices",
@@ -584,6 +602,7 @@ mod tests {
         assert_eq!((o.n, o.quick, o.no_exact, o.square), (Some(4096), true, true, true));
         assert_eq!(o.json, Some(PathBuf::from("r.jsonl")));
         assert_eq!(o.mtx, [PathBuf::from("a.mtx"), PathBuf::from("b.mtx.gz")]);
+        assert_eq!(o.suite, Some(vec!["road", "random1e-4", "random1e-3", "random1e-2"]));
         assert_eq!(o.widths, Some(vec![32, 512]));
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
@@ -593,6 +612,19 @@ mod tests {
         assert_eq!(parse(&["--family", "all"]).unwrap().families.len(), 4);
         assert_eq!(parse(&["--n", "2147483647"]).unwrap().n, Some(i32::MAX as usize));
         assert_eq!(parse(&["--ratios", "1"]).unwrap().ratios, Some(vec![1.0]));
+    }
+
+    #[test]
+    fn suite_alone_means_the_whole_suite() {
+        let every: Vec<&str> = suite::SUITE.iter().map(|e| e.name).collect();
+        for args in [&["--suite"][..], &["--suite", "all"], &["--suite", "--quick"], &["--family", "smat", "--suite"]] {
+            assert_eq!(parse(args).unwrap().suite.as_ref(), Some(&every), "{args:?}");
+        }
+        let o = parse(&["--suite", "--widths", "128", "--types", "f64"]).unwrap();
+        assert_eq!(
+            (o.suite.map(|s| s.len()), o.widths, o.types),
+            (Some(every.len()), Some(vec![128]), Some(vec![ValueType::F64]))
+        );
     }
 
     #[test]
@@ -633,6 +665,9 @@ mod tests {
             &["--ratios", "nan"],
             &["--types", "F32"],
             &["--types", "f32,"],
+            &["--suite", "roads"],
+            &["--suite", "road,"],
+            &["--suite="],
             &["--widths", "0"],
             &["--widths", "32,"],
             &["--widths", "2147483648"],

@@ -2,10 +2,12 @@
 //! value type and reused at every width of B) vs cusparseSpMM on the same CSR, every CSR algorithm of
 //! cuSPARSE timed and the fastest taken (FP32 compute for 16-bit and f32 data), and vs a dense GEMM
 //! on A densified (cublasGemmEx FP16 / BF16 with COMPUTE_32F, cublasSgemm, cublasDgemm), which is
-//! what a caller without a sparse library would do. Inputs: generated N×N matrices and `--mtx` files.
+//! what a caller without a sparse library would do. Inputs: generated N×N matrices, or the matrix
+//! suite (`--suite`, suite.rs); and `--mtx` files.
 
 use crate::gpu::{DeviceBuffer, Outcome, Timing};
 use crate::report::{Measurement, Verdict, table_header};
+use crate::suite;
 use crate::vendor::{Cublas, DeviceCsr, Scalar, SpMM, SpmmAlg, VendorFailure};
 use crate::{
     Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, type_name, type_size, upload_csr,
@@ -52,45 +54,84 @@ fn smat_tolerance(ty: ValueType) -> f64 {
 /// A matrix the family is measured on.
 struct Input {
     name: String,
-    /// The report's class label ("mtx" for a file given with --mtx).
+    /// The report's class label (suite.rs's classes; "mtx" for a file given with --mtx).
     class: &'static str,
     matrix: CsrMatrix<f64>,
 }
 
 pub fn run(b: &mut Bench) {
-    let widths = b.opts.widths.clone().unwrap_or_else(|| vec![128]);
-    let types = b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F16, ValueType::F32]);
+    let suite = b.opts.suite.clone();
+    let widths = b.opts.widths.clone().unwrap_or_else(|| if suite.is_some() { vec![32, 128, 512] } else { vec![128] });
+    let types = b.opts.types.clone().unwrap_or_else(|| {
+        if suite.is_some() {
+            vec![ValueType::F16, ValueType::Bf16, ValueType::F32, ValueType::F64]
+        } else {
+            vec![ValueType::F16, ValueType::F32]
+        }
+    });
     let widths_text = widths.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
     table_header(&format!(
         "SMaT: C = A·B, A sparse, B dense with n = {widths_text} columns, row-major; vendor: the fastest of cusparseSpMM's CSR algorithms, and cuBLAS GEMM on densified A; GFLOP/s useful (2·nnz·n/t), %peak of the vendor GEMM rate; analysis once per matrix and type"
     ));
     let available = probe(b);
     announce_probe("SMaT", &available);
-    let size = b.opts.n.unwrap_or(if b.opts.quick { 4096 } else { 16384 });
-    let mut rng = Rng::new(b.seed ^ 0x53);
-    let mut inputs: Vec<Input> = Vec::new();
-    let densities: &[f64] = if b.opts.quick { &[1e-2] } else { &[1e-3, 1e-2, 5e-2] };
-    for &d in densities {
-        inputs.push(Input {
-            name: format!("random {d}"),
-            class: "random",
-            matrix: testgen::random_csr(&mut rng, size, size, d),
-        });
-    }
-    inputs.push(Input { name: "band hw 16".into(), class: "band", matrix: testgen::band_csr(&mut rng, size, 16) });
-    inputs.push(Input {
-        name: "block 16x16 2% fill .6".into(),
-        class: "block",
-        matrix: testgen::block_csr(&mut rng, size, size, 16, 0.02, 0.6),
-    });
-    let scale = (size as f64).log2().ceil() as u32;
-    inputs.push(Input {
-        name: format!("R-MAT scale {scale} ef 16"),
-        class: "graph",
-        matrix: testgen::rmat_csr(&mut rng, scale, 16),
-    });
-    for input in &inputs {
-        measure(b, &available, input, &types, &widths);
+    match &suite {
+        Some(names) => {
+            let scale = if b.opts.quick { suite::QUICK_SCALE } else { 1.0 };
+            for name in names {
+                let entry = suite::find(name).expect("--suite names entries of the suite");
+                let began = Instant::now();
+                match entry.matrix(b.seed, scale) {
+                    Ok(matrix) => {
+                        let a = &matrix;
+                        println!(
+                            "-- {name} ({}): {}, {}x{}, {} nonzeros, drawn in {:.2} s",
+                            entry.class.label(),
+                            entry.about,
+                            a.rows,
+                            a.cols,
+                            a.nnz(),
+                            began.elapsed().as_secs_f64()
+                        );
+                        let input = Input { name: name.to_string(), class: entry.class.label(), matrix };
+                        measure(b, &available, &input, &types, &widths);
+                    }
+                    Err(why) => unreadable(b, name, entry.class.label(), why),
+                }
+            }
+        }
+        None => {
+            let size = b.opts.n.unwrap_or(if b.opts.quick { 4096 } else { 16384 });
+            let mut rng = Rng::new(b.seed ^ 0x53);
+            let mut inputs: Vec<Input> = Vec::new();
+            let densities: &[f64] = if b.opts.quick { &[1e-2] } else { &[1e-3, 1e-2, 5e-2] };
+            for &d in densities {
+                inputs.push(Input {
+                    name: format!("random {d}"),
+                    class: "random",
+                    matrix: testgen::random_csr(&mut rng, size, size, d),
+                });
+            }
+            inputs.push(Input {
+                name: "band hw 16".into(),
+                class: "band",
+                matrix: testgen::band_csr(&mut rng, size, 16),
+            });
+            inputs.push(Input {
+                name: "block 16x16 2% fill .6".into(),
+                class: "block",
+                matrix: testgen::block_csr(&mut rng, size, size, 16, 0.02, 0.6),
+            });
+            let scale = (size as f64).log2().ceil() as u32;
+            inputs.push(Input {
+                name: format!("R-MAT scale {scale} ef 16"),
+                class: "graph",
+                matrix: testgen::rmat_csr(&mut rng, scale, 16),
+            });
+            for input in &inputs {
+                measure(b, &available, input, &types, &widths);
+            }
+        }
     }
     for path in &b.opts.mtx.clone() {
         match read_mtx(path) {

@@ -30,9 +30,17 @@ fn help_describes_every_option() {
     let out = bench().arg("--help").output().unwrap();
     assert!(out.status.success(), "--help failed: {out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    for option in
-        ["--family", "--n", "--quick", "--json", "--mtx", "--widths", "--devices", "spamm|smat|msrep|sddmm|all"]
-    {
+    for option in [
+        "--family",
+        "--n",
+        "--quick",
+        "--json",
+        "--mtx",
+        "--suite",
+        "--widths",
+        "--devices",
+        "spamm|smat|msrep|sddmm|all",
+    ] {
         assert!(text.contains(option), "--help does not mention {option}:\n{text}");
     }
 }
@@ -44,6 +52,7 @@ fn bad_arguments_are_refused_with_usage() {
         &["--n", "zero"],
         &["--n"],
         &["--devices", "0"],
+        &["--suite", "roads"],
         &["--widths", "0"],
         &["--frobnicate"],
     ] {
