@@ -1,6 +1,7 @@
 //! Input generators for tests, the demonstration and the benchmark: a small seeded PRNG, the decay
 //! matrices of the SpAMM paper, and the sparse structures the other papers evaluate on (random, band,
-//! block-structured, power-law R-MAT).
+//! block-structured, power-law R-MAT, grid stencils and finite-element node blocks), with their rows
+//! in a random order when a test needs reordering to matter.
 
 use crate::scalar::Element;
 use crate::sparse::CsrMatrix;
@@ -230,6 +231,76 @@ pub fn rmat_csr<T: Element>(rng: &mut Rng, scale: u32, edge_factor: usize) -> Cs
     CsrMatrix { rows: n, cols: n, row_ptr: index_array(&row_ptr), col_ind, values }
 }
 
+/// The grid neighbours a stencil couples each point with, the point itself included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stencil {
+    /// The point and its 2·d axis neighbours: 5-point in 2D, 7-point in 3D.
+    Star,
+    /// The whole 3^d box around the point: 9-point in 2D, 27-point in 3D.
+    Box,
+}
+
+/// The operator of a stencil on a grid of `dims` points in natural order (the last dimension varies
+/// fastest, so neighbours are near in index as a mesh's numbering keeps them), each point holding
+/// `block` unknowns coupled densely with every unknown of each neighbour: `block` 1 is a
+/// finite-difference stencil, 3 the node blocks of a 3D vector-valued (elasticity) finite-element
+/// operator. Unknown `u` of point `p` is row `p·block + u`. Values in [-1, 1).
+pub fn stencil_csr<T: Element>(rng: &mut Rng, dims: &[usize], stencil: Stencil, block: usize) -> CsrMatrix<T> {
+    let points: usize = dims.iter().product();
+    // Offsets in {-1, 0, 1}^d; a star keeps those moving along one axis at most.
+    let offsets: Vec<Vec<isize>> = (0..3usize.pow(dims.len() as u32))
+        .map(|code| (0..dims.len()).map(|axis| (code / 3usize.pow(axis as u32) % 3) as isize - 1).collect())
+        .filter(|o: &Vec<isize>| stencil == Stencil::Box || o.iter().filter(|&&d| d != 0).count() <= 1)
+        .collect();
+    let mut row_ptr = Vec::with_capacity(points * block + 1);
+    row_ptr.push(0usize);
+    let mut col_ind = Vec::new();
+    let mut neighbours = Vec::with_capacity(offsets.len());
+    let mut coordinates = vec![0usize; dims.len()];
+    for point in 0..points {
+        let mut rest = point;
+        for axis in (0..dims.len()).rev() {
+            coordinates[axis] = rest % dims[axis];
+            rest /= dims[axis];
+        }
+        neighbours.clear();
+        neighbours.extend(offsets.iter().filter_map(|offset| {
+            offset.iter().zip(&coordinates).zip(dims).try_fold(0usize, |index, ((&d, &x), &extent)| {
+                let x = x.checked_add_signed(d).filter(|&x| x < extent)?;
+                Some(index * extent + x)
+            })
+        }));
+        neighbours.sort_unstable();
+        for _ in 0..block {
+            for &q in &neighbours {
+                col_ind.extend((q * block..(q + 1) * block).map(|c| c as i32));
+            }
+            row_ptr.push(col_ind.len());
+        }
+    }
+    let values = col_ind.iter().map(|_| T::from_f64(rng.range(-1.0, 1.0))).collect();
+    CsrMatrix { rows: points * block, cols: points * block, row_ptr: index_array(&row_ptr), col_ind, values }
+}
+
+/// `a` with its rows in a random order, and that order: row `i` of the result is row `order[i]` of
+/// `a`; the columns stay. A structured matrix so permuted has to be reordered to show its structure.
+pub fn permute_rows<T: Copy>(rng: &mut Rng, a: &CsrMatrix<T>) -> (CsrMatrix<T>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..a.rows).collect();
+    for i in (1..a.rows).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let mut row_ptr = Vec::with_capacity(a.rows + 1);
+    row_ptr.push(0i32);
+    let (mut col_ind, mut values) = (Vec::with_capacity(a.nnz()), Vec::with_capacity(a.nnz()));
+    for &r in &order {
+        let range = a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize;
+        col_ind.extend_from_slice(&a.col_ind[range.clone()]);
+        values.extend_from_slice(&a.values[range]);
+        row_ptr.push(col_ind.len() as i32);
+    }
+    (CsrMatrix { rows: a.rows, cols: a.cols, row_ptr, col_ind, values }, order)
+}
+
 /// ‖x − y‖_F / max(‖y‖_F, tiny): the relative Frobenius error used by every accuracy check (summed
 /// in parallel: benchmark results reach a billion elements).
 pub fn relative_error(x: &[f64], reference: &[f64]) -> f64 {
@@ -284,6 +355,51 @@ mod tests {
             }
             let again: Vec<f64> = algebraic_decay(&mut Rng::new(11), rows, cols, 0.1, 0.1);
             assert_eq!(a, again);
+        }
+    }
+
+    #[test]
+    fn stencils_couple_exactly_the_grid_neighbours() {
+        // (dims, stencil, block, entries of an interior row, all entries).
+        let cases: [(&[usize], Stencil, usize, usize, usize); 5] = [
+            (&[6, 7], Stencil::Star, 1, 5, 5 * 42 - 2 * (6 + 7)),
+            (&[6, 7], Stencil::Box, 1, 9, (3 * 6 - 2) * (3 * 7 - 2)),
+            (&[4, 5, 6], Stencil::Star, 1, 7, 7 * 120 - 2 * (4 * 5 + 5 * 6 + 4 * 6)),
+            (&[4, 5, 6], Stencil::Box, 1, 27, 10 * 13 * 16),
+            (&[4, 5, 6], Stencil::Box, 3, 81, 9 * 10 * 13 * 16),
+        ];
+        for (dims, stencil, block, interior, nnz) in cases {
+            let m = stencil_csr::<f64>(&mut Rng::new(5), dims, stencil, block);
+            check_structure(&m);
+            assert_eq!((m.rows, m.cols, m.nnz()), (dims.iter().product::<usize>() * block, m.rows, nnz), "{dims:?}");
+            // The point at (1, 1, ...) is interior; its neighbours' unknowns are whole blocks.
+            let point = dims.iter().fold(0, |index, &extent| index * extent + 1);
+            let row = point * block + block - 1;
+            let cols = &m.col_ind[m.row_ptr[row] as usize..m.row_ptr[row + 1] as usize];
+            assert_eq!(cols.len(), interior, "{dims:?} {stencil:?}");
+            assert!(
+                cols.chunks(block)
+                    .all(|b| (b[0] as usize).is_multiple_of(block) && b.windows(2).all(|w| w[1] == w[0] + 1))
+            );
+            assert!(cols.contains(&(row as i32)));
+            let again = stencil_csr::<f64>(&mut Rng::new(5), dims, stencil, block);
+            assert_eq!((&m.col_ind, &m.values), (&again.col_ind, &again.values));
+        }
+    }
+
+    #[test]
+    fn permuted_rows_are_the_rows_of_the_original() {
+        let a = random_csr::<f64>(&mut Rng::new(9), 300, 200, 0.05);
+        let (p, order) = permute_rows(&mut Rng::new(10), &a);
+        check_structure(&p);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert!(sorted.iter().enumerate().all(|(i, &r)| i == r), "not a permutation");
+        assert_ne!(order, sorted, "300 rows left in their order");
+        for (i, &r) in order.iter().enumerate() {
+            let (pi, ar) =
+                (p.row_ptr[i] as usize..p.row_ptr[i + 1] as usize, a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize);
+            assert_eq!((&p.col_ind[pi.clone()], &p.values[pi]), (&a.col_ind[ar.clone()], &a.values[ar]));
         }
     }
 

@@ -2,7 +2,7 @@
 //! process and one run, on device-resident inputs, timed with CUDA events on one stream.
 //!
 //!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-//!                     [--mtx PATH]... [--devices K | K,K,...]
+//!                     [--mtx PATH]... [--suite [NAME,...]] [--devices K | K,K,...]
 //!
 //! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
 //! stream idle; medians of CUDA-event times. Our result is compared with the vendor's (relative
@@ -15,6 +15,7 @@ mod report;
 mod sddmm;
 mod smat;
 mod spamm;
+mod suite;
 mod vendor;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -37,9 +38,9 @@ const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing 
 /// The synopsis `--help` and usage errors show.
 const USAGE: &str = "\
 sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
-                       [--mtx PATH]... [--devices K|K,...] [--block-size B] [--ratios R,R,...]
-                       [--types T,T,...] [--decay algebraic|exponential|both] [--no-exact]
-                       [--square]";
+                       [--mtx PATH]... [--suite [NAME,...]] [--widths N,N,...] [--devices K|K,...]
+                       [--block-size B] [--ratios R,R,...] [--types T,T,...]
+                       [--decay algebraic|exponential|both] [--no-exact] [--square]";
 
 const EXIT_STATUS: &str = "\
 Exit status: 0 done, 1 a result disagreed with the vendor's (MISMATCH), 2 no usable GPU or vendor \
@@ -81,6 +82,23 @@ pub struct Options {
     /// add a Matrix Market file (.mtx or .mtx.gz) to the SMaT and MSREP inputs; repeatable
     #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
     pub mtx: Vec<PathBuf>,
+    /// SMaT on the matrix suite instead of the generated N×N inputs: 14 matrices of the classes
+    /// stencil, fem, band, block, graph, road, circuit, random, ergo and permuted, 2-4 M nonzeros
+    /// each but ergo's 0.36 M (1/16 with --quick; --n does not apply); NAME,... takes those matrices
+    /// or classes only (`all`: every one). Types f16, bf16, f32, f64 and widths 32, 128, 512 unless
+    /// --types / --widths say otherwise. Reads bench/data under the current directory: run from the
+    /// repository root
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        num_args = 0..=1,
+        default_missing_value = "all",
+        value_parser = suite::parse_selection
+    )]
+    pub suite: Option<std::vec::Vec<&'static str>>,
+    /// SMaT: the columns n of B and C (default 128; 32,128,512 with --suite)
+    #[arg(long, value_name = "N,...", value_parser = parse_widths, allow_hyphen_values = true)]
+    pub widths: Option<std::vec::Vec<usize>>,
     /// MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1); a list
     /// K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
     #[arg(long, value_name = "K|K,...", value_parser = parse_devices, allow_hyphen_values = true)]
@@ -94,7 +112,8 @@ pub struct Options {
     /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
     #[arg(long)]
     pub no_exact: bool,
-    /// SpAMM value types: f32, f16, bf16, f64 (default all four)
+    /// SpAMM and SMaT value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32 or all
+    /// four with --suite)
     #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
     pub types: Option<std::vec::Vec<ValueType>>,
     /// SpAMM inputs: algebraic, exponential or both (default both)
@@ -153,6 +172,13 @@ fn parse_devices(v: &str) -> Result<Vec<usize>, String> {
         [k] => (1..=k).collect(),
         _ => counts,
     })
+}
+
+fn parse_widths(v: &str) -> Result<Vec<usize>, String> {
+    v.split(',')
+        .map(|w| w.trim().parse::<usize>().ok().filter(|&w| w > 0 && w <= i32::MAX as usize))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| "positive integers separated by commas are expected".into())
 }
 
 fn parse_ratios(v: &str) -> Result<Vec<f64>, String> {
@@ -288,12 +314,45 @@ impl HostArray {
         }
     }
 
+    /// `len` values uniform in [-1, 1), drawn in parallel from streams of `seed`: for one seed the
+    /// same values, rounded, in every type.
+    pub fn random(ty: ValueType, len: usize, seed: u64) -> HostArray {
+        use sparsegpu::scalar::Element;
+        const CHUNK: usize = 1 << 16;
+        fn draw<T: Element>(len: usize, seed: u64) -> Vec<T> {
+            let mut rng = sparsegpu::testgen::Rng::new(seed);
+            let seeds: Vec<u64> = (0..len.div_ceil(CHUNK)).map(|_| rng.next_u64()).collect();
+            let mut values = vec![T::default(); len];
+            values.par_chunks_mut(CHUNK).zip(seeds).for_each(|(chunk, seed)| {
+                let mut stream = sparsegpu::testgen::Rng::new(seed);
+                chunk.iter_mut().for_each(|v| *v = T::from_f64(stream.range(-1.0, 1.0)));
+            });
+            values
+        }
+        match ty {
+            ValueType::F16 => HostArray::F16(draw(len, seed)),
+            ValueType::Bf16 => HostArray::Bf16(draw(len, seed)),
+            ValueType::F32 => HostArray::F32(draw(len, seed)),
+            ValueType::F64 => HostArray::F64(draw(len, seed)),
+        }
+    }
+
     pub fn ptr(&self) -> *const std::ffi::c_void {
         match self {
             HostArray::F16(v) => v.as_ptr().cast(),
             HostArray::Bf16(v) => v.as_ptr().cast(),
             HostArray::F32(v) => v.as_ptr().cast(),
             HostArray::F64(v) => v.as_ptr().cast(),
+        }
+    }
+
+    /// A device copy.
+    pub fn upload(&self, gpu: &Gpu, what: &str) -> Outcome<DeviceBuffer> {
+        match self {
+            HostArray::F16(v) => gpu.upload(v, what),
+            HostArray::Bf16(v) => gpu.upload(v, what),
+            HostArray::F32(v) => gpu.upload(v, what),
+            HostArray::F64(v) => gpu.upload(v, what),
         }
     }
 }
@@ -503,6 +562,7 @@ mod tests {
         assert_eq!(o.families, [Family::Spamm, Family::Smat, Family::Msrep, Family::Sddmm]);
         assert_eq!((o.n, o.quick, o.no_exact, o.square), (None, false, false, false));
         assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
+        assert!(o.suite.is_none() && o.widths.is_none());
         assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
     }
 
@@ -520,6 +580,10 @@ mod tests {
             "a.mtx",
             "--mtx",
             "b.mtx.gz",
+            "--suite",
+            "road,random",
+            "--widths",
+            "32,512",
             "--devices",
             "4",
             "--block-size",
@@ -538,6 +602,8 @@ mod tests {
         assert_eq!((o.n, o.quick, o.no_exact, o.square), (Some(4096), true, true, true));
         assert_eq!(o.json, Some(PathBuf::from("r.jsonl")));
         assert_eq!(o.mtx, [PathBuf::from("a.mtx"), PathBuf::from("b.mtx.gz")]);
+        assert_eq!(o.suite, Some(vec!["road", "random1e-4", "random1e-3", "random1e-2"]));
+        assert_eq!(o.widths, Some(vec![32, 512]));
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
         assert_eq!(o.ratios, Some(vec![0.3, 0.05]));
@@ -546,6 +612,19 @@ mod tests {
         assert_eq!(parse(&["--family", "all"]).unwrap().families.len(), 4);
         assert_eq!(parse(&["--n", "2147483647"]).unwrap().n, Some(i32::MAX as usize));
         assert_eq!(parse(&["--ratios", "1"]).unwrap().ratios, Some(vec![1.0]));
+    }
+
+    #[test]
+    fn suite_alone_means_the_whole_suite() {
+        let every: Vec<&str> = suite::SUITE.iter().map(|e| e.name).collect();
+        for args in [&["--suite"][..], &["--suite", "all"], &["--suite", "--quick"], &["--family", "smat", "--suite"]] {
+            assert_eq!(parse(args).unwrap().suite.as_ref(), Some(&every), "{args:?}");
+        }
+        let o = parse(&["--suite", "--widths", "128", "--types", "f64"]).unwrap();
+        assert_eq!(
+            (o.suite.map(|s| s.len()), o.widths, o.types),
+            (Some(every.len()), Some(vec![128]), Some(vec![ValueType::F64]))
+        );
     }
 
     #[test]
@@ -586,6 +665,13 @@ mod tests {
             &["--ratios", "nan"],
             &["--types", "F32"],
             &["--types", "f32,"],
+            &["--suite", "roads"],
+            &["--suite", "road,"],
+            &["--suite="],
+            &["--widths", "0"],
+            &["--widths", "32,"],
+            &["--widths", "2147483648"],
+            &["--widths"],
             &["--decay", "foo"],
             &["--quick=1"],
             &["--frobnicate"],

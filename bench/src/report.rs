@@ -48,6 +48,45 @@ pub struct Measurement {
     /// Extra facts (analysis time, algorithm chosen, tiles ...).
     pub note: String,
     pub verdict: Verdict,
+    /// The class of matrix the input stands for (SMaT: stencil, fem, band, ...); empty where inputs
+    /// have none. A measurement with a class also carries the fields below in its JSON line.
+    pub class: &'static str,
+    /// Which of the vendor's algorithms gave `vendor_ms`, where several were timed and the fastest
+    /// taken (cusparseSpMM's CSR algorithms); empty otherwise.
+    pub vendor_alg: &'static str,
+    /// Our setup that is built once and reused by every call (SMaT's analysis, `smatCreateCsr`), wall
+    /// time in milliseconds.
+    pub analysis_ms: Option<f64>,
+    /// Device bytes of what that setup built (SMaT's analysed matrix), and of the CSR it came from.
+    pub analysed_bytes: Option<u64>,
+    pub csr_bytes: Option<u64>,
+}
+
+/// After how many calls our setup has paid for itself against the vendor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakEven {
+    Calls(u64),
+    /// Ours is not faster per call: the setup is never repaid.
+    Never,
+}
+
+impl std::fmt::Display for BreakEven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BreakEven::Calls(calls) => write!(f, "{calls} calls"),
+            BreakEven::Never => write!(f, "never"),
+        }
+    }
+}
+
+/// A number in JSON, or the string "never".
+impl Serialize for BreakEven {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BreakEven::Calls(calls) => serializer.serialize_u64(*calls),
+            BreakEven::Never => serializer.serialize_str("never"),
+        }
+    }
 }
 
 impl Measurement {
@@ -74,6 +113,11 @@ impl Measurement {
             error_bound: None,
             note: String::new(),
             verdict: Verdict::Ok,
+            class: "",
+            vendor_alg: "",
+            analysis_ms: None,
+            analysed_bytes: None,
+            csr_bytes: None,
         }
     }
 
@@ -102,6 +146,25 @@ impl Measurement {
         let (peak, unit) = self.peak?;
         let achieved = if unit == "GFLOP/s" { self.gflops()? } else { self.gbps()? };
         Some(100.0 * achieved / peak)
+    }
+
+    /// The setup's time in calls of the vendor: `analysis_ms / vendor_ms`.
+    pub fn analysis_in_vendor_calls(&self) -> Option<f64> {
+        Some(self.analysis_ms? / self.vendor_ms?).filter(|k| k.is_finite())
+    }
+
+    /// The calls after which the setup is repaid, `analysis_ms / (vendor_ms − ours_ms)` rounded up,
+    /// where ours is faster per call.
+    pub fn break_even(&self) -> Option<BreakEven> {
+        let (analysis, ours, vendor) = (self.analysis_ms?, self.ours_ms?, self.vendor_ms?);
+        if !(analysis.is_finite() && ours.is_finite() && vendor.is_finite()) {
+            return None;
+        }
+        Some(if ours < vendor {
+            BreakEven::Calls((analysis / (vendor - ours)).ceil() as u64)
+        } else {
+            BreakEven::Never
+        })
     }
 
     pub fn not_available(&mut self, why: String) {
@@ -186,6 +249,31 @@ fn table_line(m: &Measurement) -> String {
         m.error.map(|e| format!("{e:>9.2e}")).unwrap_or_else(|| format!("{:>9}", "-")),
         m.vendor_op
     );
+    if !m.vendor_alg.is_empty() {
+        let _ = write!(line, " {}", m.vendor_alg);
+    }
+    if !m.class.is_empty() {
+        let _ = write!(line, "; class {}", m.class);
+    }
+    if let Some(analysis) = m.analysis_ms {
+        let _ = write!(line, "; analysis {analysis:.1} ms");
+        if let Some(calls) = m.analysis_in_vendor_calls() {
+            let _ = write!(line, " = {calls:.0} vendor calls");
+        }
+        if let Some(calls) = m.break_even() {
+            let _ = write!(line, ", break-even {calls}");
+        }
+    }
+    if let (Some(analysed), Some(csr)) = (m.analysed_bytes, m.csr_bytes) {
+        let mib = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+        let _ = write!(
+            line,
+            "; {:.1} MiB analysed vs {:.1} MiB CSR ({:.2}x)",
+            mib(analysed),
+            mib(csr),
+            analysed as f64 / csr as f64
+        );
+    }
     if let Some(b) = m.error_bound {
         let _ = write!(line, "; bound {b:.2e}");
     }
@@ -244,6 +332,22 @@ struct MeasurementRecord<'a> {
     note: &'a str,
     gpu: &'a str,
     date: &'a str,
+    /// Only on measurements with a class of input (SMaT), after the fields above.
+    #[serde(flatten)]
+    classified: Option<ClassifiedRecord<'a>>,
+}
+
+/// The fields a measurement with a class of input adds, in this order; a missing number is `null`,
+/// `break_even_calls` a number or "never".
+#[derive(Serialize)]
+struct ClassifiedRecord<'a> {
+    class: &'a str,
+    vendor_alg: Option<&'a str>,
+    analysis_ms: Option<f64>,
+    analysis_vendor_calls: Option<f64>,
+    break_even_calls: Option<BreakEven>,
+    analysed_bytes: Option<u64>,
+    csr_bytes: Option<u64>,
 }
 
 /// A peak measured at start, as a JSON line (family "peak").
@@ -287,7 +391,7 @@ fn to_line(record: &impl Serialize) -> String {
     let mut line = Vec::new();
     record
         .serialize(&mut serde_json::Serializer::with_formatter(&mut line, LineFormatter))
-        .expect("records have no maps and a Vec takes every write");
+        .expect("records have string keys only and a Vec takes every write");
     String::from_utf8(line).expect("serde_json writes UTF-8")
 }
 
@@ -327,6 +431,15 @@ fn json_line(m: &Measurement, gpu: &str, date: &str) -> String {
         note: &m.note,
         gpu,
         date,
+        classified: (!m.class.is_empty()).then(|| ClassifiedRecord {
+            class: m.class,
+            vendor_alg: Some(m.vendor_alg).filter(|a| !a.is_empty()),
+            analysis_ms: m.analysis_ms,
+            analysis_vendor_calls: m.analysis_in_vendor_calls(),
+            break_even_calls: m.break_even(),
+            analysed_bytes: m.analysed_bytes,
+            csr_bytes: m.csr_bytes,
+        }),
     })
 }
 
@@ -411,6 +524,32 @@ mod tests {
         bare.bytes = Some(1e9);
         bare.ours_ms = Some(1.0);
         assert_eq!(json_line(&bare, "gpu", "date"), NOT_AVAILABLE);
+    }
+
+    /// A SMaT row: the fields above, then those of a classified input.
+    const CLASSIFIED: &str = r#"{"family":"smat","op":"smatSpMM","vendor_op":"cusparseSpMM CSR fastest","type":"f32","input":"road","shape":"4x4 n=128","density":null,"valid_ratio":null,"tau":null,"devices":1,"ours_ms":1e0,"ours_wall_ms":null,"vendor_ms":1.5e0,"vendor_wall_ms":null,"speedup":1.5e0,"gflops":null,"gbps":null,"pct_of_peak":null,"vendor_gflops":null,"vendor_gbps":null,"peak":null,"peak_unit":null,"error":null,"error_bound":null,"status":"ok","message":"","note":"","gpu":"g","date":"d","class":"road","vendor_alg":"CSR_ALG2","analysis_ms":1.2e1,"analysis_vendor_calls":8e0,"break_even_calls":24,"analysed_bytes":4096,"csr_bytes":1000}"#;
+
+    const CLASSIFIED_SLOWER: &str = r#"{"family":"smat","op":"smatSpMM","vendor_op":"cublasSgemm","type":"f32","input":"road","shape":"","density":null,"valid_ratio":null,"tau":null,"devices":1,"ours_ms":2e0,"ours_wall_ms":null,"vendor_ms":1.5e0,"vendor_wall_ms":null,"speedup":7.5e-1,"gflops":null,"gbps":null,"pct_of_peak":null,"vendor_gflops":null,"vendor_gbps":null,"peak":null,"peak_unit":null,"error":null,"error_bound":null,"status":"ok","message":"","note":"","gpu":"","date":"","class":"road","vendor_alg":null,"analysis_ms":null,"analysis_vendor_calls":null,"break_even_calls":null,"analysed_bytes":null,"csr_bytes":null}"#;
+
+    #[test]
+    fn classified_lines_add_their_fields_at_the_end() {
+        let mut m = Measurement::new("smat", "smatSpMM", "cusparseSpMM CSR fastest", "f32", "road", "4x4 n=128".into());
+        (m.class, m.vendor_alg, m.ours_ms, m.vendor_ms) = ("road", "CSR_ALG2", Some(1.0), Some(1.5));
+        (m.analysis_ms, m.analysed_bytes, m.csr_bytes) = (Some(12.0), Some(4096), Some(1000));
+        assert_eq!(m.break_even(), Some(BreakEven::Calls(24)));
+        assert_eq!(json_line(&m, "g", "d"), CLASSIFIED);
+        let line = table_line(&m);
+        for part in ["CSR_ALG2", "class road", "analysis 12.0 ms = 8 vendor calls, break-even 24 calls", "(4.10x)"] {
+            assert!(line.contains(part), "{part:?} is not in {line}");
+        }
+
+        let mut slower = Measurement::new("smat", "smatSpMM", "cublasSgemm", "f32", "road", String::new());
+        (slower.class, slower.ours_ms, slower.vendor_ms) = ("road", Some(2.0), Some(1.5));
+        assert_eq!(json_line(&slower, "", ""), CLASSIFIED_SLOWER);
+        slower.analysis_ms = Some(12.0);
+        assert_eq!(slower.break_even(), Some(BreakEven::Never));
+        assert!(json_line(&slower, "", "").contains(r#""break_even_calls":"never","#));
+        assert!(table_line(&slower).contains("break-even never"));
     }
 
     #[test]

@@ -25,12 +25,36 @@ fn cublas_check(status: cb::cublasStatus_t, call: &str) -> Outcome<()> {
 }
 
 fn cusparse_check(status: sp::cusparseStatus_t, call: &str) -> Outcome<()> {
-    if status == sp::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS {
-        Ok(())
-    } else {
-        let text = unsafe { CStr::from_ptr(sp::cusparseGetErrorString(status)) }.to_string_lossy().into_owned();
-        Err(format!("{call} failed: {status:?} ({text})"))
+    cusparse_status(status, call).map_err(String::from)
+}
+
+/// Why cuSPARSE gave no result, told apart where the harness treats them apart.
+#[derive(Clone, Debug)]
+pub enum VendorFailure {
+    /// CUSPARSE_STATUS_NOT_SUPPORTED: the algorithm does not take these types, layout or sizes.
+    NotSupported(String),
+    Failed(String),
+}
+
+impl From<VendorFailure> for String {
+    fn from(f: VendorFailure) -> String {
+        match f {
+            VendorFailure::NotSupported(why) | VendorFailure::Failed(why) => why,
+        }
     }
+}
+
+fn cusparse_status(status: sp::cusparseStatus_t, call: &str) -> Result<(), VendorFailure> {
+    if status == sp::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS {
+        return Ok(());
+    }
+    let text = unsafe { CStr::from_ptr(sp::cusparseGetErrorString(status)) }.to_string_lossy().into_owned();
+    let why = format!("{call} failed: {status:?} ({text})");
+    Err(if status == sp::cusparseStatus_t::CUSPARSE_STATUS_NOT_SUPPORTED {
+        VendorFailure::NotSupported(why)
+    } else {
+        VendorFailure::Failed(why)
+    })
 }
 
 /// A scalar α or β in the precision the vendor call takes it: FP32 for 16-bit data (FP32 compute,
@@ -311,8 +335,49 @@ fn workspace(gpu: &Gpu, bytes: usize, call: &str) -> Outcome<DeviceBuffer> {
     gpu.zeros(bytes, &format!("the {call} workspace"))
 }
 
-/// cusparseSpMM: C = α·A·B + β·C with A CSR, B and C row-major, CUSPARSE_SPMM_ALG_DEFAULT, compute
-/// type FP32 for 16-bit and f32 data, FP64 for f64.
+/// The CSR algorithms of cusparseSpMM. Which is fastest depends on the matrix, the width and the
+/// type, and a caller who cares picks it, so the harness times each one cuSPARSE accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpmmAlg {
+    Default,
+    Csr1,
+    Csr2,
+    Csr3,
+}
+
+impl SpmmAlg {
+    pub const ALL: [SpmmAlg; 4] = [SpmmAlg::Default, SpmmAlg::Csr1, SpmmAlg::Csr2, SpmmAlg::Csr3];
+
+    /// The enumerator's name without its `CUSPARSE_SPMM_` prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpmmAlg::Default => "ALG_DEFAULT",
+            SpmmAlg::Csr1 => "CSR_ALG1",
+            SpmmAlg::Csr2 => "CSR_ALG2",
+            SpmmAlg::Csr3 => "CSR_ALG3",
+        }
+    }
+
+    fn raw(self) -> sp::cusparseSpMMAlg_t {
+        match self {
+            SpmmAlg::Default => sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+            SpmmAlg::Csr1 => sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG1,
+            SpmmAlg::Csr2 => sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG2,
+            SpmmAlg::Csr3 => sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG3,
+        }
+    }
+
+    /// Whether cusparseSpMM_preprocess speeds the algorithm's later calls up: CSR_ALG1 and CSR_ALG3,
+    /// as cuSPARSE documents it; for the others it does nothing.
+    pub fn wants_preprocessing(self) -> bool {
+        matches!(self, SpmmAlg::Csr1 | SpmmAlg::Csr3)
+    }
+}
+
+/// cusparseSpMM: C = α·A·B + β·C with A CSR, B and C row-major, one CSR algorithm, compute type FP32
+/// for 16-bit and f32 data, FP64 for f64. The workspace, and cusparseSpMM_preprocess where the
+/// algorithm gains from it, are set up at creation, outside the timing. Preprocessing is optional:
+/// where cuSPARSE does not offer it for the operands, the algorithm runs without, as a caller's would.
 pub struct SpMM<'a> {
     sparse: &'a Cusparse,
     descriptors: Descriptors,
@@ -322,23 +387,33 @@ pub struct SpMM<'a> {
     alpha: Scalar,
     beta: Scalar,
     compute: sp::cudaDataType,
+    pub alg: SpmmAlg,
+    /// Whether cusparseSpMM_preprocess ran (the algorithm wants it and cuSPARSE offered it).
+    pub preprocessed: bool,
     buffer: DeviceBuffer,
 }
 
-const SPMM_ALG: sp::cusparseSpMMAlg_t = sp::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT;
-
 impl<'a> SpMM<'a> {
-    /// B is `a.cols × n` (ld n), C `a.rows × n` (ld n), both row-major.
-    pub fn new(sparse: &'a Cusparse, gpu: &Gpu, a: &DeviceCsr, n: usize, b: u64, c: u64) -> Outcome<SpMM<'a>> {
+    /// B is `a.cols × n` (ld n), C `a.rows × n` (ld n), both row-major. An algorithm that does not
+    /// take these operands is `NotSupported`.
+    pub fn new(
+        sparse: &'a Cusparse,
+        gpu: &Gpu,
+        a: &DeviceCsr,
+        n: usize,
+        b: u64,
+        c: u64,
+        alg: SpmmAlg,
+    ) -> Result<SpMM<'a>, VendorFailure> {
         let mut descriptors = Descriptors::default();
-        let da = descriptors.csr(a, a.values.ptr())?;
-        let db = descriptors.row_major(a.cols, n, n, b, a.ty)?;
-        let dc = descriptors.row_major(a.rows, n, n, c, a.ty)?;
+        let da = descriptors.csr(a, a.values.ptr()).map_err(VendorFailure::Failed)?;
+        let db = descriptors.row_major(a.cols, n, n, b, a.ty).map_err(VendorFailure::Failed)?;
+        let dc = descriptors.row_major(a.rows, n, n, c, a.ty).map_err(VendorFailure::Failed)?;
         let (alpha, beta) = (Scalar::new(a.ty, 1.0), Scalar::new(a.ty, 0.0));
         let compute = sparse_compute_type(a.ty);
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let mut bytes = 0usize;
-        cusparse_check(
+        cusparse_status(
             unsafe {
                 sp::cusparseSpMM_bufferSize(
                     sparse.handle,
@@ -350,20 +425,47 @@ impl<'a> SpMM<'a> {
                     beta.ptr(),
                     dc,
                     compute,
-                    SPMM_ALG,
+                    alg.raw(),
                     &mut bytes,
                 )
             },
             "cusparseSpMM_bufferSize",
         )?;
-        let buffer = workspace(gpu, bytes, "cusparseSpMM")?;
-        Ok(SpMM { sparse, descriptors, a: da, b: db, c: dc, alpha, beta, compute, buffer })
+        let buffer = workspace(gpu, bytes, "cusparseSpMM").map_err(VendorFailure::Failed)?;
+        let mut preprocessed = false;
+        if alg.wants_preprocessing() {
+            let status = cusparse_status(
+                unsafe {
+                    sp::cusparseSpMM_preprocess(
+                        sparse.handle,
+                        op,
+                        op,
+                        alpha.ptr(),
+                        da as _,
+                        db as _,
+                        beta.ptr(),
+                        dc,
+                        compute,
+                        alg.raw(),
+                        buffer.ptr() as *mut c_void,
+                    )
+                },
+                "cusparseSpMM_preprocess",
+            );
+            match status {
+                Ok(()) => preprocessed = true,
+                Err(VendorFailure::NotSupported(_)) => {}
+                Err(failure) => return Err(failure),
+            }
+        }
+        Ok(SpMM { sparse, descriptors, a: da, b: db, c: dc, alpha, beta, compute, alg, preprocessed, buffer })
     }
 
-    pub fn run(&self) -> Outcome<()> {
+    /// One product. An algorithm may report that it does not take the operands only here.
+    pub fn run(&self) -> Result<(), VendorFailure> {
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let _ = &self.descriptors;
-        cusparse_check(
+        cusparse_status(
             unsafe {
                 sp::cusparseSpMM(
                     self.sparse.handle,
@@ -375,7 +477,7 @@ impl<'a> SpMM<'a> {
                     self.beta.ptr(),
                     self.c,
                     self.compute,
-                    SPMM_ALG,
+                    self.alg.raw(),
                     self.buffer.ptr() as *mut c_void,
                 )
             },

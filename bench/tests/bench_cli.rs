@@ -30,14 +30,32 @@ fn help_describes_every_option() {
     let out = bench().arg("--help").output().unwrap();
     assert!(out.status.success(), "--help failed: {out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    for option in ["--family", "--n", "--quick", "--json", "--mtx", "--devices", "spamm|smat|msrep|sddmm|all"] {
+    for option in [
+        "--family",
+        "--n",
+        "--quick",
+        "--json",
+        "--mtx",
+        "--suite",
+        "--widths",
+        "--devices",
+        "spamm|smat|msrep|sddmm|all",
+    ] {
         assert!(text.contains(option), "--help does not mention {option}:\n{text}");
     }
 }
 
 #[test]
 fn bad_arguments_are_refused_with_usage() {
-    for args in [&["--family", "gemm"][..], &["--n", "zero"], &["--n"], &["--devices", "0"], &["--frobnicate"]] {
+    for args in [
+        &["--family", "gemm"][..],
+        &["--n", "zero"],
+        &["--n"],
+        &["--devices", "0"],
+        &["--suite", "roads"],
+        &["--widths", "0"],
+        &["--frobnicate"],
+    ] {
         let out = bench().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
         let err = String::from_utf8(out.stderr).unwrap();
