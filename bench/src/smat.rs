@@ -218,19 +218,6 @@ fn analyse(b: &Bench, a: &CsrMatrix<f64>, ty: ValueType) -> Outcome<Analysed> {
     Ok(Analysed { matrix, handle, ms, info })
 }
 
-/// Device bytes of an analysed matrix as the CUDA backend stores it: each tile's values in the
-/// element type, a column-block index (i32) per tile, the block-row offsets (i64) and, when the rows
-/// are reordered, the caller's row (i32) of each stored row. Computed from what smatMatrixInfo_t
-/// reports: the one place to follow it when it describes more of the storage.
-fn analysed_bytes(info: &smatMatrixInfo_t, ty: ValueType) -> u64 {
-    let blocks = info.blockCount.max(0) as u64;
-    let tile_area = info.tileRows.max(0) as u64 * info.tileCols.max(0) as u64;
-    let rows = info.rows.max(0) as u64;
-    let block_rows = rows.div_ceil(info.tileRows.max(1) as u64);
-    let row_order = if info.reordered != 0 { rows * 4 } else { 0 };
-    blocks * tile_area * type_size(ty) as u64 + blocks * 4 + (block_rows + 1) * 8 + row_order
-}
-
 /// Bytes of a CSR with 32-bit indices: row pointers, a column index and a value per entry.
 fn csr_bytes(a: &CsrMatrix<f64>, ty: ValueType) -> u64 {
     ((a.rows + 1) * 4 + a.nnz() * (4 + type_size(ty))) as u64
@@ -373,13 +360,15 @@ fn measure_width(
         let analysed = analysed.as_ref().map_err(Clone::clone)?;
         let info = &analysed.info;
         ours.analysis_ms = Some(analysed.ms);
-        ours.analysed_bytes = Some(analysed_bytes(info, ty));
+        ours.analysed_bytes = Some(info.bytes as u64);
         ours.note += &format!(
-            "; {} tiles {}x{}, fill {:.2}, reordered {}",
+            "; rows in tiles {} ({} tiles {}x{}, fill {:.2}), rows in CSR {}, reordered {}",
+            info.rowsInTiles,
             info.blockCount,
             info.tileRows,
             info.tileCols,
             info.fillRatio,
+            info.rowsInCsr,
             info.reordered != 0
         );
         let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
