@@ -199,35 +199,52 @@ __device__ __forceinline__ void smat_load_b(typename E::compute* out, const T* _
 }
 
 // acc += Σ A[row, e] · B[col(e), j …] over entries first … last − 1 of one row, by a group of G lanes
-// whose members are `mask` (sub = the lane's index in its group).
+// (sub = the lane's index in its group). Every lane of the warp must call this together: the loop
+// runs as long as the warp's longest row, shorter rows' groups idling under a predicate, because
+// groups looping on their own would diverge and run one after another.
 template <typename T, typename E, int CPL, bool VEC>
 __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int first, int last,
                                                  const int* __restrict__ col_ind, const T* __restrict__ values,
                                                  const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs, int j, int n,
-                                                 int G, int sub, unsigned mask) {
+                                                 int G, int sub) {
     typedef typename E::compute C;
-    for (int base = first; base < last; base += G) {
-        const int e = base + sub;
-        const int my_col = e < last ? __ldg(col_ind + e) : 0;
-        const C my_val = e < last ? E::load(values[e]) : C(0);
-        const int count = min(G, last - base);
+    const int length = last - first;
+    const int longest = __reduce_max_sync(0xffffffffu, length);
+    for (int base = 0; base < longest; base += G) {
+        const bool mine = base + sub < length;
+        const int my_col = mine ? __ldg(col_ind + first + base + sub) : -1;
+        const C my_val = mine ? E::load(values[first + base + sub]) : C(0);
+        const int count = min(G, longest - base);
         int t = 0;
         for (; t + 4 <= count; t += 4) {
             C bv[4][CPL];
 #pragma unroll
-            for (int u = 0; u < 4; ++u)
-                smat_load_b<T, E, CPL, VEC>(bv[u], b, __shfl_sync(mask, my_col, t + u, G), j, n, b_rs, b_cs);
+            for (int u = 0; u < 4; ++u) {
+                const int k = __shfl_sync(0xffffffffu, my_col, t + u, G);
+                if (k >= 0) {
+                    smat_load_b<T, E, CPL, VEC>(bv[u], b, k, j, n, b_rs, b_cs);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < CPL; ++q) bv[u][q] = C(0);
+                }
+            }
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                const C v = __shfl_sync(mask, my_val, t + u, G);
+                const C v = __shfl_sync(0xffffffffu, my_val, t + u, G);
 #pragma unroll
                 for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[u][q], acc[q]);
             }
         }
         for (; t < count; ++t) {
             C bv[CPL];
-            smat_load_b<T, E, CPL, VEC>(bv, b, __shfl_sync(mask, my_col, t, G), j, n, b_rs, b_cs);
-            const C v = __shfl_sync(mask, my_val, t, G);
+            const int k = __shfl_sync(0xffffffffu, my_col, t, G);
+            if (k >= 0) {
+                smat_load_b<T, E, CPL, VEC>(bv, b, k, j, n, b_rs, b_cs);
+            } else {
+#pragma unroll
+                for (int q = 0; q < CPL; ++q) bv[q] = C(0);
+            }
+            const C v = __shfl_sync(0xffffffffu, my_val, t, G);
 #pragma unroll
             for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[q], acc[q]);
         }
@@ -267,19 +284,26 @@ __device__ void smat_rows(int rows, const int* __restrict__ row_ptr, const int* 
                           typename E::compute alpha, const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs,
                           typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
     typedef typename E::compute C;
-    const int lane = threadIdx.x & 31, sub = lane & (G - 1);
-    const unsigned mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (lane & ~(G - 1));
+    const int sub = threadIdx.x & (G - 1);
     const sgpu_i64 row = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
-    if (row >= rows) return;  // whole groups leave together: G divides 32
-    const int first = row_ptr[row], last = row_ptr[row + 1];
-    if (last - first > long_limit) return;
-    const sgpu_i64 out_row = out_rows[row];
-    for (int j = sub * CPL; j < n; j += G * CPL) {
+    // Groups past the last row or on a long row take part with no entries (the warp loops together).
+    int first = 0, last = 0;
+    const bool live = row < rows;
+    if (live) {
+        first = row_ptr[row];
+        last = row_ptr[row + 1];
+        if (last - first > long_limit) last = first;
+    }
+    const bool writes = live && row_ptr[row + 1] - first <= long_limit;
+    const sgpu_i64 out_row = live ? out_rows[row] : 0;
+    // Every lane runs every chunk (those past n load and store nothing): the warp must stay together.
+    for (int chunk = 0; chunk < n; chunk += G * CPL) {
+        const int j = chunk + sub * CPL;
         C acc[CPL];
 #pragma unroll
         for (int q = 0; q < CPL; ++q) acc[q] = C(0);
-        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub, mask);
-        smat_store_c<T, E, CPL, VEC>(acc, alpha, beta, c, out_row, j, n, c_rs, c_cs);
+        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub);
+        if (writes) smat_store_c<T, E, CPL, VEC>(acc, alpha, beta, c, out_row, j, n, c_rs, c_cs);
     }
 }
 
@@ -290,19 +314,20 @@ __device__ void smat_segments(int segments, const int* __restrict__ seg_bounds, 
                               const T* __restrict__ values, int G, const T* __restrict__ b, sgpu_i64 b_rs,
                               sgpu_i64 b_cs, typename E::compute* __restrict__ partial, int n) {
     typedef typename E::compute C;
-    const int lane = threadIdx.x & 31, sub = lane & (G - 1);
-    const unsigned mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (lane & ~(G - 1));
+    const int sub = threadIdx.x & (G - 1);
     const sgpu_i64 s = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
-    if (s >= segments) return;
-    const int first = seg_bounds[2 * s], last = seg_bounds[2 * s + 1];
-    for (int j = sub * CPL; j < n; j += G * CPL) {
+    const bool live = s < segments;
+    const int first = live ? seg_bounds[2 * s] : 0, last = live ? seg_bounds[2 * s + 1] : 0;
+    // Every lane runs every chunk (those past n load and store nothing): the warp must stay together.
+    for (int chunk = 0; chunk < n; chunk += G * CPL) {
+        const int j = chunk + sub * CPL;
         C acc[CPL];
 #pragma unroll
         for (int q = 0; q < CPL; ++q) acc[q] = C(0);
-        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub, mask);
+        smat_row_product<T, E, CPL, VEC>(acc, first, last, col_ind, values, b, b_rs, b_cs, j, n, G, sub);
 #pragma unroll
         for (int q = 0; q < CPL; ++q)
-            if (j + q < n) partial[s * n + j + q] = acc[q];
+            if (live && j + q < n) partial[s * n + j + q] = acc[q];
     }
 }
 

@@ -460,6 +460,23 @@ fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
     check::<f64>(&mut rng);
 }
 
+/// Matrices with more entries than one analysis task takes, so every parallel pass splits them.
+#[test]
+fn large_matrices_analyse_in_parallel_runs() {
+    let mut rng = Rng::fresh("smat large");
+    let scattered = random_csr::<f16>(&mut rng, 1500, 1400, 0.03);
+    let blocks = sparsegpu::testgen::block_csr::<f16>(&mut rng, 1024, 1024, 16, 0.2, 0.8);
+    let shuffled = shuffled_full_groups::<f16>(&mut rng, 60);
+    for (name, csr) in [("scattered", &scattered), ("blocks", &blocks), ("shuffled", &shuffled)] {
+        assert!(csr.nnz() > 40_000, "{name}: {} entries", csr.nnz());
+        for &format in StorageFormat::variants() {
+            let h = Handle::with_format(BackendKind::Cpu, ReorderMode::Auto, format);
+            assert_consistent(&create_matrix(&h, csr, IndexBase::Zero).info(), format, name);
+            check_spmm(&mut rng, &h, csr, &format!("{name} {format:?}"));
+        }
+    }
+}
+
 #[test]
 fn every_format_accounts_for_every_row() {
     let mut rng = Rng::fresh("smat formats");

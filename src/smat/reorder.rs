@@ -58,7 +58,7 @@ impl RowPatterns {
         block_runs.into_par_iter().zip(bounds.par_windows(2)).for_each(|(out, run)| {
             let mut at = 0;
             for r in run[0]..run[1] {
-                let start = entry(r) - entry(run[0]);
+                let start = entry(r);
                 out[at..at + distinct[r]].copy_from_slice(&scratch[start..start + distinct[r]]);
                 at += distinct[r];
             }
