@@ -74,3 +74,32 @@ template <> struct sgpu_elem<double> {
     static __device__ __forceinline__ double store(double x) { return x; }
 };
 template <> struct sgpu_elem<sgpu_f16> : sgpu_half_elem<false> {};
+
+// cp.async, shared by the tile kernels of every family: a shared-memory address for the
+// instructions, 16 whole bytes global -> shared, and the groups. Only for 16 bytes that lie inside
+// the matrix: a group at its edge goes through registers, since compute-sanitizer counts a cp.async
+// whose src-size stops at the matrix as reading its whole 16-byte window, past the allocation for
+// the last elements.
+__device__ __forceinline__ unsigned sgpu_smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void sgpu_cp_async16(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void sgpu_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void sgpu_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// Four 8×8 b16 matrices from shared memory into mma fragments (TRANS: each transposed), every lane
+// giving the address of one matrix row.
+template <bool TRANS>
+__device__ __forceinline__ void sgpu_ldmatrix_x4(unsigned* r, unsigned addr) {
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+}

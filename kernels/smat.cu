@@ -90,6 +90,157 @@ __device__ void smat_spmm_half(int cols, int n, const int* __restrict__ block_ro
     }
 }
 
+// The same product with B staged through shared memory, for row-major B whose rows are 16-byte
+// aligned (ldb a multiple of 8) and row-major C with even ldc. A thread block of WARPS warps owns one
+// block row and a panel of WARPS·32 columns; for each nonzero tile, all its threads copy the tile and
+// the matching 16 rows of the B panel into one of SMAT_STAGES shared-memory stages by cp.async
+// (SMAT_STAGES − 1 tiles ahead of the one multiplied), and every warp takes its fragments by
+// ldmatrix: the tile's as they are, its 32 columns of B transposed (m16n8k16 wants B by columns).
+// Rows of both are padded in shared memory so that the eight rows one ldmatrix reads fall in
+// distinct banks.
+#define SMAT_STAGES 4
+#define SMAT_A_ROW_BYTES 48  // a 16 × 16 tile row is 32 bytes; 48 puts 8 consecutive rows in distinct banks
+
+template <int WARPS>
+struct smat_staging {
+    static const int PANEL = WARPS * 32;            // columns of B / C per thread block
+    static const int B_ROW_BYTES = PANEL * 2 + 16;  // padded so 8 consecutive k rows fall in distinct banks
+    static const int B_BYTES = 16 * B_ROW_BYTES;
+    static const int STAGE_BYTES = B_BYTES + 16 * SMAT_A_ROW_BYTES;
+    static const int SHARED_BYTES = SMAT_STAGES * STAGE_BYTES;
+};
+
+template <bool BF16, int WARPS>
+__device__ void smat_tiles_half_staged(int cols, int n, const int* __restrict__ block_row_ptr,
+                                       const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
+                                       const int* __restrict__ out_rows, float alpha,
+                                       const unsigned short* __restrict__ b, sgpu_i64 ldb, float beta,
+                                       unsigned short* __restrict__ c, sgpu_i64 ldc) {
+    typedef smat_staging<WARPS> S;
+    extern __shared__ __align__(16) unsigned char smat_shared[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = lane >> 2, tig = lane & 3;
+    const sgpu_i64 block_row = blockIdx.x;
+    const int first_col = blockIdx.y * S::PANEL;
+    const int first = block_row_ptr[block_row], count = block_row_ptr[block_row + 1] - first;
+    const unsigned base = sgpu_smem_address(smat_shared);
+
+    // Tile `first + i` and its B rows into stage st; a chunk of 8 columns crossing n or a row past
+    // A's columns goes through registers (zeros where outside), never a partial cp.async.
+    auto stage_in = [&](int i, int st) {
+        const unsigned stage = base + st * S::STAGE_BYTES;
+        const sgpu_i64 k0 = (sgpu_i64)block_cols[first + i] * 16;
+        for (int q = threadIdx.x; q < 16 * (S::PANEL / 8); q += WARPS * 32) {
+            const int r = q / (S::PANEL / 8), chunk = q % (S::PANEL / 8);
+            const sgpu_i64 k = k0 + r;
+            const int j = first_col + chunk * 8;
+            const unsigned dst = stage + r * S::B_ROW_BYTES + chunk * 16;
+            const unsigned short* src = b + k * ldb + j;
+            if (k < cols && j + 8 <= n) {
+                sgpu_cp_async16(dst, src);
+            } else {
+                unsigned w[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const unsigned lo = (k < cols && j + 2 * e < n) ? src[2 * e] : 0u;
+                    const unsigned hi = (k < cols && j + 2 * e + 1 < n) ? src[2 * e + 1] : 0u;
+                    w[e] = lo | (hi << 16);
+                }
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                             "r"(w[3])
+                             : "memory");
+            }
+        }
+        if (threadIdx.x < 32) {
+            const int r = threadIdx.x >> 1, half_row = threadIdx.x & 1;
+            sgpu_cp_async16(stage + S::B_BYTES + r * SMAT_A_ROW_BYTES + half_row * 16,
+                            tiles + (sgpu_i64)(first + i) * 256 + threadIdx.x * 8);
+        }
+    };
+
+    float acc[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+    const bool warp_live = first_col + warp * 32 < n;
+    // ldmatrix row addresses: lane l gives row (l & 7) of matrix l >> 3. A: matrices (rows 0-7 | 8-15)
+    // × (k 0-7 | 8-15) in the order of the a0…a3 registers; B: (k 0-7 | 8-15) × (columns +0 | +8).
+    const int matrix = lane >> 3, row_in = lane & 7;
+    const unsigned a_offset = S::B_BYTES + ((matrix & 1) * 8 + row_in) * SMAT_A_ROW_BYTES + (matrix >> 1) * 16;
+    const unsigned b_offset = ((matrix & 1) * 8 + row_in) * S::B_ROW_BYTES + (warp * 32 + (matrix >> 1) * 8) * 2;
+
+#pragma unroll
+    for (int p = 0; p < SMAT_STAGES - 1; ++p) {
+        if (p < count) stage_in(p, p);
+        sgpu_cp_async_commit();
+    }
+    for (int i = 0; i < count; ++i) {
+        const int ahead = i + SMAT_STAGES - 1;
+        if (ahead < count) stage_in(ahead, ahead % SMAT_STAGES);
+        sgpu_cp_async_commit();
+        sgpu_cp_async_wait<SMAT_STAGES - 1>();
+        __syncthreads();
+        if (warp_live) {
+            const unsigned stage = base + (i % SMAT_STAGES) * S::STAGE_BYTES;
+            unsigned fa[4];
+            sgpu_ldmatrix_x4<false>(fa, stage + a_offset);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                unsigned fb[4];  // n-tiles 2h and 2h + 1, each (k 0-7, k 8-15)
+                sgpu_ldmatrix_x4<true>(fb, stage + b_offset + h * 32);
+                sgpu_mma_16816<BF16>(acc[2 * h], fa, fb);
+                sgpu_mma_16816<BF16>(acc[2 * h + 1], fa, fb + 2);
+            }
+        }
+        __syncthreads();
+    }
+    if (!warp_live) return;
+
+    // D fragment: rows group (elements 0, 1) and group+8 (2, 3), columns 2·tig, 2·tig+1.
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+        const sgpu_i64 out_row = out_rows[block_row * 16 + group + half_row * 8];
+        if (out_row < 0) continue;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const int j = first_col + warp * 32 + t * 8 + tig * 2;
+            if (j >= n) continue;
+            unsigned short* p = c + out_row * ldc + j;
+            float v0 = alpha * acc[t][half_row * 2], v1 = alpha * acc[t][half_row * 2 + 1];
+            if (j + 1 < n) {
+                // ldc and j are even: one aligned 32-bit access for the pair.
+                unsigned* pair = reinterpret_cast<unsigned*>(p);
+                if (beta != 0.0f) {
+                    const unsigned old = *pair;
+                    v0 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old & 0xffffu));
+                    v1 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old >> 16));
+                }
+                *pair = (unsigned)sgpu_f32_to_half<BF16>(v0) | ((unsigned)sgpu_f32_to_half<BF16>(v1) << 16);
+            } else {
+                if (beta != 0.0f) v0 += beta * sgpu_half_to_f32<BF16>(*p);
+                *p = sgpu_f32_to_half<BF16>(v0);
+            }
+        }
+    }
+}
+
+#define SMAT_TILES_STAGED(NAME, BF16, WARPS)                                                                          \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32)                                                          \
+        smat_tiles_##NAME##_staged##WARPS(int cols, int n, const int* block_row_ptr, const int* block_cols,            \
+                                          const unsigned short* tiles, const int* out_rows, float alpha,             \
+                                          const unsigned short* b, sgpu_i64 ldb, float beta, unsigned short* c,      \
+                                          sgpu_i64 ldc) {                                                            \
+        smat_tiles_half_staged<BF16, WARPS>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, ldb, beta, \
+                                            c, ldc);                                                                 \
+    }
+SMAT_TILES_STAGED(f16, false, 1)
+SMAT_TILES_STAGED(f16, false, 2)
+SMAT_TILES_STAGED(f16, false, 4)
+SMAT_TILES_STAGED(bf16, true, 1)
+SMAT_TILES_STAGED(bf16, true, 2)
+SMAT_TILES_STAGED(bf16, true, 4)
+
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_f16(int cols, int n, const int* block_row_ptr, const int* block_cols,
                   const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,

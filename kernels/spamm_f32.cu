@@ -92,10 +92,10 @@ struct F32Operand {
         for (int q = 0; q < 4; ++q) {
             int valid;
             const float* src = group(from, q, s, e, valid);
-            unsigned to = spamm_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
+            unsigned to = sgpu_smem_address(dst + group_o(q) * o_stride + group_p(q) * p_stride);
             // Whole groups in one 16-byte copy; a group at the matrix's edge element by element.
             if (vector && valid == 4) {
-                spamm_cp_async16(to, src);
+                sgpu_cp_async16(to, src);
             } else {
 #pragma unroll
                 for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
@@ -165,7 +165,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         else op_a.load(staged_a, s, e);
         if (B_OC) op_b.copy_async(sa + F32_SIMT_OPERAND, 1, F32_SIMT_LD, s, e);
         else op_b.load(staged_b, s, e);
-        spamm_cp_async_commit();
+        sgpu_cp_async_commit();
     };
     // The register-staged groups of a k-contiguous operand: 4 consecutive p of one o, stored as [p][o].
     auto store = [&](int st) {
@@ -191,7 +191,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         issue(0, s, e);
         store(0);
     }
-    spamm_cp_async_wait<0>();
+    sgpu_cp_async_wait<0>();
     __syncthreads();
     while (have) {
         bool next = chunks.advance(s, e, next_mask);
@@ -214,7 +214,7 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
         }
         if (next) {
             store(st ^ 1);
-            spamm_cp_async_wait<0>();
+            sgpu_cp_async_wait<0>();
         }
         __syncthreads();
         st ^= 1;
@@ -417,14 +417,14 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
 #pragma unroll
     for (int st = 0; st < F32_TC_STAGES - 1; ++st) {
         inflight += issue(st);
-        spamm_cp_async_commit();
+        sgpu_cp_async_commit();
     }
     int load_stage = F32_TC_STAGES - 1, stage = 0;
     while (inflight > 0) {
-        spamm_cp_async_wait<F32_TC_STAGES - 2>();
+        sgpu_cp_async_wait<F32_TC_STAGES - 2>();
         __syncthreads();  // chunk `stage` visible to all; every thread is done with the stage refilled next
         inflight += issue(load_stage);
-        spamm_cp_async_commit();
+        sgpu_cp_async_commit();
         unsigned mask = stage_mask[stage], frags = 0;
 #pragma unroll
         for (int x = 0; x < 4; ++x)
@@ -436,7 +436,7 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
         stage = stage + 1 == F32_TC_STAGES ? 0 : stage + 1;
         load_stage = load_stage + 1 == F32_TC_STAGES ? 0 : load_stage + 1;
     }
-    spamm_cp_async_wait<0>();
+    sgpu_cp_async_wait<0>();
 
 #pragma unroll
     for (int x = 0; x < 4; ++x) {

@@ -145,7 +145,7 @@ struct SpammF64Operand {
         const sgpu_i64 step = KC ? 16 * ld : 4 * ld;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            if (needed(groups, j)) spamm_cp_async16(stage + dst[j & 1] + pair_step(j), src);
+            if (needed(groups, j)) sgpu_cp_async16(stage + dst[j & 1] + pair_step(j), src);
             src += step;
         }
     }
@@ -227,7 +227,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     op_b.init(b, ldb, col0, n, tid);
     const bool aligned = ((((unsigned long long)a | (unsigned long long)b) & 15ull) == 0) && ((lda | ldb) & 1) == 0;
     const bool a_fast = aligned && op_a.interior, b_fast = aligned && op_b.interior;
-    const unsigned pool = spamm_smem_address(spamm_f64_pool);
+    const unsigned pool = sgpu_smem_address(spamm_f64_pool);
 
     // Fragment loads: this lane's byte offsets within a stage's panels (the rest are constants).
     const int rh = warp & 1, cq = warp >> 1;
@@ -275,7 +275,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
             if (b_fast && full) op_b.copy_fast(base + SPAMM_F64_OPERAND * 8, s0, cb);
             else op_b.copy_checked(base + SPAMM_F64_OPERAND * 8, s0, e, cb);
         }
-        spamm_cp_async_commit();
+        sgpu_cp_async_commit();
         return fm;
     };
 
@@ -336,8 +336,8 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
     unsigned next0 = issue(0), next1 = three ? issue(1) : 0u;
     int stage = 0;
     while (next0 != 0) {
-        if (three) spamm_cp_async_wait<1>();
-        else spamm_cp_async_wait<0>();
+        if (three) sgpu_cp_async_wait<1>();
+        else sgpu_cp_async_wait<0>();
         __syncthreads();
         const unsigned fm = next0;
         const int refill_stage = stage == 0 ? stages - 1 : stage - 1;
@@ -349,7 +349,7 @@ __device__ __forceinline__ void spamm_f64_tiles(int m, int n, int k, int bs, dou
         }
         stage = stage + 1 == stages ? 0 : stage + 1;
     }
-    spamm_cp_async_wait<0>();
+    sgpu_cp_async_wait<0>();
 
     // C: fragment rows g, g + 8 are tile rows 2g, 2g + 1, so a lane's d[0], d[2] (and d[1], d[3]) are
     // one column's two adjacent rows: a 16-byte store where aligned.

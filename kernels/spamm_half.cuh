@@ -43,17 +43,6 @@ struct __align__(8) spamm_h_u2 { unsigned x, y; };
 __device__ __forceinline__ void spamm_h_st16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
-template <bool TRANS>
-__device__ __forceinline__ void spamm_h_ldsm4(unsigned* r, unsigned addr) {
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-}
 
 // Byte offset of 16-byte group `chunk` of row `row` in a k-major ([outer][32]) or mn-major
 // ([32][128]) operand stage.
@@ -117,7 +106,7 @@ struct SpammHOperand {
         if (VEC && interior && e - s == SPAMM_H_CHUNK) {
 #pragma unroll
             for (int q = 0; q < SPAMM_H_GROUPS; ++q)
-                if (needed(mask, q, rows)) spamm_cp_async16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step);
+                if (needed(mask, q, rows)) sgpu_cp_async16(d0 + SPAMM_H_GROUP_STRIDE * q, src0 + q * step);
             return;
         }
 #pragma unroll
@@ -133,7 +122,7 @@ struct SpammHOperand {
             const sgpu_b16* src = src0 + q * step;
             unsigned d = d0 + SPAMM_H_GROUP_STRIDE * q;
             if (VEC && valid == 8) {
-                spamm_cp_async16(d, src);
+                sgpu_cp_async16(d, src);
             } else {
                 unsigned w[4];
 #pragma unroll
@@ -162,7 +151,7 @@ __device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][SPAMM_H_WN / 8][4]
             bool need = x < 2 ? (q00 | q01) : (q10 | q11);
             unsigned off = KA ? (a_base ^ (unsigned)(h * 32)) + (unsigned)(x * 1024)
                               : (a_base ^ (unsigned)(x * 32)) + (unsigned)(h * 4096);
-            if (need) spamm_h_ldsm4<!KA>(fa[x], sa + off);
+            if (need) sgpu_ldmatrix_x4<!KA>(fa[x], sa + off);
         }
 #pragma unroll
         for (int j = 0; j < SPAMM_H_WN / 16; ++j) {
@@ -171,7 +160,7 @@ __device__ __forceinline__ void spamm_h_chunk(float (&acc)[4][SPAMM_H_WN / 8][4]
                               : (b_base ^ (unsigned)(j * 32)) + (unsigned)(h * 4096);
             if (need) {
                 unsigned r[4];
-                spamm_h_ldsm4<!KB>(r, sb + off);
+                sgpu_ldmatrix_x4<!KB>(r, sb + off);
                 fb[2 * j][0] = r[0];
                 fb[2 * j][1] = r[1];
                 fb[2 * j + 1][0] = r[2];
@@ -198,7 +187,7 @@ __device__ __forceinline__ void spamm_tiles_half_body(int m, int n, int k, int b
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int wm = warp & 1, wn = warp >> 1;
     sgpu_i64 row0 = work.row0, col0 = work.col0;
-    unsigned smem0 = spamm_smem_address(smem);
+    unsigned smem0 = sgpu_smem_address(smem);
 
     SpammHOperand<KA> op_a;
     SpammHOperand<KB> op_b;
@@ -237,7 +226,7 @@ __device__ __forceinline__ void spamm_tiles_half_body(int m, int n, int k, int b
             op_a.template load<VEC>(lda, base, s, e, chunk_mask, true);
             op_b.template load<VEC>(ldb, base + SPAMM_H_OPERAND_BYTES, s, e, chunk_mask, false);
         }
-        spamm_cp_async_commit();
+        sgpu_cp_async_commit();
     };
     // Masks of the chunks in flight (0: none), oldest first.
     unsigned pending[SPAMM_H_STAGES - 1];
@@ -247,7 +236,7 @@ __device__ __forceinline__ void spamm_tiles_half_body(int m, int n, int k, int b
     int stage = 0;
     while (pending[0] != 0) {
         unsigned mask = pending[0];
-        spamm_cp_async_wait<SPAMM_H_STAGES - 2>();
+        sgpu_cp_async_wait<SPAMM_H_STAGES - 2>();
         __syncthreads();
 #pragma unroll
         for (int s = 0; s < SPAMM_H_STAGES - 2; ++s) pending[s] = pending[s + 1];
@@ -263,7 +252,7 @@ __device__ __forceinline__ void spamm_tiles_half_body(int m, int n, int k, int b
             spamm_h_chunk<BF16, KA, KB, false>(acc, sa, sb, a_base, b_base, quads);
         stage = stage == SPAMM_H_STAGES - 1 ? 0 : stage + 1;
     }
-    spamm_cp_async_wait<0>();
+    sgpu_cp_async_wait<0>();
     __syncthreads();
 
     // Epilogue: the accumulators into shared memory as [column][row] f32, then C column by column.

@@ -106,16 +106,3 @@ __device__ __forceinline__ void spamm_store_c(T* c, sgpu_i64 ldc, sgpu_i64 r, sg
     *out = E::store(value);
 }
 
-// cp.async, shared by the tile kernels: a shared-memory address for the instructions, 16 whole bytes
-// global -> shared, and the groups. Only for 16 bytes that lie inside the matrix: a group at its edge
-// goes through registers, since compute-sanitizer counts a cp.async whose src-size stops at the
-// matrix as reading its whole 16-byte window, past the allocation for the last elements.
-__device__ __forceinline__ unsigned spamm_smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void spamm_cp_async16(unsigned dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void spamm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int PENDING>
-__device__ __forceinline__ void spamm_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}

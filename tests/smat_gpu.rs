@@ -329,6 +329,40 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     }
 }
 
+/// The tile kernel that stages B through shared memory (row-major B with 16-byte aligned rows, C
+/// with even leading dimension): widths around its 32-column warps and 8-column chunks, a last block
+/// column sticking out of A, and the strided tile kernel on the same matrix for other layouts.
+fn staged_tiles<T: Element>(rng: &mut Rng) {
+    let csr: CsrMatrix<T> = block_csr(rng, 301, 1007, 16, 0.25, 0.8);
+    let tiles_only = |backend| Handle::with_format(backend, ReorderMode::Auto, StorageFormat::Tiles);
+    let (gpu_handle, cpu_handle) = (tiles_only(BackendKind::Cuda), tiles_only(BackendKind::Cpu));
+    for n in [1, 8, 17, 32, 33, 64, 100, 128, 130, 257] {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            let beta_zero = rng.below(2) == 0;
+            let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
+            if layout == Layout::RowMajor && rng.below(4) != 0 {
+                let (db, dc) =
+                    (Dense { ld: n.next_multiple_of(8), ..p.db }, Dense { ld: n.next_multiple_of(2), ..p.dc });
+                p = p.with_shapes(db, dc, rng);
+            }
+            let what = format!("{:?} tiles n {n} {layout:?} ldb {} ldc {}", T::VALUE_TYPE, p.db.ld, p.dc.ld);
+            compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
+        }
+    }
+}
+
+#[test]
+fn tiles_staged_and_strided() {
+    if !common::cuda_available("tiles_staged_and_strided") {
+        return;
+    }
+    let mut rng = Rng::fresh("smat gpu tiles");
+    staged_tiles::<f16>(&mut rng);
+    staged_tiles::<bf16>(&mut rng);
+    staged_tiles::<f32>(&mut rng);
+    staged_tiles::<f64>(&mut rng);
+}
+
 #[test]
 fn csr_rows_vectorised_strided_and_split() {
     if !common::cuda_available("csr_rows_vectorised_strided_and_split") {

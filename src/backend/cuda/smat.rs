@@ -33,6 +33,16 @@ const WARPS_PER_BLOCK: usize = 4;
 const STRIP: usize = 32;
 /// Threads per block of the CSR kernels (their `__launch_bounds__`).
 const ROW_THREADS: usize = 256;
+/// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
+const STAGED_WARPS: usize = 4;
+
+/// Shared memory of a staged tile kernel with a `panel`-column B panel (smat_staging in
+/// kernels/smat.cu): SMAT_STAGES stages of 16 padded B rows and one padded 16 × 16 tile.
+fn staged_shared_bytes(panel: usize) -> usize {
+    const STAGES: usize = 4;
+    const A_ROW_BYTES: usize = 48;
+    STAGES * (16 * (panel * 2 + 16) + 16 * A_ROW_BYTES)
+}
 
 /// An analysed matrix's tiles on one device.
 struct DeviceTiles {
@@ -237,12 +247,16 @@ unsafe fn host_view<'a, T: Copy + Default>(
 pub trait GpuSpmmElement: Element {
     const NAME: &'static str;
     const COLUMNS_PER_LOAD: usize = 16 / std::mem::size_of::<Self>();
+    /// Has the tile kernel that stages B through shared memory (smat_tiles_*_staged*).
+    const STAGED_TILES: bool = false;
 }
 impl GpuSpmmElement for half::f16 {
     const NAME: &'static str = "f16";
+    const STAGED_TILES: bool = true;
 }
 impl GpuSpmmElement for half::bf16 {
     const NAME: &'static str = "bf16";
+    const STAGED_TILES: bool = true;
 }
 impl GpuSpmmElement for f32 {
     const NAME: &'static str = "f32";
@@ -301,28 +315,61 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
     let tiles = &resident.tiles;
     if tiles.block_rows > 0 {
-        let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
-        let strips = n.div_ceil(STRIP);
-        let cfg = Launch {
-            grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
-            block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
-            shared_bytes: 0,
-        };
         let (brp, bcols, values, out_rows) =
             (tiles.block_row_ptr.ptr(), tiles.block_cols.ptr(), tiles.tiles.ptr(), tiles.out_rows.ptr());
-        // SAFETY: the argument list matches smat_tiles_* (α / β are float for the half types, i.e.
-        // T::Compute); every pointer covers what the kernel reads or writes for these sizes.
-        unsafe {
-            launch(
-                &f,
-                cfg,
-                stream,
-                kernel_args![
-                    &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
-                    &c_rs, &c_cs
-                ],
-            )
-        }?;
+        // The staged kernel copies 8-column chunks of row-major B with cp.async (16-byte aligned rows)
+        // and writes C by column pairs (4-byte aligned).
+        let staged = T::STAGED_TILES
+            && op.layout == Layout::RowMajor
+            && b_ptr.is_multiple_of(16)
+            && op.ldb.is_multiple_of(8)
+            && c_ptr.is_multiple_of(4)
+            && op.ldc.is_multiple_of(2);
+        if staged {
+            // Warps per thread block: as many 32-column strips as n needs, up to 4.
+            let warps = n.div_ceil(STRIP).next_power_of_two().min(STAGED_WARPS);
+            let f = gpu.function(&SMAT, &format!("smat_tiles_{}_staged{warps}", T::NAME))?;
+            let panel = warps * STRIP;
+            let cfg = Launch {
+                grid: (tiles.block_rows as u32, n.div_ceil(panel) as u32, 1),
+                block: ((warps * 32) as u32, 1, 1),
+                shared_bytes: staged_shared_bytes(panel) as u32,
+            };
+            let (ldb, ldc) = (op.ldb as i64, op.ldc as i64);
+            // SAFETY: the argument list matches smat_tiles_*_staged*; every pointer covers what the
+            // kernel reads or writes for these sizes, and the shared memory is what it lays out.
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &ldb, &beta, &c_ptr, &ldc
+                    ],
+                )
+            }?;
+        } else {
+            let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
+            let strips = n.div_ceil(STRIP);
+            let cfg = Launch {
+                grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
+                block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
+                shared_bytes: 0,
+            };
+            // SAFETY: the argument list matches smat_tiles_* (α / β are float for the half types,
+            // i.e. T::Compute); every pointer covers what the kernel reads or writes for these sizes.
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
+                        &c_rs, &c_cs
+                    ],
+                )
+            }?;
+        }
     }
 
     let csr = &resident.rows;
