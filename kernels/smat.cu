@@ -330,35 +330,45 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 // VEC: B and C row-major with 16-byte aligned rows and CPL·sizeof(T) = 16, so a lane's columns are
 // one 16-byte load; otherwise CPL = 1 and any strides.
 
-// Loads a lane's CPL values of row k of B (columns j … j + CPL − 1, those ≥ n read as zero).
-template <typename T, typename E, int CPL, bool VEC>
-__device__ __forceinline__ void smat_load_b(typename E::compute* out, const T* __restrict__ b, sgpu_i64 k, int j, int n,
-                                            sgpu_i64 b_rs, sgpu_i64 b_cs) {
-    const T* p = b + k * b_rs + j * b_cs;
+// Up to 16 bytes of one row of B as fetched: a lane's CPL values, kept packed until they are used so
+// that many loads can be in flight without holding their widened values.
+template <typename T>
+union smat_b_chunk {
+    uint4 v;
+    T e[16 / sizeof(T)];
+};
+
+// A lane's CPL values of row k of B (columns j … j + CPL − 1; zeros for columns ≥ n and for k < 0,
+// which marks an entry past the end of the lane's row).
+template <typename T, int CPL, bool VEC>
+__device__ __forceinline__ uint4 smat_fetch_b(const T* __restrict__ b, int k, int j, int n, sgpu_i64 b_rs,
+                                              sgpu_i64 b_cs) {
+    smat_b_chunk<T> u;
+    u.v.x = u.v.y = u.v.z = u.v.w = 0u;
+    if (k < 0) return u.v;
+    const T* p = b + (sgpu_i64)k * b_rs + j * b_cs;
     if (VEC && j + CPL <= n) {
-        union {
-            uint4 v;
-            T e[CPL];
-        } u;
         u.v = __ldg(reinterpret_cast<const uint4*>(p));
-#pragma unroll
-        for (int q = 0; q < CPL; ++q) out[q] = E::load(u.e[q]);
     } else {
 #pragma unroll
-        for (int q = 0; q < CPL; ++q) out[q] = j + q < n ? E::load(p[q * b_cs]) : typename E::compute(0);
+        for (int q = 0; q < CPL; ++q)
+            if (j + q < n) u.e[q] = p[q * b_cs];
     }
+    return u.v;
 }
 
 // acc += Σ A[row, e] · B[col(e), j …] over entries first … last − 1 of one row, by a group of G lanes
 // (sub = the lane's index in its group). Every lane of the warp must call this together: the loop
 // runs as long as the warp's longest row, shorter rows' groups idling under a predicate, because
-// groups looping on their own would diverge and run one after another.
+// groups looping on their own would diverge and run one after another. The group takes G entries at
+// once (one per lane, coalesced) and hands them round by shuffle; UNROLL rows of B are in flight.
 template <typename T, typename E, int CPL, bool VEC>
 __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int first, int last,
                                                  const int* __restrict__ col_ind, const T* __restrict__ values,
                                                  const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs, int j, int n,
                                                  int G, int sub) {
     typedef typename E::compute C;
+    const int UNROLL = VEC ? 8 : 4;
     const int length = last - first;
     const int longest = __reduce_max_sync(0xffffffffu, length);
     for (int base = 0; base < longest; base += G) {
@@ -366,38 +376,23 @@ __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int f
         const int my_col = mine ? __ldg(col_ind + first + base + sub) : -1;
         const C my_val = mine ? E::load(values[first + base + sub]) : C(0);
         const int count = min(G, longest - base);
-        int t = 0;
-        for (; t + 4 <= count; t += 4) {
-            C bv[4][CPL];
+        for (int t = 0; t < count; t += UNROLL) {
+            uint4 raw[UNROLL];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int k = __shfl_sync(0xffffffffu, my_col, t + u, G);
-                if (k >= 0) {
-                    smat_load_b<T, E, CPL, VEC>(bv[u], b, k, j, n, b_rs, b_cs);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < CPL; ++q) bv[u][q] = C(0);
-                }
+            for (int u = 0; u < UNROLL; ++u) {
+                // Past `count` every lane reads -1 (a lane of its own group past the row): no load.
+                const int k = __shfl_sync(0xffffffffu, my_col, (t + u) & (G - 1), G);
+                raw[u] = smat_fetch_b<T, CPL, VEC>(b, t + u < count ? k : -1, j, n, b_rs, b_cs);
             }
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const C v = __shfl_sync(0xffffffffu, my_val, t + u, G);
+            for (int u = 0; u < UNROLL; ++u) {
+                const C shuffled = __shfl_sync(0xffffffffu, my_val, (t + u) & (G - 1), G);
+                const C v = t + u < count ? shuffled : C(0);  // never 0 × a NaN of A: a zero chunk stays 0
+                smat_b_chunk<T> chunk;
+                chunk.v = raw[u];
 #pragma unroll
-                for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[u][q], acc[q]);
+                for (int q = 0; q < CPL; ++q) acc[q] = fma(v, E::load(chunk.e[q]), acc[q]);
             }
-        }
-        for (; t < count; ++t) {
-            C bv[CPL];
-            const int k = __shfl_sync(0xffffffffu, my_col, t, G);
-            if (k >= 0) {
-                smat_load_b<T, E, CPL, VEC>(bv, b, k, j, n, b_rs, b_cs);
-            } else {
-#pragma unroll
-                for (int q = 0; q < CPL; ++q) bv[q] = C(0);
-            }
-            const C v = __shfl_sync(0xffffffffu, my_val, t, G);
-#pragma unroll
-            for (int q = 0; q < CPL; ++q) acc[q] = fma(v, bv[q], acc[q]);
         }
     }
 }

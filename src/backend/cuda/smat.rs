@@ -77,11 +77,12 @@ struct DeviceRows {
 }
 
 impl DeviceRows {
-    /// Entries a segment holds, and the length from which a row is long: long enough that a row's
-    /// time exceeds what the GPU needs for its share of all entries (about 8192 groups run at once on
-    /// an H100), and never below a length one group handles quickly anyway.
+    /// The length from which a row is long (its segments hold about half of it): when its time
+    /// exceeds what the GPU needs for its share of all entries (about 8192 groups run at once on an
+    /// H100), or, for a matrix with too few rows to fill the GPU, when splitting it gives the GPU
+    /// more groups to run; never below a length one group handles in a few steps anyway.
     fn long_limit(entries: usize) -> usize {
-        (entries / 8192).max(1024)
+        (entries / 8192).max(128)
     }
 }
 
