@@ -14,7 +14,7 @@ use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::{ReorderMode, StorageFormat, Tile};
+use sparsegpu::smat::{MAX_TILES_PER_BLOCK_ROW, ReorderMode, StorageFormat, Tile};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -447,6 +447,22 @@ fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
         for _ in 0..4 {
             check_spmm(rng, &auto, &stacked, &format!("{what} stacked"));
         }
+
+        // A block row of more tiles than one thread block should walk is left to the CSR rows.
+        let tile = Tile::for_value_type(T::VALUE_TYPE);
+        let wide = |tiles: usize| {
+            let cols = tiles * tile.cols;
+            let full = (0..tile.rows).flat_map(|r| (0..cols).map(move |c| (r, c, T::from_f64(0.5)))).collect();
+            CsrMatrix::<T>::from_triplets(tile.rows, cols, full)
+        };
+        let at_cap = create_matrix(&auto, &wide(MAX_TILES_PER_BLOCK_ROW), IndexBase::Zero).info();
+        assert_eq!(
+            (at_cap.rowsInTiles, at_cap.blockCount),
+            (tile.rows as i64, MAX_TILES_PER_BLOCK_ROW as i64),
+            "{what}"
+        );
+        let past_cap = create_matrix(&auto, &wide(MAX_TILES_PER_BLOCK_ROW + 1), IndexBase::Zero).info();
+        assert_eq!(past_cap.rowsInTiles, 0, "{what}");
 
         // CSR format: no tiles and no reordering, whatever the matrix.
         let csr_only = Handle::with_format(BackendKind::Cpu, ReorderMode::Always, StorageFormat::Csr);

@@ -288,6 +288,15 @@ pub fn tile_fill_worth(value_type: ValueType) -> f64 {
     }
 }
 
+/// [`StorageFormat::Auto`] with [`ReorderMode::Auto`] does not cluster rows whose original order
+/// needs at most this many times the fewest tiles any order could give.
+pub const NEAR_FEWEST: f64 = 1.25;
+
+/// The most tiles a block row may hold in [`StorageFormat::Auto`]. The tensor cores walk a block
+/// row's tiles one after another in one thread block, so a block row with many tiles finishes late
+/// and alone; as CSR rows, long rows are cut into segments that run side by side.
+pub const MAX_TILES_PER_BLOCK_ROW: usize = 32;
+
 /// An analysis's result on the host, before a backend prepares it. Values are in the compute type
 /// (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so duplicates in a
 /// tile sum without rounding and the CPU kernels read them directly.
@@ -325,13 +334,16 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
     let order = match (settings.format, settings.reorder) {
         (StorageFormat::Csr, _) | (_, ReorderMode::Never) => None,
         (format, mode) => {
-            // Cheap test first: if even the best packing any order could give leaves the tiles
-            // emptier than `worth`, reordering cannot move a single block row to the tiles.
-            let hopeless = format == StorageFormat::Auto
-                && mode == ReorderMode::Auto
-                && (csr.nnz() as f64)
-                    < worth * (reorder::fewest_blocks_of_any_order(&patterns, tile.rows)? * tile.area()) as f64;
-            if hopeless {
+            // Cheap tests first, against the fewest tiles any order could give: if even that leaves
+            // the tiles emptier than `worth`, reordering cannot move a single block row to the
+            // tiles; if the original order is already within NEAR_FEWEST of it, there is little
+            // for the clustering (the most expensive step of the analysis) to gain.
+            let skip = format == StorageFormat::Auto && mode == ReorderMode::Auto && {
+                let fewest = reorder::fewest_blocks_of_any_order(&patterns, tile.rows)?;
+                (csr.nnz() as f64) < worth * (fewest * tile.area()) as f64
+                    || blocks_before_reordering as f64 <= NEAR_FEWEST * fewest as f64
+            };
+            if skip {
                 None
             } else {
                 let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
@@ -376,7 +388,7 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
 }
 
 /// Which block rows become tiles. [`StorageFormat::Auto`] takes those fuller than
-/// [`tile_fill_worth`], then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
+/// [`tile_fill_worth`] with at most [`MAX_TILES_PER_BLOCK_ROW`] tiles, then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
 /// emptiest back to CSR. Block rows without entries are always CSR (rows that only get β·C).
 fn choose_tiles(
     value_type: ValueType,
@@ -394,7 +406,7 @@ fn choose_tiles(
                 && match format {
                     StorageFormat::Tiles => true,
                     StorageFormat::Csr => false,
-                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type),
+                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type) && s.blocks <= MAX_TILES_PER_BLOCK_ROW,
                 }
         })
         .collect();
