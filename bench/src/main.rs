@@ -337,6 +337,20 @@ impl HostArray {
         }
     }
 
+    /// The values, widened exactly to f64.
+    pub fn to_f64(&self) -> Vec<f64> {
+        use sparsegpu::scalar::Element;
+        fn widen<T: Element>(v: &[T]) -> Vec<f64> {
+            v.par_iter().map(|x| x.to_f64()).collect()
+        }
+        match self {
+            HostArray::F16(v) => widen(v),
+            HostArray::Bf16(v) => widen(v),
+            HostArray::F32(v) => widen(v),
+            HostArray::F64(v) => v.clone(),
+        }
+    }
+
     pub fn ptr(&self) -> *const std::ffi::c_void {
         match self {
             HostArray::F16(v) => v.as_ptr().cast(),

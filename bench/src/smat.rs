@@ -218,6 +218,26 @@ fn analyse(b: &Bench, a: &CsrMatrix<f64>, ty: ValueType) -> Outcome<Analysed> {
     Ok(Analysed { matrix, handle, ms, info })
 }
 
+/// Row-major `A · B` in f64 from A's values rounded to `ty` (as uploaded) and B's values as drawn.
+fn exact_product(a: &CsrMatrix<f64>, ty: ValueType, b: &[f64], n: usize) -> Vec<f64> {
+    let round = |v: f64| match ty {
+        ValueType::F16 => half::f16::from_f64(v).to_f64(),
+        ValueType::Bf16 => half::bf16::from_f64(v).to_f64(),
+        ValueType::F32 => (v as f32) as f64,
+        ValueType::F64 => v,
+    };
+    let mut c = vec![0.0; a.rows * n];
+    c.par_chunks_mut(n.max(1)).enumerate().for_each(|(r, row)| {
+        for e in a.row_ptr[r] as usize..a.row_ptr[r + 1] as usize {
+            let (k, v) = (a.col_ind[e] as usize, round(a.values[e]));
+            for (x, bk) in row.iter_mut().zip(&b[k * n..(k + 1) * n]) {
+                *x += v * bk;
+            }
+        }
+    });
+    c
+}
+
 /// Bytes of a CSR with 32-bit indices: row pointers, a column index and a value per entry.
 fn csr_bytes(a: &CsrMatrix<f64>, ty: ValueType) -> u64 {
     ((a.rows + 1) * 4 + a.nnz() * (4 + type_size(ty))) as u64
@@ -313,7 +333,8 @@ fn measure_width(
     let a = &input.matrix;
     let s = type_size(ty);
     // B depends on the seed and the width only: every type multiplies the same values, rounded.
-    let bm = HostArray::random(ty, a.cols * n, b.seed ^ 0x53 ^ ((n as u64) << 32)).upload(gpu, "B")?;
+    let b_host = HostArray::random(ty, a.cols * n, b.seed ^ 0x53 ^ ((n as u64) << 32));
+    let bm = b_host.upload(gpu, "B")?;
     let c_vendor = gpu.zeros(a.rows * n * s, "C (cuSPARSE)")?;
     let c_ours = gpu.zeros(a.rows * n * s, "C (ours)")?;
 
@@ -399,11 +420,20 @@ fn measure_width(
         let (err, _) = crate::gpu::relative_error(&got, &reference);
         ours.error = Some(err);
         if !crate::gpu::within(err, smat_tolerance(ty)) {
-            ours.verdict = Verdict::Mismatch(format!(
-                "relative error {err:.3e} against cusparseSpMM {} exceeds {:.0e}",
-                vendor.alg.name(),
-                smat_tolerance(ty)
-            ));
+            // The two disagree: an f64 product of the same rounded inputs says which is off.
+            let exact = exact_product(a, ty, &b_host.to_f64(), n);
+            let (ours_err, _) = crate::gpu::relative_error(&got, &exact);
+            let (vendor_err, _) = crate::gpu::relative_error(&reference, &exact);
+            ours.error = Some(ours_err);
+            ours.note += &format!(
+                "; ours and cuSPARSE differ by {err:.2e}: against an f64 product ours {ours_err:.2e}, cuSPARSE {vendor_err:.2e}"
+            );
+            if !crate::gpu::within(ours_err, smat_tolerance(ty)) {
+                ours.verdict = Verdict::Mismatch(format!(
+                    "relative error {ours_err:.3e} against an f64 product exceeds {:.0e}",
+                    smat_tolerance(ty)
+                ));
+            }
         }
         Ok(())
     })();
