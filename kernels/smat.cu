@@ -318,8 +318,8 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 
 // ---------------------------------------------------------------------------------------------
 // CSR rows on the CUDA cores. A group of G lanes (a power of two ≤ 32, chosen so that G·CPL columns
-// cover n when they can) owns one row and a chunk of G·CPL columns, each lane CPL consecutive
-// columns. The group reads G entries of its row at once (one per lane, coalesced), then broadcasts
+// cover n when they can) owns one row and a chunk of G·CPL columns (grid y), each lane CPL
+// consecutive columns. The group reads G entries of its row at once (one per lane, coalesced), then broadcasts
 // them by shuffle and every lane reads its columns of the entry's row of B; four rows of B are in
 // flight at a time. Accumulation is in the compute type (FP32 for the 16-bit types).
 //
@@ -442,8 +442,10 @@ __device__ void smat_rows(int rows, const int* __restrict__ row_ptr, const int* 
     }
     const bool writes = live && row_ptr[row + 1] - first <= long_limit;
     const sgpu_i64 out_row = live ? out_rows[row] : 0;
-    // Every lane runs every chunk (those past n load and store nothing): the warp must stay together.
-    for (int chunk = 0; chunk < n; chunk += G * CPL) {
+    // Column chunk blockIdx.y (and every gridDim.y-th after it): the grid runs chunk after chunk, so
+    // only one chunk of B's columns is being read at a time (it stays in L2 when B as a whole would
+    // not). Lanes past n load and store nothing but stay in the loop: the warp must stay together.
+    for (int chunk = blockIdx.y * G * CPL; chunk < n; chunk += gridDim.y * G * CPL) {
         const int j = chunk + sub * CPL;
         C acc[CPL];
 #pragma unroll
@@ -464,8 +466,7 @@ __device__ void smat_segments(int segments, const int* __restrict__ seg_bounds, 
     const sgpu_i64 s = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
     const bool live = s < segments;
     const int first = live ? seg_bounds[2 * s] : 0, last = live ? seg_bounds[2 * s + 1] : 0;
-    // Every lane runs every chunk (those past n load and store nothing): the warp must stay together.
-    for (int chunk = 0; chunk < n; chunk += G * CPL) {
+    for (int chunk = blockIdx.y * G * CPL; chunk < n; chunk += gridDim.y * G * CPL) {  // as in smat_rows
         const int j = chunk + sub * CPL;
         C acc[CPL];
 #pragma unroll

@@ -31,6 +31,9 @@ use std::sync::Arc;
 /// SMAT_STRIP in kernels/smat.cu).
 const WARPS_PER_BLOCK: usize = 4;
 const STRIP: usize = 32;
+/// The most thread blocks a grid may have along y; kernels loop over the column chunks past it
+/// (the staged tile kernel, which does not, is not used past it).
+const MAX_GRID_Y: usize = 65535;
 /// Threads per block of the CSR kernels (their `__launch_bounds__`).
 const ROW_THREADS: usize = 256;
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
@@ -325,7 +328,8 @@ unsafe fn spmm<T: GpuSpmmElement>(
             && b_ptr.is_multiple_of(16)
             && op.ldb.is_multiple_of(8)
             && c_ptr.is_multiple_of(4)
-            && op.ldc.is_multiple_of(2);
+            && op.ldc.is_multiple_of(2)
+            && n.div_ceil(STAGED_WARPS * STRIP) <= MAX_GRID_Y;
         if staged {
             // Warps per thread block: as many 32-column strips as n needs, up to 4.
             let warps = n.div_ceil(STRIP).next_power_of_two().min(STAGED_WARPS);
@@ -353,7 +357,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
             let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
             let strips = n.div_ceil(STRIP);
             let cfg = Launch {
-                grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(65535) as u32, 1),
+                grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(MAX_GRID_Y) as u32, 1),
                 block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
                 shared_bytes: 0,
             };
@@ -383,8 +387,10 @@ unsafe fn spmm<T: GpuSpmmElement>(
         let lanes = lanes_per_row(n, columns_per_lane);
         let lanes_i = lanes as i32;
         let blocks_for = |items: usize| (items * lanes).div_ceil(ROW_THREADS) as u32;
+        // One grid row per chunk of lanes · columns_per_lane columns of B and C.
+        let chunks = n.div_ceil(lanes * columns_per_lane).min(MAX_GRID_Y) as u32;
         let launch_cfg = |items: usize| Launch {
-            grid: (blocks_for(items), 1, 1),
+            grid: (blocks_for(items), chunks, 1),
             block: (ROW_THREADS as u32, 1, 1),
             shared_bytes: 0,
         };
