@@ -13,7 +13,7 @@
 
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
-use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
+use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::{element_count, try_collect, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
@@ -25,7 +25,7 @@ use crate::smat::{MatrixInfo, SmatMatrix, Storage};
 use crate::types::Layout;
 use cudarc::driver::result as drv;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Warps per thread block and columns per warp of the tile kernels (SMAT_WARPS_PER_BLOCK and
 /// SMAT_STRIP in kernels/smat.cu).
@@ -77,6 +77,16 @@ struct DeviceRows {
     long_rows: usize,
     long_seg_ptr: DeviceBuffer,
     long_out_rows: DeviceBuffer,
+    /// The segments' partial sums, kept between calls: allocating them per call costs more than a
+    /// small product when the memory pool has returned its memory at the last synchronisation.
+    partials: Mutex<Option<Partials>>,
+}
+
+/// A workspace for the long rows' partial sums and the event recorded after the last call that used
+/// it: a call on another stream waits for that event before it writes the workspace again.
+struct Partials {
+    buffer: DeviceBuffer,
+    released: Event,
 }
 
 impl DeviceRows {
@@ -203,6 +213,7 @@ impl DeviceStorage {
             long_rows: long_out_rows.len(),
             long_seg_ptr: up(&long_seg_ptr, "the long-row segments")?,
             long_out_rows: up(&long_out_rows, "the long rows")?,
+            partials: Mutex::new(None),
         })
     }
 
@@ -434,8 +445,19 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 compute,
                 "the long-row partial sums",
             )?;
-            let partial = DeviceBuffer::alloc(gpu, partial_bytes, stream, "the long-row partial sums")?;
-            let partial_ptr = partial.ptr();
+            let mut partials = csr.partials.lock().unwrap_or_else(|p| p.into_inner());
+            match partials.as_ref() {
+                // The last user of the workspace may be another stream: wait for it.
+                Some(held) if held.buffer.bytes() >= partial_bytes => held.released.wait_on(stream)?,
+                // A smaller one is freed as resident memory is: after all work on the device.
+                _ => {
+                    let buffer =
+                        DeviceBuffer::alloc(gpu, partial_bytes, stream, "the long-row partial sums")?.resident();
+                    *partials = Some(Partials { buffer, released: Event::new(gpu)? });
+                }
+            }
+            let held = partials.as_ref().expect("the workspace was just made");
+            let partial_ptr = held.buffer.ptr();
             let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
             let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds.ptr());
             // SAFETY: matches smat_segments_*; partial holds segments × n compute values.
@@ -487,6 +509,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
                     ],
                 )
             }?;
+            held.released.record(stream)?;
         }
     }
     drop(b);
