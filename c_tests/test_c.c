@@ -210,7 +210,9 @@ static void test_smat_type(smatHandle_t h, int vt, int base) {
     sprintf(what, "smatGetMatrixInfo %s: rows %d cols %d nnz %ld blocks %ld", type_name(vt), info.rows, info.cols,
             (long)info.nnz, (long)info.blockCount);
     check(info.rows == a.rows && info.cols == a.cols && info.nnz == a.nnz && info.valueType == vt &&
-              info.blockCount > 0 && info.fillRatio > 0.0 && info.fillRatio <= 1.0,
+              info.rowsInTiles + info.rowsInCsr == a.rows && info.entriesInCsr <= a.nnz &&
+              (info.blockCount > 0) == (info.rowsInTiles > 0) && (info.blockCount > 0) == (info.fillRatio > 0.0) &&
+              info.fillRatio <= 1.0 && info.bytes > 0 && info.csrBytes > 0,
           what);
     for (layout = SGPU_LAYOUT_ROW_MAJOR; layout <= SGPU_LAYOUT_COL_MAJOR; layout++) {
         int row = layout == SGPU_LAYOUT_ROW_MAJOR, n = 11;
@@ -238,8 +240,13 @@ static void test_smat(void) {
     smatHandle_t h = NULL;
     smatReorderMode_t mode = -1;
     double tau = 0.0;
+    smatFormat_t format = -1;
     check_status(smatCreate(&h), "smatCreate");
     test_smat_type(h, SGPU_VALUE_TYPE_F64, SGPU_INDEX_BASE_ZERO);
+    /* Every block row as tiles from here on: the tile path runs whatever the matrix. */
+    check_status(smatSetFormat(h, SMAT_FORMAT_TILES), "smatSetFormat TILES");
+    check(smatGetFormat(h, &format) == 0 && format == SMAT_FORMAT_TILES, "smatGetFormat");
+    test_smat_type(h, SGPU_VALUE_TYPE_F64, SGPU_INDEX_BASE_ONE);
     check_status(smatSetReorderMode(h, SMAT_REORDER_MODE_ALWAYS), "smatSetReorderMode ALWAYS");
     check_status(smatSetJaccardThreshold(h, 0.7), "smatSetJaccardThreshold 0.7");
     check(smatGetReorderMode(h, &mode) == 0 && mode == SMAT_REORDER_MODE_ALWAYS, "smatGetReorderMode");

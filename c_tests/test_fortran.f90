@@ -224,7 +224,7 @@ contains
     real(c_double) :: ref(rows, n), c0(ldc, n)
     type(c_ptr) :: handle, matrix
     type(smatMatrixInfo_t) :: info
-    integer(c_int) :: mode
+    integer(c_int) :: mode, format
 
     call make_csr(rows, cols, a, rowptr, colind, vals)
     call fill(b, 1.0_c_double)
@@ -234,6 +234,9 @@ contains
 
     call check_ok(smatCreate(handle), 'smatCreate')
     call check_ok(smatSetReorderMode(handle, SMAT_REORDER_MODE_ALWAYS), 'smatSetReorderMode')
+    call check_ok(smatSetFormat(handle, SMAT_FORMAT_TILES), 'smatSetFormat')
+    call check_ok(smatGetFormat(handle, format), 'smatGetFormat')
+    call check(format == SMAT_FORMAT_TILES, 'smatGetFormat returns TILES')
     call check_ok(smatGetReorderMode(handle, mode), 'smatGetReorderMode')
     call check(mode == SMAT_REORDER_MODE_ALWAYS, 'smatGetReorderMode returns ALWAYS')
     call check_ok(smatCreateCsr(handle, matrix, rows, cols, int(size(vals), c_int64_t), rowptr, colind, &
@@ -243,6 +246,8 @@ contains
     call check(info%valueType == SGPU_VALUE_TYPE_F64 .and. info%tileRows == 8 .and. info%tileCols == 4, &
                'smatGetMatrixInfo tile of f64 is 8 x 4')
     call check(info%blockCount > 0 .and. info%fillRatio > 0 .and. info%fillRatio <= 1, 'smatGetMatrixInfo blocks')
+    call check(info%rowsInTiles + info%rowsInCsr == rows .and. info%bytes > 0 .and. info%csrBytes > 0, &
+               'smatGetMatrixInfo split and sizes')
 
     call check_ok(smatSpMM(handle, matrix, n, c_loc(alpha), c_loc(b), ldb, c_loc(beta), c_loc(c), ldc, &
                            SGPU_LAYOUT_COL_MAJOR), 'smatSpMM (column-major)')

@@ -28,11 +28,14 @@ module sparsegpu
   integer(c_int), parameter :: MSREP_MAX_PARTITIONS = 65536
   integer(c_int), parameter :: SPAMM_DEFAULT_BLOCK_SIZE = 32
   integer(c_int), parameter :: SPAMM_MAX_BLOCK_SIZE = 1024
+  integer(c_int), parameter :: SMAT_MEMORY_BUDGET = 2
+  integer(c_int), parameter :: SMAT_MAX_TILES_PER_BLOCK_ROW = 32
 
-  ! Floating-point defaults of the header (#define SDDMM_DEFAULT_DENSITY_THRESHOLD,
-  ! SMAT_DEFAULT_JACCARD_THRESHOLD).
+  ! Floating-point constants of the header (#define SDDMM_DEFAULT_DENSITY_THRESHOLD,
+  ! SMAT_DEFAULT_JACCARD_THRESHOLD, SMAT_NEAR_FEWEST).
   real(c_double), protected :: SDDMM_DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
   real(c_double), protected :: SMAT_DEFAULT_JACCARD_THRESHOLD = 0.5_c_double
+  real(c_double), protected :: SMAT_NEAR_FEWEST = 1.25_c_double
 
   ! sgpuStatus
   integer(c_int), parameter :: SGPU_STATUS_SUCCESS = 0
@@ -85,6 +88,11 @@ module sparsegpu
   integer(c_int), parameter :: SMAT_REORDER_MODE_ALWAYS = 1
   integer(c_int), parameter :: SMAT_REORDER_MODE_NEVER = 2
 
+  ! smatFormat
+  integer(c_int), parameter :: SMAT_FORMAT_AUTO = 0
+  integer(c_int), parameter :: SMAT_FORMAT_TILES = 1
+  integer(c_int), parameter :: SMAT_FORMAT_CSR = 2
+
   ! spammMathMode
   integer(c_int), parameter :: SPAMM_MATH_MODE_DEFAULT = 0
   integer(c_int), parameter :: SPAMM_MATH_MODE_TF32X3 = 1
@@ -111,6 +119,11 @@ module sparsegpu
     real(c_double) :: fillRatio
     integer(c_int) :: reordered
     integer(c_int) :: valueType
+    integer(c_int64_t) :: rowsInTiles
+    integer(c_int64_t) :: rowsInCsr
+    integer(c_int64_t) :: entriesInCsr
+    integer(c_int64_t) :: bytes
+    integer(c_int64_t) :: csrBytes
   end type smatMatrixInfo_t
 
   type, bind(c) :: spammStats_t
@@ -430,6 +443,18 @@ module sparsegpu
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: mode
     end function smatGetReorderMode
+    function smatSetFormat(handle, format) bind(c, name="smatSetFormat")
+      import
+      integer(c_int) :: smatSetFormat
+      type(c_ptr), value :: handle
+      integer(c_int), value :: format
+    end function smatSetFormat
+    function smatGetFormat(handle, format) bind(c, name="smatGetFormat")
+      import
+      integer(c_int) :: smatGetFormat
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: format
+    end function smatGetFormat
     function smatSetJaccardThreshold(handle, threshold) bind(c, name="smatSetJaccardThreshold")
       import
       integer(c_int) :: smatSetJaccardThreshold
