@@ -21,8 +21,47 @@
 // f16 / bf16: mma.sync.m16n8k16 with FP32 accumulation, as in the paper. A 16×16 tile is one A
 // fragment; the strip is 4 n-tiles of 8 columns, so each block costs 4 mma per warp.
 
+// A warp's 16 × 32 output tile from its m16n8k16 accumulators (four n-tiles), scaled, plus β·C (not
+// read when β = 0), each row to its caller's row (−1: padding, not written). D fragment: rows group
+// (elements 0, 1) and group + 8 (2, 3), columns 2·tig and 2·tig + 1. PAIRS: C row-major with even
+// ldc (c_cs = 1), so each pair of columns is one aligned 32-bit access.
+template <bool BF16, bool PAIRS>
+__device__ __forceinline__ void smat_store_tile_rows(const float (*acc)[4], const int* __restrict__ out_rows,
+                                                     sgpu_i64 block_row, int first_col, int n, float alpha, float beta,
+                                                     unsigned short* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    const int lane = threadIdx.x & 31, group = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+        const sgpu_i64 out_row = out_rows[block_row * 16 + group + half_row * 8];
+        if (out_row < 0) continue;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const int j = first_col + t * 8 + tig * 2;
+            if (j >= n) continue;
+            unsigned short* p = c + out_row * c_rs + j * c_cs;
+            float v0 = alpha * acc[t][half_row * 2], v1 = alpha * acc[t][half_row * 2 + 1];
+            if (PAIRS && j + 1 < n) {
+                unsigned* pair = reinterpret_cast<unsigned*>(p);
+                if (beta != 0.0f) {
+                    const unsigned old = *pair;
+                    v0 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old & 0xffffu));
+                    v1 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old >> 16));
+                }
+                *pair = (unsigned)sgpu_f32_to_half<BF16>(v0) | ((unsigned)sgpu_f32_to_half<BF16>(v1) << 16);
+            } else {
+                if (beta != 0.0f) v0 += beta * sgpu_half_to_f32<BF16>(*p);
+                *p = sgpu_f32_to_half<BF16>(v0);
+                if (j + 1 < n) {
+                    if (beta != 0.0f) v1 += beta * sgpu_half_to_f32<BF16>(p[c_cs]);
+                    p[c_cs] = sgpu_f32_to_half<BF16>(v1);
+                }
+            }
+        }
+    }
+}
+
 template <bool BF16>
-__device__ void smat_spmm_half(int cols, int n, const int* __restrict__ block_row_ptr,
+__device__ void smat_tiles_half(int cols, int n, const int* __restrict__ block_row_ptr,
                                const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
                                const int* __restrict__ out_rows, float alpha, const unsigned short* __restrict__ b,
                                sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* __restrict__ c,
@@ -69,24 +108,7 @@ __device__ void smat_spmm_half(int cols, int n, const int* __restrict__ block_ro
             }
         }
 
-        // D fragment: rows group (elements 0, 1) and group+8 (2, 3), columns 2·tig, 2·tig+1.
-#pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row) {
-            const sgpu_i64 out_row = out_rows[block_row * 16 + group + half_row * 8];
-            if (out_row < 0) continue;
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int j = first_col + t * 8 + tig * 2 + e;
-                    if (j >= n) continue;
-                    unsigned short* p = c + out_row * c_rs + j * c_cs;
-                    const float v = acc[t][half_row * 2 + e];
-                    const float out = beta == 0.0f ? alpha * v : alpha * v + beta * sgpu_half_to_f32<BF16>(*p);
-                    *p = sgpu_f32_to_half<BF16>(out);
-                }
-            }
-        }
+        smat_store_tile_rows<BF16, false>(acc, out_rows, block_row, first_col, n, alpha, beta, c, c_rs, c_cs);
     }
 }
 
@@ -119,7 +141,6 @@ __device__ void smat_tiles_half_staged(int cols, int n, const int* __restrict__ 
     typedef smat_staging<WARPS> S;
     extern __shared__ __align__(16) unsigned char smat_shared[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int group = lane >> 2, tig = lane & 3;
     const sgpu_i64 block_row = blockIdx.x;
     const int first_col = blockIdx.y * S::PANEL;
     const int first = block_row_ptr[block_row], count = block_row_ptr[block_row + 1] - first;
@@ -197,32 +218,7 @@ __device__ void smat_tiles_half_staged(int cols, int n, const int* __restrict__ 
     }
     if (!warp_live) return;
 
-    // D fragment: rows group (elements 0, 1) and group+8 (2, 3), columns 2·tig, 2·tig+1.
-#pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row) {
-        const sgpu_i64 out_row = out_rows[block_row * 16 + group + half_row * 8];
-        if (out_row < 0) continue;
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-            const int j = first_col + warp * 32 + t * 8 + tig * 2;
-            if (j >= n) continue;
-            unsigned short* p = c + out_row * ldc + j;
-            float v0 = alpha * acc[t][half_row * 2], v1 = alpha * acc[t][half_row * 2 + 1];
-            if (j + 1 < n) {
-                // ldc and j are even: one aligned 32-bit access for the pair.
-                unsigned* pair = reinterpret_cast<unsigned*>(p);
-                if (beta != 0.0f) {
-                    const unsigned old = *pair;
-                    v0 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old & 0xffffu));
-                    v1 += beta * sgpu_half_to_f32<BF16>((unsigned short)(old >> 16));
-                }
-                *pair = (unsigned)sgpu_f32_to_half<BF16>(v0) | ((unsigned)sgpu_f32_to_half<BF16>(v1) << 16);
-            } else {
-                if (beta != 0.0f) v0 += beta * sgpu_half_to_f32<BF16>(*p);
-                *p = sgpu_f32_to_half<BF16>(v0);
-            }
-        }
-    }
+    smat_store_tile_rows<BF16, true>(acc, out_rows, block_row, first_col + warp * 32, n, alpha, beta, c, ldc, 1);
 }
 
 #define SMAT_TILES_STAGED(NAME, BF16, WARPS)                                                                          \
@@ -245,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_f16(int cols, int n, const int* block_row_ptr, const int* block_cols,
                   const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
                   sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_half<false>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
+    smat_tiles_half<false>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
                           c_rs, c_cs);
 }
 
@@ -253,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_bf16(int cols, int n, const int* block_row_ptr, const int* block_cols,
                    const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
                    sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_half<true>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
+    smat_tiles_half<true>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
                          c_rs, c_cs);
 }
 
@@ -263,7 +259,7 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 // at once (a broadcast), and its own TC elements of B per block.
 
 template <typename T, int TR, int TC>
-__device__ void smat_spmm_simt(int cols, int n, const int* __restrict__ block_row_ptr,
+__device__ void smat_tiles_simt(int cols, int n, const int* __restrict__ block_row_ptr,
                                const int* __restrict__ block_cols, const T* __restrict__ tiles,
                                const int* __restrict__ out_rows, T alpha, const T* __restrict__ b, sgpu_i64 b_rs,
                                sgpu_i64 b_cs, T beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
@@ -304,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_f32(int cols, int n, const int* block_row_ptr, const int* block_cols, const float* tiles,
                   const int* out_rows, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta,
                   float* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_simt<float, 16, 8>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
+    smat_tiles_simt<float, 16, 8>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
                                  beta, c, c_rs, c_cs);
 }
 
@@ -312,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_f64(int cols, int n, const int* block_row_ptr, const int* block_cols,
                   const double* tiles, const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs,
                   sgpu_i64 b_cs, double beta, double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_spmm_simt<double, 8, 4>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
+    smat_tiles_simt<double, 8, 4>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
                                  beta, c, c_rs, c_cs);
 }
 
