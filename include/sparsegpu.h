@@ -294,8 +294,9 @@ typedef struct {
   int64_t rowsInTiles;
   int64_t rowsInCsr;
   int64_t entriesInCsr;
-  // Bytes the analysed matrix takes on a CUDA device, and the bytes of its CSR (32-bit indices);
-  // `SMAT_FORMAT_AUTO` keeps the first within twice the second.
+  // Bytes the analysed matrix takes on a CUDA device (besides the schedule of its long rows, a few
+  // bytes per segment), and the bytes of its CSR (32-bit indices); `SMAT_FORMAT_AUTO` keeps the
+  // first within twice the second.
   int64_t bytes;
   int64_t csrBytes;
 } smatMatrixInfo_t;

@@ -54,8 +54,9 @@ pub struct smatMatrixInfo_t {
     pub rowsInTiles: i64,
     pub rowsInCsr: i64,
     pub entriesInCsr: i64,
-    /// Bytes the analysed matrix takes on a CUDA device, and the bytes of its CSR (32-bit indices);
-    /// `SMAT_FORMAT_AUTO` keeps the first within twice the second.
+    /// Bytes the analysed matrix takes on a CUDA device (besides the schedule of its long rows, a few
+    /// bytes per segment), and the bytes of its CSR (32-bit indices); `SMAT_FORMAT_AUTO` keeps the
+    /// first within twice the second.
     pub bytes: i64,
     pub csrBytes: i64,
 }

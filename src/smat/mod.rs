@@ -7,8 +7,9 @@
 //! Tiles pay only where they are full enough: a tile costs about as much as a fixed number of
 //! nonzeros multiplied one by one, whatever it holds. So the analysis decides per block row (the
 //! `tile.rows` stored rows one warp of tiles covers) between tiles and plain CSR rows multiplied on
-//! the CUDA cores ([`StorageFormat`]); an unstructured matrix ends up all CSR, a stencil or FEM
-//! matrix all tiles, and a matrix of both kinds split between them (see docs/methods.md).
+//! the CUDA cores ([`StorageFormat`]); an unstructured matrix ends up all CSR, a banded or
+//! block-structured one all tiles, and a matrix of both kinds split between them (see
+//! docs/methods.md).
 //!
 //! Everything here is backend-independent: a backend keeps the blocks where it multiplies and runs
 //! SpMM on them ([`contract`]). The row permutation is internal and results are always in the
@@ -241,7 +242,8 @@ impl MatrixInfo {
     }
 
     /// Bytes of the analysed matrix as the CUDA backend stores it (element type values, 32-bit
-    /// indices and pointers); [`StorageFormat::Auto`] keeps it within [`MEMORY_BUDGET`] CSR sizes.
+    /// indices and pointers), not counting the schedule of its long rows (a few bytes per segment);
+    /// [`StorageFormat::Auto`] keeps it within [`MEMORY_BUDGET`] CSR sizes.
     pub fn bytes(&self) -> usize {
         let block_rows = self.rows_in_tiles.div_ceil(self.tile.rows);
         storage_bytes(self.value_type, self.tile, block_rows, self.blocks, self.rows_in_csr, self.entries_in_csr)
