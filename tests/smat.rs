@@ -493,6 +493,27 @@ fn large_matrices_analyse_in_parallel_runs() {
     }
 }
 
+/// Every nonzero in one row (long enough to be split into segments on the GPU), in every format.
+#[test]
+fn all_nonzeros_in_one_row() {
+    let mut rng = Rng::fresh("smat one row");
+    let (rows, cols) = (40, 3000);
+    let mut triplets = Vec::new();
+    for c in 0..cols {
+        if rng.below(4) != 0 {
+            triplets.push((17, c, rng.range(-1.0, 1.0)));
+        }
+    }
+    let csr = CsrMatrix::<f64>::from_triplets(rows, cols, triplets);
+    for &format in StorageFormat::variants() {
+        let h = Handle::with_format(BackendKind::Cpu, ReorderMode::Auto, format);
+        assert_consistent(&create_matrix(&h, &csr, IndexBase::Zero).info(), format, "one row");
+        for _ in 0..3 {
+            check_spmm(&mut rng, &h, &csr, &format!("one row {format:?}"));
+        }
+    }
+}
+
 #[test]
 fn every_format_accounts_for_every_row() {
     let mut rng = Rng::fresh("smat formats");

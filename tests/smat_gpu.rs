@@ -312,6 +312,13 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     let csr = CsrMatrix::from_triplets(700, cols, triplets);
     let csr_only = |backend| Handle::with_format(backend, ReorderMode::Never, StorageFormat::Csr);
     let (gpu_handle, cpu_handle) = (csr_only(BackendKind::Cuda), csr_only(BackendKind::Cpu));
+    // Every nonzero in one row: the whole product is segments.
+    let one_row =
+        CsrMatrix::from_triplets(30, cols, (0..cols).map(|c| (11, c, T::from_f64(rng.range(-1.0, 1.0)))).collect());
+    for n in [1, 33] {
+        let p = Problem::new(rng, one_row.clone(), n, Layout::RowMajor, false);
+        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &format!("{:?} one row n {n}", T::VALUE_TYPE));
+    }
     // The last width is narrower than the one before: the kept workspace is reused.
     for n in [1, 7, 8, 9, 31, 64, 100, 257, 9] {
         for layout in [Layout::RowMajor, Layout::ColMajor] {
