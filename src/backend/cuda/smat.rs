@@ -14,16 +14,17 @@
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{element_count, try_collect, try_vec};
+use crate::alloc::{byte_count, element_count, try_reserve, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
-use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMatrix, Storage};
 use crate::types::Layout;
 use cudarc::driver::result as drv;
+use cudarc::driver::sys::CUdeviceptr;
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
@@ -47,36 +48,37 @@ fn staged_shared_bytes(panel: usize) -> usize {
     STAGES * (16 * (panel * 2 + 16) + 16 * A_ROW_BYTES)
 }
 
-/// An analysed matrix's tiles on one device.
+/// An analysed matrix's tiles on one device (addresses inside [`DeviceStorage::memory`]).
 struct DeviceTiles {
     block_rows: usize,
     /// `block_rows + 1` offsets (i32) into the blocks.
-    block_row_ptr: DeviceBuffer,
+    block_row_ptr: CUdeviceptr,
     /// Column-block index (i32) of each nonzero block.
-    block_cols: DeviceBuffer,
+    block_cols: CUdeviceptr,
     /// `blocks · tile area` values of the element type, each tile row-major.
-    tiles: DeviceBuffer,
+    tiles: CUdeviceptr,
     /// Caller's row (i32) of each tile row, −1 for padding.
-    out_rows: DeviceBuffer,
+    out_rows: CUdeviceptr,
 }
 
-/// An analysed matrix's CSR rows on one device, with the segments of its long rows.
+/// An analysed matrix's CSR rows on one device, with the segments of its long rows (addresses inside
+/// [`DeviceStorage::memory`]).
 struct DeviceRows {
     rows: usize,
     /// `rows + 1` offsets (i32), the caller's row of each row (i32), column indices (i32), values.
-    row_ptr: DeviceBuffer,
-    out_rows: DeviceBuffer,
-    col_ind: DeviceBuffer,
-    values: DeviceBuffer,
+    row_ptr: CUdeviceptr,
+    out_rows: CUdeviceptr,
+    col_ind: CUdeviceptr,
+    values: CUdeviceptr,
     /// Rows with more entries are left to the segment kernels.
     long_limit: usize,
     /// Segments of the long rows: (first entry, end) pairs (i32), each inside one long row.
     segments: usize,
-    seg_bounds: DeviceBuffer,
+    seg_bounds: CUdeviceptr,
     /// The long rows: `long_rows + 1` offsets into the segments (i32), and their caller rows (i32).
     long_rows: usize,
-    long_seg_ptr: DeviceBuffer,
-    long_out_rows: DeviceBuffer,
+    long_seg_ptr: CUdeviceptr,
+    long_out_rows: CUdeviceptr,
     /// The segments' partial sums, kept between calls: allocating them per call costs more than a
     /// small product when the memory pool has returned its memory at the last synchronisation.
     partials: Mutex<Option<Partials>>,
@@ -99,9 +101,12 @@ impl DeviceRows {
     }
 }
 
-/// A matrix's storage on one device, resident (see `DeviceBuffer::resident`).
+/// A matrix's storage on one device: every array in one resident allocation (see
+/// `DeviceBuffer::resident`), uploaded by one copy. A device allocation can cost more than the
+/// copy itself when the memory pool has to map new memory, and the analysis makes a dozen arrays.
 pub struct DeviceStorage {
     device: Arc<GpuDevice>,
+    memory: DeviceBuffer,
     tiles: DeviceTiles,
     rows: DeviceRows,
 }
@@ -110,9 +115,9 @@ impl std::fmt::Debug for DeviceStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "DeviceStorage(device {}, {} tile bytes, {} CSR rows)",
+            "DeviceStorage(device {}, {} bytes, {} CSR rows)",
             self.device.ordinal,
-            self.tiles.tiles.bytes(),
+            self.memory.bytes(),
             self.rows.rows
         )
     }
@@ -124,60 +129,54 @@ impl PreparedBlocks for DeviceStorage {
     }
 }
 
-fn as_i32(values: &[usize], what: &str) -> Result<Vec<i32>> {
-    try_collect(values.len(), what, |i| values[i] as i32)
+/// Host arrays laid out one after another, each at a 256-byte boundary (what the kernels' 16-byte
+/// loads and cudaMalloc's own alignment need), for one upload.
+#[derive(Default)]
+struct Packed {
+    bytes: Vec<u8>,
 }
 
-fn rows_as_i32(rows: &[u32], what: &str) -> Result<Vec<i32>> {
-    try_collect(rows.len(), what, |i| if rows[i] == NO_ROW { -1 } else { rows[i] as i32 })
+impl Packed {
+    /// Appends `len` elements made by `item` in parallel; returns their byte offset.
+    fn push<T: Copy + Send>(&mut self, len: usize, what: &str, item: impl Fn(usize) -> T + Sync) -> Result<usize> {
+        let offset = self.bytes.len().next_multiple_of(256);
+        let end = offset + byte_count::<T>(len, what)?;
+        let grow = end - self.bytes.len();
+        try_reserve(&mut self.bytes, grow, what)?;
+        self.bytes.resize(end, 0);
+        let size = std::mem::size_of::<T>();
+        self.bytes[offset..end].par_chunks_mut(size.max(1)).enumerate().for_each(|(i, out)| {
+            let value = item(i);
+            // SAFETY: `out` is size_of::<T>() bytes, and T is a plain number read as its bytes.
+            out.copy_from_slice(unsafe { std::slice::from_raw_parts((&value as *const T).cast::<u8>(), size) });
+        });
+        Ok(offset)
+    }
 }
 
-/// Values in the compute type rounded once to the element type the kernels read (halves were
-/// widened and duplicates in a tile summed in f32 at analysis; a value from one entry round-trips).
-fn narrowed<T: Element>(values: &[T::Compute], what: &str) -> Result<Vec<T>> {
-    try_collect(values.len(), what, |i| T::from_compute(values[i]))
+fn as_i32_row(row: u32) -> i32 {
+    if row == NO_ROW { -1 } else { row as i32 }
 }
 
 impl DeviceStorage {
     /// Uploads an analysed matrix of element type `T` to `device` on `stream`, and waits for the
-    /// copies so that later calls may run on any stream of the device.
+    /// copy so that later calls may run on any stream of the device. Values in the compute type are
+    /// rounded once to the element type the kernels read (halves were widened and duplicates in a
+    /// tile summed in f32 at analysis; a value from one entry round-trips).
     pub fn upload<T: Element>(
         device: &Arc<GpuDevice>,
         stream: Stream,
         storage: &Storage<T::Compute>,
     ) -> Result<DeviceStorage> {
-        let up = |data: &dyn Fn() -> Result<DeviceBuffer>| data().map(DeviceBuffer::resident);
+        let mut packed = Packed::default();
         let Bcsr { block_row_ptr, block_cols, values, out_rows, .. } = &storage.tiles;
-        let tiles = DeviceTiles {
-            block_rows: storage.tiles.block_rows(),
-            block_row_ptr: up(&|| {
-                DeviceBuffer::from_host(
-                    device,
-                    &as_i32(block_row_ptr, "the tile pointers")?,
-                    stream,
-                    "the tile pointers",
-                )
-            })?,
-            block_cols: up(&|| {
-                let cols = try_collect(block_cols.len(), "the tile columns", |i| block_cols[i] as i32)?;
-                DeviceBuffer::from_host(device, &cols, stream, "the tile columns")
-            })?,
-            tiles: up(&|| DeviceBuffer::from_host(device, &narrowed::<T>(values, "the tiles")?, stream, "the tiles"))?,
-            out_rows: up(&|| {
-                DeviceBuffer::from_host(device, &rows_as_i32(out_rows, "the tile rows")?, stream, "the tile rows")
-            })?,
-        };
-        let rows = Self::upload_rows::<T>(device, stream, &storage.rows)?;
-        // The host vectors are freed on return: the copies must be done first.
-        device.synchronize(stream)?;
-        Ok(DeviceStorage { device: device.clone(), tiles, rows })
-    }
-
-    fn upload_rows<T: Element>(
-        device: &Arc<GpuDevice>,
-        stream: Stream,
-        csr: &RowsCsr<T::Compute>,
-    ) -> Result<DeviceRows> {
+        let tiles = [
+            packed.push(block_row_ptr.len(), "the tile pointers", |i| block_row_ptr[i] as i32)?,
+            packed.push(block_cols.len(), "the tile columns", |i| block_cols[i] as i32)?,
+            packed.push(values.len(), "the tiles", |i| T::from_compute(values[i]))?,
+            packed.push(out_rows.len(), "the tile rows", |i| as_i32_row(out_rows[i]))?,
+        ];
+        let csr = &storage.rows;
         let long_limit = DeviceRows::long_limit(csr.entries());
         // Long rows are few (at most entries / long_limit of them): these lists stay small.
         let (mut seg_bounds, mut long_seg_ptr, mut long_out_rows) = (Vec::new(), vec![0i32], Vec::new());
@@ -193,28 +192,41 @@ impl DeviceStorage {
                 long_out_rows.push(csr.out_rows[i] as i32);
             }
         }
-        let up =
-            |data: &[i32], what: &str| DeviceBuffer::from_host(device, data, stream, what).map(DeviceBuffer::resident);
-        Ok(DeviceRows {
+        let rows = [
+            packed.push(csr.row_ptr.len(), "the CSR row pointers", |i| csr.row_ptr[i] as i32)?,
+            packed.push(csr.rows(), "the CSR rows", |i| as_i32_row(csr.out_rows[i]))?,
+            packed.push(csr.entries(), "the CSR columns", |e| csr.col_ind[e] as i32)?,
+            packed.push(csr.entries(), "the CSR values", |e| T::from_compute(csr.values[e]))?,
+            packed.push(seg_bounds.len(), "the long-row segments", |i| seg_bounds[i])?,
+            packed.push(long_seg_ptr.len(), "the long-row segments", |i| long_seg_ptr[i])?,
+            packed.push(long_out_rows.len(), "the long rows", |i| long_out_rows[i])?,
+        ];
+        let memory = DeviceBuffer::from_host(device, &packed.bytes, stream, "the analysed matrix")?.resident();
+        let at = |offset: usize| memory.ptr() + offset as CUdeviceptr;
+        let tiles = DeviceTiles {
+            block_rows: storage.tiles.block_rows(),
+            block_row_ptr: at(tiles[0]),
+            block_cols: at(tiles[1]),
+            tiles: at(tiles[2]),
+            out_rows: at(tiles[3]),
+        };
+        let rows = DeviceRows {
             rows: csr.rows(),
-            row_ptr: up(&as_i32(&csr.row_ptr, "the CSR row pointers")?, "the CSR row pointers")?,
-            out_rows: up(&rows_as_i32(&csr.out_rows, "the CSR rows")?, "the CSR rows")?,
-            col_ind: up(&try_collect(csr.entries(), "the CSR columns", |e| csr.col_ind[e] as i32)?, "the CSR columns")?,
-            values: DeviceBuffer::from_host(
-                device,
-                &narrowed::<T>(&csr.values, "the CSR values")?,
-                stream,
-                "the CSR values",
-            )?
-            .resident(),
+            row_ptr: at(rows[0]),
+            out_rows: at(rows[1]),
+            col_ind: at(rows[2]),
+            values: at(rows[3]),
             long_limit,
             segments: seg_bounds.len() / 2,
-            seg_bounds: up(&seg_bounds, "the long-row segments")?,
+            seg_bounds: at(rows[4]),
             long_rows: long_out_rows.len(),
-            long_seg_ptr: up(&long_seg_ptr, "the long-row segments")?,
-            long_out_rows: up(&long_out_rows, "the long rows")?,
+            long_seg_ptr: at(rows[5]),
+            long_out_rows: at(rows[6]),
             partials: Mutex::new(None),
-        })
+        };
+        // The packed host copy is freed on return: the copy must be done first.
+        device.synchronize(stream)?;
+        Ok(DeviceStorage { device: device.clone(), memory, tiles, rows })
     }
 
     pub fn device_ordinal(&self) -> usize {
@@ -330,8 +342,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
     let tiles = &resident.tiles;
     if tiles.block_rows > 0 {
-        let (brp, bcols, values, out_rows) =
-            (tiles.block_row_ptr.ptr(), tiles.block_cols.ptr(), tiles.tiles.ptr(), tiles.out_rows.ptr());
+        let (brp, bcols, values, out_rows) = (tiles.block_row_ptr, tiles.block_cols, tiles.tiles, tiles.out_rows);
         // The staged kernel copies 8-column chunks of row-major B with cp.async (16-byte aligned rows)
         // and writes C by column pairs (4-byte aligned).
         let staged = T::STAGED_TILES
@@ -408,8 +419,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
         let f = gpu.function(&SMAT, &format!("smat_rows_{}{suffix}", T::NAME))?;
         let (rows_i, long_limit) = (csr.rows as i32, csr.long_limit as i32);
-        let (row_ptr, out_rows, col_ind, values) =
-            (csr.row_ptr.ptr(), csr.out_rows.ptr(), csr.col_ind.ptr(), csr.values.ptr());
+        let (row_ptr, out_rows, col_ind, values) = (csr.row_ptr, csr.out_rows, csr.col_ind, csr.values);
         // SAFETY: the argument list matches smat_rows_*; every pointer covers what the kernel reads
         // or writes for these sizes.
         unsafe {
@@ -459,7 +469,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
             let held = partials.as_ref().expect("the workspace was just made");
             let partial_ptr = held.buffer.ptr();
             let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
-            let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds.ptr());
+            let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds);
             // SAFETY: matches smat_segments_*; partial holds segments × n compute values.
             unsafe {
                 launch(
@@ -481,8 +491,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 )
             }?;
             let f = gpu.function(&SMAT, &format!("smat_finish_long_{}", T::NAME))?;
-            let (long_i, long_seg_ptr, long_out_rows) =
-                (csr.long_rows as i32, csr.long_seg_ptr.ptr(), csr.long_out_rows.ptr());
+            let (long_i, long_seg_ptr, long_out_rows) = (csr.long_rows as i32, csr.long_seg_ptr, csr.long_out_rows);
             let threads = csr.long_rows * n;
             let cfg = Launch {
                 grid: (threads.div_ceil(ROW_THREADS) as u32, 1, 1),
