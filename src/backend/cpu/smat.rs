@@ -191,8 +191,16 @@ fn row_panels<S: ComputeScalar>(csr: &RowsCsr<S>, b: MatRef<'_, S>, finish: &(im
             acc.resize(width, S::ZERO);
             for e in csr.row_ptr[i]..csr.row_ptr[i + 1] {
                 let (k, v) = (csr.col_ind[e] as usize, csr.values[e]);
-                for (j, x) in acc.iter_mut().enumerate() {
-                    *x += v * b.get(k, first_col + j);
+                if b.col_stride == 1 {
+                    // Row-major B: the panel of row k is contiguous, and the loop vectorises.
+                    let start = b.index(k, first_col);
+                    for (x, &bk) in acc.iter_mut().zip(&b.data[start..start + width]) {
+                        *x += v * bk;
+                    }
+                } else {
+                    for (j, x) in acc.iter_mut().enumerate() {
+                        *x += v * b.get(k, first_col + j);
+                    }
                 }
             }
             finish(csr.out_rows[i] as usize, first_col, acc);
