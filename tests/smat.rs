@@ -1012,42 +1012,45 @@ fn empty_rows_and_beta_zero_ignore_nan_in_c() {
     assert!(c.iter().all(|&x| x == -3.0));
 }
 
-/// Sylos Labini's scan written the obvious quadratic way, with sets.
-fn naive_jaccard_order(csr: &CsrMatrix<f64>, tile_cols: usize, threshold: f64) -> Vec<usize> {
+/// Sylos Labini's scan written the obvious quadratic way, with sets: clusters of at most `cap` rows
+/// (`usize::MAX`: the paper's, unbounded); with a cap, the full clusters first, then the smaller ones.
+fn naive_jaccard_order(csr: &CsrMatrix<f64>, tile_cols: usize, threshold: f64, cap: usize) -> Vec<usize> {
     use std::collections::BTreeSet;
     let pattern = |r: usize| -> BTreeSet<usize> {
         (csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize).map(|e| csr.col_ind[e] as usize / tile_cols).collect()
     };
     let mut clustered = vec![false; csr.rows];
-    let mut order = Vec::new();
+    let (mut full, mut partial) = (Vec::new(), Vec::new());
     for seed in 0..csr.rows {
         if clustered[seed] || pattern(seed).is_empty() {
             continue;
         }
         clustered[seed] = true;
-        order.push(seed);
+        let mut cluster = vec![seed];
         let mut union = pattern(seed);
         for (r, done) in clustered.iter_mut().enumerate().skip(seed + 1) {
             let p = pattern(r);
-            if *done || p.is_empty() {
+            if cluster.len() == cap || *done || p.is_empty() {
                 continue;
             }
             let shared = p.intersection(&union).count() as f64;
             let all = p.union(&union).count() as f64;
             if 1.0 - shared / all < threshold {
                 *done = true;
-                order.push(r);
+                cluster.push(r);
                 union.extend(p);
             }
         }
+        if cap == usize::MAX || cluster.len() == cap { full.extend(cluster) } else { partial.extend(cluster) }
     }
-    order.extend((0..csr.rows).filter(|&r| pattern(r).is_empty()));
-    order
+    full.extend(partial);
+    full.extend((0..csr.rows).filter(|&r| pattern(r).is_empty()));
+    full
 }
 
 #[test]
 fn indexed_clustering_equals_the_quadratic_scan() {
-    use sparsegpu::smat::reorder::{RowPatterns, jaccard_row_order};
+    use sparsegpu::smat::reorder::{RowPatterns, jaccard_clusters, jaccard_row_order};
     let mut rng = Rng::fresh("smat clustering");
     for case in 0..60 {
         let (csr, structure) = random_matrix::<f64>(&mut rng, &SIZES, SIZE_LIMIT);
@@ -1056,16 +1059,21 @@ fn indexed_clustering_equals_the_quadratic_scan() {
         // A random τ: the test divides, the library multiplies; they can differ only on exact ties.
         let threshold = rng.range(0.05, 1.0);
         let patterns = RowPatterns::new(&csr.view(), tile_cols).unwrap();
-        let order = jaccard_row_order(&patterns, threshold).unwrap();
-        assert_eq!(
-            order,
-            naive_jaccard_order(&csr, tile_cols, threshold),
-            "case {case} {structure} {}x{} tile cols {tile_cols} threshold {threshold}",
-            csr.rows,
-            csr.cols
-        );
-        let mut sorted = order.clone();
-        sorted.sort_unstable();
-        assert!(sorted.iter().copied().eq(0..csr.rows), "case {case}: not a permutation");
+        let cap = [1, 2, 8, 16][rng.below(4)];
+        for (order, cap) in [
+            (jaccard_row_order(&patterns, threshold).unwrap(), usize::MAX),
+            (jaccard_clusters(&patterns, threshold, cap).unwrap(), cap),
+        ] {
+            assert_eq!(
+                order,
+                naive_jaccard_order(&csr, tile_cols, threshold, cap),
+                "case {case} {structure} {}x{} tile cols {tile_cols} threshold {threshold} cap {cap}",
+                csr.rows,
+                csr.cols
+            );
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert!(sorted.iter().copied().eq(0..csr.rows), "case {case}: not a permutation");
+        }
     }
 }

@@ -348,7 +348,10 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
             if skip {
                 None
             } else {
-                let order = reorder::jaccard_row_order(&patterns, settings.jaccard_threshold)?;
+                // AUTO closes a cluster at one block row (see jaccard_clusters); TILES clusters as the
+                // paper does.
+                let max_cluster = if format == StorageFormat::Auto { tile.rows } else { usize::MAX };
+                let order = reorder::jaccard_clusters(&patterns, settings.jaccard_threshold, max_cluster)?;
                 let identity = order.iter().enumerate().all(|(i, &r)| i == r);
                 if identity {
                     None

@@ -164,10 +164,21 @@ pub fn fewest_blocks_of_any_order(patterns: &RowPatterns, tile_rows: usize) -> R
 /// (their candidate sets are small); on unstructured ones it would not have reduced the block count
 /// much, and `SMAT_REORDER_MODE_AUTO` keeps a permutation only when it does.
 pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Result<Vec<usize>> {
+    jaccard_clusters(patterns, threshold, usize::MAX)
+}
+
+/// [`jaccard_row_order`] with clusters of at most `max_cluster` rows: a cluster is closed once it has
+/// that many. With `max_cluster` = the tile height every full cluster is exactly one block row; those
+/// come first, in the order they were formed, then the smaller clusters, then the empty rows, so that
+/// a small cluster never shifts the full ones off the block-row boundaries.
+pub fn jaccard_clusters(patterns: &RowPatterns, threshold: f64, max_cluster: usize) -> Result<Vec<usize>> {
     let rows = patterns.rows();
     let mut state = Clustering::new(patterns)?;
     state.budget = WORK_PER_PATTERN_ENTRY.saturating_mul(patterns.blocks.len()).saturating_add(MIN_WORK);
     let mut order = try_with_capacity(rows, "the row order")?;
+    // Rows of clusters smaller than `max_cluster` (only used when clusters are capped).
+    let mut partial = Vec::new();
+    let capped = max_cluster != usize::MAX;
     for seed in 0..rows {
         if state.clustered[seed] || patterns.row(seed).is_empty() {
             continue;
@@ -175,14 +186,19 @@ pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Result<Vec<u
         if state.work > state.budget {
             // Budget spent: the rest keep their original order (see above).
             state.clustered[seed] = true;
-            order.push(seed);
+            if capped {
+                partial.push(seed)
+            } else {
+                order.push(seed)
+            }
             continue;
         }
+        let start = order.len();
         state.clustered[seed] = true;
         order.push(seed);
         state.join(seed, seed);
         while let Some(Reverse(row)) = state.candidates.pop() {
-            if state.work > state.budget {
+            if state.work > state.budget || order.len() - start == max_cluster {
                 state.candidates.clear();
                 break;
             }
@@ -198,7 +214,11 @@ pub fn jaccard_row_order(patterns: &RowPatterns, threshold: f64) -> Result<Vec<u
             }
         }
         state.clear_union();
+        if capped && order.len() - start < max_cluster {
+            partial.extend(order.drain(start..));
+        }
     }
+    order.append(&mut partial);
     order.extend((0..rows).filter(|&r| patterns.row(r).is_empty()));
     Ok(order)
 }
