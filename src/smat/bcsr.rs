@@ -39,17 +39,6 @@ impl<S> Bcsr<S> {
     pub fn block_rows(&self) -> usize {
         self.block_row_ptr.len() - 1
     }
-
-    pub fn empty(tile: Tile) -> Self {
-        Bcsr {
-            tile,
-            block_row_ptr: vec![0],
-            block_cols: Vec::new(),
-            values: Vec::new(),
-            out_rows: Vec::new(),
-            positions: 0,
-        }
-    }
 }
 
 /// Blocks the given block rows of `csr` (stored block row `b` holds stored rows `b·tile.rows …`, and

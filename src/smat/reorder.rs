@@ -73,15 +73,6 @@ impl RowPatterns {
     pub fn row(&self, r: usize) -> &[u32] {
         &self.blocks[self.ptr[r]..self.ptr[r + 1]]
     }
-
-    /// Pattern entries (row, column block) over all rows.
-    pub fn len(&self) -> usize {
-        self.blocks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
 }
 
 /// Moves the distinct values of sorted `v` to its front; returns how many there are.
