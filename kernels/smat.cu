@@ -4,7 +4,8 @@
 //
 // Strides: element (i, j) of B is b[i·b_rs + j·b_cs], of C c[i·c_rs + j·c_cs], so both layouts and
 // any leading dimension take the same path; the CSR kernel has a vectorised form for row-major B and
-// C whose rows are 16-byte aligned.
+// C whose rows are 16-byte aligned, and the half-precision tile kernel a staged form for row-major B
+// with 16-byte aligned rows (smat_tiles_*_staged*).
 
 // ---------------------------------------------------------------------------------------------
 // Tiles. One warp owns one output tile — the 16 (or 8) rows of a block row times a strip of 32
