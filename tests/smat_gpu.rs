@@ -119,19 +119,13 @@ impl<T: Element> Problem<T> {
     fn new(rng: &mut Rng, csr: CsrMatrix<T>, n: usize, layout: Layout, beta_zero: bool) -> Self {
         let db = Dense::random_ld(rng, csr.cols, n, layout);
         let dc = Dense::random_ld(rng, csr.rows, n, layout);
-        let b: Vec<T> = rng.vec(db.len());
-        let mut c = vec![T::from_f64(POISON); dc.len()];
-        for i in 0..dc.rows {
-            for j in 0..n {
-                c[dc.index(i, j)] = if beta_zero { T::from_f64(f64::NAN) } else { T::from_f64(rng.range(-1.0, 1.0)) };
-            }
-        }
         let alpha = T::Compute::from_f64(rng.range(-2.0, 2.0));
         let beta = T::Compute::from_f64(if beta_zero { 0.0 } else { rng.range(-2.0, 2.0) });
-        Problem { csr, db, dc, b, c, alpha, beta }
+        Problem { csr, db, dc, b: Vec::new(), c: Vec::new(), alpha, beta }.with_shapes(db, dc, rng)
     }
 
-    /// The same A, α and β with B and C of the given shapes, filled afresh.
+    /// The same A, α and β with B and C of the given shapes, filled afresh (C's region NaN when β = 0,
+    /// so a read of it shows; its padding poison).
     fn with_shapes(self, db: Dense, dc: Dense, rng: &mut Rng) -> Self {
         let beta_zero = self.beta.to_f64() == 0.0;
         let b: Vec<T> = rng.vec(db.len());
