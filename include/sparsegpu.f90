@@ -29,7 +29,6 @@ module sparsegpu
   integer(c_int), parameter :: SPAMM_DEFAULT_BLOCK_SIZE = 32
   integer(c_int), parameter :: SPAMM_MAX_BLOCK_SIZE = 1024
   integer(c_int), parameter :: SMAT_MEMORY_BUDGET = 2
-  integer(c_int), parameter :: SMAT_MAX_TILES_PER_BLOCK_ROW = 32
 
   ! Floating-point constants of the header (#define SDDMM_DEFAULT_DENSITY_THRESHOLD,
   ! SMAT_DEFAULT_JACCARD_THRESHOLD, SMAT_NEAR_FEWEST).

@@ -45,11 +45,6 @@
 // needs at most this many times the fewest tiles any order could give.
 #define SMAT_NEAR_FEWEST 1.25
 
-// The most tiles a block row may hold in [`StorageFormat::Auto`]. The tensor cores walk a block
-// row's tiles one after another in one thread block, so a block row with many tiles finishes late
-// and alone; as CSR rows, long rows are cut into segments that run side by side.
-#define SMAT_MAX_TILES_PER_BLOCK_ROW 32
-
 // The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.
 #define SPAMM_DEFAULT_BLOCK_SIZE 32
 

@@ -1,6 +1,7 @@
 // SMaT SpMM (Okanovic et al.): C = α·A·B + β·C with A stored in two parts, each producing its own
-// rows of C: tiles (BCSR whose blocks are the A operand of one tensor-core mma) for the block rows
-// full enough, and CSR rows multiplied on the CUDA cores for the others.
+// rows of C: tiles (BCSR whose blocks are the A operand of one tensor-core mma, each gathering its
+// own columns of A) for the block rows full enough, and CSR rows multiplied on the CUDA cores for the
+// others.
 //
 // Strides: element (i, j) of B is b[i·b_rs + j·b_cs], of C c[i·c_rs + j·c_cs], so both layouts and
 // any leading dimension take the same path; the CSR kernel has a vectorised form for row-major B and
@@ -9,18 +10,41 @@
 
 // ---------------------------------------------------------------------------------------------
 // Tiles. One warp owns one output tile — the 16 (or 8) rows of a block row times a strip of 32
-// columns of B / C — and walks the block row's nonzero blocks in order, accumulating in registers;
+// columns of B / C — and walks a run of the block row's tiles in order, accumulating in registers;
 // this is the paper's schedule of one warp per row of output tiles, with the warps of a block row
-// spread over the column strips (its 2D grid: block rows × column strips). The epilogue scales, adds
-// β·C (C is not read when β = 0) and writes each tile row to the caller's row out_rows[·] (−1: a
-// padding row of the last block row, not written). Reads of B past A's columns (the padding of the
-// last block column) or past n are replaced by zeros.
+// spread over the column strips (a 2D grid: work items × column strips). Column q of tile s
+// multiplies row columns[s·TC + q] of B (TC: the tile's width); −1 pads a block row's last tile and
+// reads zeros, as do reads past n.
+//
+// Work item i (items[i] = {block row, first tile, end tile, slot}) is a whole block row (slot −1)
+// or, for a block row too long to walk alone, one run of its tiles whose TR × n sums go to partial
+// slot `slot` (TR: the tile's height); smat_finish_tiles adds a block row's slots in order, so the
+// result does not depend on scheduling. A whole block row's epilogue scales, adds β·C (C is not read
+// when β = 0) and writes each tile row to the caller's row out_rows[·] (−1: a padding row of the last
+// block row, not written).
 
 #define SMAT_WARPS_PER_BLOCK 4
 #define SMAT_STRIP 32  // columns of B / C per warp
 
 // f16 / bf16: mma.sync.m16n8k16 with FP32 accumulation, as in the paper. A 16×16 tile is one A
-// fragment; the strip is 4 n-tiles of 8 columns, so each block costs 4 mma per warp.
+// fragment; the strip is 4 n-tiles of 8 columns, so each tile costs 4 mma per warp.
+
+// A warp's 16 × 32 accumulators (four n-tiles, D fragments as below) into a partial slot: 16 rows of
+// n f32 sums, row-major.
+__device__ __forceinline__ void smat_store_tile_partial(const float (*acc)[4], float* __restrict__ slot,
+                                                        int first_col, int n) {
+    const int lane = threadIdx.x & 31, group = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int half_row = 0; half_row < 2; ++half_row) {
+        float* row = slot + (sgpu_i64)(group + half_row * 8) * n;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const int j = first_col + t * 8 + tig * 2;
+            if (j < n) row[j] = acc[t][half_row * 2];
+            if (j + 1 < n) row[j + 1] = acc[t][half_row * 2 + 1];
+        }
+    }
+}
 
 // A warp's 16 × 32 output tile from its m16n8k16 accumulators (four n-tiles), scaled, plus β·C (not
 // read when β = 0), each row to its caller's row (−1: padding, not written). D fragment: rows group
@@ -62,16 +86,17 @@ __device__ __forceinline__ void smat_store_tile_rows(const float (*acc)[4], cons
 }
 
 template <bool BF16>
-__device__ void smat_tiles_half(int cols, int n, const int* __restrict__ block_row_ptr,
-                               const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
+__device__ void smat_tiles_half(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                               const unsigned short* __restrict__ tiles, float* __restrict__ partial,
                                const int* __restrict__ out_rows, float alpha, const unsigned short* __restrict__ b,
                                sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* __restrict__ c,
                                sgpu_i64 c_rs, sgpu_i64 c_cs) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Fragment coordinates of the PTX m16n8k16 layouts: lane = 4·group + thread-in-group.
     const int group = lane >> 2, tig = lane & 3;
-    const sgpu_i64 block_row = blockIdx.x;
-    const int first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
+    const int4 item = items[blockIdx.x];
+    const sgpu_i64 block_row = item.x;
+    const int first = item.y, last = item.z;
     const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
     for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
          strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
@@ -90,18 +115,18 @@ __device__ void smat_tiles_half(int cols, int n, const int* __restrict__ block_r
                                     __ldg(tile + ((group + 8) * 16 + tig * 2) / 2),
                                     __ldg(tile + (group * 16 + tig * 2 + 8) / 2),
                                     __ldg(tile + ((group + 8) * 16 + tig * 2 + 8) / 2)};
-            const int k = block_cols[s] * 16 + tig * 2;  // B rows k, k+1, k+8, k+9
-            const bool k0 = k < cols, k1 = k + 1 < cols, k8 = k + 8 < cols, k9 = k + 9 < cols;
-            const unsigned short* bk = b + k * b_rs;
+            // B fragment rows: tile columns 2·tig, 2·tig + 1, 2·tig + 8, 2·tig + 9.
+            const int* kc = columns + (sgpu_i64)s * 16 + tig * 2;
+            const sgpu_i64 k0 = __ldg(kc), k1 = __ldg(kc + 1), k8 = __ldg(kc + 8), k9 = __ldg(kc + 9);
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
-                // B fragment (col-major 16×8): column group of the n-tile, rows k, k+1 | k+8, k+9.
+                // B fragment (col-major 16×8): column group of the n-tile, rows k0, k1 | k8, k9.
                 const int j = first_col + t * 8 + group;
                 unsigned fb[2] = {0, 0};
                 if (j < n) {
-                    const unsigned short* p = bk + j * b_cs;
-                    const unsigned v0 = k0 ? __ldg(p) : 0u, v1 = k1 ? __ldg(p + b_rs) : 0u;
-                    const unsigned v8 = k8 ? __ldg(p + 8 * b_rs) : 0u, v9 = k9 ? __ldg(p + 9 * b_rs) : 0u;
+                    const unsigned short* p = b + j * b_cs;
+                    const unsigned v0 = k0 >= 0 ? __ldg(p + k0 * b_rs) : 0u, v1 = k1 >= 0 ? __ldg(p + k1 * b_rs) : 0u;
+                    const unsigned v8 = k8 >= 0 ? __ldg(p + k8 * b_rs) : 0u, v9 = k9 >= 0 ? __ldg(p + k9 * b_rs) : 0u;
                     fb[0] = v0 | (v1 << 16);
                     fb[1] = v8 | (v9 << 16);
                 }
@@ -109,7 +134,10 @@ __device__ void smat_tiles_half(int cols, int n, const int* __restrict__ block_r
             }
         }
 
-        smat_store_tile_rows<BF16, false>(acc, out_rows, block_row, first_col, n, alpha, beta, c, c_rs, c_cs);
+        if (item.w < 0)
+            smat_store_tile_rows<BF16, false>(acc, out_rows, block_row, first_col, n, alpha, beta, c, c_rs, c_cs);
+        else
+            smat_store_tile_partial(acc, partial + (sgpu_i64)item.w * 16 * n, first_col, n);
     }
 }
 
@@ -134,38 +162,39 @@ struct smat_staging {
 };
 
 template <bool BF16, int WARPS>
-__device__ void smat_tiles_half_staged(int cols, int n, const int* __restrict__ block_row_ptr,
-                                       const int* __restrict__ block_cols, const unsigned short* __restrict__ tiles,
+__device__ void smat_tiles_half_staged(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                                       const unsigned short* __restrict__ tiles, float* __restrict__ partial,
                                        const int* __restrict__ out_rows, float alpha,
                                        const unsigned short* __restrict__ b, sgpu_i64 ldb, float beta,
                                        unsigned short* __restrict__ c, sgpu_i64 ldc) {
     typedef smat_staging<WARPS> S;
     extern __shared__ __align__(16) unsigned char smat_shared[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const sgpu_i64 block_row = blockIdx.x;
+    const int4 item = items[blockIdx.x];
+    const sgpu_i64 block_row = item.x;
     const int first_col = blockIdx.y * S::PANEL;
-    const int first = block_row_ptr[block_row], count = block_row_ptr[block_row + 1] - first;
+    const int first = item.y, count = item.z - item.y;
     const unsigned base = sgpu_smem_address(smat_shared);
 
-    // Tile `first + i` and its B rows into stage st; a chunk of 8 columns crossing n or a row past
-    // A's columns goes through registers (zeros where outside), never a partial cp.async.
+    // Tile `first + i` and its B rows into stage st; a chunk of 8 columns crossing n or a padding
+    // column's row goes through registers (zeros where outside), never a partial cp.async.
     auto stage_in = [&](int i, int st) {
         const unsigned stage = base + st * S::STAGE_BYTES;
-        const sgpu_i64 k0 = (sgpu_i64)block_cols[first + i] * 16;
+        const int* tile_columns = columns + (sgpu_i64)(first + i) * 16;
         for (int q = threadIdx.x; q < 16 * (S::PANEL / 8); q += WARPS * 32) {
             const int r = q / (S::PANEL / 8), chunk = q % (S::PANEL / 8);
-            const sgpu_i64 k = k0 + r;
+            const sgpu_i64 k = __ldg(tile_columns + r);
             const int j = first_col + chunk * 8;
             const unsigned dst = stage + r * S::B_ROW_BYTES + chunk * 16;
-            const unsigned short* src = b + k * ldb + j;
-            if (k < cols && j + 8 <= n) {
+            const unsigned short* src = b + (k >= 0 ? k : 0) * ldb + j;
+            if (k >= 0 && j + 8 <= n) {
                 sgpu_cp_async16(dst, src);
             } else {
                 unsigned w[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const unsigned lo = (k < cols && j + 2 * e < n) ? src[2 * e] : 0u;
-                    const unsigned hi = (k < cols && j + 2 * e + 1 < n) ? src[2 * e + 1] : 0u;
+                    const unsigned lo = (k >= 0 && j + 2 * e < n) ? src[2 * e] : 0u;
+                    const unsigned hi = (k >= 0 && j + 2 * e + 1 < n) ? src[2 * e + 1] : 0u;
                     w[e] = lo | (hi << 16);
                 }
                 asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
@@ -219,17 +248,19 @@ __device__ void smat_tiles_half_staged(int cols, int n, const int* __restrict__ 
     }
     if (!warp_live) return;
 
-    smat_store_tile_rows<BF16, true>(acc, out_rows, block_row, first_col + warp * 32, n, alpha, beta, c, ldc, 1);
+    if (item.w < 0)
+        smat_store_tile_rows<BF16, true>(acc, out_rows, block_row, first_col + warp * 32, n, alpha, beta, c, ldc, 1);
+    else
+        smat_store_tile_partial(acc, partial + (sgpu_i64)item.w * 16 * n, first_col + warp * 32, n);
 }
 
 #define SMAT_TILES_STAGED(NAME, BF16, WARPS)                                                                          \
     extern "C" __global__ void __launch_bounds__(WARPS * 32)                                                          \
-        smat_tiles_##NAME##_staged##WARPS(int cols, int n, const int* block_row_ptr, const int* block_cols,            \
-                                          const unsigned short* tiles, const int* out_rows, float alpha,             \
-                                          const unsigned short* b, sgpu_i64 ldb, float beta, unsigned short* c,      \
-                                          sgpu_i64 ldc) {                                                            \
-        smat_tiles_half_staged<BF16, WARPS>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, ldb, beta, \
-                                            c, ldc);                                                                 \
+        smat_tiles_##NAME##_staged##WARPS(int n, const int4* items, const int* columns, const unsigned short* tiles,  \
+                                          float* partial, const int* out_rows, float alpha, const unsigned short* b, \
+                                          sgpu_i64 ldb, float beta, unsigned short* c, sgpu_i64 ldc) {               \
+        smat_tiles_half_staged<BF16, WARPS>(n, items, columns, tiles, partial, out_rows, alpha, b, ldb, beta, c,      \
+                                            ldc);                                                                    \
     }
 SMAT_TILES_STAGED(f16, false, 1)
 SMAT_TILES_STAGED(f16, false, 2)
@@ -239,19 +270,17 @@ SMAT_TILES_STAGED(bf16, true, 2)
 SMAT_TILES_STAGED(bf16, true, 4)
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_tiles_f16(int cols, int n, const int* block_row_ptr, const int* block_cols,
-                  const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
-                  sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_tiles_half<false>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
-                          c_rs, c_cs);
+    smat_tiles_f16(int n, const int4* items, const int* columns, const unsigned short* tiles, float* partial,
+                  const int* out_rows, float alpha, const unsigned short* b, sgpu_i64 b_rs, sgpu_i64 b_cs,
+                  float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_half<false>(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs);
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_tiles_bf16(int cols, int n, const int* block_row_ptr, const int* block_cols,
-                   const unsigned short* tiles, const int* out_rows, float alpha, const unsigned short* b,
-                   sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_tiles_half<true>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs, beta, c,
-                         c_rs, c_cs);
+    smat_tiles_bf16(int n, const int4* items, const int* columns, const unsigned short* tiles, float* partial,
+                   const int* out_rows, float alpha, const unsigned short* b, sgpu_i64 b_rs, sgpu_i64 b_cs,
+                   float beta, unsigned short* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_half<true>(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -260,13 +289,14 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 // at once (a broadcast), and its own TC elements of B per block.
 
 template <typename T, int TR, int TC>
-__device__ void smat_tiles_simt(int cols, int n, const int* __restrict__ block_row_ptr,
-                               const int* __restrict__ block_cols, const T* __restrict__ tiles,
+__device__ void smat_tiles_simt(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                               const T* __restrict__ tiles, T* __restrict__ partial,
                                const int* __restrict__ out_rows, T alpha, const T* __restrict__ b, sgpu_i64 b_rs,
                                sgpu_i64 b_cs, T beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const sgpu_i64 block_row = blockIdx.x;
-    const int first = block_row_ptr[block_row], last = block_row_ptr[block_row + 1];
+    const int4 item = items[blockIdx.x];
+    const sgpu_i64 block_row = item.x;
+    const int first = item.y, last = item.z;
     const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
     for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
          strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
@@ -275,18 +305,31 @@ __device__ void smat_tiles_simt(int cols, int n, const int* __restrict__ block_r
         T acc[TR];
 #pragma unroll
         for (int r = 0; r < TR; ++r) acc[r] = 0;
+        // Lane q < TC holds column q of the tile multiplied next, loaded one tile ahead so that the
+        // B loads never wait for their index; the warp reads it by shuffle.
+        int next_column = (first < last && lane < TC) ? __ldg(columns + (sgpu_i64)first * TC + lane) : -1;
         for (int s = first; s < last; ++s) {
-            const T* tile = tiles + (sgpu_i64)s * (TR * TC);
-            const int k = block_cols[s] * TC;
+            const int column = next_column;
+            if (s + 1 < last && lane < TC) next_column = __ldg(columns + (sgpu_i64)(s + 1) * TC + lane);
             T bv[TC];
 #pragma unroll
-            for (int q = 0; q < TC; ++q) bv[q] = (live && k + q < cols) ? __ldg(b + (k + q) * b_rs + j * b_cs) : T(0);
+            for (int q = 0; q < TC; ++q) {
+                const sgpu_i64 k = __shfl_sync(0xffffffffu, column, q);
+                bv[q] = (live && k >= 0) ? __ldg(b + k * b_rs + j * b_cs) : T(0);
+            }
+            const T* tile = tiles + (sgpu_i64)s * (TR * TC);
 #pragma unroll
             for (int r = 0; r < TR; ++r)
 #pragma unroll
                 for (int q = 0; q < TC; ++q) acc[r] = fma(__ldg(tile + r * TC + q), bv[q], acc[r]);
         }
         if (!live) continue;
+        if (item.w >= 0) {
+            T* slot = partial + (sgpu_i64)item.w * TR * n;
+#pragma unroll
+            for (int r = 0; r < TR; ++r) slot[(sgpu_i64)r * n + j] = acc[r];
+            continue;
+        }
 #pragma unroll
         for (int r = 0; r < TR; ++r) {
             const sgpu_i64 out_row = out_rows[block_row * TR + r];
@@ -298,19 +341,19 @@ __device__ void smat_tiles_simt(int cols, int n, const int* __restrict__ block_r
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_tiles_f32(int cols, int n, const int* block_row_ptr, const int* block_cols, const float* tiles,
-                  const int* out_rows, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta,
-                  float* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_tiles_simt<float, 16, 8>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
-                                 beta, c, c_rs, c_cs);
+    smat_tiles_f32(int n, const int4* items, const int* columns, const float* tiles, float* partial,
+                  const int* out_rows, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, float* c,
+                  sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_simt<float, 16, 8>(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs,
+                                 c_cs);
 }
 
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
-    smat_tiles_f64(int cols, int n, const int* block_row_ptr, const int* block_cols,
-                  const double* tiles, const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs,
-                  sgpu_i64 b_cs, double beta, double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_tiles_simt<double, 8, 4>(cols, n, block_row_ptr, block_cols, tiles, out_rows, alpha, b, b_rs, b_cs,
-                                 beta, c, c_rs, c_cs);
+    smat_tiles_f64(int n, const int4* items, const int* columns, const double* tiles, double* partial,
+                  const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs, sgpu_i64 b_cs, double beta,
+                  double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_simt<double, 8, 4>(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs,
+                                 c_cs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,21 +518,50 @@ __device__ void smat_segments(int segments, const int* __restrict__ seg_bounds, 
     }
 }
 
-// One thread per (long row, column): the sum of the row's segment partials in segment order (so the
-// result does not depend on scheduling), scaled, plus β·C.
+// Column j of C's row out_row from `count` partial rows of n sums, first, first + stride, …: their sum
+// in that order (so the result does not depend on scheduling), scaled, plus β·C.
+template <typename T, typename E>
+__device__ __forceinline__ void smat_finish_row(const typename E::compute* __restrict__ partial, sgpu_i64 first,
+                                                int count, int stride, sgpu_i64 out_row, int j,
+                                                typename E::compute alpha, typename E::compute beta,
+                                                T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
+    typedef typename E::compute C;
+    C sum = 0;
+    for (int s = 0; s < count; ++s) sum += partial[(first + (sgpu_i64)s * stride) * n + j];
+    T* p = c + out_row * c_rs + j * c_cs;
+    *p = E::store(beta == C(0) ? alpha * sum : alpha * sum + beta * E::load(*p));
+}
+
+// One thread per (long row, column): the row's segment partials, in segment order.
 template <typename T, typename E>
 __device__ void smat_finish_long(int long_rows, const int* __restrict__ long_seg_ptr,
                                  const int* __restrict__ long_out_rows, const typename E::compute* __restrict__ partial,
                                  typename E::compute alpha, typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs,
                                  sgpu_i64 c_cs, int n) {
-    typedef typename E::compute C;
     const sgpu_i64 t = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (sgpu_i64)long_rows * n) return;
     const int r = (int)(t / n), j = (int)(t % n);
-    C sum = 0;
-    for (int s = long_seg_ptr[r]; s < long_seg_ptr[r + 1]; ++s) sum += partial[(sgpu_i64)s * n + j];
-    T* p = c + (sgpu_i64)long_out_rows[r] * c_rs + j * c_cs;
-    *p = E::store(beta == C(0) ? alpha * sum : alpha * sum + beta * E::load(*p));
+    const int first = long_seg_ptr[r];
+    smat_finish_row<T, E>(partial, first, long_seg_ptr[r + 1] - first, 1, long_out_rows[r], j, alpha, beta, c, c_rs,
+                          c_cs, n);
+}
+
+// One thread per (row of a split block row, column): the block row's slots, in tile order. splits
+// holds (block row, first slot, slots) per split block row; slot s holds tile_rows rows of n sums.
+template <typename T, typename E>
+__device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ splits, int tile_rows,
+                                  const int* __restrict__ out_rows, const typename E::compute* __restrict__ partial,
+                                  typename E::compute alpha, typename E::compute beta, T* __restrict__ c,
+                                  sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
+    const sgpu_i64 t = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (sgpu_i64)split_block_rows * tile_rows * n) return;
+    const int row = (int)(t / n), j = (int)(t % n);
+    const int* split = splits + 3 * (row / tile_rows);
+    const int i = row % tile_rows;
+    const sgpu_i64 out_row = out_rows[(sgpu_i64)split[0] * tile_rows + i];
+    if (out_row < 0) return;
+    smat_finish_row<T, E>(partial, (sgpu_i64)split[1] * tile_rows + i, split[2], tile_rows, out_row, j, alpha, beta, c,
+                          c_rs, c_cs, n);
 }
 
 #define SMAT_ROWS_KERNELS(NAME, T, E, CPL)                                                                             \
@@ -522,6 +594,12 @@ __device__ void smat_finish_long(int long_rows, const int* __restrict__ long_seg
                                 const E::compute* partial, E::compute alpha, E::compute beta, T* c, sgpu_i64 c_rs,     \
                                 sgpu_i64 c_cs, int n) {                                                                \
         smat_finish_long<T, E>(long_rows, long_seg_ptr, long_out_rows, partial, alpha, beta, c, c_rs, c_cs, n);       \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                                  \
+        smat_finish_tiles_##NAME(int split_block_rows, const int* splits, int tile_rows, const int* out_rows,                \
+                                 const E::compute* partial, E::compute alpha, E::compute beta, T* c, sgpu_i64 c_rs,    \
+                                 sgpu_i64 c_cs, int n) {                                                               \
+        smat_finish_tiles<T, E>(split_block_rows, splits, tile_rows, out_rows, partial, alpha, beta, c, c_rs, c_cs, n);     \
     }
 
 SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8)

@@ -14,7 +14,7 @@ use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::{MAX_TILES_PER_BLOCK_ROW, ReorderMode, StorageFormat, Tile};
+use sparsegpu::smat::{ReorderMode, StorageFormat, Tile};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -212,18 +212,24 @@ fn spmm_matches_dense_reference_f64() {
     property_loop::<f64>(150);
 }
 
-/// Blocks of the original order and distinct positions, counted directly from the triplets.
+/// Tiles of the original order (each block row's distinct columns, `tile.cols` to a tile) and
+/// distinct positions, counted directly from the triplets.
 fn direct_counts<T: Element>(csr: &CsrMatrix<T>, tile: Tile) -> (i64, i64) {
-    let mut blocks = std::collections::HashSet::new();
+    let mut block_row_columns = std::collections::HashSet::new();
     let mut positions = std::collections::HashSet::new();
     for r in 0..csr.rows {
         for e in csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize {
             let c = csr.col_ind[e] as usize;
-            blocks.insert((r / tile.rows, c / tile.cols));
+            block_row_columns.insert((r / tile.rows, c));
             positions.insert((r, c));
         }
     }
-    (blocks.len() as i64, positions.len() as i64)
+    let mut columns_per_block_row = std::collections::HashMap::<usize, usize>::new();
+    for (block_row, _) in block_row_columns {
+        *columns_per_block_row.entry(block_row).or_default() += 1;
+    }
+    let tiles = columns_per_block_row.values().map(|c| c.div_ceil(tile.cols)).sum::<usize>();
+    (tiles as i64, positions.len() as i64)
 }
 
 /// A CPU handle storing every block row as tiles, as the paper does: the reordering's effect on the
@@ -305,7 +311,7 @@ fn reordering_never_changes_results_and_auto_never_adds_blocks() {
 
 /// `groups` groups of `tiles_per_group · tile.rows` rows; the rows of group g all fill the same three
 /// column blocks, disjoint from other groups'. Rows are then shuffled. Returns the matrix and the
-/// block count of the unshuffled order (the optimum).
+/// tile count of the unshuffled order (the optimum: three full tiles per block row).
 fn row_shuffled_groups<T: Element>(rng: &mut Rng, groups: usize, tiles_per_group: usize) -> (CsrMatrix<T>, i64) {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
     let group_rows = tiles_per_group * tile.rows;
@@ -318,9 +324,7 @@ fn row_shuffled_groups<T: Element>(rng: &mut Rng, groups: usize, tiles_per_group
     let mut triplets = Vec::new();
     for (original, &shuffled) in permutation.iter().enumerate() {
         let group = original / group_rows;
-        for block in 0..3 {
-            // One entry per column block, at a random column inside it.
-            let c = (group * 3 + block) * tile.cols + rng.below(tile.cols);
+        for c in group * 3 * tile.cols..(group + 1) * 3 * tile.cols {
             triplets.push((shuffled, c, T::from_f64(rng.range(-1.0, 1.0))));
         }
     }
@@ -417,14 +421,16 @@ fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
         assert_consistent(&info, StorageFormat::Auto, &what);
 
         // Whole tiles, rows shuffled: reordering restores them and AUTO keeps them as tiles.
-        let groups = shuffled_full_groups::<T>(rng, 24);
+        let groups = shuffled_full_groups::<T>(rng, 96);
         let info = create_matrix(&auto, &groups, IndexBase::Zero).info();
         assert_eq!((info.rowsInTiles, info.reordered, info.fillRatio), (groups.rows as i64, 1, 1.0), "{what} groups");
-        assert_eq!(info.blockCount, 24 * 3, "{what} groups");
+        assert_eq!(info.blockCount, 96 * 3, "{what} groups");
         assert_consistent(&info, StorageFormat::Auto, &what);
-        // Without reordering the shuffled tiles are too empty, and everything is CSR.
+        // Without reordering a block row mixes rows of about 15 groups, so its tiles are about 1/15
+        // full, too empty to pay: (nearly) everything is CSR.
         let never = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Never), &groups, IndexBase::Zero).info();
-        assert_eq!((never.rowsInTiles, never.reordered), (0, 0), "{what} groups unreordered");
+        assert_eq!(never.reordered, 0, "{what} groups unreordered");
+        assert!(never.rowsInTiles * 8 < groups.rows as i64, "{what}: {} rows in tiles unreordered", never.rowsInTiles);
 
         // Both stacked: split between the parts, and the product is right across the split.
         let mut triplets = Vec::new();
@@ -448,21 +454,13 @@ fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
             check_spmm(rng, &auto, &stacked, &format!("{what} stacked"));
         }
 
-        // A block row of more tiles than one thread block should walk is left to the CSR rows.
+        // A block row of many full tiles stays tiles however long it is (the GPU cuts it into runs).
         let tile = Tile::for_value_type(T::VALUE_TYPE);
-        let wide = |tiles: usize| {
-            let cols = tiles * tile.cols;
-            let full = (0..tile.rows).flat_map(|r| (0..cols).map(move |c| (r, c, T::from_f64(0.5)))).collect();
-            CsrMatrix::<T>::from_triplets(tile.rows, cols, full)
-        };
-        let at_cap = create_matrix(&auto, &wide(MAX_TILES_PER_BLOCK_ROW), IndexBase::Zero).info();
-        assert_eq!(
-            (at_cap.rowsInTiles, at_cap.blockCount),
-            (tile.rows as i64, MAX_TILES_PER_BLOCK_ROW as i64),
-            "{what}"
-        );
-        let past_cap = create_matrix(&auto, &wide(MAX_TILES_PER_BLOCK_ROW + 1), IndexBase::Zero).info();
-        assert_eq!(past_cap.rowsInTiles, 0, "{what}");
+        let cols = 100 * tile.cols;
+        let full = (0..tile.rows).flat_map(|r| (0..cols).map(move |c| (r, c, T::from_f64(0.5)))).collect();
+        let wide = CsrMatrix::<T>::from_triplets(tile.rows, cols, full);
+        let info = create_matrix(&auto, &wide, IndexBase::Zero).info();
+        assert_eq!((info.rowsInTiles, info.blockCount), (tile.rows as i64, 100), "{what} wide");
 
         // CSR format: no tiles and no reordering, whatever the matrix.
         let csr_only = Handle::with_format(BackendKind::Cpu, ReorderMode::Always, StorageFormat::Csr);
@@ -477,6 +475,47 @@ fn auto_gives_tiles_to_full_block_rows_and_csr_to_the_rest() {
 }
 
 /// Matrices with more entries than one analysis task takes, so every parallel pass splits them.
+/// Rows that share columns scattered over many column blocks: every block would hold one column, but
+/// a tile gathers `tile.cols` of them, so each block row is full tiles and AUTO keeps it as tiles.
+#[test]
+fn tiles_gather_shared_columns_scattered_over_blocks() {
+    fn check<T: Element>(rng: &mut Rng) {
+        let tile = Tile::for_value_type(T::VALUE_TYPE);
+        let what = format!("{:?}", T::VALUE_TYPE);
+        let (block_rows, tiles_per_block_row, stride) = (5, 3, 3 * tile.cols + 1);
+        let rows = block_rows * tile.rows - 3;
+        let mut triplets = Vec::new();
+        for r in 0..rows {
+            // Block row g uses its own columns g, g + stride, g + 2·stride, … (distinct across g).
+            let g = r / tile.rows;
+            for q in 0..tiles_per_block_row * tile.cols {
+                triplets.push((r, g + q * stride, T::from_f64(rng.range(-1.0, 1.0))));
+            }
+        }
+        let cols = block_rows + tiles_per_block_row * tile.cols * stride;
+        let csr = CsrMatrix::from_triplets(rows, cols, triplets);
+        let auto = Handle::new(BackendKind::Cpu, ReorderMode::Auto);
+        let info = create_matrix(&auto, &csr, IndexBase::Zero).info();
+        assert_eq!(
+            (info.rowsInTiles, info.blockCount, info.blockCountBeforeReordering),
+            (rows as i64, (block_rows * tiles_per_block_row) as i64, (block_rows * tiles_per_block_row) as i64),
+            "{what}"
+        );
+        // The last block row is 3 rows short of full.
+        let positions = rows * tiles_per_block_row * tile.cols;
+        assert_eq!(info.fillRatio, positions as f64 / (info.blockCount as usize * tile.area()) as f64, "{what}");
+        assert_consistent(&info, StorageFormat::Auto, &what);
+        for _ in 0..4 {
+            check_spmm(rng, &auto, &csr, &format!("{what} gathered"));
+        }
+    }
+    let mut rng = Rng::fresh("smat gathered tiles");
+    check::<f16>(&mut rng);
+    check::<bf16>(&mut rng);
+    check::<f32>(&mut rng);
+    check::<f64>(&mut rng);
+}
+
 #[test]
 fn large_matrices_analyse_in_parallel_runs() {
     let mut rng = Rng::fresh("smat large");
@@ -527,15 +566,17 @@ fn every_format_accounts_for_every_row() {
 
 #[test]
 fn threshold_controls_merging() {
-    // Rows alternate between two patterns that share 1 of 3 column blocks (distance 2/3): they merge
-    // at τ = 1 but not at τ = 0.5.
+    // Rows alternate between two patterns that share 1 of 3 column blocks (distance 2/3), each filling
+    // its two blocks: they merge at τ = 1 but not at τ = 0.5.
     let tile = Tile::for_value_type(ValueType::F64);
     let rows = 4 * tile.rows;
     let mut triplets = Vec::new();
     for r in 0..rows {
         let blocks = if r % 2 == 0 { [0, 1] } else { [1, 2] };
         for b in blocks {
-            triplets.push((r, b * tile.cols, 1.0f64));
+            for c in b * tile.cols..(b + 1) * tile.cols {
+                triplets.push((r, c, 1.0f64));
+            }
         }
     }
     let csr = CsrMatrix::from_triplets(rows, 3 * tile.cols, triplets);
@@ -544,7 +585,7 @@ fn threshold_controls_merging() {
     assert_eq!(unsafe { smatGetJaccardThreshold(h.0, &mut default_threshold) }, SUCCESS);
     assert_eq!(default_threshold, 0.5);
     let separated = create_matrix(&h, &csr, IndexBase::Zero).info();
-    // Even rows cluster, then odd rows: 2 blocks per block row instead of 3.
+    // Even rows cluster, then odd rows: 2 tiles per block row instead of 3.
     assert_eq!((separated.blockCountBeforeReordering, separated.blockCount, separated.reordered), (12, 8, 1));
     assert_eq!(unsafe { smatSetJaccardThreshold(h.0, 1.0) }, SUCCESS);
     let merged = create_matrix(&h, &csr, IndexBase::Zero).info();
@@ -556,8 +597,8 @@ fn threshold_controls_merging() {
     let mut triplets = Vec::new();
     for r in 0..rows {
         let blocks = if r % 2 == 0 { 2 } else { 4 };
-        for b in 0..blocks {
-            triplets.push((r, b * tile.cols, 1.0f64));
+        for c in 0..blocks * tile.cols {
+            triplets.push((r, c, 1.0f64));
         }
     }
     let csr = CsrMatrix::from_triplets(rows, 4 * tile.cols, triplets);
@@ -846,8 +887,8 @@ fn matrix_info_and_destroy_matrix_errors() {
     assert_eq!(info.fillRatio, 5.0 / 128.0);
     assert_eq!(info.valueType, ValueType::F32 as i32);
     assert_eq!((info.rowsInTiles, info.rowsInCsr, info.entriesInCsr), (3, 0, 0));
-    // One block row: pointer and 16 row indices; one tile: column index and 16 × 8 f32.
-    assert_eq!(info.bytes, (4 + 4 * 16) + (4 + 128 * 4) + 8);
+    // One block row: pointer and 16 row indices; one tile: 8 column indices and 16 × 8 f32.
+    assert_eq!(info.bytes, (4 + 4 * 16) + (4 * 8 + 128 * 4) + 8);
     assert_eq!(info.csrBytes, 4 * 4 + 5 * 8);
     // Five entries in 128 slots are far below what tiles need to pay: AUTO keeps them as CSR.
     let auto = create_matrix(&Handle::new(BackendKind::Cpu, ReorderMode::Auto), &csr, IndexBase::Zero).info();

@@ -334,11 +334,16 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
 /// The tile kernel that stages B through shared memory (row-major B with 16-byte aligned rows, C
 /// with even leading dimension): widths around its 32-column warps and 8-column chunks, a last block
 /// column sticking out of A, and the strided tile kernel on the same matrix for other layouts.
+/// Tiles of nearly full aligned blocks, tiles gathering columns scattered over the whole width, and
+/// a few block rows of so many tiles that the GPU cuts each into runs summed by a second kernel.
 fn staged_tiles<T: Element>(rng: &mut Rng) {
-    let csr: CsrMatrix<T> = block_csr(rng, 301, 1007, 16, 0.25, 0.8);
+    let blocks: CsrMatrix<T> = block_csr(rng, 301, 1007, 16, 0.25, 0.8);
+    let scattered: CsrMatrix<T> = random_csr(rng, 203, 1501, 0.03);
+    let long_block_rows: CsrMatrix<T> = block_csr(rng, 37, 3001, 16, 0.9, 0.5);
     let tiles_only = |backend| Handle::with_format(backend, ReorderMode::Auto, StorageFormat::Tiles);
     let (gpu_handle, cpu_handle) = (tiles_only(BackendKind::Cuda), tiles_only(BackendKind::Cpu));
-    for n in [1, 8, 17, 32, 33, 64, 100, 128, 130, 257] {
+    let matrices = [&blocks, &scattered, &long_block_rows];
+    for (csr, n) in [1, 8, 17, 32, 33, 64, 100, 128, 130, 257].into_iter().flat_map(|n| matrices.map(|m| (m, n))) {
         for layout in [Layout::RowMajor, Layout::ColMajor] {
             let beta_zero = rng.below(2) == 0;
             let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
@@ -347,7 +352,14 @@ fn staged_tiles<T: Element>(rng: &mut Rng) {
                     (Dense { ld: n.next_multiple_of(8), ..p.db }, Dense { ld: n.next_multiple_of(2), ..p.dc });
                 p = p.with_shapes(db, dc, rng);
             }
-            let what = format!("{:?} tiles n {n} {layout:?} ldb {} ldc {}", T::VALUE_TYPE, p.db.ld, p.dc.ld);
+            let what = format!(
+                "{:?} tiles {}x{} n {n} {layout:?} ldb {} ldc {}",
+                T::VALUE_TYPE,
+                csr.rows,
+                csr.cols,
+                p.db.ld,
+                p.dc.ld
+            );
             compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
         }
     }

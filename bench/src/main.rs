@@ -116,6 +116,10 @@ pub struct Options {
     /// four with --suite)
     #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
     pub types: Option<std::vec::Vec<ValueType>>,
+    /// SMaT storage format (smatSetFormat): auto, tiles (every block row as tensor-core tiles) or csr
+    /// (default auto)
+    #[arg(long, value_name = "F", value_parser = ["auto", "tiles", "csr"])]
+    pub smat_format: Option<String>,
     /// SpAMM inputs: algebraic, exponential or both (default both)
     #[arg(
         long,
@@ -578,6 +582,7 @@ mod tests {
         assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
         assert!(o.suite.is_none() && o.widths.is_none());
         assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
+        assert!(o.smat_format.is_none());
     }
 
     #[test]
@@ -610,6 +615,8 @@ mod tests {
             "algebraic",
             "--no-exact",
             "--square",
+            "--smat-format",
+            "tiles",
         ])
         .unwrap();
         assert_eq!(o.families, [Family::Smat]);
@@ -618,6 +625,7 @@ mod tests {
         assert_eq!(o.mtx, [PathBuf::from("a.mtx"), PathBuf::from("b.mtx.gz")]);
         assert_eq!(o.suite, Some(vec!["road", "random1e-4", "random1e-3", "random1e-2"]));
         assert_eq!(o.widths, Some(vec![32, 512]));
+        assert_eq!(o.smat_format.as_deref(), Some("tiles"));
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
         assert_eq!(o.ratios, Some(vec![0.3, 0.05]));

@@ -505,6 +505,12 @@ fn new_handle(b: &Bench) -> Outcome<Handle> {
     let handle = Handle(h);
     check(unsafe { smatSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "smatSetBackend(CUDA)")?;
     check(unsafe { smatSetStream(h, b.gpu.raw_stream()) }, "smatSetStream")?;
+    let format = match b.opts.smat_format.as_deref() {
+        Some("tiles") => sparsegpu::smat::StorageFormat::Tiles,
+        Some("csr") => sparsegpu::smat::StorageFormat::Csr,
+        _ => sparsegpu::smat::StorageFormat::Auto,
+    };
+    check(unsafe { smatSetFormat(h, format as i32) }, "smatSetFormat")?;
     Ok(handle)
 }
 

@@ -263,8 +263,8 @@ fn csr_bytes(value_type: ValueType, rows: usize, nnz: usize) -> usize {
     4 * (rows + 1) + nnz * (4 + value_type.size())
 }
 
-/// Tiles: a pointer and `tile.rows` output rows per block row, a column index and `area` values per
-/// block; CSR part: a pointer and an output row per row, a column index and a value per entry.
+/// Tiles: a pointer and `tile.rows` output rows per block row, `tile.cols` column indices and `area`
+/// values per tile; CSR part: a pointer and an output row per row, a column index and a value per entry.
 fn storage_bytes(
     value_type: ValueType,
     tile: Tile,
@@ -274,18 +274,23 @@ fn storage_bytes(
     csr_entries: usize,
 ) -> usize {
     let s = value_type.size();
-    (4 + 4 * tile.rows) * block_rows + (4 + tile.area() * s) * blocks + 8 * csr_rows + (4 + s) * csr_entries + 8
+    (4 + 4 * tile.rows) * block_rows
+        + (4 * tile.cols + tile.area() * s) * blocks
+        + 8 * csr_rows
+        + (4 + s) * csr_entries
+        + 8
 }
 
 /// The fill at which a tile of `value_type` starts to cost less than its nonzeros multiplied one by
 /// one on the CUDA cores. A CSR row reads one row of B per nonzero; a tile reads `tile.cols` rows of
 /// B through shared memory for all its nonzeros and multiplies them on tensor cores, so in B traffic
-/// it breaks even at fill 1 / `tile.rows`. Half types take twice that, for the cost of staging B
-/// and of the padding's mma work; f32 and f64 tiles are multiplied by FMA on the padding too, so
-/// they must be half full to win.
+/// it breaks even at fill 1 / `tile.rows`. Half types take 4/3 of that, for the cost of staging
+/// A's tiles: on an H100 at n = 128, f16 tiles of fill 0.08 (a 2D 5-point stencil) ran as fast as
+/// its CSR rows and those of fill 0.16 (a 27-point stencil) 1.1× faster. f32 and f64 tiles are
+/// multiplied by FMA on the padding too, so they must be half full to win.
 pub fn tile_fill_worth(value_type: ValueType) -> f64 {
     match value_type {
-        ValueType::F16 | ValueType::Bf16 => 1.0 / 8.0,
+        ValueType::F16 | ValueType::Bf16 => 1.0 / 12.0,
         ValueType::F32 | ValueType::F64 => 0.5,
     }
 }
@@ -293,11 +298,6 @@ pub fn tile_fill_worth(value_type: ValueType) -> f64 {
 /// [`StorageFormat::Auto`] with [`ReorderMode::Auto`] does not cluster rows whose original order
 /// needs at most this many times the fewest tiles any order could give.
 pub const NEAR_FEWEST: f64 = 1.25;
-
-/// The most tiles a block row may hold in [`StorageFormat::Auto`]. The tensor cores walk a block
-/// row's tiles one after another in one thread block, so a block row with many tiles finishes late
-/// and alone; as CSR rows, long rows are cut into segments that run side by side.
-pub const MAX_TILES_PER_BLOCK_ROW: usize = 32;
 
 /// An analysis's result on the host, before a backend prepares it. Values are in the compute type
 /// (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so duplicates in a
@@ -320,30 +320,32 @@ pub struct Storage<S> {
 fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Result<Analysis<T::Compute>> {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
     let (rows, worth) = (csr.outer_dim, tile_fill_worth(T::VALUE_TYPE));
-    let entries = |r: usize| csr.range(r).len();
     let patterns = RowPatterns::new(csr, tile.cols)?;
-    let original = reorder::block_row_shapes(&patterns, None, tile.rows, entries)?;
-    let blocks_before_reordering = original.iter().map(|s| s.blocks).sum();
+    let original = reorder::block_row_shapes(csr, None, tile)?;
+    let blocks_before_reordering = original.iter().map(|s| s.tiles(tile.cols)).sum();
 
     // What an order costs: the tiles stored when everything is tiles, else every block row at the
     // cheaper of its tiles and its nonzeros (in nonzero units).
     let cost = |shapes: &[BlockRowShape]| -> f64 {
         match settings.format {
-            StorageFormat::Tiles => shapes.iter().map(|s| s.blocks as f64).sum(),
-            _ => shapes.iter().map(|s| (s.entries as f64).min(worth * (s.blocks * tile.area()) as f64)).sum(),
+            StorageFormat::Tiles => shapes.iter().map(|s| s.tiles(tile.cols) as f64).sum(),
+            _ => shapes.iter().map(|s| (s.entries as f64).min(worth * (s.tiles(tile.cols) * tile.area()) as f64)).sum(),
         }
     };
     let order = match (settings.format, settings.reorder) {
         (StorageFormat::Csr, _) | (_, ReorderMode::Never) => None,
         (format, mode) => {
-            // Cheap tests first, against the fewest tiles any order could give: if even that leaves
-            // the tiles emptier than `worth`, reordering cannot move a single block row to the
-            // tiles; if the original order is already within NEAR_FEWEST of it, there is little
-            // for the clustering (the most expensive step of the analysis) to gain.
+            // Cheap tests first. The clustering groups rows by their column blocks, so they are in
+            // column blocks too, against the fewest blocks any order could give: if even that
+            // leaves blocks emptier than `worth`, rows share too few column blocks for the
+            // clustering to fill any tile; if the original order is already within NEAR_FEWEST of
+            // it, there is little for the clustering (the most expensive step of the analysis) to
+            // gain.
             let skip = format == StorageFormat::Auto && mode == ReorderMode::Auto && {
                 let fewest = reorder::fewest_blocks_of_any_order(&patterns, tile.rows)?;
+                let blocks: usize = original.iter().map(|s| s.blocks).sum();
                 (csr.nnz() as f64) < worth * (fewest * tile.area()) as f64
-                    || blocks_before_reordering as f64 <= NEAR_FEWEST * fewest as f64
+                    || blocks as f64 <= NEAR_FEWEST * fewest as f64
             };
             if skip {
                 None
@@ -356,7 +358,7 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
                 if identity {
                     None
                 } else {
-                    let shapes = reorder::block_row_shapes(&patterns, Some(&order), tile.rows, entries)?;
+                    let shapes = reorder::block_row_shapes(csr, Some(&order), tile)?;
                     (mode == ReorderMode::Always || cost(&shapes) < cost(&original)).then_some((order, shapes))
                 }
             }
@@ -369,8 +371,8 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
     let in_tiles = choose_tiles(T::VALUE_TYPE, tile, settings.format, rows, csr.nnz(), &shapes);
 
     let tile_block_rows: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
-    let tile_blocks: Vec<usize> = tile_block_rows.iter().map(|&b| shapes[b].blocks).collect();
-    let tiles = bcsr::build(csr, &patterns, order.as_deref(), tile, &tile_block_rows, &tile_blocks)?;
+    let tile_blocks: Vec<usize> = tile_block_rows.iter().map(|&b| shapes[b].tiles(tile.cols)).collect();
+    let tiles = bcsr::build(csr, order.as_deref(), tile, &tile_block_rows, &tile_blocks)?;
     let mut csr_rows: Vec<u32> =
         (0..rows).filter(|&i| !in_tiles[i / tile.rows]).map(|i| order.as_ref().map_or(i, |o| o[i]) as u32).collect();
     csr_rows.par_sort_unstable();
@@ -393,7 +395,7 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
 }
 
 /// Which block rows become tiles. [`StorageFormat::Auto`] takes those fuller than
-/// [`tile_fill_worth`] with at most [`MAX_TILES_PER_BLOCK_ROW`] tiles, then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
+/// [`tile_fill_worth`], then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
 /// emptiest back to CSR. Block rows without entries are always CSR (rows that only get β·C).
 fn choose_tiles(
     value_type: ValueType,
@@ -403,15 +405,16 @@ fn choose_tiles(
     nnz: usize,
     shapes: &[BlockRowShape],
 ) -> Vec<bool> {
-    let fill = |s: &BlockRowShape| s.entries as f64 / (s.blocks * tile.area()) as f64;
+    let tiles_of = |s: &BlockRowShape| s.tiles(tile.cols);
+    let fill = |s: &BlockRowShape| s.entries as f64 / (tiles_of(s) * tile.area()) as f64;
     let mut in_tiles: Vec<bool> = shapes
         .iter()
         .map(|s| {
-            s.blocks > 0
+            s.entries > 0
                 && match format {
                     StorageFormat::Tiles => true,
                     StorageFormat::Csr => false,
-                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type) && s.blocks <= MAX_TILES_PER_BLOCK_ROW,
+                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type),
                 }
         })
         .collect();
@@ -419,7 +422,8 @@ fn choose_tiles(
         let budget = MEMORY_BUDGET * csr_bytes(value_type, rows, nnz);
         let (mut block_rows, mut blocks, mut entries_in_tiles) = (0, 0, 0);
         for (s, _) in shapes.iter().zip(&in_tiles).filter(|(_, t)| **t) {
-            (block_rows, blocks, entries_in_tiles) = (block_rows + 1, blocks + s.blocks, entries_in_tiles + s.entries);
+            (block_rows, blocks, entries_in_tiles) =
+                (block_rows + 1, blocks + tiles_of(s), entries_in_tiles + s.entries);
         }
         let bytes = |block_rows: usize, blocks: usize, entries_in_tiles: usize| {
             // Rows in tiles counted whole: a partial last block row only overestimates.
@@ -435,7 +439,7 @@ fn choose_tiles(
                 }
                 in_tiles[b] = false;
                 (block_rows, blocks, entries_in_tiles) =
-                    (block_rows - 1, blocks - shapes[b].blocks, entries_in_tiles - shapes[b].entries);
+                    (block_rows - 1, blocks - tiles_of(&shapes[b]), entries_in_tiles - shapes[b].entries);
             }
         }
     }

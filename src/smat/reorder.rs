@@ -6,6 +6,7 @@
 //! distance between patterns measures the padding a merge causes at exactly the granularity the
 //! tensor-core tiles are cut at.
 
+use super::Tile;
 use super::chunks;
 use crate::alloc::{try_collect, try_copy, try_vec, try_with_capacity};
 use crate::error::Result;
@@ -90,39 +91,62 @@ fn dedup_sorted<T: PartialEq + Copy>(v: &mut [T]) -> usize {
     kept
 }
 
-/// What one block row of `tile_rows` stored rows holds.
+/// What one block row of `tile.rows` stored rows holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockRowShape {
-    /// Nonzero tiles: distinct column blocks over its rows.
+    /// Distinct columns over its rows.
+    pub columns: usize,
+    /// Distinct tile-wide column blocks over its rows: the tiles a BCSR of aligned column blocks
+    /// (the paper's) would store.
     pub blocks: usize,
     /// CSR entries of its rows (duplicates counted).
     pub entries: usize,
 }
 
-/// The shape of every block row when stored row `i` is row `order[i]` (`None`: the original order);
-/// `entries(r)` is the number of CSR entries of row `r`.
-pub fn block_row_shapes(
-    patterns: &RowPatterns,
+impl BlockRowShape {
+    /// The tiles the analysis stores for it: its distinct columns gathered `tile_cols` at a time.
+    pub fn tiles(&self, tile_cols: usize) -> usize {
+        self.columns.div_ceil(tile_cols)
+    }
+}
+
+/// The shape of every block row when stored row `i` is row `order[i]` (`None`: the original order).
+pub fn block_row_shapes<T: Sync>(
+    csr: &CsrRef<'_, T>,
     order: Option<&[usize]>,
-    tile_rows: usize,
-    entries: impl Fn(usize) -> usize + Sync,
+    tile: Tile,
 ) -> Result<Vec<BlockRowShape>> {
-    let rows = patterns.rows();
-    let mut shapes = try_vec(rows.div_ceil(tile_rows), BlockRowShape::default(), "the block-row shapes")?;
+    let rows = csr.outer_dim;
+    let mut shapes = try_vec(rows.div_ceil(tile.rows), BlockRowShape::default(), "the block-row shapes")?;
     shapes.par_iter_mut().enumerate().for_each_init(Vec::new, |columns: &mut Vec<u32>, (block_row, shape)| {
         columns.clear();
-        let start = block_row * tile_rows;
-        for position in start..(start + tile_rows).min(rows) {
+        let start = block_row * tile.rows;
+        for position in start..(start + tile.rows).min(rows) {
             let r = order.map_or(position, |o| o[position]);
             // Bounded by the block row's entries, which the CSR already holds: not a caller-sized
-            // allocation of its own.
-            columns.extend_from_slice(patterns.row(r));
-            shape.entries += entries(r);
+            // allocation of its own. Column indices are below 2³¹ (C int).
+            columns.extend(csr.range(r).map(|e| csr.index(e) as u32));
+            shape.entries += csr.range(r).len();
         }
         columns.sort_unstable();
-        shape.blocks = dedup_sorted(columns);
+        shape.columns = dedup_sorted(columns);
+        shape.blocks = distinct_blocks(&columns[..shape.columns], tile.cols);
     });
     Ok(shapes)
+}
+
+/// Distinct `col / tile_cols` over sorted, distinct columns.
+fn distinct_blocks(sorted_columns: &[u32], tile_cols: usize) -> usize {
+    let mut last = None;
+    sorted_columns
+        .iter()
+        .filter(|&&c| {
+            let block = c as usize / tile_cols;
+            let new = last != Some(block);
+            last = Some(block);
+            new
+        })
+        .count()
 }
 
 /// The fewest nonzero `tile_rows`-high tiles any row order can give: a column block holding entries

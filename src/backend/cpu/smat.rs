@@ -1,9 +1,10 @@
 //! SMaT SpMM on the CPU: `C = α·A·B + β·C` over the tiles and the CSR rows of an analysed matrix.
 //!
-//! Tiles: one task per (block row, panel of up to `COLUMN_PANEL` columns of B); every nonzero block of
-//! the block row is multiplied with the matching rows of the B panel by the dense `gemm` (the CPU
-//! counterpart of the tensor-core mma on a tile), accumulated into a small tile-high buffer, which is
-//! then scaled and scattered into C at the caller's row indices (undoing the row permutation).
+//! Tiles: one task per (block row, panel of up to `COLUMN_PANEL` columns of B); every tile of the
+//! block row is multiplied with the rows of the B panel its columns name, one rank-1 update per tile
+//! column (the CPU counterpart of the tensor-core mma on a tile), accumulated into a small tile-high
+//! buffer, which is then scaled and scattered into C at the caller's row indices (undoing the row
+//! permutation).
 //! CSR rows: one task per (run of rows, panel), each row accumulated entry by entry.
 //! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
 
@@ -12,7 +13,7 @@ use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
 use crate::error::Result;
 use crate::scalar::{ComputeScalar, Element};
-use crate::smat::bcsr::{Bcsr, NO_ROW};
+use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMatrix, Storage};
@@ -28,7 +29,6 @@ pub trait SpmmElement: Element {
     /// `C = α·A·B + β·C`; `b` is `A.cols × n`, `c` is `A.rows × n`, both already validated.
     /// β = 0 never reads C.
     fn spmm(
-        a: &SmatMatrix,
         storage: &Storage<Self::Compute>,
         alpha: Self::Compute,
         b: MatRef<'_, Self>,
@@ -40,16 +40,9 @@ pub trait SpmmElement: Element {
 macro_rules! native_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(
-                a: &SmatMatrix,
-                storage: &Storage<$t>,
-                alpha: $t,
-                b: MatRef<'_, $t>,
-                beta: $t,
-                c: MatMut<'_, $t>,
-            ) -> Result<()> {
+            fn spmm(storage: &Storage<$t>, alpha: $t, b: MatRef<'_, $t>, beta: $t, c: MatMut<'_, $t>) -> Result<()> {
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, storage, b, |row, first_col, acc: &[$t]| {
+                for_each_panel(storage, b, |row, first_col, acc: &[$t]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
                         unsafe {
@@ -70,15 +63,8 @@ native_spmm!(f64);
 macro_rules! half_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(
-                a: &SmatMatrix,
-                storage: &Storage<f32>,
-                alpha: f32,
-                b: MatRef<'_, $t>,
-                beta: f32,
-                c: MatMut<'_, $t>,
-            ) -> Result<()> {
-                // The gemm needs f32 operands: widen B once (exact) into a row-major copy.
+            fn spmm(storage: &Storage<f32>, alpha: f32, b: MatRef<'_, $t>, beta: f32, c: MatMut<'_, $t>) -> Result<()> {
+                // The products read f32 operands: widen B once (exact) into a row-major copy.
                 let (k, n) = (b.rows, b.cols);
                 const WHAT: &str = "the f32 copy of B";
                 let mut wide = try_vec(element_count(k, n, WHAT)?, 0.0f32, WHAT)?;
@@ -91,7 +77,7 @@ macro_rules! half_spmm {
                 }
                 let wide_b = MatRef { data: &wide, rows: k, cols: n, row_stride: n, col_stride: 1 };
                 let out = ScatteredOutput::new(c);
-                for_each_panel(a, storage, wide_b, |row, first_col, acc: &[f32]| {
+                for_each_panel(storage, wide_b, |row, first_col, acc: &[f32]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: as for the native types.
                         unsafe {
@@ -116,22 +102,16 @@ half_spmm!(bf16);
 /// the CSR rows, and hands each to `finish(caller's row, first column of the panel, accumulated
 /// values)`. Each caller row is produced exactly once.
 fn for_each_panel<S: ComputeScalar>(
-    a: &SmatMatrix,
     storage: &Storage<S>,
     b: MatRef<'_, S>,
     finish: impl Fn(usize, usize, &[S]) + Sync,
 ) -> Result<()> {
-    tile_panels(a.info().cols, &storage.tiles, b, &finish);
+    tile_panels(&storage.tiles, b, &finish);
     row_panels(&storage.rows, b, &finish);
     Ok(())
 }
 
-fn tile_panels<S: ComputeScalar>(
-    cols: usize,
-    bcsr: &Bcsr<S>,
-    b: MatRef<'_, S>,
-    finish: &(impl Fn(usize, usize, &[S]) + Sync),
-) {
+fn tile_panels<S: ComputeScalar>(bcsr: &Bcsr<S>, b: MatRef<'_, S>, finish: &(impl Fn(usize, usize, &[S]) + Sync)) {
     let (n, tile) = (b.cols, bcsr.tile);
     let panels = n.div_ceil(COLUMN_PANEL);
     (0..bcsr.block_rows() * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
@@ -143,36 +123,45 @@ fn tile_panels<S: ComputeScalar>(
         acc.clear();
         acc.resize(height * width, S::ZERO);
         for slot in bcsr.block_row_ptr[block_row]..bcsr.block_row_ptr[block_row + 1] {
-            let first_k = bcsr.block_cols[slot] as usize * tile.cols;
-            // The last block column may stick out of A: its padding columns must not read B.
-            let depth = tile.cols.min(cols - first_k);
+            let columns = bcsr.tile_columns(slot);
             let block = &bcsr.values[slot * tile.area()..(slot + 1) * tile.area()];
-            // SAFETY: the block is tile.rows × tile.cols row-major and height ≤ tile.rows, depth ≤
-            // tile.cols; B's rows first_k..first_k + depth and columns first_col..first_col + width
-            // lie inside the validated view; acc is height × width row-major and aliases nothing.
-            unsafe {
-                S::gemm(
-                    height,
-                    depth,
-                    width,
-                    S::ONE,
-                    block.as_ptr(),
-                    tile.cols as isize,
-                    1,
-                    b.data.as_ptr().add(b.index(first_k, first_col)),
-                    b.row_stride as isize,
-                    b.col_stride as isize,
-                    S::ONE,
-                    acc.as_mut_ptr(),
-                    width as isize,
-                    1,
-                );
+            // Padding columns come last and must not read B.
+            let depth = columns.iter().take_while(|&&k| k != NO_COLUMN).count();
+            // One rank-1 update per column, in increasing column order whatever rows share the
+            // tile, so a row's result does not depend on the reordering. Padding zeros are
+            // multiplied too, as on the tensor cores (a NaN in B reaches the tile's rows alike).
+            for (q, &k) in columns[..depth].iter().enumerate() {
+                for i in 0..height {
+                    add_scaled_row(
+                        &mut acc[i * width..(i + 1) * width],
+                        block[i * tile.cols + q],
+                        b,
+                        k as usize,
+                        first_col,
+                    );
+                }
             }
         }
         for (i, &row) in out_rows[..height].iter().enumerate() {
             finish(row as usize, first_col, &acc[i * width..(i + 1) * width]);
         }
     });
+}
+
+/// `acc += v · B[k, first_col .. first_col + acc.len()]`.
+fn add_scaled_row<S: ComputeScalar>(acc: &mut [S], v: S, b: MatRef<'_, S>, k: usize, first_col: usize) {
+    if b.col_stride == 1 {
+        // Row-major B: the panel of row k is contiguous, and the loop vectorises.
+        let start = b.index(k, first_col);
+        let width = acc.len();
+        for (x, &bk) in acc.iter_mut().zip(&b.data[start..start + width]) {
+            *x += v * bk;
+        }
+    } else {
+        for (j, x) in acc.iter_mut().enumerate() {
+            *x += v * b.get(k, first_col + j);
+        }
+    }
 }
 
 /// Rows of the CSR part one task handles.
@@ -190,18 +179,7 @@ fn row_panels<S: ComputeScalar>(csr: &RowsCsr<S>, b: MatRef<'_, S>, finish: &(im
             acc.clear();
             acc.resize(width, S::ZERO);
             for e in csr.row_ptr[i]..csr.row_ptr[i + 1] {
-                let (k, v) = (csr.col_ind[e] as usize, csr.values[e]);
-                if b.col_stride == 1 {
-                    // Row-major B: the panel of row k is contiguous, and the loop vectorises.
-                    let start = b.index(k, first_col);
-                    for (x, &bk) in acc.iter_mut().zip(&b.data[start..start + width]) {
-                        *x += v * bk;
-                    }
-                } else {
-                    for (j, x) in acc.iter_mut().enumerate() {
-                        *x += v * b.get(k, first_col + j);
-                    }
-                }
+                add_scaled_row(acc, csr.values[e], b, csr.col_ind[e] as usize, first_col);
             }
             finish(csr.out_rows[i] as usize, first_col, acc);
         }
@@ -242,7 +220,7 @@ impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
         let info = a.info();
         let b = MatRef::new(b, info.cols, product.n, product.ldb, product.layout);
         let c = MatMut::new(c, info.rows, product.n, product.ldc, product.layout);
-        T::spmm(a, storage, product.alpha, b, product.beta, c)
+        T::spmm(storage, product.alpha, b, product.beta, c)
     }
 }
 

@@ -7,9 +7,11 @@
 //! matrix holds them as the backend's own type. All indices and pointers are 32-bit: `smatCreateCsr`
 //! takes `int` row pointers, so no matrix has 2³¹ entries.
 //!
-//! The CSR part gets one more thing here, a schedule that is the kernels' business: rows longer than
-//! [`DeviceRows::long_limit`] are cut into segments that separate groups of lanes multiply, and their
-//! partial sums are added in a second pass, so a few very long rows cannot stall the product.
+//! Both parts get one more thing here, a schedule that is the kernels' business: rows longer than
+//! [`DeviceRows::long_limit`] are cut into segments that separate groups of lanes multiply, and block
+//! rows of more tiles than their share of the work ([`TileSchedule`]) into runs that separate thread
+//! blocks walk; partial sums are added in a second pass, in a fixed order, so a few very long rows
+//! cannot stall the product and results do not depend on timing.
 
 use super::kernels::SMAT;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
@@ -18,7 +20,7 @@ use crate::alloc::{byte_count, element_count, try_reserve, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
-use crate::smat::bcsr::{Bcsr, NO_ROW};
+use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::{MatrixInfo, SmatMatrix, Storage};
 use crate::types::Layout;
@@ -50,15 +52,68 @@ fn staged_shared_bytes(panel: usize) -> usize {
 
 /// An analysed matrix's tiles on one device (addresses inside [`DeviceStorage::memory`]).
 struct DeviceTiles {
-    block_rows: usize,
-    /// `block_rows + 1` offsets (i32) into the blocks.
-    block_row_ptr: CUdeviceptr,
-    /// Column-block index (i32) of each nonzero block.
-    block_cols: CUdeviceptr,
+    tile_rows: usize,
+    /// The work items of [`TileSchedule`], four i32 each.
+    items: usize,
+    item_list: CUdeviceptr,
+    /// `tile.cols` columns of A (i32) per tile, −1 for padding.
+    columns: CUdeviceptr,
     /// `blocks · tile area` values of the element type, each tile row-major.
     tiles: CUdeviceptr,
     /// Caller's row (i32) of each tile row, −1 for padding.
     out_rows: CUdeviceptr,
+    /// The split block rows of [`TileSchedule`], three i32 each, and the slots they use.
+    splits: usize,
+    split_list: CUdeviceptr,
+    slots: usize,
+    /// The slots' partial sums (`tile_rows · n` compute values each), kept between calls.
+    partials: Mutex<Option<Partials>>,
+}
+
+/// How the tile kernels share out the tiles: one work item (a thread block along the grid's x) per
+/// block row, except that a block row of more than `run` tiles is cut into runs of about equal
+/// length, each summing into a partial slot of its own, which a second kernel adds up in run order.
+/// `run` is the tiles per item when all tiles are spread over [`TILE_ITEMS`] items (but at least
+/// [`MIN_TILES_PER_ITEM`]): a matrix with enough block rows keeps whole block rows unless one of
+/// them is far longer than the rest, and a small matrix (few block rows of many tiles, as ergo's
+/// overlap matrix) still fills the GPU.
+#[derive(Debug, PartialEq, Eq)]
+struct TileSchedule {
+    /// (block row, first tile, end tile, slot or −1 for a whole block row).
+    items: Vec<[i32; 4]>,
+    /// (block row, first slot, slots) of each block row cut into runs.
+    splits: Vec<[i32; 3]>,
+    slots: usize,
+}
+
+/// Work items the tile schedule aims at: about the thread blocks an H100 runs at once (132 SMs,
+/// four each). A block row longer than its share of that many items would still be running when
+/// the others are done; a block row a few times the average is not worth a second kernel.
+const TILE_ITEMS: usize = 512;
+/// The fewest tiles a run holds: the staged kernels' pipeline depth (SMAT_STAGES).
+const MIN_TILES_PER_ITEM: usize = 4;
+
+impl TileSchedule {
+    fn new(block_row_ptr: &[usize]) -> TileSchedule {
+        let total = block_row_ptr.last().copied().unwrap_or(0);
+        let run = total.div_ceil(TILE_ITEMS).max(MIN_TILES_PER_ITEM);
+        let (mut items, mut splits, mut slots) = (Vec::new(), Vec::new(), 0);
+        for (block_row, bounds) in block_row_ptr.windows(2).enumerate() {
+            let (first, count) = (bounds[0], bounds[1] - bounds[0]);
+            if count <= run {
+                items.push([block_row as i32, first as i32, bounds[1] as i32, -1]);
+                continue;
+            }
+            let pieces = count.div_ceil(run);
+            splits.push([block_row as i32, slots as i32, pieces as i32]);
+            for p in 0..pieces {
+                let (start, end) = (first + count * p / pieces, first + count * (p + 1) / pieces);
+                items.push([block_row as i32, start as i32, end as i32, (slots + p) as i32]);
+            }
+            slots += pieces;
+        }
+        TileSchedule { items, splits, slots }
+    }
 }
 
 /// An analysed matrix's CSR rows on one device, with the segments of its long rows (addresses inside
@@ -84,11 +139,56 @@ struct DeviceRows {
     partials: Mutex<Option<Partials>>,
 }
 
-/// A workspace for the long rows' partial sums and the event recorded after the last call that used
-/// it: a call on another stream waits for that event before it writes the workspace again.
+/// A workspace for partial sums and the event recorded after the last call that used it: a call on
+/// another stream waits for that event before it writes the workspace again.
 struct Partials {
     buffer: DeviceBuffer,
     released: Event,
+}
+
+/// A [`Partials`] held by one call, from [`Workspace::take`] to [`Workspace::release`].
+struct Workspace<'a>(std::sync::MutexGuard<'a, Option<Partials>>);
+
+impl<'a> Workspace<'a> {
+    /// The workspace of `holder`, at least `bytes` long, ready for work queued on `stream`.
+    fn take(
+        holder: &'a Mutex<Option<Partials>>,
+        gpu: &Arc<GpuDevice>,
+        stream: Stream,
+        bytes: usize,
+        what: &str,
+    ) -> Result<Workspace<'a>> {
+        let mut partials = holder.lock().unwrap_or_else(|p| p.into_inner());
+        match partials.as_ref() {
+            // The last user of the workspace may be another stream: wait for it.
+            Some(held) if held.buffer.bytes() >= bytes => held.released.wait_on(stream)?,
+            // A smaller one is freed as resident memory is: after all work on the device.
+            _ => {
+                let buffer = DeviceBuffer::alloc(gpu, bytes.max(1), stream, what)?.resident();
+                *partials = Some(Partials { buffer, released: Event::new(gpu)? });
+            }
+        }
+        Ok(Workspace(partials))
+    }
+
+    fn ptr(&self) -> CUdeviceptr {
+        self.0.as_ref().expect("a taken workspace exists").buffer.ptr()
+    }
+
+    /// Marks the work queued on `stream` so far as the workspace's last use.
+    fn release(self, stream: Stream) -> Result<()> {
+        self.0.as_ref().expect("a taken workspace exists").released.record(stream)
+    }
+}
+
+/// Bytes of `rows` rows of `n` partial sums of type `S`.
+fn partial_bytes<S>(rows: usize, n: usize, what: &str) -> Result<usize> {
+    element_count(element_count(rows, n, what)?, std::mem::size_of::<S>(), what)
+}
+
+/// A one-dimensional launch of the CSR kernels' block size with a thread for each of `threads`.
+fn one_thread_each(threads: usize) -> Launch {
+    Launch { grid: (threads.div_ceil(ROW_THREADS) as u32, 1, 1), block: (ROW_THREADS as u32, 1, 1), shared_bytes: 0 }
 }
 
 impl DeviceRows {
@@ -154,8 +254,9 @@ impl Packed {
     }
 }
 
-fn as_i32_row(row: u32) -> i32 {
-    if row == NO_ROW { -1 } else { row as i32 }
+/// A row or column index as the kernels take it: −1 for none.
+fn as_i32_index(index: u32) -> i32 {
+    if index == NO_ROW || index == NO_COLUMN { -1 } else { index as i32 }
 }
 
 impl DeviceStorage {
@@ -169,12 +270,14 @@ impl DeviceStorage {
         storage: &Storage<T::Compute>,
     ) -> Result<DeviceStorage> {
         let mut packed = Packed::default();
-        let Bcsr { block_row_ptr, block_cols, values, out_rows, .. } = &storage.tiles;
+        let Bcsr { block_row_ptr, columns, values, out_rows, .. } = &storage.tiles;
+        let schedule = TileSchedule::new(block_row_ptr);
         let tiles = [
-            packed.push(block_row_ptr.len(), "the tile pointers", |i| block_row_ptr[i] as i32)?,
-            packed.push(block_cols.len(), "the tile columns", |i| block_cols[i] as i32)?,
+            packed.push(schedule.items.len(), "the tile schedule", |i| schedule.items[i])?,
+            packed.push(columns.len(), "the tile columns", |i| as_i32_index(columns[i]))?,
             packed.push(values.len(), "the tiles", |i| T::from_compute(values[i]))?,
-            packed.push(out_rows.len(), "the tile rows", |i| as_i32_row(out_rows[i]))?,
+            packed.push(out_rows.len(), "the tile rows", |i| as_i32_index(out_rows[i]))?,
+            packed.push(schedule.splits.len(), "the tile schedule", |i| schedule.splits[i])?,
         ];
         let csr = &storage.rows;
         let long_limit = DeviceRows::long_limit(csr.entries());
@@ -194,7 +297,7 @@ impl DeviceStorage {
         }
         let rows = [
             packed.push(csr.row_ptr.len(), "the CSR row pointers", |i| csr.row_ptr[i] as i32)?,
-            packed.push(csr.rows(), "the CSR rows", |i| as_i32_row(csr.out_rows[i]))?,
+            packed.push(csr.rows(), "the CSR rows", |i| as_i32_index(csr.out_rows[i]))?,
             packed.push(csr.entries(), "the CSR columns", |e| csr.col_ind[e] as i32)?,
             packed.push(csr.entries(), "the CSR values", |e| T::from_compute(csr.values[e]))?,
             packed.push(seg_bounds.len(), "the long-row segments", |i| seg_bounds[i])?,
@@ -204,11 +307,16 @@ impl DeviceStorage {
         let memory = DeviceBuffer::from_host(device, &packed.bytes, stream, "the analysed matrix")?.resident();
         let at = |offset: usize| memory.ptr() + offset as CUdeviceptr;
         let tiles = DeviceTiles {
-            block_rows: storage.tiles.block_rows(),
-            block_row_ptr: at(tiles[0]),
-            block_cols: at(tiles[1]),
+            tile_rows: storage.tiles.tile.rows,
+            items: schedule.items.len(),
+            item_list: at(tiles[0]),
+            columns: at(tiles[1]),
             tiles: at(tiles[2]),
             out_rows: at(tiles[3]),
+            splits: schedule.splits.len(),
+            split_list: at(tiles[4]),
+            slots: schedule.slots,
+            partials: Mutex::new(None),
         };
         let rows = DeviceRows {
             rows: csr.rows(),
@@ -325,7 +433,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
     }
     let info = a.info();
     debug_assert_eq!(info.value_type, T::VALUE_TYPE);
-    let (rows, cols, n) = (info.rows, info.cols, op.n);
+    let (rows, n) = (info.rows, op.n);
     if rows == 0 || n == 0 {
         return Ok(());
     }
@@ -338,11 +446,19 @@ unsafe fn spmm<T: GpuSpmmElement>(
     let (b_ptr, c_ptr) = (b.ptr(), c.ptr());
     let (b_rs, b_cs) = strides(op.layout, op.ldb);
     let (c_rs, c_cs) = strides(op.layout, op.ldc);
-    let (cols_i, n_i) = (cols as i32, n as i32);
+    let n_i = n as i32;
 
     let tiles = &resident.tiles;
-    if tiles.block_rows > 0 {
-        let (brp, bcols, values, out_rows) = (tiles.block_row_ptr, tiles.block_cols, tiles.tiles, tiles.out_rows);
+    if tiles.items > 0 {
+        // Only a matrix with split block rows needs the partial sums.
+        let workspace = if tiles.slots > 0 {
+            let bytes = partial_bytes::<T::Compute>(tiles.slots * tiles.tile_rows, n, "the tile partial sums")?;
+            Some(Workspace::take(&tiles.partials, gpu, stream, bytes, "the tile partial sums")?)
+        } else {
+            None
+        };
+        let partial = workspace.as_ref().map_or(0, Workspace::ptr);
+        let (items, columns, values, out_rows) = (tiles.item_list, tiles.columns, tiles.tiles, tiles.out_rows);
         // The staged kernel copies 8-column chunks of row-major B with cp.async (16-byte aligned rows)
         // and writes C by column pairs (4-byte aligned).
         let staged = T::STAGED_TILES
@@ -358,20 +474,21 @@ unsafe fn spmm<T: GpuSpmmElement>(
             let f = gpu.function(&SMAT, &format!("smat_tiles_{}_staged{warps}", T::NAME))?;
             let panel = warps * STRIP;
             let cfg = Launch {
-                grid: (tiles.block_rows as u32, n.div_ceil(panel) as u32, 1),
+                grid: (tiles.items as u32, n.div_ceil(panel) as u32, 1),
                 block: ((warps * 32) as u32, 1, 1),
                 shared_bytes: staged_shared_bytes(panel) as u32,
             };
             let (ldb, ldc) = (op.ldb as i64, op.ldc as i64);
             // SAFETY: the argument list matches smat_tiles_*_staged*; every pointer covers what the
-            // kernel reads or writes for these sizes, and the shared memory is what it lays out.
+            // kernel reads or writes for these sizes (the partial sums: slots × tile rows × n), and
+            // the shared memory is what it lays out.
             unsafe {
                 launch(
                     &f,
                     cfg,
                     stream,
                     kernel_args![
-                        &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &ldb, &beta, &c_ptr, &ldc
+                        &n_i, &items, &columns, &values, &partial, &out_rows, &alpha, &b_ptr, &ldb, &beta, &c_ptr, &ldc
                     ],
                 )
             }?;
@@ -379,7 +496,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
             let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
             let strips = n.div_ceil(STRIP);
             let cfg = Launch {
-                grid: (tiles.block_rows as u32, strips.div_ceil(WARPS_PER_BLOCK).min(MAX_GRID_Y) as u32, 1),
+                grid: (tiles.items as u32, strips.div_ceil(WARPS_PER_BLOCK).min(MAX_GRID_Y) as u32, 1),
                 block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
                 shared_bytes: 0,
             };
@@ -391,11 +508,39 @@ unsafe fn spmm<T: GpuSpmmElement>(
                     cfg,
                     stream,
                     kernel_args![
-                        &cols_i, &n_i, &brp, &bcols, &values, &out_rows, &alpha, &b_ptr, &b_rs, &b_cs, &beta, &c_ptr,
-                        &c_rs, &c_cs
+                        &n_i, &items, &columns, &values, &partial, &out_rows, &alpha, &b_ptr, &b_rs, &b_cs, &beta,
+                        &c_ptr, &c_rs, &c_cs
                     ],
                 )
             }?;
+        }
+        if tiles.splits > 0 {
+            let f = gpu.function(&SMAT, &format!("smat_finish_tiles_{}", T::NAME))?;
+            let (splits_i, split_list, tile_rows_i) = (tiles.splits as i32, tiles.split_list, tiles.tile_rows as i32);
+            // SAFETY: matches smat_finish_tiles_*; one thread per (row of a split block row, column).
+            unsafe {
+                launch(
+                    &f,
+                    one_thread_each(tiles.splits * tiles.tile_rows * n),
+                    stream,
+                    kernel_args![
+                        &splits_i,
+                        &split_list,
+                        &tile_rows_i,
+                        &out_rows,
+                        &partial,
+                        &alpha,
+                        &beta,
+                        &c_ptr,
+                        &c_rs,
+                        &c_cs,
+                        &n_i
+                    ],
+                )
+            }?;
+        }
+        if let Some(workspace) = workspace {
+            workspace.release(stream)?;
         }
     }
 
@@ -449,25 +594,9 @@ unsafe fn spmm<T: GpuSpmmElement>(
         }?;
 
         if csr.segments > 0 {
-            let compute = std::mem::size_of::<T::Compute>();
-            let partial_bytes = element_count(
-                element_count(csr.segments, n, "the long-row partial sums")?,
-                compute,
-                "the long-row partial sums",
-            )?;
-            let mut partials = csr.partials.lock().unwrap_or_else(|p| p.into_inner());
-            match partials.as_ref() {
-                // The last user of the workspace may be another stream: wait for it.
-                Some(held) if held.buffer.bytes() >= partial_bytes => held.released.wait_on(stream)?,
-                // A smaller one is freed as resident memory is: after all work on the device.
-                _ => {
-                    let buffer =
-                        DeviceBuffer::alloc(gpu, partial_bytes, stream, "the long-row partial sums")?.resident();
-                    *partials = Some(Partials { buffer, released: Event::new(gpu)? });
-                }
-            }
-            let held = partials.as_ref().expect("the workspace was just made");
-            let partial_ptr = held.buffer.ptr();
+            let partial_bytes = partial_bytes::<T::Compute>(csr.segments, n, "the long-row partial sums")?;
+            let workspace = Workspace::take(&csr.partials, gpu, stream, partial_bytes, "the long-row partial sums")?;
+            let partial_ptr = workspace.ptr();
             let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
             let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds);
             // SAFETY: matches smat_segments_*; partial holds segments × n compute values.
@@ -492,17 +621,11 @@ unsafe fn spmm<T: GpuSpmmElement>(
             }?;
             let f = gpu.function(&SMAT, &format!("smat_finish_long_{}", T::NAME))?;
             let (long_i, long_seg_ptr, long_out_rows) = (csr.long_rows as i32, csr.long_seg_ptr, csr.long_out_rows);
-            let threads = csr.long_rows * n;
-            let cfg = Launch {
-                grid: (threads.div_ceil(ROW_THREADS) as u32, 1, 1),
-                block: (ROW_THREADS as u32, 1, 1),
-                shared_bytes: 0,
-            };
             // SAFETY: matches smat_finish_long_*; one thread per (long row, column).
             unsafe {
                 launch(
                     &f,
-                    cfg,
+                    one_thread_each(csr.long_rows * n),
                     stream,
                     kernel_args![
                         &long_i,
@@ -518,7 +641,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
                     ],
                 )
             }?;
-            held.released.record(stream)?;
+            workspace.release(stream)?;
         }
     }
     drop(b);
@@ -552,5 +675,38 @@ impl<T: GpuSpmmElement> SmatBackend<T> for CudaExecutor {
         let gpu = self.lead()?;
         gpu.bind()?;
         unsafe { spmm(&gpu, self.stream(), a, resident, product) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tile_schedule_cuts_long_block_rows_into_ordered_runs() {
+        // 24 tiles: runs of MIN_TILES_PER_ITEM; the 17-tile block row becomes 5 runs of 3 or 4.
+        let schedule = TileSchedule::new(&[0, 3, 20, 24]);
+        let expected_items =
+            [[0, 0, 3, -1], [1, 3, 6, 0], [1, 6, 9, 1], [1, 9, 13, 2], [1, 13, 16, 3], [1, 16, 20, 4], [2, 20, 24, -1]];
+        assert_eq!(schedule, TileSchedule { items: expected_items.to_vec(), splits: vec![[1, 0, 5]], slots: 5 });
+
+        // Many short block rows and one long one: only the long one is cut, into runs no longer than
+        // its share, which cover it in order.
+        let mut ptr = vec![0];
+        for block_row in 0..10_000 {
+            ptr.push(ptr[block_row] + if block_row == 777 { 500 } else { 3 });
+        }
+        let schedule = TileSchedule::new(&ptr);
+        let run = ptr[10_000].div_ceil(TILE_ITEMS);
+        assert_eq!(schedule.splits, [[777, 0, 500usize.div_ceil(run) as i32]]);
+        assert_eq!(schedule.items.len(), 9_999 + schedule.slots);
+        let mut next_tile = 0;
+        for item in &schedule.items {
+            assert_eq!(item[1], next_tile);
+            assert!(item[2] > item[1] && (item[2] - item[1]) as usize <= run, "{item:?}");
+            assert_eq!(item[3] >= 0, item[0] == 777, "{item:?}");
+            next_tile = item[2];
+        }
+        assert_eq!(next_tile as usize, ptr[10_000]);
     }
 }
