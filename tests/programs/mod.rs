@@ -77,3 +77,38 @@ pub fn tool_present(tool: &str) -> bool {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {tool} is not installed");
     false
 }
+
+/// `LD_LIBRARY_PATH` with `dir` in front of what the test was given (which may name libnvrtc).
+pub fn library_path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(dirs).expect("library path")
+}
+
+/// The ELF dynamic section of `file` as `readelf -d` or `objdump -p` prints it; None (with a
+/// visible line) where neither tool is installed.
+pub fn dynamic_section(file: &Path) -> Option<String> {
+    for (tool, flag) in [("readelf", "-d"), ("objdump", "-p")] {
+        if let Ok(out) = Command::new(tool).arg(flag).arg(file).output()
+            && out.status.success()
+        {
+            return Some(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: neither readelf nor objdump is installed to read {}", file.display());
+    None
+}
+
+/// Whether a dynamic section (either tool's format) names `name` as the library's SONAME or as a
+/// NEEDED library.
+pub fn dynamic_entry(section: &str, entry: &str, name: &str) -> bool {
+    section.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // readelf: `0x... (SONAME)  Library soname: [name]`; objdump: `SONAME  name`.
+        (words.contains(&format!("({entry})").as_str()) && line.contains(&format!("[{name}]")))
+            || (words.first() == Some(&entry) && words.get(1) == Some(&name))
+    })
+}
