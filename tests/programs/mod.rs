@@ -1,0 +1,114 @@
+//! What the tests that build and run programs in other languages share: finding the checkout's
+//! sources and the built `libsparsegpu.so`, tools that may be missing, and running commands.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The checkout holding `paths` (each relative to the repository's root): `SPARSEGPU_SOURCE_DIR`
+/// when set, else the checkout this test was built in, else the working directory (a test binary
+/// carried to another machine and run from a copy of the repository's root). None, with a visible
+/// line, where no candidate holds them.
+pub fn sources(paths: &[&str]) -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("SPARSEGPU_SOURCE_DIR").map(PathBuf::from),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        std::env::current_dir().ok(),
+    ];
+    let found = candidates.into_iter().flatten().find(|dir| paths.iter().all(|p| dir.join(p).exists()));
+    if found.is_none() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: {} not found (set SPARSEGPU_SOURCE_DIR, or run from the repository's root)",
+            paths.join(", ")
+        );
+    }
+    found
+}
+
+/// The `libsparsegpu.so` built with this test: cargo places the cdylib next to the `deps/` folder
+/// of the test executable, or in it.
+pub fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let mut dir = exe.parent().expect("deps dir").to_path_buf();
+    for _ in 0..3 {
+        let library = dir.join("libsparsegpu.so");
+        if library.exists() {
+            return library;
+        }
+        dir = dir.parent().expect("parent").to_path_buf();
+    }
+    panic!("libsparsegpu.so not found near {}", exe.display());
+}
+
+/// The soname programs linked against the library record and load.
+pub fn soname() -> String {
+    format!("libsparsegpu.so.{}", env!("CARGO_PKG_VERSION_MAJOR"))
+}
+
+/// A fresh directory for one test's files, outside the source tree.
+pub fn work_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sparsegpu-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create work dir");
+    d
+}
+
+/// Runs `cmd` and returns its standard output and error; fails the test when it does not succeed.
+pub fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot start {:?}: {e}", cmd.get_program()));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
+    text
+}
+
+/// Whether `tool` can be run. A tool that is not installed skips its test (with a visible line)
+/// except where SPARSEGPU_REQUIRE_COMPILERS=1 (CI installs them all), where it fails.
+pub fn tool_present(tool: &str) -> bool {
+    if Command::new(tool).arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("SPARSEGPU_REQUIRE_COMPILERS").as_deref() != Ok("1"),
+        "SPARSEGPU_REQUIRE_COMPILERS=1 but {tool} is not installed"
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {tool} is not installed");
+    false
+}
+
+/// `LD_LIBRARY_PATH` with `dir` in front of what the test was given (which may name libnvrtc).
+pub fn library_path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(dirs).expect("library path")
+}
+
+/// The ELF dynamic section of `file` as `readelf -d` or `objdump -p` prints it; None (with a
+/// visible line) where neither tool is installed.
+pub fn dynamic_section(file: &Path) -> Option<String> {
+    for (tool, flag) in [("readelf", "-d"), ("objdump", "-p")] {
+        if let Ok(out) = Command::new(tool).arg(flag).arg(file).output()
+            && out.status.success()
+        {
+            return Some(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: neither readelf nor objdump is installed to read {}", file.display());
+    None
+}
+
+/// Whether a dynamic section (either tool's format) names `name` as the library's SONAME or as a
+/// NEEDED library.
+pub fn dynamic_entry(section: &str, entry: &str, name: &str) -> bool {
+    section.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // readelf: `0x... (SONAME)  Library soname: [name]`; objdump: `SONAME  name`.
+        (words.contains(&format!("({entry})").as_str()) && line.contains(&format!("[{name}]")))
+            || (words.first() == Some(&entry) && words.get(1) == Some(&name))
+    })
+}
