@@ -96,6 +96,10 @@ module sparsegpu
   integer(c_int), parameter :: SPAMM_MATH_MODE_DEFAULT = 0
   integer(c_int), parameter :: SPAMM_MATH_MODE_TF32X3 = 1
 
+  ! smatMathMode
+  integer(c_int), parameter :: SMAT_MATH_MODE_DEFAULT = 0
+  integer(c_int), parameter :: SMAT_MATH_MODE_TF32X3 = 1
+
   type, bind(c) :: msrepPartitionInfo_t
     integer(c_int) :: format
     integer(c_int64_t) :: startIdx
@@ -454,6 +458,18 @@ module sparsegpu
       type(c_ptr), value :: handle
       integer(c_int), intent(out) :: format
     end function smatGetFormat
+    function smatSetMathMode(handle, mode) bind(c, name="smatSetMathMode")
+      import
+      integer(c_int) :: smatSetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), value :: mode
+    end function smatSetMathMode
+    function smatGetMathMode(handle, mode) bind(c, name="smatGetMathMode")
+      import
+      integer(c_int) :: smatGetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: mode
+    end function smatGetMathMode
     function smatSetJaccardThreshold(handle, threshold) bind(c, name="smatSetJaccardThreshold")
       import
       integer(c_int) :: smatSetJaccardThreshold

@@ -170,6 +170,21 @@ typedef enum {
   SPAMM_MATH_MODE_TF32X3 = 1,
 } spammMathMode;
 
+// How f32 tiles are multiplied (`smatMathMode`), after cuBLAS's math modes: the mode of the handle
+// at `smatCreateCsr` decides which f32 block rows are worth tiles, the mode at `smatSpMM` how the
+// tiles are multiplied. f16 / bf16 (tensor cores, FP32 accumulation), f64 (DMMA, IEEE FP64) and
+// every CSR row (FMA in the compute type) ignore it.
+typedef enum {
+  // Exact FP32: f32 tiles are multiplied by FP32 fused multiply-adds (the default).
+  SMAT_MATH_MODE_DEFAULT = 0,
+  // 3xTF32 on tensor cores: each element x of a tile and of B is split as x ≈ big + small with
+  // big = TF32(x) rounded to nearest (ties away from zero) and small = x − big truncated to TF32,
+  // and a·b is computed as small_a·big_b + big_a·small_b + big_a·big_b with FP32 accumulation:
+  // FP32 accuracy to within a small factor; NaN and ±∞ in a tile's columns of B give NaN in its
+  // rows.
+  SMAT_MATH_MODE_TF32X3 = 1,
+} smatMathMode;
+
 // An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
 typedef struct msrepContext msrepContext;
 
@@ -259,6 +274,9 @@ typedef int smatReorderMode_t;
 
 // `smatFormat_t`: an `smatFormat` value passed as `int`.
 typedef int smatFormat_t;
+
+// `smatMathMode_t`: an `smatMathMode` value passed as `int`.
+typedef int smatMathMode_t;
 
 // An analysed sparse matrix (`smatMatrix*`). It outlives the handle that created it but is tied to
 // that handle's backend (and device): a CUDA-built matrix keeps its blocks on the device only.
@@ -588,6 +606,17 @@ sgpuStatus_t smatSetFormat(smatHandle_t handle, smatFormat_t format);
 
 // Writes the handle's storage format to `*format`.
 sgpuStatus_t smatGetFormat(smatHandle_t handle, smatFormat_t *format);
+
+// Sets how the handle multiplies f32 tiles (`smatMathMode`), as cublasSetMathMode:
+// SMAT_MATH_MODE_DEFAULT (exact FP32 FMA) or SMAT_MATH_MODE_TF32X3 (3xTF32 on tensor cores, close to
+// FP32 accuracy). The mode at smatCreateCsr decides which f32 block rows are worth tiles (3xTF32
+// tiles pay at a lower fill); the mode at smatSpMM how they are multiplied. Other value types and
+// CSR rows ignore it. Another value: SGPU_STATUS_INVALID_VALUE, handle unchanged.
+sgpuStatus_t smatSetMathMode(smatHandle_t handle,
+                             smatMathMode_t mode);
+
+// Writes the handle's math mode to `*mode`.
+sgpuStatus_t smatGetMathMode(smatHandle_t handle, smatMathMode_t *mode);
 
 // Sets the Jaccard distance threshold τ in (0, 1] of the row clustering (default 0.5): a row joins
 // a cluster when 1 − |shared column blocks| / |union of column blocks| < τ. At 0.5 a row joins only

@@ -57,6 +57,29 @@ template <bool BF16> __device__ __forceinline__ void sgpu_mma_16816(float* d, co
 // Loads / stores of an element type through its compute type (float for 16-bit types). Templates on
 // the storage type T take these as sgpu_elem<T>; for bf16, whose storage type is f16's, pass
 // sgpu_half_elem<true> explicitly.
+// The 3xTF32 split of an FP32 value: big = TF32(x) rounded to nearest (ties away from zero), small =
+// x − big (exact in FP32) truncated to TF32, both as the bits a tensor core reads.
+__device__ __forceinline__ void sgpu_tf32_split(float x, unsigned& big, unsigned& small) {
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
+}
+
+// D += A * B: one m16n8k8 product of TF32 inputs with FP32 accumulators (row.col fragments).
+__device__ __forceinline__ void sgpu_mma_1688(float* d, const unsigned* a, const unsigned* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D += A * B: one m8n8k4 FP64 product (DMMA, sm_80+), IEEE double products and sums; row.col
+// fragments: a = A[lane / 4][lane % 4], b = B[lane % 4][lane / 4], d = D[lane / 4][2·(lane % 4) + {0, 1}].
+__device__ __forceinline__ void sgpu_dmma_884(double* d, double a, double b) {
+    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+        : "+d"(d[0]), "+d"(d[1])
+        : "d"(a), "d"(b));
+}
+
 template <bool BF16> struct sgpu_half_elem {
     typedef float compute;
     static __device__ __forceinline__ float load(sgpu_b16 x) { return sgpu_half_to_f32<BF16>(x); }

@@ -29,14 +29,15 @@
 // f16 / bf16: mma.sync.m16n8k16 with FP32 accumulation, as in the paper. A 16×16 tile is one A
 // fragment; the strip is 4 n-tiles of 8 columns, so each tile costs 4 mma per warp.
 
-// A warp's 16 × 32 accumulators (four n-tiles, D fragments as below) into a partial slot: 16 rows of
-// n f32 sums, row-major.
-__device__ __forceinline__ void smat_store_tile_partial(const float (*acc)[4], float* __restrict__ slot,
+// A warp's 8·HALVES × 32 accumulators (four n-tiles of mma D fragments: acc[t][2h + e] is row
+// group + 8h, column 2·tig + e of n-tile t) into a partial slot: 8·HALVES rows of n sums, row-major.
+template <typename T, int HALVES>
+__device__ __forceinline__ void smat_store_tile_partial(const T (*acc)[2 * HALVES], T* __restrict__ slot,
                                                         int first_col, int n) {
     const int lane = threadIdx.x & 31, group = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int half_row = 0; half_row < 2; ++half_row) {
-        float* row = slot + (sgpu_i64)(group + half_row * 8) * n;
+    for (int half_row = 0; half_row < HALVES; ++half_row) {
+        T* row = slot + (sgpu_i64)(group + half_row * 8) * n;
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
             const int j = first_col + t * 8 + tig * 2;
@@ -137,7 +138,7 @@ __device__ void smat_tiles_half(int n, const int4* __restrict__ items, const int
         if (item.w < 0)
             smat_store_tile_rows<BF16, false>(acc, out_rows, block_row, first_col, n, alpha, beta, c, c_rs, c_cs);
         else
-            smat_store_tile_partial(acc, partial + (sgpu_i64)item.w * 16 * n, first_col, n);
+            smat_store_tile_partial<float, 2>(acc, partial + (sgpu_i64)item.w * 16 * n, first_col, n);
     }
 }
 
@@ -251,7 +252,7 @@ __device__ void smat_tiles_half_staged(int n, const int4* __restrict__ items, co
     if (item.w < 0)
         smat_store_tile_rows<BF16, true>(acc, out_rows, block_row, first_col + warp * 32, n, alpha, beta, c, ldc, 1);
     else
-        smat_store_tile_partial(acc, partial + (sgpu_i64)item.w * 16 * n, first_col + warp * 32, n);
+        smat_store_tile_partial<float, 2>(acc, partial + (sgpu_i64)item.w * 16 * n, first_col + warp * 32, n);
 }
 
 #define SMAT_TILES_STAGED(NAME, BF16, WARPS)                                                                          \
@@ -284,9 +285,9 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 }
 
 // ---------------------------------------------------------------------------------------------
-// f32 (16×8 tiles) and f64 (8×4 tiles): full-precision FMA on the same schedule. Each lane owns one
-// column of the strip and a tile-high column of accumulators; every lane reads the same tile element
-// at once (a broadcast), and its own TC elements of B per block.
+// f32 (16×8 tiles) in exact FP32 (the default math mode): FMA on the same schedule. Each lane owns
+// one column of the strip and a tile-high column of accumulators; every lane reads the same tile
+// element at once (a broadcast), and its own TC elements of B per tile.
 
 template <typename T, int TR, int TC>
 __device__ void smat_tiles_simt(int n, const int4* __restrict__ items, const int* __restrict__ columns,
@@ -348,12 +349,139 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
                                  c_cs);
 }
 
+
+// f32 and f64 on tensor cores, unstaged like smat_tiles_half: one warp per 8·HALVES tile rows × 32
+// columns, A fragments and B read directly (B rows by the tile's column indices), the next tile's
+// column indices loaded while the current one is multiplied.
+//
+// The epilogue of a whole block row: a warp's output tile from mma D fragments (as in
+// smat_store_tile_partial), scaled, plus β·C (not read when β = 0), each row to its caller's row.
+template <typename T, int HALVES>
+__device__ __forceinline__ void smat_store_mma_rows(const T (*acc)[2 * HALVES], const int* __restrict__ out_rows,
+                                                    sgpu_i64 block_row, int first_col, int n, T alpha, T beta,
+                                                    T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    const int lane = threadIdx.x & 31, group = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int half_row = 0; half_row < HALVES; ++half_row) {
+        const sgpu_i64 out_row = out_rows[block_row * (8 * HALVES) + group + half_row * 8];
+        if (out_row < 0) continue;
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int j = first_col + t * 8 + tig * 2 + e;
+                if (j >= n) continue;
+                T* p = c + out_row * c_rs + j * c_cs;
+                const T v = alpha * acc[t][half_row * 2 + e];
+                *p = beta == T(0) ? v : v + beta * *p;
+            }
+    }
+}
+
+// f32 16 × 8 tiles in 3xTF32 (SMAT_MATH_MODE_TF32X3): m16n8k8 with each element of A and B split
+// into TF32 big and small parts (sgpu_tf32_split), a·b as small_a·big_b + big_a·small_b +
+// big_a·big_b, accumulated in FP32. A fragment: rows group / group + 8, tile columns tig / tig + 4;
+// B fragment: B rows columns[tig] / columns[tig + 4], column group of the n-tile.
+__device__ void smat_tiles_3xtf32(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                                  const float* __restrict__ tiles, float* __restrict__ partial,
+                                  const int* __restrict__ out_rows, float alpha, const float* __restrict__ b,
+                                  sgpu_i64 b_rs, sgpu_i64 b_cs, float beta, float* __restrict__ c, sgpu_i64 c_rs,
+                                  sgpu_i64 c_cs) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = lane >> 2, tig = lane & 3;
+    const int4 item = items[blockIdx.x];
+    const int first = item.y, last = item.z;
+    const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
+    for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
+         strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
+        const int first_col = strip * SMAT_STRIP;
+        float acc[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+        int next_k0 = first < last ? __ldg(columns + (sgpu_i64)first * 8 + tig) : -1;
+        int next_k1 = first < last ? __ldg(columns + (sgpu_i64)first * 8 + tig + 4) : -1;
+        for (int s = first; s < last; ++s) {
+            const sgpu_i64 k0 = next_k0, k1 = next_k1;
+            if (s + 1 < last) {
+                next_k0 = __ldg(columns + (sgpu_i64)(s + 1) * 8 + tig);
+                next_k1 = __ldg(columns + (sgpu_i64)(s + 1) * 8 + tig + 4);
+            }
+            const float* tile = tiles + (sgpu_i64)s * 128;
+            const float av[4] = {__ldg(tile + group * 8 + tig), __ldg(tile + (group + 8) * 8 + tig),
+                                 __ldg(tile + group * 8 + tig + 4), __ldg(tile + (group + 8) * 8 + tig + 4)};
+            unsigned a_big[4], a_small[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sgpu_tf32_split(av[e], a_big[e], a_small[e]);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                const int j = first_col + t * 8 + group;
+                const bool live = j < n;
+                const float b0 = (live && k0 >= 0) ? __ldg(b + k0 * b_rs + j * b_cs) : 0.0f;
+                const float b1 = (live && k1 >= 0) ? __ldg(b + k1 * b_rs + j * b_cs) : 0.0f;
+                unsigned b_big[2], b_small[2];
+                sgpu_tf32_split(b0, b_big[0], b_small[0]);
+                sgpu_tf32_split(b1, b_big[1], b_small[1]);
+                sgpu_mma_1688(acc[t], a_small, b_big);
+                sgpu_mma_1688(acc[t], a_big, b_small);
+                sgpu_mma_1688(acc[t], a_big, b_big);
+            }
+        }
+        if (item.w < 0)
+            smat_store_mma_rows<float, 2>(acc, out_rows, item.x, first_col, n, alpha, beta, c, c_rs, c_cs);
+        else
+            smat_store_tile_partial<float, 2>(acc, partial + (sgpu_i64)item.w * 16 * n, first_col, n);
+    }
+}
+
+// f64 8 × 4 tiles on DMMA (m8n8k4): the A fragment is tile element `lane` (row group, column tig),
+// the B fragment B row columns[tig], column group of the n-tile.
+__device__ void smat_tiles_dmma(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                                const double* __restrict__ tiles, double* __restrict__ partial,
+                                const int* __restrict__ out_rows, double alpha, const double* __restrict__ b,
+                                sgpu_i64 b_rs, sgpu_i64 b_cs, double beta, double* __restrict__ c, sgpu_i64 c_rs,
+                                sgpu_i64 c_cs) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = lane >> 2, tig = lane & 3;
+    const int4 item = items[blockIdx.x];
+    const int first = item.y, last = item.z;
+    const int strips = (n + SMAT_STRIP - 1) / SMAT_STRIP;
+    for (int strip = blockIdx.y * SMAT_WARPS_PER_BLOCK + warp; strip < strips;
+         strip += gridDim.y * SMAT_WARPS_PER_BLOCK) {
+        const int first_col = strip * SMAT_STRIP;
+        double acc[4][2];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = 0.0;
+        int next_k = first < last ? __ldg(columns + (sgpu_i64)first * 4 + tig) : -1;
+        for (int s = first; s < last; ++s) {
+            const sgpu_i64 k = next_k;
+            if (s + 1 < last) next_k = __ldg(columns + (sgpu_i64)(s + 1) * 4 + tig);
+            const double a = __ldg(tiles + (sgpu_i64)s * 32 + lane);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                const int j = first_col + t * 8 + group;
+                const double bv = (j < n && k >= 0) ? __ldg(b + k * b_rs + j * b_cs) : 0.0;
+                sgpu_dmma_884(acc[t], a, bv);
+            }
+        }
+        if (item.w < 0)
+            smat_store_mma_rows<double, 1>(acc, out_rows, item.x, first_col, n, alpha, beta, c, c_rs, c_cs);
+        else
+            smat_store_tile_partial<double, 1>(acc, partial + (sgpu_i64)item.w * 8 * n, first_col, n);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
+    smat_tiles_f32_3xtf32(int n, const int4* items, const int* columns, const float* tiles, float* partial,
+                          const int* out_rows, float alpha, const float* b, sgpu_i64 b_rs, sgpu_i64 b_cs, float beta,
+                          float* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_3xtf32(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs);
+}
+
 extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
     smat_tiles_f64(int n, const int4* items, const int* columns, const double* tiles, double* partial,
-                  const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs, sgpu_i64 b_cs, double beta,
-                  double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
-    smat_tiles_simt<double, 8, 4>(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs,
-                                 c_cs);
+                        const int* out_rows, double alpha, const double* b, sgpu_i64 b_rs, sgpu_i64 b_cs, double beta,
+                        double* c, sgpu_i64 c_rs, sgpu_i64 c_cs) {
+    smat_tiles_dmma(n, items, columns, tiles, partial, out_rows, alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -285,18 +285,8 @@ __device__ __forceinline__ void f32_simt_tiles(int m, int n, int k, int bs, floa
 #define F32_TC_STAGES 3
 #define F32_TC_SMEM (F32_TC_STAGES * F32_TC_STAGE * 4)
 
-__device__ __forceinline__ void f32_tf32_split(float x, unsigned& big, unsigned& small) {
-    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-    small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
-}
-
-// D += A * B (f32_mma_1688_zero: D = A * B): one m16n8k8 product, TF32 inputs, FP32 accumulators.
-__device__ __forceinline__ void f32_mma_1688(float* d, const unsigned* a, const unsigned* b) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+// D = A * B (sgpu_mma_1688 in the prelude adds to D): one m16n8k8 product, TF32 inputs, FP32
+// accumulators.
 __device__ __forceinline__ void f32_mma_1688_zero(float* d, const unsigned* a, const unsigned* b) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%10,%11,%12,%13};\n"
@@ -355,16 +345,16 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
 #pragma unroll
             for (int y = 0; y < 4; ++y) {
                 const float* pb = sb + (y * 8) * B_O + kk * B_P;
-                f32_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
-                f32_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
+                sgpu_tf32_split(pb[0], b_big[y][0], b_small[y][0]);
+                sgpu_tf32_split(pb[4 * B_P], b_big[y][1], b_small[y][1]);
             }
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
                 const float* pa = sa + (x * 16) * A_O + kk * A_P;
-                f32_tf32_split(pa[0], a_big[x][0], a_small[x][0]);
-                f32_tf32_split(pa[8 * A_O], a_big[x][1], a_small[x][1]);
-                f32_tf32_split(pa[4 * A_P], a_big[x][2], a_small[x][2]);
-                f32_tf32_split(pa[8 * A_O + 4 * A_P], a_big[x][3], a_small[x][3]);
+                sgpu_tf32_split(pa[0], a_big[x][0], a_small[x][0]);
+                sgpu_tf32_split(pa[8 * A_O], a_big[x][1], a_small[x][1]);
+                sgpu_tf32_split(pa[4 * A_P], a_big[x][2], a_small[x][2]);
+                sgpu_tf32_split(pa[8 * A_O + 4 * A_P], a_big[x][3], a_small[x][3]);
             }
             // Term by term over all 16 fragments: 16 independent mma between dependent ones.
 #pragma unroll
@@ -373,21 +363,21 @@ __device__ __forceinline__ void f32_3xtf32_tiles(int m, int n, int k, int bs, fl
                 for (int y = 0; y < 4; ++y) {
                     if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
                     if (kk == 0) f32_mma_1688_zero(part[x][y], a_small[x], b_big[y]);
-                    else f32_mma_1688(part[x][y], a_small[x], b_big[y]);
+                    else sgpu_mma_1688(part[x][y], a_small[x], b_big[y]);
                 }
 #pragma unroll
             for (int x = 0; x < 4; ++x)
 #pragma unroll
                 for (int y = 0; y < 4; ++y) {
                     if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                    f32_mma_1688(part[x][y], a_big[x], b_small[y]);
+                    sgpu_mma_1688(part[x][y], a_big[x], b_small[y]);
                 }
 #pragma unroll
             for (int x = 0; x < 4; ++x)
 #pragma unroll
                 for (int y = 0; y < 4; ++y) {
                     if (!ALL && !((frags >> (4 * x + y)) & 1u)) continue;
-                    f32_mma_1688(part[x][y], a_big[x], b_big[y]);
+                    sgpu_mma_1688(part[x][y], a_big[x], b_big[y]);
                 }
         }
 #pragma unroll

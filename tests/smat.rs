@@ -14,7 +14,7 @@ use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::{ReorderMode, StorageFormat, Tile};
+use sparsegpu::smat::{ReorderMode, SmatMathMode, StorageFormat, Tile};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -154,6 +154,12 @@ fn check_spmm<T: Element>(rng: &mut Rng, h: &Handle, csr: &CsrMatrix<T>, what: &
     assert_eq!(spmm(h, &a, alpha, &b, db, beta, &mut c, dc), SUCCESS, "{what}: {}", last_error());
 
     let (dense_a, abs_a) = (csr.to_dense_f64(), dense_abs(csr));
+    // 3xTF32 f32 tiles: each product a·b within 2⁻²⁰|a·b| (the split's truncations and the dropped
+    // small·small term), besides the FP32 sums.
+    let mut math_mode = 0;
+    assert_eq!(unsafe { smatGetMathMode(h.0, &mut math_mode) }, SUCCESS);
+    let u_product =
+        if T::VALUE_TYPE == ValueType::F32 && math_mode == SmatMathMode::Tf32x3 as i32 { 2f64.powi(-20) } else { 0.0 };
     let (alpha, beta) = (alpha.to_f64(), beta.to_f64());
     let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
     // Subnormal spacing of f16, the only storage type whose underflow matters at these magnitudes.
@@ -174,7 +180,10 @@ fn check_spmm<T: Element>(rng: &mut Rng, h: &Handle, csr: &CsrMatrix<T>, what: &
                 bound += (beta * old).abs();
             }
             let got = c[dc.index(i, j)].to_f64();
-            let tolerance = u_out * want.abs() + 4.0 * (cols as f64 + 2.0) * u_compute * bound + tiny;
+            let tolerance = u_out * want.abs()
+                + 4.0 * (cols as f64 + 2.0) * u_compute * bound
+                + u_product * alpha.abs() * magnitude
+                + tiny;
             assert!((got - want).abs() <= tolerance, "{what}: C[{i},{j}] = {got}, want {want} (tolerance {tolerance})");
         }
     }
@@ -516,6 +525,40 @@ fn tiles_gather_shared_columns_scattered_over_blocks() {
     check::<f64>(&mut rng);
 }
 
+/// A value of entry (r, q) that is not a multiple of a power of two (so its TF32 split has a small part).
+fn value_with_low_bits(r: usize, q: usize) -> f32 {
+    1.0 + (r * 12 + q) as f32 / 997.0
+}
+
+/// SMAT_MATH_MODE_TF32X3: f32 tiles in 3xTF32 stay within FP32-level error of the f64 product, and
+/// AUTO gives f32 block rows to tiles at the fill that pays on tensor cores, not the FMA one.
+#[test]
+fn tf32x3_tiles_are_accurate_and_chosen_at_a_lower_fill() {
+    let mut rng = Rng::fresh("smat 3xtf32");
+    let tf32x3 = |format| {
+        let h = Handle::with_format(BackendKind::Cpu, ReorderMode::Auto, format);
+        assert_eq!(unsafe { smatSetMathMode(h.0, SmatMathMode::Tf32x3 as i32) }, SUCCESS);
+        h
+    };
+    for case in 0..40 {
+        let (csr, structure) = random_matrix::<f32>(&mut rng, &SIZES, SIZE_LIMIT);
+        let format = StorageFormat::variants()[rng.below(3)];
+        check_spmm(&mut rng, &tf32x3(format), &csr, &format!("case {case} {structure} 3xTF32 {format:?}"));
+    }
+    // Block rows of 16 rows × 12 of the same 32 columns, 16 × 8 tiles 3/8 full: too empty for FMA
+    // tiles (1/2), worth tiles in 3xTF32 (1/12).
+    let tile = Tile::for_value_type(ValueType::F32);
+    let triplets = (0..4 * tile.rows)
+        .flat_map(|r| (0..12).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q))))
+        .collect();
+    let partly_full = CsrMatrix::from_triplets(4 * tile.rows, 4 * 32, triplets);
+    let auto = |h: &Handle| create_matrix(h, &partly_full, IndexBase::Zero).info();
+    let (exact, split) = (auto(&Handle::new(BackendKind::Cpu, ReorderMode::Never)), auto(&tf32x3(StorageFormat::Auto)));
+    assert_eq!((exact.rowsInTiles, split.rowsInTiles), (0, 4 * tile.rows as i64));
+    assert_eq!(split.fillRatio, 0.375);
+    check_spmm(&mut rng, &tf32x3(StorageFormat::Auto), &partly_full, "3/8-full tiles in 3xTF32");
+}
+
 #[test]
 fn large_matrices_analyse_in_parallel_runs() {
     let mut rng = Rng::fresh("smat large");
@@ -705,6 +748,20 @@ fn handle_functions_and_their_errors() {
         assert_fails(smatGetFormat(h, null_mut()), Status::InvalidPointer, "smatGetFormat", "format");
         assert_fails(smatSetFormat(null_mut(), 0), Status::InvalidHandle, "smatSetFormat", "handle");
 
+        let mut math_mode = -1;
+        assert_eq!(smatGetMathMode(h, &mut math_mode), SUCCESS);
+        assert_eq!(math_mode, SmatMathMode::Default as i32);
+        for &m in SmatMathMode::variants() {
+            assert_eq!(smatSetMathMode(h, m as i32), SUCCESS);
+            assert_eq!(smatGetMathMode(h, &mut math_mode), SUCCESS);
+            assert_eq!(math_mode, m as i32);
+        }
+        assert_fails(smatSetMathMode(h, 2), Status::InvalidValue, "smatSetMathMode", "mode");
+        assert_eq!(smatGetMathMode(h, &mut math_mode), SUCCESS);
+        assert_eq!(math_mode, SmatMathMode::Tf32x3 as i32);
+        assert_fails(smatGetMathMode(h, null_mut()), Status::InvalidPointer, "smatGetMathMode", "mode");
+        assert_fails(smatSetMathMode(null_mut(), 0), Status::InvalidHandle, "smatSetMathMode", "handle");
+
         let mut threshold = -1.0;
         assert_eq!(smatSetJaccardThreshold(h, 0.25), SUCCESS);
         for bad in [0.0, -0.5, 1.0000001, f64::NAN, f64::INFINITY] {
@@ -740,6 +797,8 @@ fn handle_functions_and_their_errors() {
             assert_fails(smatGetReorderMode(bad, &mut mode), Status::InvalidHandle, "smatGetReorderMode", "handle");
             assert_fails(smatSetFormat(bad, 0), Status::InvalidHandle, "smatSetFormat", "handle");
             assert_fails(smatGetFormat(bad, &mut format), Status::InvalidHandle, "smatGetFormat", "handle");
+            assert_fails(smatSetMathMode(bad, 0), Status::InvalidHandle, "smatSetMathMode", "handle");
+            assert_fails(smatGetMathMode(bad, &mut math_mode), Status::InvalidHandle, "smatGetMathMode", "handle");
             assert_fails(smatSetJaccardThreshold(bad, 0.5), Status::InvalidHandle, "smatSetJaccardThreshold", "handle");
             assert_fails(
                 smatGetJaccardThreshold(bad, &mut threshold),

@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, Stream, memory};
 use sparsegpu::capi::smat::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::smat::{ReorderMode, StorageFormat};
+use sparsegpu::smat::{ReorderMode, SmatMathMode, StorageFormat};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{block_csr, random_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -144,7 +144,8 @@ impl<T: Element> Problem<T> {
     /// `tiles_rounded`: the CUDA backend feeds half-type tiles to the tensor cores, so duplicate
     /// entries, summed in f32 at analysis, reach it rounded once to the value type, while its CSR
     /// rows multiply duplicates one by one; the bound then also allows A's entries one rounding.
-    fn check(&self, got: &[T], what: &str, tiles_rounded: bool) {
+    /// `u_product`: the relative error of each product a·b beyond exact (3xTF32: 2⁻²⁰).
+    fn check(&self, got: &[T], what: &str, tiles_rounded: bool, u_product: f64) {
         let (rows, cols, n) = (self.csr.rows, self.csr.cols, self.db.cols);
         let (dense_a, abs_a) = (self.csr.to_dense_f64(), dense_abs(&self.csr));
         let (alpha, beta) = (self.alpha.to_f64(), self.beta.to_f64());
@@ -169,7 +170,7 @@ impl<T: Element> Problem<T> {
                 let value = got[self.dc.index(i, j)].to_f64();
                 let tolerance = u_out * want.abs()
                     + 4.0 * (cols as f64 + 2.0) * u_compute * bound
-                    + u_a * alpha.abs() * magnitude
+                    + (u_a + u_product) * alpha.abs() * magnitude
                     + tiny;
                 assert!(
                     (value - want).abs() <= tolerance,
@@ -247,8 +248,17 @@ fn compare_backends<T: Element>(p: &Problem<T>, gpu_handle: &Handle, cpu_handle:
         let status =
             unsafe { spmm_raw(cpu_handle, &on_cpu, p.alpha, p.b.as_ptr(), p.db, p.beta, c_cpu.as_mut_ptr(), p.dc) };
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
-        p.check(&c_gpu, &format!("{what} (CUDA)"), true);
-        p.check(&c_cpu, &format!("{what} (CPU)"), false);
+        // 3xTF32 f32 tiles: each product within 2⁻²⁰ of exact (the split's truncations and the
+        // dropped small·small term).
+        let mut math_mode = 0;
+        assert_eq!(unsafe { smatGetMathMode(gpu_handle.0, &mut math_mode) }, SUCCESS);
+        let u_product = if T::VALUE_TYPE == ValueType::F32 && math_mode == SmatMathMode::Tf32x3 as i32 {
+            2f64.powi(-20)
+        } else {
+            0.0
+        };
+        p.check(&c_gpu, &format!("{what} (CUDA)"), true, u_product);
+        p.check(&c_cpu, &format!("{what} (CPU)"), false, u_product);
     }
 }
 
@@ -336,11 +346,17 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
 /// column sticking out of A, and the strided tile kernel on the same matrix for other layouts.
 /// Tiles of nearly full aligned blocks, tiles gathering columns scattered over the whole width, and
 /// a few block rows of so many tiles that the GPU cuts each into runs summed by a second kernel.
-fn staged_tiles<T: Element>(rng: &mut Rng) {
+///
+/// `math_mode` is the handles' (it changes how f32 tiles are multiplied).
+fn staged_tiles<T: Element>(rng: &mut Rng, math_mode: SmatMathMode) {
     let blocks: CsrMatrix<T> = block_csr(rng, 301, 1007, 16, 0.25, 0.8);
     let scattered: CsrMatrix<T> = random_csr(rng, 203, 1501, 0.03);
     let long_block_rows: CsrMatrix<T> = block_csr(rng, 37, 3001, 16, 0.9, 0.5);
-    let tiles_only = |backend| Handle::with_format(backend, ReorderMode::Auto, StorageFormat::Tiles);
+    let tiles_only = |backend| {
+        let h = Handle::with_format(backend, ReorderMode::Auto, StorageFormat::Tiles);
+        assert_eq!(unsafe { smatSetMathMode(h.0, math_mode as i32) }, SUCCESS);
+        h
+    };
     let (gpu_handle, cpu_handle) = (tiles_only(BackendKind::Cuda), tiles_only(BackendKind::Cpu));
     let matrices = [&blocks, &scattered, &long_block_rows];
     for (csr, n) in [1, 8, 17, 32, 33, 64, 100, 128, 130, 257].into_iter().flat_map(|n| matrices.map(|m| (m, n))) {
@@ -353,7 +369,7 @@ fn staged_tiles<T: Element>(rng: &mut Rng) {
                 p = p.with_shapes(db, dc, rng);
             }
             let what = format!(
-                "{:?} tiles {}x{} n {n} {layout:?} ldb {} ldc {}",
+                "{:?} tiles {math_mode:?} {}x{} n {n} {layout:?} ldb {} ldc {}",
                 T::VALUE_TYPE,
                 csr.rows,
                 csr.cols,
@@ -371,10 +387,20 @@ fn tiles_staged_and_strided() {
         return;
     }
     let mut rng = Rng::fresh("smat gpu tiles");
-    staged_tiles::<f16>(&mut rng);
-    staged_tiles::<bf16>(&mut rng);
-    staged_tiles::<f32>(&mut rng);
-    staged_tiles::<f64>(&mut rng);
+    staged_tiles::<f16>(&mut rng, SmatMathMode::Default);
+    staged_tiles::<bf16>(&mut rng, SmatMathMode::Default);
+    staged_tiles::<f32>(&mut rng, SmatMathMode::Default);
+    staged_tiles::<f64>(&mut rng, SmatMathMode::Default);
+}
+
+/// f32 tiles in 3xTF32 on the tensor cores, against the CPU's 3xTF32 and the f64 reference.
+#[test]
+fn f32_tiles_in_3xtf32() {
+    if !common::cuda_available("f32_tiles_in_3xtf32") {
+        return;
+    }
+    let mut rng = Rng::fresh("smat gpu 3xtf32");
+    staged_tiles::<f32>(&mut rng, SmatMathMode::Tf32x3);
 }
 
 #[test]
@@ -428,19 +454,19 @@ fn device_pointers_on_a_stream<T: Element>(rng: &mut Rng) {
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
         let mut got = vec![T::default(); p.c.len()];
         d_c.copy_to_host(&mut got).unwrap();
-        p.check(&got, &what, true);
+        p.check(&got, &what, true, 0.0);
 
         // Host B with device C, and device B with host C, on the same handle.
         let d_c2 = memory::DeviceBuffer::from_host(&gpu, &p.c, s, "C").unwrap();
         let status = unsafe { spmm_raw(&h, &a, p.alpha, p.b.as_ptr(), p.db, p.beta, d_c2.ptr() as *mut T, p.dc) };
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
         d_c2.copy_to_host(&mut got).unwrap();
-        p.check(&got, &format!("{what}, host B"), true);
+        p.check(&got, &format!("{what}, host B"), true, 0.0);
         let mut host_c = p.c.clone();
         let status =
             unsafe { spmm_raw(&h, &a, p.alpha, d_b.ptr() as *const T, p.db, p.beta, host_c.as_mut_ptr(), p.dc) };
         assert_eq!(status, SUCCESS, "{what}: {}", last_error());
-        p.check(&host_c, &format!("{what}, host C"), true);
+        p.check(&host_c, &format!("{what}, host C"), true, 0.0);
         drop(a);
         gpu.synchronize(s).unwrap();
     }
@@ -534,7 +560,7 @@ fn injected_allocation_failures_leave_outputs_untouched() {
     assert!(c.iter().zip(&p.c).all(|(x, y)| x.to_bits() == y.to_bits()), "C written after a failure");
     let status = unsafe { spmm_raw(&h, &a, p.alpha, p.b.as_ptr(), p.db, p.beta, c.as_mut_ptr(), p.dc) };
     assert_eq!(status, SUCCESS, "{}", last_error());
-    p.check(&c, "after the failure", true);
+    p.check(&c, "after the failure", true, 0.0);
 }
 
 /// 16384² with 1 % nonzeros in 16×16 blocks, n = 256, B and C on the device: times smatSpMM and

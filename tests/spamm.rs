@@ -1519,7 +1519,7 @@ fn math_mode_setting_and_its_failures() {
 
 #[test]
 fn tf32_rounding_is_to_nearest_with_ties_away_from_zero() {
-    use sparsegpu::backend::cpu::spamm::{tf32_round, tf32_split, tf32_truncate};
+    use sparsegpu::backend::cpu::tf32::{tf32_round, tf32_split, tf32_truncate};
     let ulp = 2f32.powi(-10); // TF32 spacing at 1
     for sign in [1.0f32, -1.0] {
         assert_eq!(tf32_round(sign * (1.0 + ulp / 2.0)), sign * (1.0 + ulp), "a tie goes away from zero");

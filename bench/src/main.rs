@@ -120,6 +120,10 @@ pub struct Options {
     /// (default auto)
     #[arg(long, value_name = "F", value_parser = ["auto", "tiles", "csr"])]
     pub smat_format: Option<String>,
+    /// SMaT math mode for f32 tiles (smatSetMathMode): default (exact FP32) or tf32x3 (3xTF32 on
+    /// tensor cores; its f32 rows are then checked against an f64 product, relative error ≤ 1e-5)
+    #[arg(long, value_name = "M", value_parser = ["default", "tf32x3"])]
+    pub smat_math: Option<String>,
     /// SpAMM inputs: algebraic, exponential or both (default both)
     #[arg(
         long,
@@ -582,7 +586,7 @@ mod tests {
         assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
         assert!(o.suite.is_none() && o.widths.is_none());
         assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
-        assert!(o.smat_format.is_none());
+        assert!(o.smat_format.is_none() && o.smat_math.is_none());
     }
 
     #[test]
@@ -617,6 +621,8 @@ mod tests {
             "--square",
             "--smat-format",
             "tiles",
+            "--smat-math",
+            "tf32x3",
         ])
         .unwrap();
         assert_eq!(o.families, [Family::Smat]);
@@ -626,6 +632,7 @@ mod tests {
         assert_eq!(o.suite, Some(vec!["road", "random1e-4", "random1e-3", "random1e-2"]));
         assert_eq!(o.widths, Some(vec![32, 512]));
         assert_eq!(o.smat_format.as_deref(), Some("tiles"));
+        assert_eq!(o.smat_math.as_deref(), Some("tf32x3"));
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
         assert_eq!(o.ratios, Some(vec![0.3, 0.05]));

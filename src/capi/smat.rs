@@ -12,7 +12,7 @@ use crate::dense::required_len;
 use crate::error::Result;
 use crate::handle::HandleCore;
 use crate::smat::contract::{Product, RawCsr, SmatElement};
-use crate::smat::{SmatHandle, SmatMatrix, StorageFormat};
+use crate::smat::{SmatHandle, SmatMathMode, SmatMatrix, StorageFormat};
 use crate::types::{IndexBase, Layout, ValueType};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -155,6 +155,33 @@ pub unsafe extern "C" fn smatGetFormat(handle: smatHandle_t, format: *mut smatFo
     boundary("smatGetFormat", || {
         let h: &mut SmatHandle = unsafe { HANDLES.get(handle, "handle") }?;
         *unsafe { out_arg(format, "format") }? = h.settings.format as c_int;
+        Ok(())
+    })
+}
+
+/// `smatMathMode_t`: an `smatMathMode` value passed as `int`.
+pub type smatMathMode_t = c_int;
+
+/// Sets how the handle multiplies f32 tiles (`smatMathMode`), as cublasSetMathMode:
+/// SMAT_MATH_MODE_DEFAULT (exact FP32 FMA) or SMAT_MATH_MODE_TF32X3 (3xTF32 on tensor cores, close to
+/// FP32 accuracy). The mode at smatCreateCsr decides which f32 block rows are worth tiles (3xTF32
+/// tiles pay at a lower fill); the mode at smatSpMM how they are multiplied. Other value types and
+/// CSR rows ignore it. Another value: SGPU_STATUS_INVALID_VALUE, handle unchanged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smatSetMathMode(handle: smatHandle_t, mode: smatMathMode_t) -> sgpuStatus_t {
+    boundary("smatSetMathMode", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        h.settings.math_mode = enum_arg::<SmatMathMode>(mode, "mode")?;
+        Ok(())
+    })
+}
+
+/// Writes the handle's math mode to `*mode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smatGetMathMode(handle: smatHandle_t, mode: *mut smatMathMode_t) -> sgpuStatus_t {
+    boundary("smatGetMathMode", || {
+        let h: &mut SmatHandle = unsafe { HANDLES.get(handle, "handle") }?;
+        *unsafe { out_arg(mode, "mode") }? = h.settings.math_mode as c_int;
         Ok(())
     })
 }
@@ -347,6 +374,7 @@ unsafe fn spmm<T: SmatElement>(
         ldc: op.ldc,
         c_len: op.c_len,
         layout: op.layout,
+        math_mode: h.settings.math_mode,
     };
     // Host or device memory (the backend knows which it takes): never made into Rust slices here.
     unsafe { h.spmm(matrix, &product) }

@@ -5,7 +5,7 @@
 //! uploaded to a device) and runs SpMM with it. What a backend prepared is its own type, held by the matrix as a
 //! [`PreparedBlocks`] and downcast by that backend only.
 
-use super::{MatrixInfo, SmatMatrix, Storage};
+use super::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::scalar::Element;
@@ -90,6 +90,8 @@ pub struct Product<T: Element> {
     pub ldc: usize,
     pub c_len: usize,
     pub layout: Layout,
+    /// How f32 tiles are multiplied; other types ignore it.
+    pub math_mode: SmatMathMode,
 }
 
 /// The SMaT steps a backend executes for element type `T`.
@@ -184,6 +186,7 @@ mod tests {
             ldc: 1,
             c_len: 3,
             layout: Layout::RowMajor,
+            math_mode: SmatMathMode::Default,
         };
         let error = unsafe { h.spmm(&matrix_of("CUDA"), &product) }.unwrap_err();
         assert_eq!(error.status, Status::InvalidValue);

@@ -94,6 +94,41 @@ impl TryFrom<c_int> for StorageFormat {
     }
 }
 
+/// How f32 tiles are multiplied (`smatMathMode`), after cuBLAS's math modes: the mode of the handle
+/// at `smatCreateCsr` decides which f32 block rows are worth tiles, the mode at `smatSpMM` how the
+/// tiles are multiplied. f16 / bf16 (tensor cores, FP32 accumulation), f64 (DMMA, IEEE FP64) and
+/// every CSR row (FMA in the compute type) ignore it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SmatMathMode {
+    /// Exact FP32: f32 tiles are multiplied by FP32 fused multiply-adds (the default).
+    #[default]
+    Default = 0,
+    /// 3xTF32 on tensor cores: each element x of a tile and of B is split as x ≈ big + small with
+    /// big = TF32(x) rounded to nearest (ties away from zero) and small = x − big truncated to TF32,
+    /// and a·b is computed as small_a·big_b + big_a·small_b + big_a·big_b with FP32 accumulation:
+    /// FP32 accuracy to within a small factor; NaN and ±∞ in a tile's columns of B give NaN in its
+    /// rows.
+    Tf32x3 = 1,
+}
+
+impl SmatMathMode {
+    pub const fn variants() -> &'static [SmatMathMode] {
+        &[SmatMathMode::Default, SmatMathMode::Tf32x3]
+    }
+}
+
+impl TryFrom<c_int> for SmatMathMode {
+    type Error = Error;
+    fn try_from(v: c_int) -> Result<Self> {
+        SmatMathMode::variants()
+            .iter()
+            .copied()
+            .find(|m| *m as c_int == v)
+            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid smatMathMode_t")))
+    }
+}
+
 /// Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's
 /// column-block union is below τ; at τ = 0.5 that means the row shares more column blocks with the
 /// cluster than the merge adds, so a merge never costs more new blocks than it saves — the break-even
@@ -106,6 +141,8 @@ pub const DEFAULT_JACCARD_THRESHOLD: f64 = 0.5;
 pub struct AnalysisSettings {
     pub reorder: ReorderMode,
     pub format: StorageFormat,
+    /// Also how `smatSpMM` multiplies f32 tiles.
+    pub math_mode: SmatMathMode,
     jaccard_threshold: f64,
 }
 
@@ -114,6 +151,7 @@ impl Default for AnalysisSettings {
         AnalysisSettings {
             reorder: ReorderMode::Auto,
             format: StorageFormat::Auto,
+            math_mode: SmatMathMode::Default,
             jaccard_threshold: DEFAULT_JACCARD_THRESHOLD,
         }
     }
@@ -283,15 +321,19 @@ fn storage_bytes(
 
 /// The fill at which a tile of `value_type` starts to cost less than its nonzeros multiplied one by
 /// one on the CUDA cores. A CSR row reads one row of B per nonzero; a tile reads `tile.cols` rows of
-/// B through shared memory for all its nonzeros and multiplies them on tensor cores, so in B traffic
-/// it breaks even at fill 1 / `tile.rows`. Half types take 4/3 of that, for the cost of staging
-/// A's tiles: on an H100 at n = 128, f16 tiles of fill 0.08 (a 2D 5-point stencil) ran as fast as
-/// its CSR rows and those of fill 0.16 (a 27-point stencil) 1.1× faster. f32 and f64 tiles are
-/// multiplied by FMA on the padding too, so they must be half full to win.
-pub fn tile_fill_worth(value_type: ValueType) -> f64 {
-    match value_type {
-        ValueType::F16 | ValueType::Bf16 => 1.0 / 12.0,
-        ValueType::F32 | ValueType::F64 => 0.5,
+/// B for all its nonzeros and multiplies them on tensor cores, so in B traffic it breaks even at fill
+/// 1 / `tile.rows`. Measured on an H100 at n = 128 against the same rows as CSR:
+/// - f16 / bf16 (staged through shared memory) take 4/3 of that, for the cost of staging A's tiles:
+///   tiles of fill 0.08 (a 2D 5-point stencil) ran as fast as CSR, of fill 0.16 (a 27-point
+///   stencil) 1.1× faster.
+/// - f32 in 3xTF32 (three mma per product) and f64 on DMMA, both unstaged, need 1/4: tiles of fill
+///   0.09–0.18 ran 0.75–1.05× as fast as CSR, of fill 0.24–0.55 1.2–2.2× faster.
+/// - f32 in exact FP32 is multiplied by FMA, padding included, so its tiles must be half full.
+pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
+    match (value_type, math_mode) {
+        (ValueType::F16 | ValueType::Bf16, _) => 1.0 / 12.0,
+        (ValueType::F32, SmatMathMode::Tf32x3) | (ValueType::F64, _) => 0.25,
+        (ValueType::F32, SmatMathMode::Default) => 0.5,
     }
 }
 
@@ -319,7 +361,7 @@ pub struct Storage<S> {
 /// tiles and CSR as `settings` ask, then both parts built. Copies everything it needs from `csr`.
 fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Result<Analysis<T::Compute>> {
     let tile = Tile::for_value_type(T::VALUE_TYPE);
-    let (rows, worth) = (csr.outer_dim, tile_fill_worth(T::VALUE_TYPE));
+    let (rows, worth) = (csr.outer_dim, tile_fill_worth(T::VALUE_TYPE, settings.math_mode));
     let patterns = RowPatterns::new(csr, tile.cols)?;
     let original = reorder::block_row_shapes(csr, None, tile)?;
     let blocks_before_reordering = original.iter().map(|s| s.tiles(tile.cols)).sum();
@@ -368,7 +410,7 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
         Some((order, shapes)) => (Some(order), shapes),
         None => (None, original),
     };
-    let in_tiles = choose_tiles(T::VALUE_TYPE, tile, settings.format, rows, csr.nnz(), &shapes);
+    let in_tiles = choose_tiles(T::VALUE_TYPE, tile, settings, rows, csr.nnz(), &shapes);
 
     let tile_block_rows: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
     let tile_blocks: Vec<usize> = tile_block_rows.iter().map(|&b| shapes[b].tiles(tile.cols)).collect();
@@ -400,11 +442,12 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
 fn choose_tiles(
     value_type: ValueType,
     tile: Tile,
-    format: StorageFormat,
+    settings: &AnalysisSettings,
     rows: usize,
     nnz: usize,
     shapes: &[BlockRowShape],
 ) -> Vec<bool> {
+    let format = settings.format;
     let tiles_of = |s: &BlockRowShape| s.tiles(tile.cols);
     let fill = |s: &BlockRowShape| s.entries as f64 / (tiles_of(s) * tile.area()) as f64;
     let mut in_tiles: Vec<bool> = shapes
@@ -414,7 +457,7 @@ fn choose_tiles(
                 && match format {
                     StorageFormat::Tiles => true,
                     StorageFormat::Csr => false,
-                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type),
+                    StorageFormat::Auto => fill(s) > tile_fill_worth(value_type, settings.math_mode),
                 }
         })
         .collect();

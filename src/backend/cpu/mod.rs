@@ -5,6 +5,7 @@ pub mod msrep;
 pub mod sddmm;
 pub mod smat;
 pub mod spamm;
+pub mod tf32;
 
 use crate::error::Result;
 use crate::executor::{Executor, Placement, TestHooks};

@@ -9,6 +9,7 @@
 //! Half-precision types compute in f32, like the paper's f16 mma with f32 accumulation.
 
 use super::CpuExecutor;
+use super::tf32::tf32_split;
 use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
 use crate::error::Result;
@@ -16,7 +17,8 @@ use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::rows::RowsCsr;
-use crate::smat::{MatrixInfo, SmatMatrix, Storage};
+use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
+use crate::types::ValueType;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -27,22 +29,31 @@ const COLUMN_PANEL: usize = 256;
 /// Element types SMaT multiplies; each picks how B reaches the compute type.
 pub trait SpmmElement: Element {
     /// `C = α·A·B + β·C`; `b` is `A.cols × n`, `c` is `A.rows × n`, both already validated.
-    /// β = 0 never reads C.
+    /// β = 0 never reads C. `math_mode` applies to f32 tiles only.
     fn spmm(
         storage: &Storage<Self::Compute>,
         alpha: Self::Compute,
         b: MatRef<'_, Self>,
         beta: Self::Compute,
         c: MatMut<'_, Self>,
+        math_mode: SmatMathMode,
     ) -> Result<()>;
 }
 
 macro_rules! native_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(storage: &Storage<$t>, alpha: $t, b: MatRef<'_, $t>, beta: $t, c: MatMut<'_, $t>) -> Result<()> {
+            fn spmm(
+                storage: &Storage<$t>,
+                alpha: $t,
+                b: MatRef<'_, $t>,
+                beta: $t,
+                c: MatMut<'_, $t>,
+                math_mode: SmatMathMode,
+            ) -> Result<()> {
                 let out = ScatteredOutput::new(c);
-                for_each_panel(storage, b, |row, first_col, acc: &[$t]| {
+                let tf32x3 = <$t>::VALUE_TYPE == ValueType::F32 && math_mode == SmatMathMode::Tf32x3;
+                for_each_panel(storage, b, tf32x3, |row, first_col, acc: &[$t]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: (row, first_col + j) lies inside C, and each task owns its rows × panel.
                         unsafe {
@@ -63,7 +74,14 @@ native_spmm!(f64);
 macro_rules! half_spmm {
     ($t:ty) => {
         impl SpmmElement for $t {
-            fn spmm(storage: &Storage<f32>, alpha: f32, b: MatRef<'_, $t>, beta: f32, c: MatMut<'_, $t>) -> Result<()> {
+            fn spmm(
+                storage: &Storage<f32>,
+                alpha: f32,
+                b: MatRef<'_, $t>,
+                beta: f32,
+                c: MatMut<'_, $t>,
+                _: SmatMathMode,
+            ) -> Result<()> {
                 // The products read f32 operands: widen B once (exact) into a row-major copy.
                 let (k, n) = (b.rows, b.cols);
                 const WHAT: &str = "the f32 copy of B";
@@ -77,7 +95,7 @@ macro_rules! half_spmm {
                 }
                 let wide_b = MatRef { data: &wide, rows: k, cols: n, row_stride: n, col_stride: 1 };
                 let out = ScatteredOutput::new(c);
-                for_each_panel(storage, wide_b, |row, first_col, acc: &[f32]| {
+                for_each_panel(storage, wide_b, false, |row, first_col, acc: &[f32]| {
                     for (j, &v) in acc.iter().enumerate() {
                         // SAFETY: as for the native types.
                         unsafe {
@@ -104,17 +122,27 @@ half_spmm!(bf16);
 fn for_each_panel<S: ComputeScalar>(
     storage: &Storage<S>,
     b: MatRef<'_, S>,
+    tf32x3: bool,
     finish: impl Fn(usize, usize, &[S]) + Sync,
 ) -> Result<()> {
-    tile_panels(&storage.tiles, b, &finish);
+    tile_panels(&storage.tiles, b, tf32x3, &finish);
     row_panels(&storage.rows, b, &finish);
     Ok(())
 }
 
-fn tile_panels<S: ComputeScalar>(bcsr: &Bcsr<S>, b: MatRef<'_, S>, finish: &(impl Fn(usize, usize, &[S]) + Sync)) {
+/// The tiles' rows of `A · B[:, panel]`; with `tf32x3` (f32 only) in 3xTF32, the GPU kernel's
+/// arithmetic up to the order of the FP32 sums: both operands split by [`tf32_split`], each product
+/// as small·big + big·small + big·big.
+fn tile_panels<S: ComputeScalar>(
+    bcsr: &Bcsr<S>,
+    b: MatRef<'_, S>,
+    tf32x3: bool,
+    finish: &(impl Fn(usize, usize, &[S]) + Sync),
+) {
     let (n, tile) = (b.cols, bcsr.tile);
     let panels = n.div_ceil(COLUMN_PANEL);
-    (0..bcsr.block_rows() * panels).into_par_iter().for_each_init(Vec::new, |acc: &mut Vec<S>, task| {
+    let scratch = || (Vec::new(), Vec::new(), Vec::new());
+    (0..bcsr.block_rows() * panels).into_par_iter().for_each_init(scratch, |(acc, b_big, b_small), task| {
         let (block_row, panel) = (task / panels, task % panels);
         let first_col = panel * COLUMN_PANEL;
         let width = COLUMN_PANEL.min(n - first_col);
@@ -131,14 +159,29 @@ fn tile_panels<S: ComputeScalar>(bcsr: &Bcsr<S>, b: MatRef<'_, S>, finish: &(imp
             // tile, so a row's result does not depend on the reordering. Padding zeros are
             // multiplied too, as on the tensor cores (a NaN in B reaches the tile's rows alike).
             for (q, &k) in columns[..depth].iter().enumerate() {
+                if tf32x3 {
+                    // B's panel row split once for the tile's rows.
+                    b_big.clear();
+                    b_small.clear();
+                    for j in 0..width {
+                        let (big, small) = tf32_split(b.get(k as usize, first_col + j).to_f64() as f32);
+                        b_big.push(S::from_f64(big as f64));
+                        b_small.push(S::from_f64(small as f64));
+                    }
+                }
                 for i in 0..height {
-                    add_scaled_row(
-                        &mut acc[i * width..(i + 1) * width],
-                        block[i * tile.cols + q],
-                        b,
-                        k as usize,
-                        first_col,
-                    );
+                    let (row, v) = (&mut acc[i * width..(i + 1) * width], block[i * tile.cols + q]);
+                    if tf32x3 {
+                        let (big, small) = tf32_split(v.to_f64() as f32);
+                        let (v_big, v_small) = (S::from_f64(big as f64), S::from_f64(small as f64));
+                        for ((x, &bb), &bs) in row.iter_mut().zip(b_big.iter()).zip(b_small.iter()) {
+                            *x += v_small * bb;
+                            *x += v_big * bs;
+                            *x += v_big * bb;
+                        }
+                    } else {
+                        add_scaled_row(row, v, b, k as usize, first_col);
+                    }
                 }
             }
         }
@@ -220,7 +263,7 @@ impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
         let info = a.info();
         let b = MatRef::new(b, info.cols, product.n, product.ldb, product.layout);
         let c = MatMut::new(c, info.rows, product.n, product.ldc, product.layout);
-        T::spmm(storage, product.alpha, b, product.beta, c)
+        T::spmm(storage, product.alpha, b, product.beta, c, product.math_mode)
     }
 }
 

@@ -13,6 +13,7 @@
 //! arithmetic, up to the order and rounding of the FP32 sums.
 
 use super::CpuExecutor;
+use super::tf32::tf32_split;
 use crate::alloc::{element_count, try_vec};
 use crate::dense::axpby;
 use crate::error::{Error, Result};
@@ -65,25 +66,6 @@ pub fn spamm_gemm<T: Element>(
         execute::<T>(plan, &[(a_compute, b_compute)], alpha, beta, c, m, n, ldc);
     }
     Ok(())
-}
-
-/// TF32 of an FP32 value rounded to nearest with ties away from zero: 10 explicit mantissa bits, on
-/// the bits (as the GPU kernel does; a carry into the exponent is the correct rounding, up to ∞).
-pub fn tf32_round(x: f32) -> f32 {
-    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
-}
-
-/// TF32 of an FP32 value rounded toward zero (the 13 low bits dropped: what a tensor core reads of a
-/// register).
-pub fn tf32_truncate(x: f32) -> f32 {
-    f32::from_bits(x.to_bits() & 0xffff_e000)
-}
-
-/// The 3xTF32 split of an FP32 value: big = TF32 rounded to nearest, small = x − big (exact in FP32)
-/// truncated to TF32; big + small is x to within 2⁻²¹|x|.
-pub fn tf32_split(x: f32) -> (f32, f32) {
-    let big = tf32_round(x);
-    (big, tf32_truncate(x - big))
 }
 
 /// The TF32 big and small parts of every stored element of an f32 operand (same layout).

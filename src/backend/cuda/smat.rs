@@ -22,8 +22,8 @@ use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
-use crate::smat::{MatrixInfo, SmatMatrix, Storage};
-use crate::types::Layout;
+use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
+use crate::types::{Layout, ValueType};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
 use rayon::prelude::*;
@@ -493,7 +493,10 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 )
             }?;
         } else {
-            let f = gpu.function(&SMAT, &format!("smat_tiles_{}", T::NAME))?;
+            // f32 tiles in 3xTF32 on tensor cores when the handle asks; exact FP32 by FMA otherwise.
+            let mode =
+                if T::VALUE_TYPE == ValueType::F32 && op.math_mode == SmatMathMode::Tf32x3 { "_3xtf32" } else { "" };
+            let f = gpu.function(&SMAT, &format!("smat_tiles_{}{mode}", T::NAME))?;
             let strips = n.div_ceil(STRIP);
             let cfg = Launch {
                 grid: (tiles.items as u32, strips.div_ceil(WARPS_PER_BLOCK).min(MAX_GRID_Y) as u32, 1),
