@@ -252,6 +252,12 @@ static void test_smat(void) {
     check(smatGetReorderMode(h, &mode) == 0 && mode == SMAT_REORDER_MODE_ALWAYS, "smatGetReorderMode");
     check(smatGetJaccardThreshold(h, &tau) == 0 && tau == 0.7, "smatGetJaccardThreshold");
     test_smat_type(h, SGPU_VALUE_TYPE_F32, SGPU_INDEX_BASE_ONE);
+    /* f32 tiles in 3xTF32 on tensor cores (FMA on the CPU backend's split parts). */
+    smatMathMode_t math = -1;
+    check_status(smatSetMathMode(h, SMAT_MATH_MODE_TF32X3), "smatSetMathMode TF32X3");
+    check(smatGetMathMode(h, &math) == 0 && math == SMAT_MATH_MODE_TF32X3, "smatGetMathMode");
+    test_smat_type(h, SGPU_VALUE_TYPE_F32, SGPU_INDEX_BASE_ZERO);
+    check(smatSetMathMode(h, 7) == SGPU_STATUS_INVALID_VALUE, "smatSetMathMode rejects 7");
     test_smat_type(h, SGPU_VALUE_TYPE_F16, SGPU_INDEX_BASE_ZERO);
     check(smatSetJaccardThreshold(h, 1.5) == SGPU_STATUS_INVALID_VALUE && strlen(sgpuGetLastErrorMessage()) > 0,
           "smatSetJaccardThreshold(1.5) is INVALID_VALUE with a message");

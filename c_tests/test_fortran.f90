@@ -224,7 +224,7 @@ contains
     real(c_double) :: ref(rows, n), c0(ldc, n)
     type(c_ptr) :: handle, matrix
     type(smatMatrixInfo_t) :: info
-    integer(c_int) :: mode, format
+    integer(c_int) :: mode, format, math_mode
 
     call make_csr(rows, cols, a, rowptr, colind, vals)
     call fill(b, 1.0_c_double)
@@ -237,6 +237,9 @@ contains
     call check_ok(smatSetFormat(handle, SMAT_FORMAT_TILES), 'smatSetFormat')
     call check_ok(smatGetFormat(handle, format), 'smatGetFormat')
     call check(format == SMAT_FORMAT_TILES, 'smatGetFormat returns TILES')
+    call check_ok(smatSetMathMode(handle, SMAT_MATH_MODE_TF32X3), 'smatSetMathMode')
+    call check_ok(smatGetMathMode(handle, math_mode), 'smatGetMathMode')
+    call check(math_mode == SMAT_MATH_MODE_TF32X3, 'smatGetMathMode returns TF32X3')
     call check_ok(smatGetReorderMode(handle, mode), 'smatGetReorderMode')
     call check(mode == SMAT_REORDER_MODE_ALWAYS, 'smatGetReorderMode returns ALWAYS')
     call check_ok(smatCreateCsr(handle, matrix, rows, cols, int(size(vals), c_int64_t), rowptr, colind, &
