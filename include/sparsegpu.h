@@ -42,7 +42,7 @@
 #define SMAT_MEMORY_BUDGET 2
 
 // [`StorageFormat::Auto`] with [`ReorderMode::Auto`] does not cluster rows whose original order
-// needs at most this many times the fewest tiles any order could give.
+// touches at most this many times the fewest column blocks any order could give.
 #define SMAT_NEAR_FEWEST 1.25
 
 // The paper's LoNum default: 32 × 32 blocks fit a thread block's shared memory and tensor-core tiles.

@@ -338,7 +338,7 @@ pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
 }
 
 /// [`StorageFormat::Auto`] with [`ReorderMode::Auto`] does not cluster rows whose original order
-/// needs at most this many times the fewest tiles any order could give.
+/// touches at most this many times the fewest column blocks any order could give.
 pub const NEAR_FEWEST: f64 = 1.25;
 
 /// An analysis's result on the host, before a backend prepares it. Values are in the compute type
