@@ -3,7 +3,7 @@
 the vendor library against density (SMaT, MSREP, SDDMM) or valid ratio (SpAMM), one series per
 operation, vendor call, value type and device count. Rows that did not run are left out and counted.
 
-    python3 scripts/plot_bench.py results.jsonl [more.jsonl ...] [--out DIR]
+    python3 scripts/plot_bench.py results.jsonl [more.jsonl ...] [--out DIR] [--select KEY=VALUE ...]
 """
 import argparse
 import collections
@@ -31,7 +31,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("jsonl", nargs="+")
     parser.add_argument("--out", default=".", help="directory for the PNG files (default: here)")
+    parser.add_argument(
+        "--select", nargs="*", default=[], metavar="KEY=VALUE", help="keep the lines whose KEY has VALUE (as text)"
+    )
     args = parser.parse_args()
+    selections = [tuple(s.split("=", 1)) for s in args.select]
     try:
         import matplotlib
 
@@ -40,7 +44,11 @@ def main():
     except ImportError:
         sys.exit("plot_bench.py needs matplotlib (pip install matplotlib)")
 
-    rows = [r for r in load(args.jsonl) if r.get("family") != "peak"]
+    rows = [
+        r
+        for r in load(args.jsonl)
+        if r.get("family") != "peak" and all(str(r.get(k)) == v for k, v in selections)
+    ]
     os.makedirs(args.out, exist_ok=True)
     families = collections.OrderedDict()
     for r in rows:
