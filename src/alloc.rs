@@ -49,6 +49,39 @@ pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// Plain element types whose all-zero bytes are the value zero (`false`, `0`, `0.0`), so that a zeroed
+/// allocation already holds `len` zeros.
+///
+/// # Safety
+/// The all-zero bit pattern must be a valid value of the type, and the type must have no drop glue.
+pub unsafe trait ZeroBits: Copy {}
+
+macro_rules! zero_bits {
+    ($($t:ty),*) => { $(unsafe impl ZeroBits for $t {})* };
+}
+// SAFETY: integers, floats and bool are plain data whose all-zero pattern is 0, 0.0 and false.
+zero_bits!(bool, u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
+
+/// `len` zeros from a zeroed allocation. The operating system hands out zero pages, so nothing is
+/// written here: each page is first touched by whoever fills it — in parallel, for the analyses'
+/// arrays — instead of by a serial fill that the fill then overwrites.
+pub fn try_zeros<T: ZeroBits>(len: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = byte_count::<T>(len, what)?;
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(len)
+        .map_err(|_| Error::invalid_size(format!("{what} would take {bytes} bytes, more than can be addressed")))?;
+    // SAFETY: the layout has a nonzero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(Error::alloc_failed(format!("cannot allocate {bytes} bytes for {what}")));
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `len` elements of T, all of
+    // them valid zeros (ZeroBits).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// `item(0), …, item(len − 1)`.
 pub fn try_collect<T>(len: usize, what: &str, item: impl FnMut(usize) -> T) -> Result<Vec<T>> {
     let mut v = try_with_capacity(len, what)?;
@@ -117,5 +150,14 @@ mod tests {
         try_push(&mut v, 4, "x").unwrap();
         assert_eq!(v, vec![1, 2, 3, 4]);
         assert_eq!(try_vec(0, (), "x").unwrap().len(), 0);
+        assert_eq!(try_zeros::<u32>(5, "x").unwrap(), vec![0; 5]);
+        assert_eq!(try_zeros::<f64>(3, "x").unwrap(), vec![0.0; 3]);
+        assert!(try_zeros::<u16>(0, "x").unwrap().is_empty());
+        let e = try_zeros::<u64>(1 << 57, "the test array").unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (Status::AllocationFailed, "cannot allocate 1152921504606846976 bytes for the test array")
+        );
+        assert_eq!(try_zeros::<u64>(usize::MAX / 4, "x").unwrap_err().status, Status::InvalidSize);
     }
 }

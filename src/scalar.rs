@@ -20,7 +20,13 @@ pub trait Element: Copy + Send + Sync + Default + Debug + PartialEq + 'static {
 
 /// f32 or f64: the types matrix products run in, with a BLAS-like dense kernel.
 pub trait ComputeScalar:
-    Element<Compute = Self> + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + AddAssign + PartialOrd
+    Element<Compute = Self>
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + AddAssign
+    + PartialOrd
+    + crate::alloc::ZeroBits
 {
     const ZERO: Self;
     const ONE: Self;

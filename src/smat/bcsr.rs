@@ -8,9 +8,9 @@
 
 use super::Tile;
 use super::chunks;
-use crate::alloc::{element_count, try_vec};
+use crate::alloc::{element_count, try_vec, try_zeros};
 use crate::error::{Error, Result};
-use crate::scalar::{ComputeScalar, Element};
+use crate::scalar::Element;
 use crate::sparse::CsrRef;
 use rayon::prelude::*;
 
@@ -73,8 +73,8 @@ pub fn build<T: Element>(
     let block_count = block_row_ptr[block_rows.len()];
     let mut columns: Vec<u32> =
         try_vec(element_count(block_count, tile.cols, "the tile columns")?, NO_COLUMN, "the tile columns")?;
-    let mut values =
-        try_vec(element_count(block_count, area, "the BCSR block values")?, T::Compute::ZERO, "the BCSR block values")?;
+    let mut values: Vec<T::Compute> =
+        try_zeros(element_count(block_count, area, "the BCSR block values")?, "the BCSR block values")?;
     let mut out_rows =
         try_vec(element_count(block_rows.len(), tile.rows, "the BCSR row map")?, NO_ROW, "the BCSR row map")?;
     let mut positions = try_vec(block_rows.len(), 0usize, "the BCSR positions")?;

@@ -8,7 +8,7 @@
 
 use super::Tile;
 use super::chunks;
-use crate::alloc::{try_collect, try_copy, try_vec, try_with_capacity};
+use crate::alloc::{try_collect, try_copy, try_vec, try_with_capacity, try_zeros};
 use crate::error::Result;
 use crate::sparse::CsrRef;
 use rayon::prelude::*;
@@ -30,8 +30,8 @@ impl RowPatterns {
         let rows = csr.outer_dim;
         let entry = |r: usize| if r == rows { csr.nnz() } else { csr.range(r).start };
         let bounds = chunks::runs(rows, entry);
-        let mut scratch: Vec<u32> = try_vec(csr.nnz(), 0, "the row patterns")?;
-        let mut distinct: Vec<usize> = try_vec(rows, 0, "the row patterns' lengths")?;
+        let mut scratch: Vec<u32> = try_zeros(csr.nnz(), "the row patterns")?;
+        let mut distinct: Vec<usize> = try_zeros(rows, "the row patterns' lengths")?;
         let scratch_runs = chunks::split_by_runs(&mut scratch, &bounds, entry);
         let distinct_runs = chunks::split_by_runs(&mut distinct, &bounds, |r| r);
         scratch_runs.into_par_iter().zip(distinct_runs).zip(bounds.par_windows(2)).for_each(
@@ -54,7 +54,7 @@ impl RowPatterns {
         for r in 0..rows {
             ptr[r + 1] = ptr[r] + distinct[r];
         }
-        let mut blocks: Vec<u32> = try_vec(ptr[rows], 0, "the row patterns")?;
+        let mut blocks: Vec<u32> = try_zeros(ptr[rows], "the row patterns")?;
         let block_runs = chunks::split_by_runs(&mut blocks, &bounds, |r| ptr[r]);
         block_runs.into_par_iter().zip(bounds.par_windows(2)).for_each(|(out, run)| {
             let mut at = 0;

@@ -3,7 +3,7 @@
 //! the kernel accumulates). Rows without entries are here too: they still get C = β·C.
 
 use super::chunks;
-use crate::alloc::try_vec;
+use crate::alloc::{try_vec, try_zeros};
 use crate::error::Result;
 use crate::scalar::Element;
 use crate::sparse::CsrRef;
@@ -38,8 +38,8 @@ pub fn build<T: Element>(csr: &CsrRef<'_, T>, out_rows: Vec<u32>) -> Result<Rows
         row_ptr[i + 1] = row_ptr[i] + csr.range(r as usize).len();
     }
     let entries = row_ptr[out_rows.len()];
-    let mut col_ind: Vec<u32> = try_vec(entries, 0, "the CSR column indices")?;
-    let mut values = try_vec(entries, <T::Compute as crate::scalar::ComputeScalar>::ZERO, "the CSR values")?;
+    let mut col_ind: Vec<u32> = try_zeros(entries, "the CSR column indices")?;
+    let mut values: Vec<T::Compute> = try_zeros(entries, "the CSR values")?;
     let bounds = chunks::runs(out_rows.len(), |i| row_ptr[i]);
     let col_runs = chunks::split_by_runs(&mut col_ind, &bounds, |i| row_ptr[i]);
     let value_runs = chunks::split_by_runs(&mut values, &bounds, |i| row_ptr[i]);

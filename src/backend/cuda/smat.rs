@@ -241,8 +241,11 @@ impl Packed {
     fn push<T: Copy + Send>(&mut self, len: usize, what: &str, item: impl Fn(usize) -> T + Sync) -> Result<usize> {
         let offset = self.bytes.len().next_multiple_of(256);
         let end = offset + byte_count::<T>(len, what)?;
-        let grow = end - self.bytes.len();
-        try_reserve(&mut self.bytes, grow, what)?;
+        // Grown by at least doubling: exact growth would move the whole buffer at every array.
+        if end > self.bytes.capacity() {
+            let additional = (end - self.bytes.len()).max(self.bytes.capacity());
+            try_reserve(&mut self.bytes, additional, what)?;
+        }
         self.bytes.resize(end, 0);
         let size = std::mem::size_of::<T>();
         self.bytes[offset..end].par_chunks_mut(size.max(1)).enumerate().for_each(|(i, out)| {
