@@ -9,6 +9,11 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
+/// ergo's overlap, Fock and density matrices of 40 water molecules (`examples/data/README.md`).
+const WATER_MATRICES: [&str; 3] = ["w40-S", "w40-F", "w40-D"];
+/// 40 molecules of 10 electrons each, in doubly occupied orbitals.
+const WATER_OCCUPIED_ORBITALS: &str = "200";
+
 /// Compiles `examples/{name}.c` as C99 with every warning an error.
 fn compile_c(name: &str, src: &Path, lib: &Path, exe: &Path) -> Command {
     let mut cmd = Command::new("cc");
@@ -36,6 +41,54 @@ fn check_example(
         return;
     };
     assert_eq!(output.lines().last(), Some("OK"), "{name} did not end with OK:\n{output}");
+}
+
+/// The purification's arguments: S, F, the occupation and the reference D, the matrices
+/// decompressed into `dir` (the examples read plain Matrix Market).
+fn water_arguments(src: &Path, dir: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = WATER_MATRICES
+        .iter()
+        .map(|name| {
+            let packed = src.join(format!("examples/data/{name}.mtx.gz"));
+            let file = std::fs::File::open(&packed).unwrap_or_else(|e| panic!("{}: {e}", packed.display()));
+            let plain = dir.join(format!("{name}.mtx"));
+            let mut out = std::fs::File::create(&plain).expect("create a matrix file");
+            std::io::copy(&mut flate2::read::GzDecoder::new(file), &mut out).expect("decompress a matrix");
+            plain.into_os_string()
+        })
+        .collect();
+    args.insert(2, WATER_OCCUPIED_ORBITALS.into());
+    args
+}
+
+#[test]
+fn sp2_purification_in_c() {
+    check_example(
+        "sp2_purification",
+        &["examples/sp2_purification.c", "examples/data", "include"],
+        |src, lib, _dir, exe| compile_c("sp2_purification", src, lib, exe),
+        water_arguments,
+    );
+}
+
+#[test]
+fn sp2_purification_in_fortran() {
+    check_example(
+        "sp2_purification_f",
+        &["examples/sp2_purification.f90", "examples/data", "include"],
+        |src, lib, dir, exe| {
+            let mut cmd = Command::new("gfortran");
+            cmd.args(["-std=f2008", "-Wall", "-Werror", "-O2"])
+                .arg(format!("-J{}", dir.display()))
+                .arg(src.join("include/sparsegpu.f90"))
+                .arg(src.join("examples/sp2_purification.f90"))
+                .arg("-o")
+                .arg(exe);
+            link_args(&mut cmd, lib);
+            cmd
+        },
+        water_arguments,
+    );
 }
 
 #[test]
