@@ -1,5 +1,5 @@
-//! The main demonstration: every family on generated inputs (and SpAMM on ergo's real density matrix
-//! when `../shared/data` is beside the checkout), through the C API, on the default backend. For each
+//! The main demonstration: every family on generated inputs (and SpAMM on ergo's density matrix of 40
+//! water molecules, from `examples/data`), through the C API, on the default backend. For each
 //! it prints the time (median of repeats after a warm-up) and the accuracy against an f64 reference.
 //!
 //!     cargo run --release --example demo
@@ -147,9 +147,9 @@ fn spamm_demo(rng: &mut Rng) {
     ok(unsafe { spammDestroy(h) }, "spammDestroy");
 }
 
-/// D·D for ergo's density matrix of 125 water molecules (a real decay matrix), in FP64.
+/// D·D for ergo's density matrix of 40 water molecules (a real decay matrix), in FP64.
 fn ergo_demo(h: spammHandle_t) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/ergo-w125/D.mtx.gz");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data/w40-D.mtx.gz");
     let Ok(file) = std::fs::File::open(path) else {
         println!("  (ergo matrices not found at {path}: skipped)");
         return;

@@ -78,6 +78,52 @@ pub fn tool_present(tool: &str) -> bool {
     false
 }
 
+/// A directory holding the built library as an installed one is named: programs link
+/// `libsparsegpu.so` and load the soname, `libsparsegpu.so.MAJOR`, which cargo does not create.
+pub fn library_dir(dir: &Path) -> PathBuf {
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).expect("create library dir");
+    let built = built_library();
+    for name in ["libsparsegpu.so".to_string(), soname()] {
+        std::os::unix::fs::symlink(&built, lib.join(name)).expect("link the built library");
+    }
+    lib
+}
+
+/// Links `cmd` against the library in `lib` (found again at run time through the run path) and libm.
+pub fn link_args(cmd: &mut Command, lib: &Path) {
+    cmd.arg(format!("-L{}", lib.display())).arg("-lsparsegpu").arg(format!("-Wl,-rpath,{}", lib.display())).arg("-lm");
+}
+
+/// Builds a program in a fresh work directory, with `compile(checkout, library dir, work dir,
+/// executable)`, and runs it after `configure(checkout, work dir, command)` has added its arguments
+/// and environment. Returns its standard output and error; fails the test when the build or the run
+/// does not succeed. None (with a visible line) where the checkout lacks `needs` or the compiler
+/// is missing.
+pub fn build_and_run(
+    name: &str,
+    needs: &[&str],
+    compile: impl FnOnce(&Path, &Path, &Path, &Path) -> Command,
+    configure: impl FnOnce(&Path, &Path, &mut Command),
+) -> Option<String> {
+    let src = sources(needs)?;
+    let dir = work_dir(&format!("programs-{name}"));
+    let lib = library_dir(&dir);
+    let exe = dir.join(name);
+    let mut cmd = compile(&src, &lib, &dir, &exe);
+    if !tool_present(&cmd.get_program().to_string_lossy()) {
+        return None;
+    }
+    run(&mut cmd, &format!("compiling {name}"));
+    let mut program = Command::new(&exe);
+    program.env("LD_LIBRARY_PATH", &lib);
+    configure(&src, &dir, &mut program);
+    let output = run(&mut program, &format!("running {name}"));
+    println!("{output}");
+    let _ = std::fs::remove_dir_all(dir);
+    Some(output)
+}
+
 /// `LD_LIBRARY_PATH` with `dir` in front of what the test was given (which may name libnvrtc).
 pub fn library_path_with(dir: &Path) -> std::ffi::OsString {
     let mut dirs = vec![dir.to_path_buf()];
