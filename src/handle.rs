@@ -54,6 +54,15 @@ impl HandleCore {
         &self.executor.placement().devices
     }
 
+    /// Where the handle runs, as log lines say it: "cpu", "cuda device 0", "cuda devices [0, 1]".
+    pub fn describe_placement(&self) -> String {
+        match (self.backend(), self.devices()) {
+            (BackendKind::Cuda, [device]) => format!("cuda device {device}"),
+            (BackendKind::Cuda, devices) => format!("cuda devices {devices:?}"),
+            _ => "cpu".to_string(),
+        }
+    }
+
     /// Sets the devices a multi-GPU family uses: a non-empty list of distinct, non-negative ordinals
     /// (that the backend can use).
     pub fn set_devices(&mut self, devices: &[i32]) -> Result<()> {

@@ -14,6 +14,7 @@ pub mod dense;
 pub mod error;
 pub mod executor;
 pub mod handle;
+pub mod log;
 pub mod matrix_market;
 pub mod msrep;
 pub mod scalar;

@@ -2,19 +2,29 @@
 //! Hopper-only instructions). No GPU or driver is needed, only libnvrtc (CI installs the
 //! `nvidia-cuda-nvrtc` wheel and sets SPARSEGPU_REQUIRE_NVRTC=1, so a missing NVRTC fails there).
 
+#[path = "common/outcomes.rs"]
+mod outcomes;
+
+use outcomes::Category;
 use sparsegpu::backend::cuda::{self, kernels, nvrtc};
 
+/// Whether libnvrtc can be loaded, recorded for the run's summary; a test without it prints a
+/// SKIPPED line, or fails where SPARSEGPU_REQUIRE_NVRTC=1.
 fn nvrtc_or_skip() -> bool {
+    let test = outcomes::current_test();
     if cuda::library_present("nvrtc") {
+        outcomes::ran(Category::Nvrtc, &test);
         return true;
     }
     assert!(
-        std::env::var("SPARSEGPU_REQUIRE_NVRTC").as_deref() != Ok("1"),
+        !Category::Nvrtc.required(),
         "SPARSEGPU_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH = {:?})",
         std::env::var("LD_LIBRARY_PATH")
     );
+    let reason = "libnvrtc is not installed; kernels were not compiled";
+    outcomes::skipped(Category::Nvrtc, &test, reason);
     use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: libnvrtc is not installed; kernels were not compiled");
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
     false
 }
 

@@ -1,6 +1,10 @@
 //! The benchmark binary's command line, on any machine: `--help`, bad arguments, and the clear
 //! message (exit status 2) where no GPU is usable. The benchmark itself runs on the GPU machine.
 
+#[path = "../../tests/common/outcomes.rs"]
+mod outcomes;
+
+use outcomes::Category;
 use std::process::Command;
 
 /// The binary cargo built, or, where the tests were packed and moved to another machine (the GPU
@@ -65,15 +69,17 @@ fn bad_arguments_are_refused_with_usage() {
 
 #[test]
 fn without_a_gpu_it_exits_2_with_a_clear_message() {
+    // It depends on the GPU too: on its absence. Recorded for the run's summary as GPU tests are.
+    let test = "without_a_gpu_it_exits_2_with_a_clear_message";
     if cuda_usable() {
+        let reason = "CUDA and a GPU are usable here (the test checks the message without one)";
+        outcomes::skipped(Category::Gpu, test, reason);
         // Written to stderr directly so the skip shows even when output is captured.
         use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED without_a_gpu_it_exits_2_with_a_clear_message: CUDA and a GPU are usable here"
-        );
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
         return;
     }
+    outcomes::ran(Category::Gpu, test);
     let json = std::env::temp_dir().join(format!("sparsegpu-bench-cli-{}.jsonl", std::process::id()));
     let out = bench().args(["--quick", "--json"]).arg(&json).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");

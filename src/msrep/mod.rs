@@ -12,6 +12,7 @@ pub mod partition;
 use crate::alloc::{try_collect, try_copy, try_vec};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
+use crate::log;
 use crate::scalar::ComputeScalar;
 use crate::sparse::{CompressedRef, CooRef};
 use crate::types::{SparseFormat, ValueType};
@@ -63,7 +64,9 @@ impl MsrepHandle {
     }
 
     fn place<T: MsrepElement>(&mut self, mut matrix: PartitionedMatrix<T>) -> Result<PartitionedMatrix<T>> {
+        let call = log::Call::open();
         T::backend(self.core.executor_mut()).place(&mut matrix)?;
+        call.finish(|| format!("msrep partition {}", matrix.describe(&self.core)));
         Ok(matrix)
     }
 
@@ -79,7 +82,10 @@ impl MsrepHandle {
         beta: T,
         y: *mut T,
     ) -> Result<()> {
-        unsafe { T::backend(self.core.executor_mut()).spmv(a, alpha, x, beta, y) }
+        let call = log::Call::open();
+        unsafe { T::backend(self.core.executor_mut()).spmv(a, alpha, x, beta, y) }?;
+        call.finish(|| format!("msrep spmv {}", a.describe(&self.core)));
+        Ok(())
     }
 }
 
@@ -242,6 +248,32 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
             })
             .collect::<Result<Vec<_>>>()?;
         Self::assemble(a.rows, a.cols, SparseFormat::Coo, parts)
+    }
+
+    /// The matrix and its partitions as log lines say them.
+    fn describe(&self, core: &HandleCore) -> String {
+        let format = match self.format {
+            SparseFormat::Csr => "pCSR",
+            SparseFormat::Csc => "pCSC",
+            SparseFormat::Coo => "pCOO",
+        };
+        let nnz = self.partitions.iter().map(|p| p.bounds.nnz());
+        let (fewest, most) = (nnz.clone().min().unwrap_or(0), nnz.clone().max().unwrap_or(0));
+        let cut_inside = self.partitions.iter().filter(|p| p.bounds.start_flag).count();
+        let major = if self.format == SparseFormat::Csc { "column" } else { "row" };
+        let mut devices: Vec<i32> = self.partitions.iter().map(|p| p.device).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        format!(
+            "{format} {} {}x{}, nnz {} on {}: {} partitions of {fewest} to {most} nonzeros on devices {devices:?}, \
+             {major}s cut between partitions: {cut_inside}",
+            T::VALUE_TYPE.short_name(),
+            self.rows,
+            self.cols,
+            nnz.sum::<usize>(),
+            core.describe_placement(),
+            self.partitions.len(),
+        )
     }
 
     fn assemble(rows: usize, cols: usize, format: SparseFormat, partitions: Vec<Partition<T>>) -> Result<Self> {

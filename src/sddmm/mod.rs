@@ -20,6 +20,7 @@ use crate::alloc::{try_push, try_vec, try_with_capacity};
 use crate::dense::MatRef;
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
+use crate::log;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
 use crate::types::IndexBase;
@@ -148,19 +149,59 @@ impl SddmmHandle {
         pattern: CompressedRef<'_, ()>,
         plan: Option<&SddmmPlan>,
     ) -> Result<()> {
+        let call = log::Call::open();
         let algorithm = self.choose(pattern.outer_dim, pattern.inner_dim, pattern.nnz());
         let sampling = Sampling { operands, pattern, plan, algorithm };
         unsafe { T::backend(self.core.executor_mut()).sample(&sampling) }?;
         self.last_algorithm = Some(algorithm);
+        call.finish(|| {
+            let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+            format!(
+                "sddmm {} {m}x{n}, k {}, nnz {nnz} on {}: {} ({}){}",
+                T::VALUE_TYPE.short_name(),
+                operands.k,
+                self.core.describe_placement(),
+                match algorithm {
+                    SddmmAlgorithm::Tiled => "tiled",
+                    _ => "nnz-balanced COO",
+                },
+                self.why(m, n, nnz),
+                if plan.is_some() { ", the plan's preprocessing reused" } else { "" }
+            )
+        });
         Ok(())
+    }
+
+    /// Why [`SddmmHandle::choose`] chose what it did, as log lines say it.
+    fn why(&self, rows: usize, cols: usize, nnz: usize) -> String {
+        let density = density(rows, cols, nnz);
+        let threshold = self.density_threshold;
+        match self.algorithm {
+            SddmmAlgorithm::Auto if density > threshold => format!("density {density:.3e} above {threshold:e}"),
+            SddmmAlgorithm::Auto => format!("density {density:.3e} at most {threshold:e}"),
+            _ => format!("asked for; density {density:.3e}"),
+        }
     }
 
     /// Validated-pattern preprocessing for many compute calls ([`SddmmPlan::new`]), also prepared on
     /// the handle's backend (the CUDA backend: uploaded and preprocessed on the handle's device,
     /// waiting for the stream, so the plan may be used on any stream of the device afterwards).
     pub fn create_plan(&mut self, pattern: &CompressedRef<'_, ()>) -> Result<SddmmPlan> {
+        let call = log::Call::open();
         let mut plan = SddmmPlan::new(pattern)?;
         plan.prepared = self.core.executor_mut().prepare_plan(&plan)?;
+        call.finish(|| {
+            let bands = &plan.tile_schedule().bands;
+            let tiles: usize = bands.iter().map(|band| band.tiles.len()).sum();
+            format!(
+                "sddmm plan {}x{}, nnz {} on {}: COO rows, and tiles of {TILE_ROWS}x{TILE_COLS} (bands {}, tiles {tiles})",
+                plan.rows,
+                plan.cols,
+                plan.nnz(),
+                self.core.describe_placement(),
+                bands.len(),
+            )
+        });
         Ok(plan)
     }
 

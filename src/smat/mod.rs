@@ -23,9 +23,10 @@ pub mod rows;
 
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
+use crate::log;
 use crate::scalar::Element;
 use crate::sparse::{CSR_NAMES, CompressedRef, CsrRef};
-use crate::types::ValueType;
+use crate::types::{Layout, ValueType};
 use bcsr::Bcsr;
 use contract::{PreparedBlocks, Product, RawCsr, SmatElement};
 use rayon::prelude::*;
@@ -193,6 +194,8 @@ impl SmatHandle {
     /// The arrays must be readable for their lengths, in memory the handle's backend takes (host
     /// memory; for CUDA also memory of the handle's first device).
     pub unsafe fn analyse_csr<T: SmatElement>(&mut self, csr: &RawCsr<T>) -> Result<SmatMatrix> {
+        let call = log::Call::open();
+        let placement = if call.is_open() { self.core.describe_placement() } else { String::new() };
         let backend = T::backend(self.core.executor_mut());
         let host = unsafe { backend.csr_to_host(csr) }?;
         let view = CompressedRef::new(
@@ -207,6 +210,7 @@ impl SmatHandle {
         )?;
         let Analysis { info, storage } = analyse(&view, &self.settings)?;
         let blocks = backend.prepare(&info, storage)?;
+        call.finish(|| describe_analysis(&info, &self.settings, &placement));
         Ok(SmatMatrix { info, blocks })
     }
 
@@ -220,8 +224,78 @@ impl SmatHandle {
         if a.info.value_type != T::VALUE_TYPE {
             return Err(Error::internal(format!("a {:?} matrix multiplied as {:?}", a.info.value_type, T::VALUE_TYPE)));
         }
-        unsafe { T::backend(self.core.executor_mut()).spmm(a, product) }
+        let call = log::Call::open();
+        unsafe { T::backend(self.core.executor_mut()).spmm(a, product) }?;
+        call.finish(|| {
+            let info = &a.info;
+            let math = match info.value_type {
+                ValueType::F32 if info.blocks > 0 => format!(", f32 tiles in {}", math_mode_name(product.math_mode)),
+                _ => String::new(),
+            };
+            format!(
+                "smat spmm {} {}x{} times {}x{} ({}) on {}: {} rows in {} tiles of {}x{}, {} rows in CSR{math}",
+                info.value_type.short_name(),
+                info.rows,
+                info.cols,
+                info.cols,
+                product.n,
+                if product.layout == Layout::RowMajor { "row-major" } else { "column-major" },
+                self.core.describe_placement(),
+                info.rows_in_tiles,
+                info.blocks,
+                info.tile.rows,
+                info.tile.cols,
+                info.rows_in_csr,
+            )
+        });
+        Ok(())
     }
+}
+
+fn math_mode_name(mode: SmatMathMode) -> &'static str {
+    match mode {
+        SmatMathMode::Default => "exact FP32",
+        SmatMathMode::Tf32x3 => "3xTF32",
+    }
+}
+
+/// What an analysis's log line says: what was asked, and what the analysis made of the matrix.
+fn describe_analysis(info: &MatrixInfo, settings: &AnalysisSettings, placement: &str) -> String {
+    let reordering = match (info.reordered, settings.format, settings.reorder) {
+        (true, ..) => format!("rows reordered ({} tiles in the original order)", info.blocks_before_reordering),
+        (false, StorageFormat::Csr, _) | (false, _, ReorderMode::Never) => "rows not reordered".to_string(),
+        (false, ..) => {
+            format!(
+                "rows not reordered (it would not pay; {} tiles in the original order)",
+                info.blocks_before_reordering
+            )
+        }
+    };
+    let tiles_from = match settings.format {
+        StorageFormat::Auto => {
+            format!(", tiles where fuller than {:.3}", tile_fill_worth(info.value_type, settings.math_mode))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "smat analysis {} {}x{}, nnz {} on {placement}: format {}{tiles_from}, reorder {}: {reordering}; {} rows in \
+         {} tiles of {}x{} (fill {:.3}), {} rows in CSR ({} entries); {} bytes ({:.2}x the CSR's)",
+        info.value_type.short_name(),
+        info.rows,
+        info.cols,
+        info.nnz,
+        format!("{:?}", settings.format).to_lowercase(),
+        format!("{:?}", settings.reorder).to_lowercase(),
+        info.rows_in_tiles,
+        info.blocks,
+        info.tile.rows,
+        info.tile.cols,
+        info.fill_ratio(),
+        info.rows_in_csr,
+        info.entries_in_csr,
+        info.bytes(),
+        info.bytes() as f64 / info.csr_bytes().max(1) as f64
+    )
 }
 
 /// A BCSR block: the A operand of one tensor-core `mma`.

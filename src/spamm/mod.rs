@@ -15,6 +15,7 @@ use crate::alloc::{element_count, try_vec, try_with_capacity};
 use crate::dense::{MatRef, op_shape, required_len};
 use crate::error::{Error, Float, Result};
 use crate::handle::HandleCore;
+use crate::log;
 use crate::scalar::Element;
 use crate::types::{Layout, Operation, ValueType};
 use rayon::prelude::*;
@@ -182,6 +183,7 @@ impl SpammHandle {
         tau: TauRule,
     ) -> Result<f64> {
         let started = Instant::now();
+        let call = log::Call::open();
         let alpha_abs = alpha.to_f64().abs();
         tau.check(alpha_abs)?;
         let (m, _) = a.op_shape();
@@ -219,6 +221,12 @@ impl SpammHandle {
             )),
             Totals::Pending => LastStats::Pending { dims, tau, block_size, alpha_abs, elapsed_seconds },
         });
+        if call.is_open() {
+            // A device computes the statistics after the call returns: the valid ratio waits for them.
+            let stats = self.last_stats().ok();
+            let product = LoggedProduct { a, b, rule: product.tau, block_size, math_mode: self.math_mode };
+            call.finish(|| product.describe(&self.core, tau, stats));
+        }
         Ok(tau)
     }
 
@@ -236,9 +244,22 @@ impl SpammHandle {
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<tune::TauChoice> {
+        let call = log::Call::open();
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
         tune::check_search(target, tolerance, max_iterations)?;
-        unsafe { self.search(a, b, |evaluator| tune::tune_for_ratio(evaluator, target, tolerance, max_iterations)) }
+        let choice = unsafe {
+            self.search(a, b, |evaluator| tune::tune_for_ratio(evaluator, target, tolerance, max_iterations))
+        }?;
+        call.finish(|| {
+            format!(
+                "{}: valid ratio {:.4} (asked {target} ± {tolerance}) at tau {:.4e}, search iterations {}",
+                self.describe_search::<T>(a, b),
+                choice.valid_ratio,
+                choice.tau,
+                choice.iterations
+            )
+        });
+        Ok(choice)
     }
 
     /// The largest τ at which the error bound the product would report (`spammGetStats`' errorBound,
@@ -254,12 +275,36 @@ impl SpammHandle {
         error_bound: f64,
         max_iterations: usize,
     ) -> Result<tune::BoundChoice> {
+        let call = log::Call::open();
         check_inner_dimensions(a.op_shape(), b.op_shape())?;
         let alpha_abs = alpha.to_f64().abs();
         tune::check_bound_search(alpha_abs, error_bound, max_iterations)?;
-        unsafe {
+        let choice = unsafe {
             self.search(a, b, |evaluator| tune::tune_for_error_bound(evaluator, alpha_abs, error_bound, max_iterations))
-        }
+        }?;
+        call.finish(|| {
+            format!(
+                "{}: error bound {:.4e} (asked at most {error_bound:e}) at tau {:.4e}, valid ratio {:.4}, search \
+                 iterations {}",
+                self.describe_search::<T>(a, b),
+                choice.error_bound,
+                choice.tau,
+                choice.valid_ratio,
+                choice.iterations
+            )
+        });
+        Ok(choice)
+    }
+
+    /// How log lines name a τ search on op(A)·op(B).
+    fn describe_search<T: Element>(&self, a: &RawOperand<T>, b: &RawOperand<T>) -> String {
+        let ((m, k), n) = (a.op_shape(), b.op_shape().1);
+        format!(
+            "spamm tau search {} {m}x{n}x{k} on {}: block size {}",
+            T::VALUE_TYPE.short_name(),
+            self.core.describe_placement(),
+            self.block_size
+        )
     }
 
     /// Runs a τ search on the norm maps of two operands at this handle's block size, computed and
@@ -279,6 +324,55 @@ impl SpammHandle {
             })
         }?;
         found.ok_or_else(|| Error::internal("the backend ran no tau search"))
+    }
+}
+
+/// What a product's log line says of it besides what the backend notes.
+struct LoggedProduct<'a, T> {
+    a: &'a RawOperand<T>,
+    b: &'a RawOperand<T>,
+    rule: TauRule,
+    block_size: usize,
+    math_mode: MathMode,
+}
+
+impl<T: Element> LoggedProduct<'_, T> {
+    /// The plan of a product that ran at `tau` with these statistics (None: they could not be had).
+    fn describe(&self, core: &HandleCore, tau: f64, stats: Option<SpammStats>) -> String {
+        let ((m, k), n) = (self.a.op_shape(), self.b.op_shape().1);
+        let rule = match self.rule {
+            TauRule::Given(_) => "given".to_string(),
+            TauRule::ValidRatio { target, .. } => format!("searched for valid ratio {target}"),
+            TauRule::ErrorBound { bound, .. } => format!("searched for error bound {bound:e}"),
+        };
+        let work = match stats {
+            Some(s) => format!(
+                "valid ratio {:.4} ({} of {} block products)",
+                s.valid_ratio, s.performed_products, s.total_products
+            ),
+            None => "valid ratio unknown (the statistics failed)".to_string(),
+        };
+        let arithmetic = match T::VALUE_TYPE {
+            ValueType::F32
+                if runs_3xtf32(self.math_mode, T::VALUE_TYPE, self.block_size, block_count(k, self.block_size)) =>
+            {
+                "3xTF32"
+            }
+            ValueType::F32 if self.math_mode == MathMode::Tf32x3 => {
+                "exact FP32 (3xTF32 needs a block size multiple of 32)"
+            }
+            ValueType::F32 => "exact FP32",
+            ValueType::F64 => "FP64",
+            ValueType::F16 | ValueType::Bf16 => "FP32 accumulation",
+        };
+        format!(
+            "spamm gemm {} {m}x{n}x{k} (A {:?}, B {:?}) on {}: block size {}, tau {tau:.4e} ({rule}), {work}, {arithmetic}",
+            T::VALUE_TYPE.short_name(),
+            self.a.op,
+            self.b.op,
+            core.describe_placement(),
+            self.block_size
+        )
     }
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::too_many_arguments)]
 
 pub mod msrep;
+pub mod outcomes;
 pub mod smat;
 
 #[allow(unused_imports)]
@@ -51,14 +52,22 @@ pub fn last_error() -> String {
 /// A value no correct computation produces, to fill outputs before a call.
 pub const POISON: f64 = -7.777e30;
 
-/// Whether the CUDA backend is usable here; prints a SKIPPED line naming the test when it is not.
+/// Whether the CUDA backend is usable here, recorded for the run's summary ([`outcomes`]). Where it
+/// is not, prints a SKIPPED line naming the test, or fails where SPARSEGPU_REQUIRE_GPU=1.
 pub fn cuda_available(test: &str) -> bool {
+    use outcomes::Category;
     match sparsegpu::backend::cuda::availability() {
-        Ok(_) => true,
+        Ok(_) => {
+            outcomes::ran(Category::Gpu, test);
+            true
+        }
         Err(why) => {
+            assert!(!Category::Gpu.required(), "SPARSEGPU_REQUIRE_GPU=1 but {test} has no usable GPU: {why}");
+            let reason = format!("no usable GPU ({why})");
+            outcomes::skipped(Category::Gpu, test, &reason);
             // Written to stderr directly: libtest captures eprintln! of passing tests, and a skip must show.
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no usable GPU ({why})");
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
             false
         }
     }

@@ -2,6 +2,11 @@
 //! sources and the built `libsparsegpu.so`, tools that may be missing, and running commands.
 #![allow(dead_code)]
 
+#[path = "../common/outcomes.rs"]
+pub mod outcomes;
+
+use outcomes::Category;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,13 +21,15 @@ pub fn sources(paths: &[&str]) -> Option<PathBuf> {
         std::env::current_dir().ok(),
     ];
     let found = candidates.into_iter().flatten().find(|dir| paths.iter().all(|p| dir.join(p).exists()));
-    if found.is_none() {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: {} not found (set SPARSEGPU_SOURCE_DIR, or run from the repository's root)",
-            paths.join(", ")
-        );
+    let test = outcomes::current_test();
+    match found {
+        Some(_) => outcomes::ran(Category::Files, &test),
+        None => {
+            let reason =
+                format!("{} not found (set SPARSEGPU_SOURCE_DIR, or run from the repository's root)", paths.join(", "));
+            outcomes::skipped(Category::Files, &test, &reason);
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+        }
     }
     found
 }
@@ -63,18 +70,19 @@ pub fn run(cmd: &mut Command, what: &str) -> String {
     text
 }
 
-/// Whether `tool` can be run. A tool that is not installed skips its test (with a visible line)
-/// except where SPARSEGPU_REQUIRE_COMPILERS=1 (CI installs them all), where it fails.
+/// Whether `tool` can be run, recorded for the run's summary. A tool that is not installed skips
+/// its test or the part of it that needs the tool (with a visible line) except where
+/// SPARSEGPU_REQUIRE_COMPILERS=1 (CI installs them all), where it fails.
 pub fn tool_present(tool: &str) -> bool {
+    let test = outcomes::current_test();
     if Command::new(tool).arg("--version").output().is_ok() {
+        outcomes::ran(Category::Compilers, &test);
         return true;
     }
-    assert!(
-        std::env::var("SPARSEGPU_REQUIRE_COMPILERS").as_deref() != Ok("1"),
-        "SPARSEGPU_REQUIRE_COMPILERS=1 but {tool} is not installed"
-    );
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {tool} is not installed");
+    assert!(!Category::Compilers.required(), "SPARSEGPU_REQUIRE_COMPILERS=1 but {tool} is not installed");
+    let reason = format!("{tool} is not installed");
+    outcomes::skipped(Category::Compilers, &test, &reason);
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
     false
 }
 
@@ -133,18 +141,23 @@ pub fn library_path_with(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(dirs).expect("library path")
 }
 
-/// The ELF dynamic section of `file` as `readelf -d` or `objdump -p` prints it; None (with a
-/// visible line) where neither tool is installed.
+/// The ELF dynamic section of `file` as `readelf -d` or `objdump -p` prints it, recorded for the
+/// run's summary; None (with a visible line) where neither tool is installed, except where
+/// SPARSEGPU_REQUIRE_COMPILERS=1, where it fails.
 pub fn dynamic_section(file: &Path) -> Option<String> {
+    let test = outcomes::current_test();
     for (tool, flag) in [("readelf", "-d"), ("objdump", "-p")] {
         if let Ok(out) = Command::new(tool).arg(flag).arg(file).output()
             && out.status.success()
         {
+            outcomes::ran(Category::Compilers, &test);
             return Some(String::from_utf8_lossy(&out.stdout).into_owned());
         }
     }
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: neither readelf nor objdump is installed to read {}", file.display());
+    let reason = "neither readelf nor objdump is installed";
+    assert!(!Category::Compilers.required(), "SPARSEGPU_REQUIRE_COMPILERS=1 but {reason}");
+    outcomes::skipped(Category::Compilers, &test, reason);
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason} to read {}", file.display());
     None
 }
 

@@ -3,6 +3,7 @@
 
 use super::CpuExecutor;
 use crate::error::{Error, Result};
+use crate::log;
 use crate::msrep::contract::MsrepBackend;
 use crate::msrep::merge::{RowSegment, finish, row_segments, scale};
 use crate::msrep::{Partition, PartitionData, PartitionedMatrix};
@@ -158,6 +159,13 @@ impl<T: ComputeScalar> MsrepBackend<T> for CpuExecutor {
         // SAFETY: host memory of these lengths, not overlapping (the contract).
         let x = if a.cols == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(x, a.cols) } };
         let y = if a.rows == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(y, a.rows) } };
+        log::note(|| match a.format {
+            SparseFormat::Csc => "kernel: a task per partition into its own partial vector, summed row by row".into(),
+            _ => format!(
+                "kernel: a task per partition, its rows in chunks of {ROW_CHUNK}; rows cut between partitions merged \
+                 after"
+            ),
+        });
         spmv(a, alpha, x, beta, y)
     }
 }

@@ -6,6 +6,7 @@ use super::CpuExecutor;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::dense::MatRef;
 use crate::error::Result;
+use crate::log;
 use crate::scalar::{ComputeScalar, Element};
 use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
 use crate::sddmm::{
@@ -95,6 +96,7 @@ pub fn coo<T: Element>(op: &SddmmOperands<'_, T>, coo_rows: &[u32], out: &mut [T
     // Several chunks per thread so an uneven machine still balances; none so small that the
     // scheduling dominates.
     let chunk = nnz.div_ceil(rayon::current_num_threads() * 8).max(512);
+    log::note(|| format!("kernel: a task per {chunk} nonzeros (tasks: {}), a dot product each", nnz.div_ceil(chunk)));
     out.par_chunks_mut(chunk).enumerate().for_each(|(c, out_chunk)| {
         let first = c * chunk;
         for (offset, slot) in out_chunk.iter_mut().enumerate() {
@@ -113,6 +115,14 @@ pub fn coo<T: Element>(op: &SddmmOperands<'_, T>, coo_rows: &[u32], out: &mut [T
 /// The dot products accumulate in the compute type: in `out` itself when that is its type, else in
 /// one array allocated before anything is written, so a failure leaves `out` untouched.
 pub fn tiled<T: Element>(op: &SddmmOperands<'_, T>, schedule: &TileSchedule, out: &mut [T]) -> Result<()> {
+    log::note(|| {
+        let tiles: usize = schedule.bands.iter().map(|band| band.tiles.len()).sum();
+        format!(
+            "kernel: a task per band of {TILE_ROWS} rows (bands {}, tiles {tiles} of {TILE_ROWS}x{TILE_COLS}), K in \
+             slices of {TILE_K}",
+            schedule.bands.len()
+        )
+    });
     if TypeId::of::<T>() == TypeId::of::<T::Compute>() {
         // SAFETY: T and T::Compute are the same type (same TypeId); `out` is not used again.
         let sums = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T::Compute, out.len()) };

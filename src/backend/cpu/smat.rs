@@ -13,6 +13,7 @@ use super::tf32::tf32_split;
 use crate::alloc::{element_count, try_vec};
 use crate::dense::{MatMut, MatRef};
 use crate::error::Result;
+use crate::log;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
@@ -261,6 +262,15 @@ impl<T: SpmmElement> SmatBackend<T> for CpuExecutor {
             unsafe { std::slice::from_raw_parts_mut(product.c, product.c_len) }
         };
         let info = a.info();
+        log::note(|| {
+            let panels = product.n.div_ceil(COLUMN_PANEL);
+            let tf32x3 = T::VALUE_TYPE == ValueType::F32 && product.math_mode == SmatMathMode::Tf32x3;
+            format!(
+                "kernel: a task per block row of tiles or {ROWS_PER_TASK} CSR rows and per panel of up to \
+                 {COLUMN_PANEL} columns of B (panels: {panels}); tiles as a rank-1 update per tile column{}",
+                if tf32x3 { " in 3xTF32" } else { "" }
+            )
+        });
         let b = MatRef::new(b, info.cols, product.n, product.ldb, product.layout);
         let c = MatMut::new(c, info.rows, product.n, product.ldc, product.layout);
         T::spmm(storage, product.alpha, b, product.beta, c, product.math_mode)

@@ -17,10 +17,12 @@ use super::tf32::tf32_split;
 use crate::alloc::{element_count, try_vec};
 use crate::dense::axpby;
 use crate::error::{Error, Result};
+use crate::log;
 use crate::scalar::{ComputeScalar, Element};
 use crate::spamm::contract::{Outcome, Product, RawOperand, SpammBackend, SpammStatistics, Totals};
 use crate::spamm::tune::{CandidateEvaluator, NormMapEvaluator};
 use crate::spamm::{GemmOperand, MathMode, NormMap, ProductPlan, runs_3xtf32};
+use crate::types::ValueType;
 use rayon::prelude::*;
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -204,6 +206,17 @@ impl<T: Element> SpammBackend<T> for CpuExecutor {
         // Everything that may fail for want of memory comes before C is written.
         let (performed, squared_skipped) = plan.block_stats()?.totals();
         spamm_gemm(&plan, &a, &b, product.alpha, product.beta, c, product.ldc, product.math_mode)?;
+        log::note(|| {
+            let gemm = match T::VALUE_TYPE {
+                ValueType::F32 if runs_3xtf32(product.math_mode, T::VALUE_TYPE, plan.block_size, dims.2) => {
+                    "three FP32 GEMMs on the operands' TF32 parts"
+                }
+                ValueType::F32 => "one FP32 GEMM",
+                ValueType::F64 => "one FP64 GEMM",
+                ValueType::F16 | ValueType::Bf16 => "one FP32 GEMM on the operands widened once",
+            };
+            format!("kernel: a task per C block, each run of consecutive valid k {gemm}")
+        });
         Ok(Outcome { dims, tau, totals: Totals::Known { performed, squared_skipped } })
     }
 

@@ -484,6 +484,13 @@ impl GpuResident {
         }
         l.x_ready.record(stream)?;
 
+        if l.staged.contains(&true) {
+            crate::log::note(|| {
+                let staged: Vec<usize> =
+                    self.sides.iter().zip(&l.staged).filter(|(_, s)| **s).map(|(d, _)| d.gpu.ordinal).collect();
+                format!("partitions of devices {staged:?} on streams of their own, x and partial sums copied")
+            });
+        }
         // Other devices first, so they run while the lead device works on its own partitions.
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
             side.gpu.bind()?;
@@ -626,6 +633,7 @@ fn launch_partition<T: ComputeScalar>(
         SparseFormat::Csr => {
             let g = group_size(nnz, n as usize);
             let f = gpu.function(&MSREP, &format!("msrep_csr_{sfx}_g{g}"))?;
+            crate::log::note(|| format!("msrep_csr_{sfx}_g{g} ({g} lanes per row)"));
             let (sf, ef) = (p.bounds.start_flag as i32, p.bounds.end_flag as i32);
             let (alpha, beta, out, do_finish, shared) = match finish {
                 Some(fi) => (
@@ -640,6 +648,7 @@ fn launch_partition<T: ComputeScalar>(
             if let Some(rows) = &p.long_rows {
                 // Queued first: the few long rows start while the row groups fill the rest of the GPU.
                 let long = gpu.function(&MSREP, &format!("msrep_csr_long_{sfx}"))?;
+                crate::log::note(|| format!("msrep_csr_long_{sfx} (a block per row longer than {})", p.long_row));
                 let blocks = (p.long_count as usize).min(gpu.multiprocessors * 32) as u32;
                 let cfg = Launch { grid: (blocks, 1, 1), block: (LONG_ROW_BLOCK, 1, 1), shared_bytes: 0 };
                 let (count, list) = (p.long_count, rows.ptr());
@@ -671,6 +680,7 @@ fn launch_partition<T: ComputeScalar>(
         SparseFormat::Csc => {
             let g = group_size(nnz, n as usize);
             let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
+            crate::log::note(|| format!("msrep_csc_{sfx}_g{g} ({g} lanes per column)"));
             let x_part = x + (p.bounds.start_major * size) as u64;
             let cfg = grid_for(gpu, n as usize * g as usize);
             unsafe { launch(&f, cfg, stream, kernel_args![&n, &major, &minor, &values, &x_part, &accumulator]) }
@@ -678,6 +688,7 @@ fn launch_partition<T: ComputeScalar>(
         SparseFormat::Coo => {
             zero(raw, n as usize * size, stream)?;
             let f = gpu.function(&MSREP, &format!("msrep_coo_{sfx}"))?;
+            crate::log::note(|| format!("msrep_coo_{sfx}"));
             let count = nnz as i64;
             unsafe { launch(&f, grid_for(gpu, nnz), stream, kernel_args![&count, &major, &minor, &values, &x, &raw]) }
         }

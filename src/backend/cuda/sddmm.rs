@@ -174,6 +174,13 @@ pub fn tiled<T: Element>(
         (device.multiprocessors * TILED_BLOCKS_PER_SM).div_ceil(bands).min(op.n.div_ceil(TILE_COLS)).clamp(1, 65535)
             as u32;
     let cfg = Launch { grid: (bands as u32, per_band, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    crate::log::note(|| {
+        format!(
+            "kernel sddmm_tiled_{} ({bands} bands of {BAND_ROWS} rows, {per_band} thread blocks each, tiles of \
+             {BAND_ROWS}x{TILE_COLS})",
+            T::VALUE_TYPE.short_name()
+        )
+    });
     let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
@@ -258,6 +265,12 @@ pub fn coo<T: Element>(
     let groups = op.nnz.div_ceil(chunk);
     let blocks = (groups * group).div_ceil(256) as u32;
     let cfg = Launch { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    crate::log::note(|| {
+        format!(
+            "kernel sddmm_coo_{}_v{width} ({groups} groups of {group} lanes, {chunk} nonzeros each, loads of {width})",
+            T::VALUE_TYPE.short_name()
+        )
+    });
     let (nnz, k, chunk) = (op.nnz as i64, op.k as i32, chunk as i64);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
@@ -356,6 +369,9 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             base,
             out: out.ptr(),
         };
+        if nnz > 0 && resident.is_none() {
+            crate::log::note(|| "preprocessing on the device (no plan prepared on it)".to_string());
+        }
         if nnz > 0 {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {

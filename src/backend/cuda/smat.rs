@@ -307,6 +307,17 @@ impl DeviceStorage {
             packed.push(long_seg_ptr.len(), "the long-row segments", |i| long_seg_ptr[i])?,
             packed.push(long_out_rows.len(), "the long rows", |i| long_out_rows[i])?,
         ];
+        crate::log::note(|| {
+            format!(
+                "tile schedule: {} work items, {} block rows cut into {} runs; CSR rows longer than {long_limit} \
+                 entries: {} in {} segments",
+                schedule.items.len(),
+                schedule.splits.len(),
+                schedule.slots,
+                long_out_rows.len(),
+                seg_bounds.len() / 2
+            )
+        });
         let memory = DeviceBuffer::from_host(device, &packed.bytes, stream, "the analysed matrix")?.resident();
         let at = |offset: usize| memory.ptr() + offset as CUdeviceptr;
         let tiles = DeviceTiles {
@@ -474,8 +485,12 @@ unsafe fn spmm<T: GpuSpmmElement>(
         if staged {
             // Warps per thread block: as many 32-column strips as n needs, up to 4.
             let warps = n.div_ceil(STRIP).next_power_of_two().min(STAGED_WARPS);
-            let f = gpu.function(&SMAT, &format!("smat_tiles_{}_staged{warps}", T::NAME))?;
+            let name = format!("smat_tiles_{}_staged{warps}", T::NAME);
+            let f = gpu.function(&SMAT, &name)?;
             let panel = warps * STRIP;
+            crate::log::note(|| {
+                format!("tiles: {name} (B staged in panels of {panel} columns), {} work items", tiles.items)
+            });
             let cfg = Launch {
                 grid: (tiles.items as u32, n.div_ceil(panel) as u32, 1),
                 block: ((warps * 32) as u32, 1, 1),
@@ -499,8 +514,10 @@ unsafe fn spmm<T: GpuSpmmElement>(
             // f32 tiles in 3xTF32 on tensor cores when the handle asks; exact FP32 by FMA otherwise.
             let mode =
                 if T::VALUE_TYPE == ValueType::F32 && op.math_mode == SmatMathMode::Tf32x3 { "_3xtf32" } else { "" };
-            let f = gpu.function(&SMAT, &format!("smat_tiles_{}{mode}", T::NAME))?;
+            let name = format!("smat_tiles_{}{mode}", T::NAME);
+            let f = gpu.function(&SMAT, &name)?;
             let strips = n.div_ceil(STRIP);
+            crate::log::note(|| format!("tiles: {name} (B unstaged), {} work items", tiles.items));
             let cfg = Launch {
                 grid: (tiles.items as u32, strips.div_ceil(WARPS_PER_BLOCK).min(MAX_GRID_Y) as u32, 1),
                 block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
@@ -522,6 +539,9 @@ unsafe fn spmm<T: GpuSpmmElement>(
         }
         if tiles.splits > 0 {
             let f = gpu.function(&SMAT, &format!("smat_finish_tiles_{}", T::NAME))?;
+            crate::log::note(|| {
+                format!("{} block rows in {} runs summed by smat_finish_tiles_{}", tiles.splits, tiles.slots, T::NAME)
+            });
             let (splits_i, split_list, tile_rows_i) = (tiles.splits as i32, tiles.split_list, tiles.tile_rows as i32);
             // SAFETY: matches smat_finish_tiles_*; one thread per (row of a split block row, column).
             unsafe {
@@ -569,6 +589,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
         };
 
         let f = gpu.function(&SMAT, &format!("smat_rows_{}{suffix}", T::NAME))?;
+        crate::log::note(|| format!("CSR rows: smat_rows_{}{suffix}, {lanes} lanes per row", T::NAME));
         let (rows_i, long_limit) = (csr.rows as i32, csr.long_limit as i32);
         let (row_ptr, out_rows, col_ind, values) = (csr.row_ptr, csr.out_rows, csr.col_ind, csr.values);
         // SAFETY: the argument list matches smat_rows_*; every pointer covers what the kernel reads
@@ -604,6 +625,13 @@ unsafe fn spmm<T: GpuSpmmElement>(
             let workspace = Workspace::take(&csr.partials, gpu, stream, partial_bytes, "the long-row partial sums")?;
             let partial_ptr = workspace.ptr();
             let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
+            crate::log::note(|| {
+                let (long, segments) = (csr.long_rows, csr.segments);
+                format!(
+                    "{long} long rows in {segments} segments: smat_segments_{0}{suffix}, smat_finish_long_{0}",
+                    T::NAME
+                )
+            });
             let (segments_i, seg_bounds) = (csr.segments as i32, csr.seg_bounds);
             // SAFETY: matches smat_segments_*; partial holds segments × n compute values.
             unsafe {

@@ -109,6 +109,14 @@ pub unsafe fn gemm<T: Element>(
     };
     let fractions = shared.as_ref().map(|s| s.fractions.clone());
     timeline.stamp(lead, stream, || format!("split at block rows {bounds:?}, fractions {fractions:.3?}"))?;
+    crate::log::note(|| match shared.as_deref() {
+        None => format!("device {}", lead.ordinal),
+        Some(shared) => {
+            let ordinals: Vec<usize> =
+                std::iter::once(lead.ordinal).chain(shared.shares.iter().map(|s| s.gpu.ordinal)).collect();
+            format!("devices {ordinals:?} sharing C's block rows at {bounds:?}")
+        }
+    });
     let rows = SplitRows { bounds: &bounds, bs, m, n, k, dims, reads_c };
     // Multi-device: every share started (now, when the split came late), and the norm maps' parts
     // pushed to each before the lead's own rows.

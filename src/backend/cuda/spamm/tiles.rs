@@ -43,6 +43,16 @@ pub(super) unsafe fn multiply<T: Element>(
             device.allow_shared_memory(&f, shared_bytes as usize)?;
         }
         let cfg = Launch { grid: (work.tiles as u32, 1, 1), block: (tile.threads, 1, 1), shared_bytes };
+        crate::log::note(|| {
+            format!(
+                "kernel {} ({}x{} C tiles, {} thread blocks, {}, {shared_bytes} B shared memory)",
+                tile.name,
+                tile.tile_m,
+                tile.tile_n,
+                work.tiles,
+                arithmetic(T::VALUE_TYPE, runs_3xtf32(kernels.mode, T::VALUE_TYPE, bs, kb))
+            )
+        });
         let (order, counts, lists, stride) = (work.order.ptr(), work.counts.ptr(), work.lists.ptr(), kb as i32);
         return unsafe {
             launch(
@@ -64,6 +74,13 @@ pub(super) unsafe fn multiply<T: Element>(
     let f = device.function(&SPAMM, &format!("spamm_multiply_{}", T::VALUE_TYPE.short_name()))?;
     let grid = ((mb * tiles_per_block) as u32, (nb * tiles_per_block).min(65535) as u32, 1);
     let cfg = Launch { grid, block: (threads, 1, 1), shared_bytes: 0 };
+    crate::log::note(|| {
+        let arithmetic = if T::VALUE_TYPE == ValueType::F64 { "FP64 FMA" } else { arithmetic(T::VALUE_TYPE, false) };
+        format!(
+            "kernel spamm_multiply_{} (no tile kernel applies: a 32x32 C tile per thread block, {arithmetic})",
+            T::VALUE_TYPE.short_name()
+        )
+    });
     unsafe {
         launch(
             &f,
@@ -74,6 +91,16 @@ pub(super) unsafe fn multiply<T: Element>(
                 &tau
             ],
         )
+    }
+}
+
+/// How the tile kernels of `value_type` multiply (`tf32x3`: FP32 in 3xTF32), as log lines say it.
+fn arithmetic(value_type: ValueType, tf32x3: bool) -> &'static str {
+    match value_type {
+        ValueType::F32 if tf32x3 => "3xTF32 on tensor cores",
+        ValueType::F32 => "FP32 FMA",
+        ValueType::F64 => "FP64 DMMA on tensor cores",
+        ValueType::F16 | ValueType::Bf16 => "tensor cores, FP32 accumulation",
     }
 }
 
