@@ -349,7 +349,6 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
                                  c_cs);
 }
 
-
 // f32 and f64 on tensor cores, unstaged like smat_tiles_half: one warp per 8·HALVES tile rows × 32
 // columns, A fragments and B read directly (B rows by the tile's column indices), the next tile's
 // column indices loaded while the current one is multiplied.
