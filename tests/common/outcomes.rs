@@ -24,7 +24,7 @@ pub enum Category {
     Nvrtc,
     /// C, C++ and Fortran compilers and build tools (pkg-config, CMake, make, readelf).
     Compilers,
-    /// Files beside the test executable: the checkout's sources, data under `../shared/data`.
+    /// Files beside the test executable: the checkout's sources and data.
     Files,
 }
 
