@@ -86,6 +86,9 @@ macro_rules! c_enum_conversions {
     )+};
 }
 
+// The families' own enums use it too.
+pub(crate) use c_enum_conversions;
+
 c_enum_conversions! {
     Operation as "sgpuOperation_t" { N, T }
     ValueType as "sgpuValueType_t" { F16, Bf16, F32, F64 }

@@ -55,21 +55,8 @@ pub enum SddmmAlgorithm {
     Coo = 2,
 }
 
-impl SddmmAlgorithm {
-    pub const fn variants() -> &'static [SddmmAlgorithm] {
-        &[SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo]
-    }
-}
-
-impl TryFrom<c_int> for SddmmAlgorithm {
-    type Error = Error;
-    fn try_from(v: c_int) -> Result<Self> {
-        Self::variants()
-            .iter()
-            .copied()
-            .find(|a| *a as c_int == v)
-            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid sddmmAlgorithm_t")))
-    }
+crate::types::c_enum_conversions! {
+    SddmmAlgorithm as "sddmmAlgorithm_t" { Auto, Tiled, Coo }
 }
 
 /// The C `sddmmContext`: shared handle state plus the algorithm policy.

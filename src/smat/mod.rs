@@ -48,23 +48,6 @@ pub enum ReorderMode {
     Never = 2,
 }
 
-impl ReorderMode {
-    pub const fn variants() -> &'static [ReorderMode] {
-        &[ReorderMode::Auto, ReorderMode::Always, ReorderMode::Never]
-    }
-}
-
-impl TryFrom<c_int> for ReorderMode {
-    type Error = Error;
-    fn try_from(v: c_int) -> Result<Self> {
-        ReorderMode::variants()
-            .iter()
-            .copied()
-            .find(|m| *m as c_int == v)
-            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid smatReorderMode_t")))
-    }
-}
-
 /// How `smatCreateCsr` stores a matrix (`smatFormat`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,23 +59,6 @@ pub enum StorageFormat {
     Tiles = 1,
     /// Every row as CSR on the CUDA cores; no tiles, and no reordering (it could not change anything).
     Csr = 2,
-}
-
-impl StorageFormat {
-    pub const fn variants() -> &'static [StorageFormat] {
-        &[StorageFormat::Auto, StorageFormat::Tiles, StorageFormat::Csr]
-    }
-}
-
-impl TryFrom<c_int> for StorageFormat {
-    type Error = Error;
-    fn try_from(v: c_int) -> Result<Self> {
-        StorageFormat::variants()
-            .iter()
-            .copied()
-            .find(|m| *m as c_int == v)
-            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid smatFormat_t")))
-    }
 }
 
 /// How f32 tiles are multiplied (`smatMathMode`), after cuBLAS's math modes: the mode of the handle
@@ -113,21 +79,10 @@ pub enum SmatMathMode {
     Tf32x3 = 1,
 }
 
-impl SmatMathMode {
-    pub const fn variants() -> &'static [SmatMathMode] {
-        &[SmatMathMode::Default, SmatMathMode::Tf32x3]
-    }
-}
-
-impl TryFrom<c_int> for SmatMathMode {
-    type Error = Error;
-    fn try_from(v: c_int) -> Result<Self> {
-        SmatMathMode::variants()
-            .iter()
-            .copied()
-            .find(|m| *m as c_int == v)
-            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid smatMathMode_t")))
-    }
+crate::types::c_enum_conversions! {
+    ReorderMode as "smatReorderMode_t" { Auto, Always, Never }
+    StorageFormat as "smatFormat_t" { Auto, Tiles, Csr }
+    SmatMathMode as "smatMathMode_t" { Default, Tf32x3 }
 }
 
 /// Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's

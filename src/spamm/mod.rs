@@ -56,21 +56,8 @@ pub enum MathMode {
     Tf32x3 = 1,
 }
 
-impl MathMode {
-    pub const fn variants() -> &'static [MathMode] {
-        &[MathMode::Default, MathMode::Tf32x3]
-    }
-}
-
-impl TryFrom<c_int> for MathMode {
-    type Error = Error;
-    fn try_from(v: c_int) -> Result<Self> {
-        MathMode::variants()
-            .iter()
-            .copied()
-            .find(|m| *m as c_int == v)
-            .ok_or_else(|| Error::invalid_value(format!("{v} is not a valid spammMathMode_t")))
-    }
+crate::types::c_enum_conversions! {
+    MathMode as "spammMathMode_t" { Default, Tf32x3 }
 }
 
 /// Whether a product of `value_type` with `k_blocks` inner blocks of `block_size` on a handle in `mode`
