@@ -177,45 +177,56 @@ impl Handle {
         Ok((tau, achieved))
     }
 
-    /// spammGemmAtValidRatio: C = A·B at the τ searched for `target` on the product's own norm maps
-    /// (the same search, tolerance and budget as [`Handle::tune_ptr`]); returns that τ.
+    /// C = A·B at the τ the call itself searches for (norm maps computed once): spammGemmAtValidRatio
+    /// with the search, tolerance and budget of [`Handle::tune_ptr`], or spammGemmWithinErrorBound;
+    /// returns that τ.
     fn tuned_gemm(
         &self,
         ty: ValueType,
         n: usize,
         (a, bm, c): (&DeviceBuffer, &DeviceBuffer, &DeviceBuffer),
-        target: f64,
+        rule: TauSearch,
     ) -> Outcome<f64> {
         let ni = n as i32;
         let (one32, zero32, one64, zero64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
-        let scalar = |x32, x64| scalar_arg(ty, x32, x64);
+        let (one, zero) = (scalar_arg(ty, &one32, &one64), scalar_arg(ty, &zero32, &zero64));
+        let (a, bm, c) = (a.ptr() as _, bm.ptr() as _, c.ptr() as _);
         let mut tau = 0.0;
-        check(
-            unsafe {
-                spammGemmAtValidRatio(
-                    self.0,
-                    ty as i32,
-                    0,
-                    0,
-                    ni,
-                    ni,
-                    ni,
-                    scalar(&one32, &one64),
-                    a.ptr() as _,
-                    ni,
-                    bm.ptr() as _,
-                    ni,
-                    scalar(&zero32, &zero64),
-                    c.ptr() as _,
-                    ni,
-                    target,
-                    target * 0.01,
-                    30,
-                    &mut tau,
-                )
-            },
-            "spammGemmAtValidRatio",
-        )?;
+        let h = self.0;
+        unsafe {
+            match rule {
+                TauSearch::ValidRatio(target) => check(
+                    spammGemmAtValidRatio(
+                        h,
+                        ty as i32,
+                        0,
+                        0,
+                        ni,
+                        ni,
+                        ni,
+                        one,
+                        a,
+                        ni,
+                        bm,
+                        ni,
+                        zero,
+                        c,
+                        ni,
+                        target,
+                        target * 0.01,
+                        30,
+                        &mut tau,
+                    ),
+                    "spammGemmAtValidRatio",
+                ),
+                TauSearch::ErrorBound(bound) => check(
+                    spammGemmWithinErrorBound(
+                        h, ty as i32, 0, 0, ni, ni, ni, one, a, ni, bm, ni, zero, c, ni, bound, 30, &mut tau,
+                    ),
+                    "spammGemmWithinErrorBound",
+                ),
+            }
+        }?;
         Ok(tau)
     }
 
@@ -259,8 +270,23 @@ fn op_name(ty: ValueType) -> &'static str {
     }
 }
 
+/// What a product that searches its own τ aims at.
+#[derive(Clone, Copy)]
+enum TauSearch {
+    /// This fraction of the block products performed.
+    ValidRatio(f64),
+    /// The largest τ whose reported error bound is at most this (absolute, Frobenius).
+    ErrorBound(f64),
+}
+
 /// Fills an N×N column-major decay matrix.
 type Generator = fn(&mut Rng, usize) -> Vec<f64>;
+
+const EXPONENTIAL: &str = "exponential 0.99^|i-j|";
+
+fn exponential(rng: &mut Rng, n: usize) -> Vec<f64> {
+    testgen::exponential_decay(rng, n, n, 1.0, 0.99)
+}
 
 pub fn run(b: &mut Bench) {
     let n = b.opts.n.unwrap_or(if b.opts.quick { 1024 } else { 4096 });
@@ -277,7 +303,7 @@ pub fn run(b: &mut Bench) {
     let mut rng = Rng::new(b.seed ^ 0x5a);
     let inputs: [(&str, Generator); 2] = [
         ("algebraic 0.1/(|i-j|^0.1+1)", |rng, n| testgen::algebraic_decay(rng, n, n, 0.1, 0.1)),
-        ("exponential 0.99^|i-j|", |rng, n| testgen::exponential_decay(rng, n, n, 1.0, 0.99)),
+        (EXPONENTIAL, exponential),
     ];
     let decay = b.opts.decay.clone().unwrap_or_else(|| "both".into());
     for (input, generate) in inputs {
@@ -431,7 +457,11 @@ fn case(
                 let mut searched = tau;
                 let tuned = b
                     .gpu
-                    .time(|| handle.tuned_gemm(ty, n, (&a, bm, &c_ours), t).map(|found| searched = found))
+                    .time(|| {
+                        handle
+                            .tuned_gemm(ty, n, (&a, bm, &c_ours), TauSearch::ValidRatio(t))
+                            .map(|found| searched = found)
+                    })
                     .and_then(|tuned| match searched.to_bits() == tau.to_bits() {
                         true => Ok(tuned),
                         false => Err(format!("it chose tau {searched:e}, spammTuneTau {tau:e}")),
@@ -456,6 +486,92 @@ fn case(
         }
     }
     Ok(())
+}
+
+/// spammGemmWithinErrorBound against the vendor GEMM on the exponential-decay input, N×N: C = A·B at
+/// the largest τ whose reported error bound is at most `relative_budget`·‖C‖_F (‖C‖_F of the vendor's
+/// product), the search of τ inside the timed call as a caller pays it. The error against the
+/// vendor's result must stay within the reported bound plus the type's tolerance.
+pub fn within_error_budget(b: &mut Bench, n: usize, types: &[ValueType], relative_budget: f64) {
+    let mut rng = Rng::new(b.seed ^ 0xeb);
+    let (a_host, b_host) = (exponential(&mut rng, n), exponential(&mut rng, n));
+    for &ty in types {
+        let op = "spammGemmWithinErrorBound";
+        let mut m = Measurement::new("spamm", op, Cublas::gemm_name(ty), type_name(ty), EXPONENTIAL, format!("N={n}"));
+        if let Err(why) = budget_case(b, &mut m, (n, ty), (&a_host, &b_host), relative_budget) {
+            m.not_available(why);
+        }
+        b.report.push(m);
+    }
+}
+
+fn budget_case(
+    b: &Bench,
+    m: &mut Measurement,
+    (n, ty): (usize, ValueType),
+    (a_host, b_host): (&[f64], &[f64]),
+    relative_budget: f64,
+) -> Outcome<()> {
+    let gpu = &b.gpu;
+    let (a, bm) = (upload_as(gpu, ty, a_host, "A")?, upload_as(gpu, ty, b_host, "B")?);
+    let bytes = n * n * type_size(ty);
+    let (c_vendor, c_ours) = (gpu.zeros(bytes, "C (vendor)")?, gpu.zeros(bytes, "C (ours)")?);
+    let vendor = gpu.time(|| b.blas.gemm(ty, (n, n, n), 1.0, a.ptr(), n, bm.ptr(), n, 0.0, c_vendor.ptr(), n))?;
+    let reference = download_as(gpu, ty, &c_vendor, n * n)?;
+    let norm = reference.iter().map(|x| x * x).sum::<f64>().sqrt();
+    m.vendor_ms = Some(vendor.gpu_ms);
+    m.vendor_wall_ms = Some(vendor.wall_ms);
+    m.flops = Some(2.0 * (n as f64).powi(3));
+    m.peak = b.peaks.gemm(ty).map(|p| (p, "GFLOP/s"));
+    let handle = Handle::new(b, 32)?;
+    let mut tau = 0.0;
+    let rule = TauSearch::ErrorBound(relative_budget * norm);
+    let t = gpu.time(|| handle.tuned_gemm(ty, n, (&a, &bm, &c_ours), rule).map(|found| tau = found))?;
+    let stats = handle.stats()?;
+    m.ours_ms = Some(t.gpu_ms);
+    m.ours_wall_ms = Some(t.wall_ms);
+    m.tau = Some(tau);
+    m.valid_ratio = Some(stats.validRatio);
+    let ours = download_as(gpu, ty, &c_ours, n * n)?;
+    let (err, _) = crate::gpu::relative_error(&ours, &reference);
+    let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
+    m.error = Some(err);
+    m.error_bound = Some(bound);
+    m.note = format!("budget {relative_budget:e}·‖C‖_F; the search of tau is inside the timed call");
+    let allowed = bound * 1.001 + tolerance(ty);
+    if !crate::gpu::within(err, allowed) {
+        m.verdict = Verdict::Mismatch(format!("relative error {err:.3e} exceeds the bound {bound:.3e} + tolerance"));
+    }
+    Ok(())
+}
+
+/// What host arrays cost a caller: spammSgemm on the exponential-decay input at the τ of
+/// `target` valid ratio, once on host arrays (A and B copied in, C out, within the call) and once on
+/// device-resident ones; median wall times in milliseconds, (host, device).
+pub fn host_staging(b: &Bench, n: usize, target: f64) -> Outcome<(f64, f64)> {
+    let ty = ValueType::F32;
+    let mut rng = Rng::new(b.seed ^ 0x57);
+    let (a_host, b_host) =
+        (HostArray::new(ty, &exponential(&mut rng, n)), HostArray::new(ty, &exponential(&mut rng, n)));
+    let handle = Handle::new(b, 32)?;
+    let (tau, _) = handle.tune(ty, n, &a_host, &b_host, target)?;
+    let (a, bm) = (a_host.upload(&b.gpu, "A")?, b_host.upload(&b.gpu, "B")?);
+    let c = b.gpu.zeros(n * n * type_size(ty), "C")?;
+    let device = b.gpu.time(|| handle.gemm(ty, n, &a, &bm, &c, tau))?;
+    let mut c_host = vec![0.0f32; n * n];
+    let ni = n as i32;
+    let (one, zero) = (1.0f32, 0.0f32);
+    let mut host_ms: Vec<f64> = (0..4)
+        .map(|_| {
+            let began = Instant::now();
+            let (a, bm) = (a_host.ptr() as *const f32, b_host.ptr() as *const f32);
+            let c = c_host.as_mut_ptr();
+            let status = unsafe { spammSgemm(handle.0, 0, 0, ni, ni, ni, &one, a, ni, bm, ni, &zero, c, ni, tau) };
+            check(status, "spammSgemm on host arrays").map(|_| began.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect::<Outcome<_>>()?;
+    host_ms.remove(0);
+    Ok((crate::gpu::median(&mut host_ms), device.wall_ms))
 }
 
 /// A 2×2 product on host arrays through a CUDA handle.

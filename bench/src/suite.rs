@@ -207,7 +207,7 @@ impl Entry {
                 let base = find(base).expect("a permuted entry names an entry of the suite").matrix(seed, scale)?;
                 Ok(testgen::permute_rows(&mut self.rng(seed), &base).0)
             }
-            Source::DataFile(file) => crate::read_mtx(&data_file(file)?),
+            Source::DataFile(file) => crate::read_mtx(&repository_file(&["bench", "data", file])?),
         }
     }
 
@@ -248,13 +248,14 @@ pub fn parse_selection(v: &str) -> Result<Vec<&'static str>, String> {
     Ok(SUITE.iter().zip(wanted).filter(|(_, w)| *w).map(|(e, _)| e.name).collect())
 }
 
-/// Where a file of `bench/data` is: beside the bench crate's sources when built on this machine;
-/// else under the current directory (the repository root, where a machine without Rust runs the
-/// prebuilt binary); else under a directory above the executable (`target/release/` or `.gpu/bin/`
-/// of a checkout).
-fn data_file(name: &str) -> Outcome<PathBuf> {
-    let relative = PathBuf::from("bench").join("data").join(name);
-    let mut candidates = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data").join(name), relative.clone()];
+/// Where a file of the repository is, given its path from the root: in the checkout the bench was
+/// built from; else under the current directory (the repository root, where a machine without Rust
+/// runs the prebuilt binary); else under a directory above the executable (`target/release/` or
+/// `.gpu/bin/` of a checkout).
+pub fn repository_file(parts: &[&str]) -> Outcome<PathBuf> {
+    let relative: PathBuf = parts.iter().collect();
+    let built_from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(&relative);
+    let mut candidates = vec![built_from, relative.clone()];
     if let Ok(exe) = std::env::current_exe() {
         candidates.extend(exe.ancestors().skip(1).map(|dir| dir.join(&relative)));
     }

@@ -43,6 +43,7 @@ fn help_describes_every_option() {
         "--suite",
         "--widths",
         "--devices",
+        "--demo",
         "spamm|smat|msrep|sddmm|all",
     ] {
         assert!(text.contains(option), "--help does not mention {option}:\n{text}");
@@ -87,4 +88,33 @@ fn without_a_gpu_it_exits_2_with_a_clear_message() {
     assert!(err.contains("no usable GPU"), "unclear message: {err}");
     assert!(!err.contains("panicked"), "the binary panicked: {err}");
     assert!(!json.exists(), "a JSON file was written without any measurement");
+}
+
+#[test]
+fn the_demonstration_runs_with_or_without_a_gpu() {
+    // With a GPU it compares with the vendor; without one, against an f64 reference on the CPU.
+    let test = "the_demonstration_runs_with_or_without_a_gpu";
+    let on_gpu = cuda_usable();
+    if on_gpu {
+        outcomes::ran(Category::Gpu, test);
+    }
+    let out = bench().args(["--demo", "--quick"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "--demo failed: {out:?}\n{text}\n{err}");
+    assert!(!err.contains("panicked"), "the demonstration panicked: {err}");
+    if on_gpu {
+        assert!(text.contains("== Summary"), "no summary:\n{text}");
+        for family in ["spamm", "smat", "msrep", "sddmm"] {
+            assert!(text.contains(&format!("{family:<6} geometric-mean speedup")), "no speedup of {family}:\n{text}");
+        }
+        assert!(text.contains("Host arrays: spammSgemm"), "host staging not reported:\n{text}");
+        assert!(!text.contains("not measured"), "a comparison was not measured:\n{text}");
+    } else {
+        assert!(text.contains("no vendor library to compare with"), "{text}");
+        for family in ["SpAMM", "SMaT", "MSREP", "SDDMM"] {
+            assert!(text.contains(&format!("{family} ")), "{family} did not run:\n{text}");
+        }
+        assert!(text.contains("ergo D·D"), "the real matrix was not used:\n{text}");
+    }
 }

@@ -1,8 +1,7 @@
-//! The main demonstration: every family on generated inputs (and SpAMM on ergo's density matrix of 40
-//! water molecules, from `examples/data`), through the C API, on the default backend. For each
-//! it prints the time (median of repeats after a warm-up) and the accuracy against an f64 reference.
-//!
-//!     cargo run --release --example demo
+//! The demonstration where there is nothing to compare with: every family on generated inputs (and
+//! SpAMM on ergo's density matrix of 40 water molecules, from `examples/data`), through the C API on
+//! host arrays, on the default backend (the CPU without a GPU). For each it prints the time (median
+//! of repeats after a warm-up) and the accuracy against an f64 reference.
 
 use sparsegpu::capi::common::sgpuGetLastErrorMessage;
 use sparsegpu::capi::{msrep::*, sddmm::*, smat::*, spamm::*};
@@ -149,13 +148,14 @@ fn spamm_demo(rng: &mut Rng) {
 
 /// D·D for ergo's density matrix of 40 water molecules (a real decay matrix), in FP64.
 fn ergo_demo(h: spammHandle_t) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data/w40-D.mtx.gz");
-    let Ok(file) = std::fs::File::open(path) else {
-        println!("  (ergo matrices not found at {path}: skipped)");
-        return;
+    let d = match crate::suite::repository_file(&["examples", "data", "w40-D.mtx.gz"]).and_then(|p| crate::read_mtx(&p))
+    {
+        Ok(d) => d,
+        Err(why) => {
+            println!("  (ergo's density matrix: {why}; skipped)");
+            return;
+        }
     };
-    let d = sparsegpu::matrix_market::read_matrix_market(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
-        .expect("D.mtx.gz parses");
     let n = d.rows;
     let mut dense = vec![0.0f64; n * n];
     for (idx, v) in d.to_dense_f64().into_iter().enumerate() {
@@ -440,7 +440,8 @@ fn sddmm_demo(rng: &mut Rng) {
     ok(unsafe { sddmmDestroy(h) }, "sddmmDestroy");
 }
 
-fn main() {
+/// Every family against its f64 reference.
+pub fn run() {
     let mut rng = Rng::fresh("demo");
     spamm_demo(&mut rng);
     smat_demo(&mut rng);
