@@ -32,7 +32,7 @@ module sparsegpu
 
   ! Floating-point constants of the header (#define SDDMM_DEFAULT_DENSITY_THRESHOLD,
   ! SMAT_DEFAULT_JACCARD_THRESHOLD, SMAT_NEAR_FEWEST).
-  real(c_double), protected :: SDDMM_DEFAULT_DENSITY_THRESHOLD = 1.0e-4_c_double
+  real(c_double), protected :: SDDMM_DEFAULT_DENSITY_THRESHOLD = 1.0_c_double
   real(c_double), protected :: SMAT_DEFAULT_JACCARD_THRESHOLD = 0.5_c_double
   real(c_double), protected :: SMAT_NEAR_FEWEST = 1.25_c_double
 

@@ -27,8 +27,8 @@
 // most); the bound keeps a mistyped count from exhausting memory on per-partition bookkeeping.
 #define MSREP_MAX_PARTITIONS 65536
 
-// The paper's switch point: GPU-Shared above 0.01 % density.
-#define SDDMM_DEFAULT_DENSITY_THRESHOLD 1e-4
+// Density above which AUTO takes TILED by default: none (see the module's documentation).
+#define SDDMM_DEFAULT_DENSITY_THRESHOLD 1.0
 
 // Default Jaccard distance threshold. A row joins a cluster when its distance to the cluster's
 // column-block union is below τ; at τ = 0.5 that means the row shares more column blocks with the
@@ -467,7 +467,7 @@ sgpuStatus_t msrepSpMV(msrepHandle_t handle,
                        void *y);
 
 // Creates an SDDMM handle on the backend `SPARSEGPU_BACKEND` names (auto when unset), algorithm
-// AUTO, density threshold 1e-4. Destroy it with sddmmDestroy.
+// AUTO, density threshold 1 (SDDMM_DEFAULT_DENSITY_THRESHOLD). Destroy it with sddmmDestroy.
 sgpuStatus_t sddmmCreate(sddmmHandle_t *handle);
 
 // Destroys an SDDMM handle; NULL is accepted and does nothing. Plans stay valid.
@@ -491,9 +491,10 @@ sgpuStatus_t sddmmGetBackend(sddmmHandle_t handle, sgpuBackend_t *backend);
 // nnz / (m·n) > the density threshold, COO otherwise).
 sgpuStatus_t sddmmSetAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t algorithm);
 
-// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1e-4, the
-// paper's 0.01 %). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN
-// is SGPU_STATUS_INVALID_VALUE.
+// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1, so that
+// AUTO picks COO, measured the faster at every density tried: docs/methods.md; the paper's switch
+// point was 1e-4). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN is
+// SGPU_STATUS_INVALID_VALUE.
 sgpuStatus_t sddmmSetDensityThreshold(sddmmHandle_t handle, double threshold);
 
 // Writes the algorithm the handle's last successful sddmmDynamic / sddmmExecutePlan ran

@@ -5,15 +5,12 @@
 // Entry points per type suffix (f32, f64, f16, bf16):
 //   sddmm_coo_rows         CSR -> COO row expansion (GPU-Convert's conversion, Algorithm 4)
 //   sddmm_coo_<ty>_v<V>    nnz-balanced COO kernel, V-wide vector loads (GPU-Convert / GPU-Dynamic)
-//   sddmm_tile_schedule    groups each Ti-row band's nonzeros by Tj-column tile (counting sort)
-//   sddmm_tiled_<ty>       GPU-Shared (Algorithm 2): A and B panels of a tile staged in shared memory
-//                          Tk columns at a time, each thread accumulating its nonzeros' dot products
+//   sddmm_tile_schedule    groups each Ti-row band's nonzeros by Tj-column tile (counting sort): the
+//                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>
 
 #define SD_TI 64        // rows of S per band (Ti), equal to the CPU's TILE_ROWS
 #define SD_TJ 64        // columns of S per tile (Tj), equal to the CPU's TILE_COLS
-#define SD_TK 32        // K slice staged in shared memory (Tk): two f64 panels fit in 48 KiB
-#define SD_THREADS 256  // block size of the tiled and schedule kernels
-#define SD_EPT 4        // nonzeros a thread of the tiled kernel accumulates at once (registers)
+#define SD_THREADS 256  // block size of the schedule kernel
 
 // The element types by index, converted by the prelude's sgpu_elem / sgpu_half_elem.
 template <int TY> struct sd_type;
@@ -71,15 +68,22 @@ extern "C" __global__ void sddmm_coo_rows(int m, const int* row_ptr, int base, u
 }
 
 // Groups of G = 2^group_log2 lanes (inside one warp) each take an equal chunk of `chunk`
-// consecutive nonzeros; the lanes of a group split K, V elements per load, and reduce with shuffles.
+// consecutive positions; the lanes of a group split K, V elements per load, and reduce with
+// shuffles. Position g is entry order[g] of S (the tile order: entries of one band of rows and one
+// tile of columns next to each other, so the A and B rows they read are reused from L1), or entry g
+// without an order (row order). A group takes SD_BATCH positions at a time, their loads issued
+// together, so a few nonzeros' rows are in flight per group rather than one.
 // V > 1 only when rows are contiguous (cs == 1) and every row start is V-aligned.
+#define SD_BATCH 4
 template <int TY, int V>
 __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha,
                           const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
                           const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
                           const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* col_ind,
-                          int base, int group_log2, long long chunk, typename sd_type<TY>::elem* out) {
+                          int base, const int* order, int group_log2, long long chunk,
+                          typename sd_type<TY>::elem* out) {
     typedef typename sd_type<TY>::comp comp;
+    typedef typename sd_type<TY>::elem elem;
     const int G = 1 << group_log2;
     long long thread = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     int lane = threadIdx.x & 31;
@@ -88,27 +92,53 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     long long group = thread >> group_log2;
     long long first = group * chunk;
     long long last = first + chunk < nnz ? first + chunk : nnz;
-    for (long long e = first; e < last; ++e) {
-        long long i = rows[e], j = col_ind[e] - base;
-        const typename sd_type<TY>::elem* a = A + i * a_rs;
-        const typename sd_type<TY>::elem* b = B + j * b_rs;
-        comp sum = 0;
-        if (V > 1) {
-#pragma unroll 4
-            for (int p = member * V; p < k; p += G * V) {
-                comp x[V], y[V];
-                sd_load_vec<TY, V>(a + p, x);
-                sd_load_vec<TY, V>(b + p, y);
+    for (long long g0 = first; g0 < last; g0 += SD_BATCH) {
+        long long e[SD_BATCH];
+        const elem* a[SD_BATCH];
+        const elem* b[SD_BATCH];
+        comp sum[SD_BATCH];
 #pragma unroll
-                for (int v = 0; v < V; ++v) sum += x[v] * y[v];
+        for (int u = 0; u < SD_BATCH; ++u) {
+            // Past the chunk's end the last position is computed again and not written.
+            long long g = g0 + u < last ? g0 + u : last - 1;
+            e[u] = order ? order[g] : g;
+            a[u] = A + (long long)rows[e[u]] * a_rs;
+            b[u] = B + (long long)(col_ind[e[u]] - base) * b_rs;
+            sum[u] = 0;
+        }
+        if (V > 1) {
+            for (int p = member * V; p < k; p += G * V) {
+                comp x[SD_BATCH][V], y[SD_BATCH][V];
+#pragma unroll
+                for (int u = 0; u < SD_BATCH; ++u) {
+                    sd_load_vec<TY, V>(a[u] + p, x[u]);
+                    sd_load_vec<TY, V>(b[u] + p, y[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < SD_BATCH; ++u)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) sum[u] += x[u][v] * y[u][v];
             }
         } else {
-#pragma unroll 4
-            for (int p = member; p < k; p += G)
-                sum += sd_type<TY>::load(a[p * a_cs]) * sd_type<TY>::load(b[p * b_cs]);
+            for (int p = member; p < k; p += G) {
+                comp x[SD_BATCH], y[SD_BATCH];
+#pragma unroll
+                for (int u = 0; u < SD_BATCH; ++u) {
+                    x[u] = sd_type<TY>::load(a[u][p * a_cs]);
+                    y[u] = sd_type<TY>::load(b[u][p * b_cs]);
+                }
+#pragma unroll
+                for (int u = 0; u < SD_BATCH; ++u) sum[u] += x[u] * y[u];
+            }
         }
-        for (int offset = G >> 1; offset > 0; offset >>= 1) sum += __shfl_xor_sync(mask, sum, offset);
-        if (member == 0) out[e] = sd_finish<TY>(alpha, s, e, sum);
+        for (int offset = G >> 1; offset > 0; offset >>= 1)
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u) sum[u] += __shfl_xor_sync(mask, sum[u], offset);
+        if (member == 0) {
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u)
+                if (g0 + u < last) out[e[u]] = sd_finish<TY>(alpha, s, e[u], sum[u]);
+        }
     }
 }
 
@@ -116,10 +146,10 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     extern "C" __global__ void sddmm_coo_##SUFFIX##_v##V(                                                          \
         long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
         const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
-        const unsigned int* rows, const int* col_ind, int base, int group_log2, long long chunk,                   \
+        const unsigned int* rows, const int* col_ind, int base, const int* order, int group_log2, long long chunk,  \
         sd_type<TY>::elem* out) {                                                                                  \
-        sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, group_log2, chunk,   \
-                         out);                                                                                     \
+        sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, order, group_log2,   \
+                         chunk, out);                                                                              \
     }
 SD_COO(f32, 0, 1)
 SD_COO(f32, 0, 2)
@@ -230,135 +260,3 @@ extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr,
         __syncthreads();
     }
 }
-
-// Stages the listed rows r0 + list[j] (j < count) x columns [k0, k0 + w) of a matrix into a shared
-// panel (row list[j] of the panel), reading along whichever direction is contiguous in memory so the
-// loads coalesce. Only rows / columns of S that hold a nonzero of the tile are listed, so a sparse
-// tile stages a few rows instead of all Ti + Tj.
-template <int TY>
-__device__ __forceinline__ void sd_stage(typename sd_type<TY>::comp (*panel)[SD_TK + 1],
-                                         const typename sd_type<TY>::elem* X, long long rs, long long cs, long long r0,
-                                         const int* list, int count, int k0, int w) {
-    for (int idx = threadIdx.x; idx < count * w; idx += SD_THREADS) {
-        int j, p;
-        if (cs == 1) {
-            j = idx / w;
-            p = idx % w;
-        } else {
-            p = idx / count;
-            j = idx % count;
-        }
-        int r = list[j];
-        panel[r][p] = sd_type<TY>::load(X[(r0 + r) * rs + (long long)(k0 + p) * cs]);
-    }
-}
-
-// OR of a 64-bit word over the warp.
-__device__ __forceinline__ unsigned long long sd_warp_or64(unsigned long long x) {
-    for (int offset = 16; offset > 0; offset >>= 1) x |= __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
-// Blocks (band, y): block y of a band of Ti rows of S takes the band's tiles y, y + gridDim.y, ...
-// (several blocks per band, so a few long bands do not leave the GPU idle). For each tile (Tj
-// columns with nonzeros), chunk of up to SD_THREADS * SD_EPT of its nonzeros and K slice of Tk:
-// the A rows and B rows that the chunk's nonzeros use are staged in shared memory, then each thread
-// accumulates the dot products of up to SD_EPT nonzeros in registers; results are written once,
-// after the last slice (no atomics, deterministic).
-template <int TY>
-__device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alpha,
-                            const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
-                            const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
-                            const typename sd_type<TY>::elem* s, const int* row_ptr, int base, const int* order,
-                            const int* order_rs, const int* tile_cb, const int* tile_start, const int* band_tiles,
-                            typename sd_type<TY>::elem* out) {
-    typedef typename sd_type<TY>::comp comp;
-    __shared__ comp panel_a[SD_TI][SD_TK + 1];
-    __shared__ comp panel_b[SD_TJ][SD_TK + 1];
-    __shared__ unsigned long long used_rows, used_cols;  // bit r / c: row / column of the tile in use
-    __shared__ int list_rows[SD_TI], list_cols[SD_TJ];
-    int band = blockIdx.x;
-    int r0 = band * SD_TI;
-    int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
-    long long e0 = row_ptr[r0] - base, e1 = row_ptr[r0 + rows] - base;
-    long long toff = e0 + band;
-    int tiles = band_tiles[band];
-    int lane = threadIdx.x & 31;
-    for (int t = blockIdx.y; t < tiles; t += gridDim.y) {
-        int c0 = tile_cb[toff + t] * SD_TJ;
-        long long g0 = e0 + tile_start[toff + t];
-        long long g1 = t + 1 < tiles ? e0 + tile_start[toff + t + 1] : e1;
-        for (long long chunk = g0; chunk < g1; chunk += SD_THREADS * SD_EPT) {
-            comp acc[SD_EPT];
-            int rs[SD_EPT];
-            unsigned long long my_rows = 0, my_cols = 0;
-#pragma unroll
-            for (int q = 0; q < SD_EPT; ++q) {
-                long long g = chunk + threadIdx.x + q * SD_THREADS;
-                acc[q] = 0;
-                rs[q] = g < g1 ? order_rs[g] : -1;
-                if (rs[q] >= 0) {
-                    my_rows |= 1ull << (rs[q] >> 8);
-                    my_cols |= 1ull << (rs[q] & 255);
-                }
-            }
-            __syncthreads();  // the previous chunk is done with the masks, lists and panels
-            if (threadIdx.x == 0) used_rows = used_cols = 0;
-            __syncthreads();
-            my_rows = sd_warp_or64(my_rows);
-            my_cols = sd_warp_or64(my_cols);
-            if (lane == 0) {
-                if (my_rows) atomicOr(&used_rows, my_rows);
-                if (my_cols) atomicOr(&used_cols, my_cols);
-            }
-            __syncthreads();
-            unsigned long long mask_rows = used_rows, mask_cols = used_cols;
-            int count_rows = __popcll(mask_rows), count_cols = __popcll(mask_cols);
-            if (threadIdx.x < SD_TI) {
-                int r = threadIdx.x;
-                if ((mask_rows >> r) & 1) list_rows[__popcll(mask_rows & ((1ull << r) - 1))] = r;
-            } else if (threadIdx.x < SD_TI + SD_TJ) {
-                int c = threadIdx.x - SD_TI;
-                if ((mask_cols >> c) & 1) list_cols[__popcll(mask_cols & ((1ull << c) - 1))] = c;
-            }
-            for (int k0 = 0; k0 < k; k0 += SD_TK) {
-                int w = k - k0 < SD_TK ? k - k0 : SD_TK;
-                __syncthreads();  // the lists are written; the previous slice is done with the panels
-                sd_stage<TY>(panel_a, A, a_rs, a_cs, r0, list_rows, count_rows, k0, w);
-                sd_stage<TY>(panel_b, B, b_rs, b_cs, c0, list_cols, count_cols, k0, w);
-                __syncthreads();
-#pragma unroll
-                for (int q = 0; q < SD_EPT; ++q) {
-                    if (rs[q] >= 0) {
-                        const comp* x = panel_a[rs[q] >> 8];
-                        const comp* y = panel_b[rs[q] & 255];
-                        comp sum = 0;
-                        for (int p = 0; p < w; ++p) sum += x[p] * y[p];
-                        acc[q] += sum;
-                    }
-                }
-            }
-#pragma unroll
-            for (int q = 0; q < SD_EPT; ++q) {
-                if (rs[q] >= 0) {
-                    long long e = order[chunk + threadIdx.x + q * SD_THREADS];
-                    out[e] = sd_finish<TY>(alpha, s, e, acc[q]);
-                }
-            }
-        }
-    }
-}
-
-#define SD_TILED(SUFFIX, TY)                                                                                       \
-    extern "C" __global__ void sddmm_tiled_##SUFFIX(                                                               \
-        int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs,  \
-        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s, const int* row_ptr, \
-        int base, const int* order, const int* order_rs, const int* tile_cb, const int* tile_start,                \
-        const int* band_tiles, sd_type<TY>::elem* out) {                                                           \
-        sddmm_tiled<TY>(m, n, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, row_ptr, base, order, order_rs, tile_cb,  \
-                        tile_start, band_tiles, out);                                                              \
-    }
-SD_TILED(f32, 0)
-SD_TILED(f64, 1)
-SD_TILED(f16, 2)
-SD_TILED(bf16, 3)

@@ -109,7 +109,7 @@ fn every_family() -> usize {
     assert_eq!(unsafe { msrepDestroyMatrix(matrix) }, OK);
     assert_eq!(unsafe { msrepDestroy(h) }, OK);
 
-    // SDDMM: tiled at the default threshold, COO above it, and a plan.
+    // SDDMM: tiled at a threshold below the density, COO at one above it, and a plan.
     let (m, k) = (64, 16);
     let s: CsrMatrix<f32> = testgen::random_csr(&mut rng, m, m, 0.1);
     let (a, b): (Vec<f32>, Vec<f32>) = (rng.vec(m * k), rng.vec(m * k));
@@ -123,6 +123,7 @@ fn every_family() -> usize {
     let sample = |h| unsafe {
         sddmmDynamic(h, mi, mi, ki, alpha, ap, ki, bp, ki, ROW_MAJOR, nnz, rp, ci, null(), BASE_ZERO, f32_type, op)
     };
+    assert_eq!(unsafe { sddmmSetDensityThreshold(h, 1e-4) }, OK);
     ok(sample(h), "sddmmDynamic, tiled");
     assert_eq!(unsafe { sddmmSetDensityThreshold(h, 0.5) }, OK);
     ok(sample(h), "sddmmDynamic, COO");

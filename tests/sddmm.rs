@@ -13,7 +13,7 @@ use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::sddmm::{SddmmAlgorithm, TILE_COLS, TILE_K, TILE_ROWS};
+use sparsegpu::sddmm::{DEFAULT_DENSITY_THRESHOLD, SddmmAlgorithm, TILE_COLS, TILE_K, TILE_ROWS};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -284,7 +284,8 @@ fn set_algorithm(h: sddmmHandle_t, alg: SddmmAlgorithm) {
 fn run_all_ways<T: Element>(h: sddmmHandle_t, rng: &mut Rng, p: &Problem) {
     let d = Data::<T>::random(rng, p);
     let (want, scale) = d.reference(p);
-    let expected_auto = if p.density() > 1e-4 { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
+    let expected_auto =
+        if p.density() > DEFAULT_DENSITY_THRESHOLD { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
     let plan = unsafe { create_plan(h, p) };
     for forced in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo, SddmmAlgorithm::Auto] {
         set_algorithm(h, forced);
@@ -443,11 +444,15 @@ fn auto_switches_to_tiled_strictly_above_the_density_threshold() {
         assert_eq!(unsafe { sddmmDestroyPlan(plan) }, OK);
         dynamic_choice
     };
-    // Default 1e-4 on 100 x 100: one entry is exactly 1e-4 (not above), two are above.
+    // The default, 1, is never exceeded: COO even for a full pattern.
+    assert_eq!(run(&mut rng, 100, 1), SddmmAlgorithm::Coo);
+    assert_eq!(run(&mut rng, 100, 10000), SddmmAlgorithm::Coo);
+    // Moving the threshold moves the switch: at 1e-4 on 100 x 100, one entry is exactly 1e-4 (not
+    // above), two are above.
+    assert_eq!(unsafe { sddmmSetDensityThreshold(h, 1e-4) }, OK);
     assert_eq!(run(&mut rng, 100, 1), SddmmAlgorithm::Coo);
     assert_eq!(run(&mut rng, 100, 2), SddmmAlgorithm::Tiled);
     assert_eq!(run(&mut rng, 100, 5000), SddmmAlgorithm::Tiled);
-    // Moving the threshold moves the switch.
     assert_eq!(unsafe { sddmmSetDensityThreshold(h, 0.5) }, OK);
     assert_eq!(run(&mut rng, 100, 5000), SddmmAlgorithm::Coo);
     assert_eq!(run(&mut rng, 100, 5001), SddmmAlgorithm::Tiled);

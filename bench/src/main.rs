@@ -108,7 +108,8 @@ pub struct Options {
         value_parser = suite::parse_selection
     )]
     pub suite: Option<std::vec::Vec<&'static str>>,
-    /// SMaT: the columns n of B and C (default 128; 32,128,512 with --suite)
+    /// SMaT: the columns n of B and C (default 128; 32,128,512 with --suite); SDDMM: the inner
+    /// dimension k of A and B (default 64)
     #[arg(long, value_name = "N,...", value_parser = parse_widths, allow_hyphen_values = true)]
     pub widths: Option<std::vec::Vec<usize>>,
     /// MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1); a list
@@ -124,8 +125,8 @@ pub struct Options {
     /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
     #[arg(long)]
     pub no_exact: bool,
-    /// SpAMM and SMaT value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32 or all
-    /// four with --suite)
+    /// SpAMM, SMaT and SDDMM value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32
+    /// or all four with --suite, SDDMM f32,f64)
     #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
     pub types: Option<std::vec::Vec<ValueType>>,
     /// SMaT storage format (smatSetFormat): auto, tiles (every block row as tensor-core tiles) or csr

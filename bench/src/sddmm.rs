@@ -1,7 +1,9 @@
-//! SDDMM against cuSPARSE over densities: sddmmDynamic (algorithm chosen per call, preprocessing
-//! redone each call) and sddmmExecutePlan (pattern preprocessed once) vs cusparseSDDMM (CSR,
-//! CUSPARSE_SDDMM_ALG_DEFAULT, cusparseSDDMM_preprocess once, outside the timing). S is a pattern
-//! (values 1): ours computes out[e] = ⟨A_i, B_j⟩ at e = (i, j), cuSPARSE (A·Bᵀ) ∘ spy(S).
+//! SDDMM against cuSPARSE over densities and widths k: sddmmDynamic (algorithm chosen per call,
+//! preprocessing redone each call) and sddmmExecutePlan (pattern preprocessed once), the latter also
+//! with each algorithm forced, vs cusparseSDDMM (CSR, CUSPARSE_SDDMM_ALG_DEFAULT,
+//! cusparseSDDMM_preprocess once, outside the timing). S is a pattern (values 1): ours computes
+//! out[e] = ⟨A_i, B_j⟩ at e = (i, j), cuSPARSE (A·Bᵀ) ∘ spy(S). At the end: how often the dispatch
+//! (SDDMM_ALGORITHM_AUTO) chose the faster algorithm.
 
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
@@ -27,36 +29,67 @@ impl Drop for Plan {
     }
 }
 
+/// `sddmmAlgorithm_t` values of `include/sparsegpu.h`.
+const AUTO: i32 = 0;
+const FORCED: [(i32, &str); 2] = [(1, "tiled"), (2, "COO")];
+
 pub fn run(b: &mut Bench) {
     let size = b.opts.n.unwrap_or(if b.opts.quick { 4096 } else { 8192 });
-    let k = 64usize;
+    let widths = b.opts.widths.clone().unwrap_or_else(|| vec![64]);
     let densities: &[f64] = if b.opts.quick { &[1e-4, 1e-2] } else { &[1e-5, 1e-4, 1e-3, 1e-2, 5e-2] };
-    let types: &[ValueType] = if b.opts.quick { &[ValueType::F32] } else { &[ValueType::F32, ValueType::F64] };
+    let default_types: &[ValueType] = if b.opts.quick { &[ValueType::F32] } else { &[ValueType::F32, ValueType::F64] };
+    let types = b.opts.types.clone().unwrap_or_else(|| default_types.to_vec());
+    let widths_text = widths.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
     table_header(&format!(
-        "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {size}x{size}, k = {k}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic"
+        "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {size}x{size}, k = {widths_text}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic"
     ));
     let available = probe(b);
     announce_probe("SDDMM", &available);
     let mut rng = Rng::new(b.seed ^ 0x5d);
-    let a_host: Vec<f64> = rng.vec(size * k);
-    let b_host: Vec<f64> = rng.vec(size * k);
-    for &density in densities {
-        let pattern = testgen::random_csr::<f64>(&mut rng, size, size, density);
-        for &ty in types {
-            if let Err(why) = case(b, &available, &pattern, ty, k, &a_host, &b_host) {
-                let mut m = Measurement::new(
-                    "sddmm",
-                    "sddmmDynamic",
-                    "cusparseSDDMM",
-                    type_name(ty),
-                    "random",
-                    format!("{size}x{size} k={k}"),
-                );
-                m.density = Some(density);
-                m.not_available(format!("harness or vendor failure: {why}"));
-                b.report.push(m);
+    let first_row = b.report.rows.len();
+    for &k in &widths {
+        let a_host: Vec<f64> = rng.vec(size * k);
+        let b_host: Vec<f64> = rng.vec(size * k);
+        for &density in densities {
+            let pattern = testgen::random_csr::<f64>(&mut rng, size, size, density);
+            for &ty in &types {
+                if let Err(why) = case(b, &available, &pattern, ty, k, &a_host, &b_host) {
+                    let mut m = Measurement::new(
+                        "sddmm",
+                        "sddmmDynamic",
+                        "cusparseSDDMM",
+                        type_name(ty),
+                        "random",
+                        format!("{size}x{size} k={k}"),
+                    );
+                    m.density = Some(density);
+                    m.not_available(format!("harness or vendor failure: {why}"));
+                    b.report.push(m);
+                }
             }
         }
+    }
+    dispatch_score(&b.report.rows[first_row..]);
+}
+
+/// How often sddmmExecutePlan with the algorithm left to the dispatch ran as fast as the faster of
+/// the two forced algorithms (within 3 %, the run-to-run spread), and its worst ratio to it.
+fn dispatch_score(rows: &[Measurement]) {
+    let (mut cells, mut chose_faster, mut worst) = (0, 0, 1.0f64);
+    for auto in rows.iter().filter(|m| m.op == "sddmmExecutePlan") {
+        let forced =
+            rows.iter().filter(|m| m.op.starts_with("sddmmExecutePlan ") && (m.ty, &m.shape) == (auto.ty, &auto.shape));
+        let (Some(ours), Some(best)) = (auto.ours_ms, forced.filter_map(|m| m.ours_ms).reduce(f64::min)) else {
+            continue;
+        };
+        cells += 1;
+        chose_faster += usize::from(ours <= best * 1.03);
+        worst = worst.max(ours / best);
+    }
+    if cells > 0 {
+        println!(
+            "dispatch: as fast as the faster forced algorithm (within 3 %) in {chose_faster} of {cells} cells; at worst {worst:.2}× its time"
+        );
     }
 }
 
@@ -183,12 +216,28 @@ fn case(
             )
         };
         call()?;
-        measure(b, &mut planned, handle, call, &out, ty, nnz, &reference)
+        measure(b, &mut planned, handle, call, &out, ty, nnz, &reference)?;
+        b.report.push(planned.clone());
+        for (algorithm, name) in FORCED {
+            let mut forced = base.clone();
+            forced.op = format!("sddmmExecutePlan {name}");
+            check(unsafe { sddmmSetAlgorithm(handle.0, algorithm) }, "sddmmSetAlgorithm")?;
+            let result = call().and_then(|_| measure(b, &mut forced, handle, call, &out, ty, nnz, &reference));
+            if let Err(why) = result {
+                forced.not_available(why);
+            }
+            b.report.push(forced);
+        }
+        // The planned row is recorded; a failure from here on belongs to no row.
+        if let Err(why) = check(unsafe { sddmmSetAlgorithm(handle.0, AUTO) }, "sddmmSetAlgorithm") {
+            eprintln!("sparsegpu-bench: {why}");
+        }
+        Ok(())
     });
     if let Err(why) = result {
         planned.not_available(why);
+        b.report.push(planned);
     }
-    b.report.push(planned);
     Ok(())
 }
 
@@ -197,7 +246,7 @@ fn measure(
     b: &Bench,
     m: &mut Measurement,
     handle: &Handle,
-    call: impl FnMut() -> Outcome<()>,
+    call: impl Fn() -> Outcome<()>,
     out: &crate::gpu::DeviceBuffer,
     ty: ValueType,
     nnz: usize,

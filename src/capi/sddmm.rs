@@ -39,7 +39,7 @@ impl FamilyHandle for SddmmHandle {
 }
 
 /// Creates an SDDMM handle on the backend `SPARSEGPU_BACKEND` names (auto when unset), algorithm
-/// AUTO, density threshold 1e-4. Destroy it with sddmmDestroy.
+/// AUTO, density threshold 1 (SDDMM_DEFAULT_DENSITY_THRESHOLD). Destroy it with sddmmDestroy.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmCreate(handle: *mut sddmmHandle_t) -> sgpuStatus_t {
     unsafe { handle_create("sddmmCreate", handle) }
@@ -88,9 +88,10 @@ pub unsafe extern "C" fn sddmmSetAlgorithm(handle: sddmmHandle_t, algorithm: sdd
     })
 }
 
-/// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1e-4, the
-/// paper's 0.01 %). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN
-/// is SGPU_STATUS_INVALID_VALUE.
+/// Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1, so that
+/// AUTO picks COO, measured the faster at every density tried: docs/methods.md; the paper's switch
+/// point was 1e-4). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN is
+/// SGPU_STATUS_INVALID_VALUE.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmSetDensityThreshold(handle: sddmmHandle_t, threshold: f64) -> sgpuStatus_t {
     boundary("sddmmSetDensityThreshold", || {

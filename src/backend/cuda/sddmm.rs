@@ -1,5 +1,5 @@
-//! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and nnz-balanced COO kernel
-//! (GPU-Convert), the on-device tile schedule and the shared-memory tiled kernel (GPU-Shared).
+//! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
+//! (GPU-Convert), and the on-device tile schedule in whose order the tiled algorithm runs that kernel.
 
 use super::kernels::SDDMM;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
@@ -18,9 +18,8 @@ use std::sync::Arc;
 
 /// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
 use crate::sddmm::{TILE_COLS, TILE_ROWS as BAND_ROWS};
-const TILED_THREADS: u32 = 256;
-/// Blocks of the tiled kernel launched per multiprocessor (about twice what fits at once).
-const TILED_BLOCKS_PER_SM: usize = 16;
+/// Threads per block of the schedule kernel (its SD_THREADS).
+const SCHEDULE_THREADS: u32 = 256;
 /// The schedule kernel's histograms (one per block) are capped at this many counters in all.
 const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
 
@@ -122,7 +121,7 @@ pub fn tile_schedule(
     let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / column_blocks).max(1));
     let scratch = alloc(blocks * column_blocks, "the tile histograms")?;
     let f = device.function(&SDDMM, "sddmm_tile_schedule")?;
-    let cfg = Launch { grid: (blocks as u32, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    let cfg = Launch { grid: (blocks as u32, 1, 1), block: (SCHEDULE_THREADS, 1, 1), shared_bytes: 0 };
     let (m32, n32, scratch_ptr) = (m as i32, n as i32, scratch.ptr());
     let (order, order_rs, tile_cb, tile_start, band_tiles) = (
         schedule.order.ptr(),
@@ -154,71 +153,17 @@ pub fn tile_schedule(
     Ok(schedule)
 }
 
-/// GPU-Shared: blocks (band, y) of `BAND_ROWS` rows each take every `y`-th tile of their band,
-/// panels of the used A and B rows in shared memory.
+/// The tiled algorithm: the nnz-balanced kernel of [`coo`] walking the nonzeros in the schedule's
+/// tile order (a band of rows, then a tile of columns), so that consecutive nonzeros of a group and
+/// of a thread block read the same few A and B rows, from L1.
 pub fn tiled<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
     schedule: &TileSchedule,
+    rows: CUdeviceptr,
 ) -> Result<()> {
-    if op.nnz == 0 {
-        return Ok(());
-    }
-    let f = device.function(&SDDMM, &format!("sddmm_tiled_{}", T::VALUE_TYPE.short_name()))?;
-    let bands = op.m.div_ceil(BAND_ROWS);
-    // Enough blocks per band that all bands together fill the GPU several times over (tile counts
-    // live on the device; a block without tiles exits at once), never more than the band's column
-    // blocks.
-    let per_band =
-        (device.multiprocessors * TILED_BLOCKS_PER_SM).div_ceil(bands).min(op.n.div_ceil(TILE_COLS)).clamp(1, 65535)
-            as u32;
-    let cfg = Launch { grid: (bands as u32, per_band, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
-    crate::log::note(|| {
-        format!(
-            "kernel sddmm_tiled_{} ({bands} bands of {BAND_ROWS} rows, {per_band} thread blocks each, tiles of \
-             {BAND_ROWS}x{TILE_COLS})",
-            T::VALUE_TYPE.short_name()
-        )
-    });
-    let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
-    let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
-    let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
-    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
-        schedule.order.ptr(),
-        schedule.order_rs.ptr(),
-        schedule.tile_cb.ptr(),
-        schedule.tile_start.ptr(),
-        schedule.band_tiles.ptr(),
-    );
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![
-                &m,
-                &n,
-                &k,
-                &op.alpha,
-                &op.a,
-                &a_rs,
-                &a_cs,
-                &op.b,
-                &b_rs,
-                &b_cs,
-                &op.s_values,
-                &op.row_ptr,
-                &op.base,
-                &order,
-                &order_rs,
-                &tile_cb,
-                &tile_start,
-                &band_tiles,
-                &op.out
-            ],
-        )
-    }
+    nnz_balanced(device, stream, op, rows, Some(schedule.order.ptr()))
 }
 
 /// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
@@ -244,12 +189,25 @@ fn vector_width<T: Element>(op: &DeviceOperands<T>) -> usize {
     width
 }
 
-/// GPU-Convert: equal chunks of consecutive nonzeros per group of lanes, vector loads along K.
+/// GPU-Convert: equal chunks of consecutive nonzeros (in row order) per group of lanes, vector
+/// loads along K.
 pub fn coo<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
     rows: CUdeviceptr,
+) -> Result<()> {
+    nnz_balanced(device, stream, op, rows, None)
+}
+
+/// `sddmm_coo_*`: equal chunks of consecutive positions per group of lanes; position g is entry
+/// `order[g]`, or entry g without an order.
+fn nnz_balanced<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    rows: CUdeviceptr,
+    order: Option<CUdeviceptr>,
 ) -> Result<()> {
     if op.nnz == 0 {
         return Ok(());
@@ -267,11 +225,12 @@ pub fn coo<T: Element>(
     let cfg = Launch { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
     crate::log::note(|| {
         format!(
-            "kernel sddmm_coo_{}_v{width} ({groups} groups of {group} lanes, {chunk} nonzeros each, loads of {width})",
-            T::VALUE_TYPE.short_name()
+            "kernel sddmm_coo_{}_v{width} ({groups} groups of {group} lanes, {chunk} nonzeros each in {} order, loads of {width})",
+            T::VALUE_TYPE.short_name(),
+            if order.is_some() { "tile" } else { "row" }
         )
     });
-    let (nnz, k, chunk) = (op.nnz as i64, op.k as i32, chunk as i64);
+    let (nnz, k, chunk, order) = (op.nnz as i64, op.k as i32, chunk as i64, order.unwrap_or(0));
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
     unsafe {
@@ -293,6 +252,7 @@ pub fn coo<T: Element>(
                 &rows,
                 &op.col_ind,
                 &op.base,
+                &order,
                 &group_log2,
                 &chunk,
                 &op.out
@@ -375,15 +335,16 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         if nnz > 0 {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    let built;
-                    let schedule = match resident {
-                        Some(d) => &d.tiles,
+                    let (built_schedule, built_rows);
+                    let (schedule, rows) = match resident {
+                        Some(d) => (&d.tiles, d.coo_rows.ptr()),
                         None => {
-                            built = tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
-                            &built
+                            built_schedule = tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
+                            built_rows = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
+                            (&built_schedule, built_rows.ptr())
                         }
                     };
-                    tiled(&gpu, stream, &operands, schedule)?;
+                    tiled(&gpu, stream, &operands, schedule, rows)?;
                 }
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
                     let built;
