@@ -5,11 +5,10 @@
 // Entry points per type suffix (f32, f64, f16, bf16):
 //   sddmm_coo_rows         CSR -> COO row expansion (GPU-Convert's conversion, Algorithm 4)
 //   sddmm_coo_<ty>_v<V>    nnz-balanced COO kernel, V-wide vector loads (GPU-Convert / GPU-Dynamic)
-//   sddmm_tile_schedule    groups each Ti-row band's nonzeros by Tj-column tile (counting sort): the
+//   sddmm_band_order       sorts each band of SD_BAND rows' nonzeros by column (counting sort): the
 //                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>
 
-#define SD_TI 64        // rows of S per band (Ti), equal to the CPU's TILE_ROWS
-#define SD_TJ 64        // columns of S per tile (Tj), equal to the CPU's TILE_COLS
+#define SD_BAND 256     // rows of S per band of the tiled algorithm's order
 #define SD_THREADS 256  // block size of the schedule kernel
 
 // The element types by index, converted by the prelude's sgpu_elem / sgpu_half_elem.
@@ -67,12 +66,14 @@ extern "C" __global__ void sddmm_coo_rows(int m, const int* row_ptr, int base, u
     }
 }
 
-// Groups of G = 2^group_log2 lanes (inside one warp) each take an equal chunk of `chunk`
-// consecutive positions; the lanes of a group split K, V elements per load, and reduce with
-// shuffles. Position g is entry order[g] of S (the tile order: entries of one band of rows and one
-// tile of columns next to each other, so the A and B rows they read are reused from L1), or entry g
-// without an order (row order). A group takes SD_BATCH positions at a time, their loads issued
-// together, so a few nonzeros' rows are in flight per group rather than one.
+// Each thread block takes an equal chunk of `chunk` consecutive positions, its groups of
+// G = 2^group_log2 lanes (inside one warp) SD_BATCH consecutive positions at a time, side by side,
+// so that the block works on a narrow window of positions: nonzeros next to each other in the order
+// share their A rows (row order) or B rows (band-column order), which then come from L1. The lanes
+// of a group split K, V elements per load, and reduce with shuffles; a group's SD_BATCH nonzeros
+// have their loads issued together, so that several rows are in flight per group rather than one.
+// Position g is entry order[g] of S (the band-column order of sddmm_band_order), or entry g
+// without an order (row order).
 // V > 1 only when rows are contiguous (cs == 1) and every row start is V-aligned.
 #define SD_BATCH 4
 template <int TY, int V>
@@ -85,14 +86,13 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     typedef typename sd_type<TY>::comp comp;
     typedef typename sd_type<TY>::elem elem;
     const int G = 1 << group_log2;
-    long long thread = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     int lane = threadIdx.x & 31;
     int member = lane & (G - 1);
     unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1) << (lane & ~(G - 1)));
-    long long group = thread >> group_log2;
-    long long first = group * chunk;
+    int group = threadIdx.x >> group_log2, groups = blockDim.x >> group_log2;
+    long long first = blockIdx.x * chunk;
     long long last = first + chunk < nnz ? first + chunk : nnz;
-    for (long long g0 = first; g0 < last; g0 += SD_BATCH) {
+    for (long long g0 = first + group * SD_BATCH; g0 < last; g0 += groups * SD_BATCH) {
         long long e[SD_BATCH];
         const elem* a[SD_BATCH];
         const elem* b[SD_BATCH];
@@ -107,6 +107,7 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
             sum[u] = 0;
         }
         if (V > 1) {
+#pragma unroll 2
             for (int p = member * V; p < k; p += G * V) {
                 comp x[SD_BATCH][V], y[SD_BATCH][V];
 #pragma unroll
@@ -166,97 +167,66 @@ SD_COO(bf16, 3, 4)
 SD_COO(bf16, 3, 8)
 
 // ---------------------------------------------------------------------------------------------
-// GPU-Shared
+// The tiled algorithm (GPU-Shared)
 // ---------------------------------------------------------------------------------------------
 
-// Exclusive block scan of two counters at once; returns the block totals through *total0/*total1.
-__device__ __forceinline__ void sd_block_scan2(int v0, int v1, int* ex0, int* ex1, int* total0, int* total1) {
-    __shared__ int warp_sums[SD_THREADS / 32][2];
+// Exclusive block scan of one counter; returns the block total through *total.
+__device__ __forceinline__ int sd_block_scan(int v, int* total) {
+    __shared__ int warp_sums[SD_THREADS / 32];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int in0 = v0, in1 = v1;
+    int in = v;
     for (int offset = 1; offset < 32; offset <<= 1) {
-        int t0 = __shfl_up_sync(0xffffffffu, in0, offset);
-        int t1 = __shfl_up_sync(0xffffffffu, in1, offset);
-        if (lane >= offset) {
-            in0 += t0;
-            in1 += t1;
-        }
+        int t = __shfl_up_sync(0xffffffffu, in, offset);
+        if (lane >= offset) in += t;
     }
-    if (lane == 31) {
-        warp_sums[warp][0] = in0;
-        warp_sums[warp][1] = in1;
-    }
+    if (lane == 31) warp_sums[warp] = in;
     __syncthreads();
-    int before0 = 0, before1 = 0, all0 = 0, all1 = 0;
+    int before = 0, all = 0;
     for (int w = 0; w < SD_THREADS / 32; ++w) {
-        if (w < warp) {
-            before0 += warp_sums[w][0];
-            before1 += warp_sums[w][1];
-        }
-        all0 += warp_sums[w][0];
-        all1 += warp_sums[w][1];
+        if (w < warp) before += warp_sums[w];
+        all += warp_sums[w];
     }
-    *ex0 = before0 + in0 - v0;
-    *ex1 = before1 + in1 - v1;
-    *total0 = all0;
-    *total1 = all1;
+    *total = all;
     __syncthreads();  // warp_sums is reused by the next call
+    return before + in - v;
 }
 
-// The per-call preprocessing of the tiled kernel, on the GPU: for each band of Ti rows, a counting
-// sort of its nonzeros by column tile (c / Tj). Band b's output lives at its own entry range
-// [e0, e1) of `order` / `order_rs` and at [e0 + b, e1 + b + 1) of the tile arrays (a band has at
-// most one tile per nonzero), so bands need no global coordination. `scratch` holds one histogram
-// of ceil(n / Tj) counters per block.
-//   order[e0 + g]     the entry (index into S) at position g of the band, tile after tile
-//   order_rs[e0 + g]  its row within the band << 8 | its column within the tile
-//   tile_cb / tile_start [e0 + b + t]  tile t's column block and first position
-//   band_tiles[b]     the band's tile count
-extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr, const int* col_ind, int base,
-                                               int* scratch, int* order, int* order_rs, int* tile_cb,
-                                               int* tile_start, int* band_tiles) {
-    __shared__ int carry[2];
-    const int ncb = (n + SD_TJ - 1) / SD_TJ;
-    const int bands = (m + SD_TI - 1) / SD_TI;
-    int* hist = scratch + (long long)blockIdx.x * ncb;
+// The tiled algorithm's order, on the GPU: for each band of SD_BAND rows, a counting sort of its
+// nonzeros by column, so that the nonzeros of one column of the band, which read the same row of
+// B, are next to each other (and those of a few neighbouring columns share the band's A rows).
+// Band b's entries keep their range [e0, e1) of positions: order[e0 + g] is the entry (index into
+// S) at position g of the band; bands need no global coordination. `scratch` holds one histogram
+// of n counters per block.
+extern "C" __global__ void sddmm_band_order(int m, int n, const int* row_ptr, const int* col_ind, int base,
+                                            int* scratch, int* order) {
+    __shared__ int carry;
+    const int bands = (m + SD_BAND - 1) / SD_BAND;
+    int* hist = scratch + (long long)blockIdx.x * n;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int band = blockIdx.x; band < bands; band += gridDim.x) {
-        int r0 = band * SD_TI;
-        int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
+        int r0 = band * SD_BAND;
+        int rows = m - r0 < SD_BAND ? m - r0 : SD_BAND;
         long long e0 = row_ptr[r0] - base;
-        long long toff = e0 + band;
-        for (int c = threadIdx.x; c < ncb; c += SD_THREADS) hist[c] = 0;
-        if (threadIdx.x == 0) carry[0] = carry[1] = 0;
+        for (int c = threadIdx.x; c < n; c += SD_THREADS) hist[c] = 0;
+        if (threadIdx.x == 0) carry = 0;
         __syncthreads();
         for (int r = warp; r < rows; r += SD_THREADS / 32)
             for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
-                atomicAdd(&hist[(col_ind[e] - base) / SD_TJ], 1);
+                atomicAdd(&hist[col_ind[e] - base], 1);
         __syncthreads();
-        for (int c0 = 0; c0 < ncb; c0 += SD_THREADS) {
+        for (int c0 = 0; c0 < n; c0 += SD_THREADS) {
             int c = c0 + threadIdx.x;
-            int count = c < ncb ? hist[c] : 0;
-            int ex_count, ex_tiles, total_count, total_tiles;
-            sd_block_scan2(count, count > 0, &ex_count, &ex_tiles, &total_count, &total_tiles);
-            if (count > 0) {
-                tile_cb[toff + carry[1] + ex_tiles] = c;
-                tile_start[toff + carry[1] + ex_tiles] = carry[0] + ex_count;
-            }
-            if (c < ncb) hist[c] = carry[0] + ex_count;
+            int count = c < n ? hist[c] : 0;
+            int total_count;
+            int ex_count = sd_block_scan(count, &total_count);
+            if (c < n) hist[c] = carry + ex_count;
             __syncthreads();
-            if (threadIdx.x == 0) {
-                carry[0] += total_count;
-                carry[1] += total_tiles;
-            }
+            if (threadIdx.x == 0) carry += total_count;
             __syncthreads();
         }
-        if (threadIdx.x == 0) band_tiles[band] = carry[1];
         for (int r = warp; r < rows; r += SD_THREADS / 32)
-            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
-                int col = col_ind[e] - base;
-                int pos = atomicAdd(&hist[col / SD_TJ], 1);
-                order[e0 + pos] = (int)e;
-                order_rs[e0 + pos] = (r << 8) | (col % SD_TJ);
-            }
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
+                order[e0 + atomicAdd(&hist[col_ind[e] - base], 1)] = (int)e;
         __syncthreads();
     }
 }

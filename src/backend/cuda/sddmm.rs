@@ -1,5 +1,5 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
-//! (GPU-Convert), and the on-device tile schedule in whose order the tiled algorithm runs that kernel.
+//! (GPU-Convert), and the on-device band order in which the tiled algorithm runs that kernel.
 
 use super::kernels::SDDMM;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
@@ -16,11 +16,19 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// Rows of S per band and columns per tile: the kernel's SD_TI / SD_TJ equal the CPU's tile.
-use crate::sddmm::{TILE_COLS, TILE_ROWS as BAND_ROWS};
-/// Threads per block of the schedule kernel (its SD_THREADS).
+/// Rows of S per band of the tiled algorithm's order (the kernels' SD_BAND).
+const BAND_ROWS: usize = 256;
+/// The nnz-balanced kernel: threads per block, nonzeros a group takes at a time (SD_BATCH), and
+/// thread blocks per multiprocessor (about twice what fits at once, for balance).
+const NNZ_THREADS: u32 = 256;
+const NNZ_BATCH: usize = 4;
+const NNZ_BLOCKS_PER_SM: usize = 8;
+/// Vectors of a row a lane loads per nonzero on a large problem: nnz·k at least NNZ_LARGE_PRODUCTS.
+const NNZ_VECTORS_PER_LANE: usize = 4;
+const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
+/// Threads per block of the order kernel (its SD_THREADS).
 const SCHEDULE_THREADS: u32 = 256;
-/// The schedule kernel's histograms (one per block) are capped at this many counters in all.
+/// The order kernel's histograms (one per block) are capped at this many counters in all.
 const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
 
 /// Device pointers and strides of one SDDMM; element (r, p) of A / B is at `r·rs + p·cs`.
@@ -65,37 +73,28 @@ pub fn coo_rows(
     Ok(rows)
 }
 
-/// Each band's nonzeros grouped by column tile, built on the device (see `sddmm_tile_schedule`).
-pub struct TileSchedule {
+/// The tiled algorithm's order of the nonzeros: band by band of `BAND_ROWS` rows, each band's
+/// nonzeros sorted by column (`sddmm_band_order`); `order[g]` is the entry at position g.
+pub struct BandOrder {
     order: DeviceBuffer,
-    order_rs: DeviceBuffer,
-    tile_cb: DeviceBuffer,
-    tile_start: DeviceBuffer,
-    band_tiles: DeviceBuffer,
 }
 
-impl TileSchedule {
-    /// Marks every buffer resident (a plan keeps its schedule beyond the call that built it).
+impl BandOrder {
+    /// Marks the buffer resident (a plan keeps its order beyond the call that built it).
     pub fn resident(self) -> Self {
-        TileSchedule {
-            order: self.order.resident(),
-            order_rs: self.order_rs.resident(),
-            tile_cb: self.tile_cb.resident(),
-            tile_start: self.tile_start.resident(),
-            band_tiles: self.band_tiles.resident(),
-        }
+        BandOrder { order: self.order.resident() }
     }
 }
 
-impl std::fmt::Debug for TileSchedule {
+impl std::fmt::Debug for BandOrder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TileSchedule({} entries)", self.order.bytes() / 4)
+        write!(f, "BandOrder({} entries)", self.order.bytes() / 4)
     }
 }
 
-/// Builds the tile schedule of an m×n pattern on the device.
+/// Builds the band order of an m×n pattern on the device.
 #[allow(clippy::too_many_arguments)]
-pub fn tile_schedule(
+pub fn band_order(
     device: &Arc<GpuDevice>,
     stream: Stream,
     m: usize,
@@ -104,66 +103,34 @@ pub fn tile_schedule(
     row_ptr: CUdeviceptr,
     col_ind: CUdeviceptr,
     base: i32,
-) -> Result<TileSchedule> {
+) -> Result<BandOrder> {
     let bands = m.div_ceil(BAND_ROWS);
-    let column_blocks = n.div_ceil(TILE_COLS).max(1);
-    let alloc = |count: usize, what| DeviceBuffer::alloc(device, count * 4, stream, what);
-    let schedule = TileSchedule {
-        order: alloc(nnz, "the tile order of the nonzeros")?,
-        order_rs: alloc(nnz, "the tile positions of the nonzeros")?,
-        tile_cb: alloc(nnz + bands, "the tiles' column blocks")?,
-        tile_start: alloc(nnz + bands, "the tiles' first nonzeros")?,
-        band_tiles: alloc(bands, "the bands' tile counts")?,
-    };
-    if bands == 0 {
-        return Ok(schedule);
+    let band_order =
+        BandOrder { order: DeviceBuffer::alloc(device, nnz * 4, stream, "the band order of the nonzeros")? };
+    if bands == 0 || nnz == 0 {
+        return Ok(band_order);
     }
-    let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / column_blocks).max(1));
-    let scratch = alloc(blocks * column_blocks, "the tile histograms")?;
-    let f = device.function(&SDDMM, "sddmm_tile_schedule")?;
+    let columns = n.max(1);
+    let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / columns).max(1));
+    let scratch = DeviceBuffer::alloc(device, blocks * columns * 4, stream, "the column histograms")?;
+    let f = device.function(&SDDMM, "sddmm_band_order")?;
     let cfg = Launch { grid: (blocks as u32, 1, 1), block: (SCHEDULE_THREADS, 1, 1), shared_bytes: 0 };
-    let (m32, n32, scratch_ptr) = (m as i32, n as i32, scratch.ptr());
-    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
-        schedule.order.ptr(),
-        schedule.order_rs.ptr(),
-        schedule.tile_cb.ptr(),
-        schedule.tile_start.ptr(),
-        schedule.band_tiles.ptr(),
-    );
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![
-                &m32,
-                &n32,
-                &row_ptr,
-                &col_ind,
-                &base,
-                &scratch_ptr,
-                &order,
-                &order_rs,
-                &tile_cb,
-                &tile_start,
-                &band_tiles
-            ],
-        )
-    }?;
-    Ok(schedule)
+    let (m32, n32, scratch_ptr, order) = (m as i32, n as i32, scratch.ptr(), band_order.order.ptr());
+    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &n32, &row_ptr, &col_ind, &base, &scratch_ptr, &order]) }?;
+    Ok(band_order)
 }
 
-/// The tiled algorithm: the nnz-balanced kernel of [`coo`] walking the nonzeros in the schedule's
-/// tile order (a band of rows, then a tile of columns), so that consecutive nonzeros of a group and
-/// of a thread block read the same few A and B rows, from L1.
+/// The tiled algorithm: the nnz-balanced kernel of [`coo`] walking the nonzeros in band order (a
+/// band of rows, column by column), so that a thread block's nonzeros share a few B rows and the
+/// band's A rows, read from L1.
 pub fn tiled<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
-    schedule: &TileSchedule,
+    order: &BandOrder,
     rows: CUdeviceptr,
 ) -> Result<()> {
-    nnz_balanced(device, stream, op, rows, Some(schedule.order.ptr()))
+    nnz_balanced(device, stream, op, rows, Some(order.order.ptr()))
 }
 
 /// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
@@ -214,20 +181,26 @@ fn nnz_balanced<T: Element>(
     }
     let width = vector_width(op);
     let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", T::VALUE_TYPE.short_name()))?;
-    // Enough lanes per nonzero that each loads about one vector of the row (a whole warp at K ≥ 32
-    // vectors), so short rows do not leave lanes idle.
-    let group = op.k.div_ceil(width).next_power_of_two().clamp(1, 32);
+    // Lanes per nonzero, at most a warp: on a large problem, enough that each lane loads about
+    // NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
+    // nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64); on a small
+    // one, where the GPU is not filled and the time is latency, one vector per lane.
+    let per_lane = if op.nnz * op.k >= NNZ_LARGE_PRODUCTS { NNZ_VECTORS_PER_LANE } else { 1 };
+    let group = op.k.div_ceil(width * per_lane).next_power_of_two().clamp(1, 32);
     let group_log2 = group.trailing_zeros() as i32;
-    let resident_groups = device.multiprocessors * 2048 / group;
-    let chunk = op.nnz.div_ceil(resident_groups).max(1);
-    let groups = op.nnz.div_ceil(chunk);
-    let blocks = (groups * group).div_ceil(256) as u32;
-    let cfg = Launch { grid: (blocks, 1, 1), block: (256, 1, 1), shared_bytes: 0 };
+    // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
+    // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
+    let per_pass = (NNZ_THREADS as usize / group) * NNZ_BATCH;
+    let blocks = op.nnz.div_ceil(per_pass).clamp(1, device.multiprocessors * NNZ_BLOCKS_PER_SM);
+    let chunk = op.nnz.div_ceil(blocks);
+    let groups = blocks * (NNZ_THREADS as usize / group);
+    let blocks = blocks as u32;
+    let cfg = Launch { grid: (blocks, 1, 1), block: (NNZ_THREADS, 1, 1), shared_bytes: 0 };
     crate::log::note(|| {
         format!(
-            "kernel sddmm_coo_{}_v{width} ({groups} groups of {group} lanes, {chunk} nonzeros each in {} order, loads of {width})",
+            "kernel sddmm_coo_{}_v{width} ({blocks} thread blocks of {chunk} nonzeros in {} order, {groups} groups of {group} lanes, loads of {width})",
             T::VALUE_TYPE.short_name(),
-            if order.is_some() { "tile" } else { "row" }
+            if order.is_some() { "band-column" } else { "row" }
         )
     });
     let (nnz, k, chunk, order) = (op.nnz as i64, op.k as i32, chunk as i64, order.unwrap_or(0));
@@ -262,18 +235,18 @@ fn nnz_balanced<T: Element>(
 }
 
 /// A plan's copy on one GPU (made at sddmmCreatePlan on a CUDA handle): the zero-based pattern, its
-/// COO rows and its tile schedule, both built on the device once.
+/// COO rows and its band order, both built on the device once.
 pub struct DevicePlan {
     ordinal: usize,
     row_ptr: DeviceBuffer,
     col_ind: DeviceBuffer,
     coo_rows: DeviceBuffer,
-    tiles: TileSchedule,
+    band_order: BandOrder,
 }
 
 impl std::fmt::Debug for DevicePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.tiles)
+        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.band_order)
     }
 }
 
@@ -281,7 +254,7 @@ impl PreparedPlan for DevicePlan {}
 
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// The arrays may be host or device memory (`sampling.pattern` is a host view of S's structure).
-    /// With a plan prepared on this device its COO rows / tile schedule are used; otherwise the
+    /// With a plan prepared on this device its COO rows / band order are used; otherwise the
     /// chosen algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out`
     /// is host memory.
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
@@ -335,16 +308,16 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         if nnz > 0 {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    let (built_schedule, built_rows);
-                    let (schedule, rows) = match resident {
-                        Some(d) => (&d.tiles, d.coo_rows.ptr()),
+                    let (built_order, built_rows);
+                    let (order, rows) = match resident {
+                        Some(d) => (&d.band_order, d.coo_rows.ptr()),
                         None => {
-                            built_schedule = tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
+                            built_order = band_order(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
                             built_rows = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
-                            (&built_schedule, built_rows.ptr())
+                            (&built_order, built_rows.ptr())
                         }
                     };
-                    tiled(&gpu, stream, &operands, schedule, rows)?;
+                    tiled(&gpu, stream, &operands, order, rows)?;
                 }
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
                     let built;
@@ -378,7 +351,7 @@ impl SddmmPatterns for CudaExecutor {
         Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))
     }
 
-    /// Uploads the pattern to the handle's GPU and builds its COO rows and tile schedule there, once
+    /// Uploads the pattern to the handle's GPU and builds its COO rows and band order there, once
     /// (GPU-Preprocessing), so that sddmmExecutePlan on that device does no per-call preprocessing.
     /// Waits for the stream, so the plan may be used on any stream of the device afterwards.
     fn prepare_plan(&mut self, plan: &SddmmPlan) -> Result<Option<Box<dyn PreparedPlan>>> {
@@ -390,8 +363,8 @@ impl SddmmPatterns for CudaExecutor {
         let row_ptr = DeviceBuffer::from_host(&gpu, pattern.ptr, stream, "the plan's row pointers")?.resident();
         let col_ind = DeviceBuffer::from_host(&gpu, pattern.idx, stream, "the plan's column indices")?.resident();
         let coo_rows = coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
-        let tiles = tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
+        let band_order = band_order(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
         gpu.synchronize(stream)?;
-        Ok(Some(Box::new(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles })))
+        Ok(Some(Box::new(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, band_order })))
     }
 }
