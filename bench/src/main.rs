@@ -98,8 +98,8 @@ pub struct Options {
     /// stencil, fem, band, block, graph, road, circuit, random, ergo and permuted, 2-4 M nonzeros
     /// each but ergo's 0.36 M (1/16 with --quick; --n does not apply); NAME,... takes those matrices
     /// or classes only (`all`: every one). Types f16, bf16, f32, f64 and widths 32, 128, 512 unless
-    /// --types / --widths say otherwise. Reads bench/data under the current directory: run from the
-    /// repository root
+    /// --types / --widths say otherwise. SDDMM: the suite's matrices as the patterns S instead of
+    /// random ones. Reads bench/data under the current directory: run from the repository root
     #[arg(
         long,
         value_name = "NAME,...",

@@ -8,8 +8,9 @@
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::{Scalar, Sddmm};
-use crate::{Bench, announce_probe, check, download_as, tolerance, type_name, type_size, upload_as};
+use crate::{Bench, announce_probe, check, download_as, suite, tolerance, type_name, type_size, upload_as};
 use sparsegpu::capi::sddmm::*;
+use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{self, Rng};
 use sparsegpu::{Layout, ValueType};
 
@@ -41,28 +42,59 @@ pub fn run(b: &mut Bench) {
     let types = b.opts.types.clone().unwrap_or_else(|| default_types.to_vec());
     let widths_text = widths.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
     table_header(&format!(
-        "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {size}x{size}, k = {widths_text}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic"
+        "SDDMM: out = (A·Bᵀ) at the nonzeros of S, {}, k = {widths_text}, row-major; vendor cusparseSDDMM (CSR); GFLOP/s = 2·nnz·k/t, %peak of the copy bandwidth for compulsory traffic",
+        if b.opts.suite.is_some() {
+            "the patterns of the matrix suite".to_string()
+        } else {
+            format!("random {size}x{size}")
+        }
     ));
     let available = probe(b);
     announce_probe("SDDMM", &available);
     let mut rng = Rng::new(b.seed ^ 0x5d);
     let first_row = b.report.rows.len();
+    // The patterns: random at each density, or the matrix suite's (--suite).
+    let mut patterns: Vec<(String, Outcome<CsrMatrix<f64>>)> = Vec::new();
+    match b.opts.suite.clone() {
+        Some(names) => {
+            let scale = if b.opts.quick { suite::QUICK_SCALE } else { 1.0 };
+            for name in names {
+                let entry = suite::find(name).expect("--suite names entries of the suite");
+                patterns.push((name.to_string(), entry.matrix(b.seed, scale)));
+            }
+        }
+        None => {
+            for &density in densities {
+                patterns.push(("random".into(), Ok(testgen::random_csr::<f64>(&mut rng, size, size, density))));
+            }
+        }
+    }
     for &k in &widths {
-        let a_host: Vec<f64> = rng.vec(size * k);
-        let b_host: Vec<f64> = rng.vec(size * k);
-        for &density in densities {
-            let pattern = testgen::random_csr::<f64>(&mut rng, size, size, density);
+        for (input, pattern) in &patterns {
+            let pattern = match pattern {
+                Ok(p) => p,
+                Err(why) => {
+                    let mut m =
+                        Measurement::new("sddmm", "sddmmDynamic", "cusparseSDDMM", "-", input, format!("k={k}"));
+                    m.not_available(format!("the pattern could not be made: {why}"));
+                    b.report.push(m);
+                    continue;
+                }
+            };
+            let a_host: Vec<f64> = rng.vec(pattern.rows * k);
+            let b_host: Vec<f64> = rng.vec(pattern.cols * k);
             for &ty in &types {
-                if let Err(why) = case(b, &available, &pattern, ty, k, &a_host, &b_host) {
+                if let Err(why) = case(b, &available, input, pattern, ty, k, &a_host, &b_host) {
+                    let (rows, cols) = (pattern.rows, pattern.cols);
                     let mut m = Measurement::new(
                         "sddmm",
                         "sddmmDynamic",
                         "cusparseSDDMM",
                         type_name(ty),
-                        "random",
-                        format!("{size}x{size} k={k}"),
+                        input,
+                        format!("{rows}x{cols} k={k}"),
                     );
-                    m.density = Some(density);
+                    m.density = Some(pattern.nnz() as f64 / (rows as f64 * cols as f64));
                     m.not_available(format!("harness or vendor failure: {why}"));
                     b.report.push(m);
                 }
@@ -97,7 +129,8 @@ fn dispatch_score(rows: &[Measurement]) {
 fn case(
     b: &mut Bench,
     available: &Outcome<()>,
-    s: &sparsegpu::sparse::CsrMatrix<f64>,
+    input: &str,
+    s: &CsrMatrix<f64>,
     ty: ValueType,
     k: usize,
     a_host: &[f64],
@@ -121,7 +154,7 @@ fn case(
         "sddmmDynamic",
         "cusparseSDDMM CSR",
         type_name(ty),
-        "random",
+        input,
         format!("{m_rows}x{n_cols} k={k} nnz={nnz}"),
     );
     base.density = Some(nnz as f64 / (m_rows as f64 * n_cols as f64));
