@@ -60,6 +60,9 @@ pub struct Measurement {
     /// Device bytes of what that setup built (SMaT's analysed matrix), and of the CSR it came from.
     pub analysed_bytes: Option<u64>,
     pub csr_bytes: Option<u64>,
+    /// Our call with a choice of the library's forced (SDDMM's algorithm), timed beside the call that
+    /// leaves the choice to the library; summaries of what a user gets leave it out.
+    pub forced: bool,
 }
 
 /// After how many calls our setup has paid for itself against the vendor.
@@ -118,6 +121,7 @@ impl Measurement {
             analysis_ms: None,
             analysed_bytes: None,
             csr_bytes: None,
+            forced: false,
         }
     }
 

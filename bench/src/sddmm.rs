@@ -254,6 +254,7 @@ fn case(
         for (algorithm, name) in FORCED {
             let mut forced = base.clone();
             forced.op = format!("sddmmExecutePlan {name}");
+            forced.forced = true;
             check(unsafe { sddmmSetAlgorithm(handle.0, algorithm) }, "sddmmSetAlgorithm")?;
             let result = call().and_then(|_| measure(b, &mut forced, handle, call, &out, ty, nnz, &reference));
             if let Err(why) = result {
