@@ -109,8 +109,8 @@ pub fn run(b: &mut Bench) {
 fn dispatch_score(rows: &[Measurement]) {
     let (mut cells, mut chose_faster, mut worst) = (0, 0, 1.0f64);
     for auto in rows.iter().filter(|m| m.op == "sddmmExecutePlan") {
-        let forced =
-            rows.iter().filter(|m| m.op.starts_with("sddmmExecutePlan ") && (m.ty, &m.shape) == (auto.ty, &auto.shape));
+        let same_case = |m: &&Measurement| (m.ty, &m.input, &m.shape) == (auto.ty, &auto.input, &auto.shape);
+        let forced = rows.iter().filter(|m| m.forced).filter(same_case);
         let (Some(ours), Some(best)) = (auto.ours_ms, forced.filter_map(|m| m.ours_ms).reduce(f64::min)) else {
             continue;
         };
