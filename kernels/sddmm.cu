@@ -9,7 +9,7 @@
 //                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>
 
 #define SD_BAND 256     // rows of S per band of the tiled algorithm's order
-#define SD_THREADS 256  // block size of the schedule kernel
+#define SD_THREADS 256  // block size of sddmm_band_order
 
 // The element types by index, converted by the prelude's sgpu_elem / sgpu_half_elem.
 template <int TY> struct sd_type;
