@@ -10,7 +10,7 @@ use crate::dense::required_len;
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::sddmm::{RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan};
-use crate::sparse::{CSR_NAMES, CompressedRef};
+use crate::sparse::{CSR_NAMES, CompressedRef, StructureFault};
 use crate::types::{IndexBase, Layout, ValueType};
 use std::borrow::Cow;
 use std::ffi::c_void;
@@ -137,22 +137,19 @@ type PatternArrays<'a> = (Cow<'a, [i32]>, Cow<'a, [i32]>);
 /// nnz cannot make the validation read past the caller's colInd.
 unsafe fn csr_pattern_arrays<'a>(
     handle: &SddmmHandle,
-    m: usize,
+    (m, n): (usize, usize),
     row_ptr: *const c_int,
     col_ind: *const c_int,
     index_base: IndexBase,
     nnz: usize,
 ) -> Result<PatternArrays<'a>> {
     let row_ptr = unsafe { caller_ints(handle, row_ptr, m + 1, "rowPtr") }?;
-    let base = index_base.offset();
-    if row_ptr[0] as i64 != base {
-        return Err(Error::invalid_sparse(format!("rowPtr[0] = {} but the index base is {base}", row_ptr[0])));
+    let fault = |fault: StructureFault| fault.error(CSR_NAMES, m, n, nnz, index_base);
+    if row_ptr[0] as i64 != index_base.offset() {
+        return Err(fault(StructureFault::FirstPointer { value: row_ptr[0] }));
     }
-    if row_ptr[m] as i64 - base != nnz as i64 {
-        return Err(Error::invalid_sparse(format!(
-            "rowPtr[{m}] - base = {} does not match nnz = {nnz}",
-            row_ptr[m] as i64 - base
-        )));
+    if row_ptr[m] as i64 - index_base.offset() != nnz as i64 {
+        return Err(fault(StructureFault::LastPointer { value: row_ptr[m] }));
     }
     let col_ind = unsafe { caller_ints(handle, col_ind, nnz, "colInd") }?;
     Ok((row_ptr, col_ind))
@@ -297,7 +294,7 @@ pub unsafe extern "C" fn sddmmDynamic(
         let ldb = size_arg(ldb as i64, "ldb")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
         let args = DenseArgs {
             k,
@@ -341,7 +338,7 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         let n = size_arg(n as i64, "n")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
         let planned = h.create_plan(&pattern)?;
         *plan_out = PLANS.register(planned)?;
