@@ -349,6 +349,17 @@ impl Event {
             .map_err(driver_error("ordering streams with an event"))
     }
 
+    /// Whether the work before the last record has finished (an event never recorded has); a failure
+    /// of that work is an error.
+    pub fn is_complete(&self) -> Result<bool> {
+        self.device.bind()?;
+        match unsafe { drv::event::query(self.raw) } {
+            Ok(()) => Ok(true),
+            Err(DriverError(cudaError_enum::CUDA_ERROR_NOT_READY)) => Ok(false),
+            Err(e) => Err(driver_error("executing on the GPU")(e)),
+        }
+    }
+
     /// Waits on the host for the last record.
     pub fn synchronize(&self) -> Result<()> {
         self.device.bind()?;
