@@ -8,6 +8,9 @@
 //   sddmm_tile_schedule    groups each Ti-row band's nonzeros by Tj-column tile (counting sort)
 //   sddmm_tiled_<ty>       GPU-Shared (Algorithm 2): A and B panels of a tile staged in shared memory
 //                          Tk columns at a time, each thread accumulating its nonzeros' dot products
+// Given an sd_check, sddmm_coo_rows and sddmm_tile_schedule also validate a caller's pattern that
+// lies in device memory (see "Validation on the device" below), and the compute kernels after them
+// fill out with NaN instead of reading through a pattern found invalid.
 
 #define SD_TI 64        // rows of S per band (Ti), equal to the CPU's TILE_ROWS
 #define SD_TJ 64        // columns of S per tile (Tj), equal to the CPU's TILE_COLS
@@ -55,19 +58,124 @@ __device__ __forceinline__ typename sd_type<TY>::elem sd_finish(typename sd_type
 }
 
 // ---------------------------------------------------------------------------------------------
+// Validation on the device
+// ---------------------------------------------------------------------------------------------
+
+// The checks the host makes of a CSR pattern (rowPtr[0] = base, rowPtr[m] - base = nnz, rowPtr never
+// decreasing, every column in [base, n + base)), fused into the kernel that converts the pattern, so
+// that a pattern in device memory is validated without a copy to the host or a wait. Each fault is
+// kept as the complement of (position << 32 | the entry's bits): atomicMax then keeps the first
+// position, as the host's scan finds it, with its value; positions are below 2^31, so a zero word
+// means no fault. The block that finishes last turns the faults into the verdict the compute kernel
+// reads, leaves them zeroed for the handle's next call (calls using one sd_check run one after
+// another: the launcher orders them with an event), and writes the first invalid pattern into host
+// memory the host reads later.
+struct sd_check {
+    unsigned long long decrease;           // rowPtr[o] < rowPtr[o - 1]: (o, rowPtr[o]), first o
+    unsigned long long decrease_previous;  // (o, rowPtr[o - 1]) of the same o
+    unsigned long long column;             // colInd[e] outside [base, n + base): (e, colInd[e]), first e
+    unsigned int blocks_done;              // blocks of the validating kernel finished so far
+    unsigned int invalid;                  // the verdict on the last pattern validated
+};
+
+// Host memory (mapped) the device writes: the first pattern found invalid since the host last read
+// it, and how many were. The host reads and clears it only while no validation is in flight.
+struct sd_report {
+    unsigned long long invalid_calls;  // patterns found invalid since the host cleared this word
+    long long rows, cols, nnz, base;   // the first one's shape,
+    long long first, last;             // its rowPtr[0] and rowPtr[m],
+    unsigned long long decrease, decrease_previous, column;  // and its faults, as in sd_check
+};
+
+__device__ __forceinline__ unsigned long long sd_fault(long long position, int value) {
+    return ~(((unsigned long long)position << 32) | (unsigned int)value);
+}
+
+// rowPtr[o] = next < rowPtr[o - 1] = previous.
+__device__ __forceinline__ void sd_note_decrease(sd_check* check, long long o, int next, int previous) {
+    atomicMax(&check->decrease, sd_fault(o, next));
+    atomicMax(&check->decrease_previous, sd_fault(o, previous));
+}
+
+// Whether colInd[e] = column lies in [base, n + base); notes it when not.
+__device__ __forceinline__ bool sd_column_ok(sd_check* check, long long e, int column, int n, int base) {
+    long long j = (long long)column - base;
+    if (j >= 0 && j < n) return true;
+    atomicMax(&check->column, sd_fault(e, column));
+    return false;
+}
+
+// Called by every thread of every block of the validating kernel, at its end: the last block to
+// finish reads the faults, the pattern's first and last row pointers, and records the verdict.
+__device__ void sd_check_finish(sd_check* check, sd_report* report, int m, int n, long long nnz, const int* row_ptr,
+                                int base) {
+    __shared__ bool last_block;
+    __syncthreads();  // every fault of this block is noted
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last_block = atomicAdd(&check->blocks_done, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
+    }
+    __syncthreads();
+    if (!last_block || threadIdx.x != 0) return;
+    __threadfence();  // the other blocks' faults are visible
+    unsigned long long decrease = atomicExch(&check->decrease, 0ull);
+    unsigned long long decrease_previous = atomicExch(&check->decrease_previous, 0ull);
+    unsigned long long column = atomicExch(&check->column, 0ull);
+    int first = row_ptr[0], last = row_ptr[m];
+    bool invalid = first != base || (long long)last - base != nnz || decrease != 0 || column != 0;
+    check->blocks_done = 0;
+    check->invalid = invalid;
+    if (invalid) {
+        volatile sd_report* r = report;
+        if (r->invalid_calls == 0) {
+            r->rows = m;
+            r->cols = n;
+            r->nnz = nnz;
+            r->base = base;
+            r->first = first;
+            r->last = last;
+            r->decrease = decrease;
+            r->decrease_previous = decrease_previous;
+            r->column = column;
+        }
+        r->invalid_calls = r->invalid_calls + 1;
+        __threadfence_system();
+    }
+}
+
+// out[e] = NaN for e = first, first + step, ... below nnz: what a compute kernel writes instead of
+// products when the pattern was found invalid, so that no plausible number is left in out.
+template <int TY>
+__device__ void sd_fill_nan(typename sd_type<TY>::elem* out, long long first, long long step, long long nnz) {
+    typename sd_type<TY>::elem nan = sd_type<TY>::store((typename sd_type<TY>::comp)__int_as_float(0x7fffffff));
+    for (long long e = first; e < nnz; e += step) out[e] = nan;
+}
+
+// ---------------------------------------------------------------------------------------------
 // GPU-Convert
 // ---------------------------------------------------------------------------------------------
 
 // One warp per row writes the row's index into each of its entries: rows of any length stay
-// balanced within a warp and consecutive lanes write consecutive entries.
-extern "C" __global__ void sddmm_coo_rows(int m, const int* row_ptr, int base, unsigned int* rows) {
+// balanced within a warp and consecutive lanes write consecutive entries. With `check` (a pattern in
+// device memory, not validated yet) it also validates the pattern; entries outside [0, nnz) are
+// never touched, whatever the row pointers say.
+extern "C" __global__ void sddmm_coo_rows(int m, int n, long long nnz, const int* row_ptr, const int* col_ind,
+                                          int base, unsigned int* rows, sd_check* check, sd_report* report) {
     int lane = threadIdx.x & 31;
     long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long r = warp; r < m; r += warps) {
-        long long begin = row_ptr[r] - base, end = row_ptr[r + 1] - base;
-        for (long long e = begin + lane; e < end; e += 32) rows[e] = (unsigned int)r;
+        int start = row_ptr[r], next = row_ptr[r + 1];
+        if (check && next < start && lane == 0) sd_note_decrease(check, r + 1, next, start);
+        long long begin = (long long)start - base, end = (long long)next - base;
+        if (begin < 0) begin = 0;
+        if (end > nnz) end = nnz;
+        for (long long e = begin + lane; e < end; e += 32) {
+            rows[e] = (unsigned int)r;
+            if (check) sd_column_ok(check, e, col_ind[e], n, base);
+        }
     }
+    if (check) sd_check_finish(check, report, m, n, nnz, row_ptr, base);
 }
 
 // Groups of G = 2^group_log2 lanes (inside one warp) each take an equal chunk of `chunk`
@@ -78,7 +186,8 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
                           const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
                           const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
                           const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* col_ind,
-                          int base, int group_log2, long long chunk, typename sd_type<TY>::elem* out) {
+                          int base, int group_log2, long long chunk, typename sd_type<TY>::elem* out,
+                          const sd_check* check) {
     typedef typename sd_type<TY>::comp comp;
     const int G = 1 << group_log2;
     long long thread = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -88,6 +197,10 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     long long group = thread >> group_log2;
     long long first = group * chunk;
     long long last = first + chunk < nnz ? first + chunk : nnz;
+    if (check && check->invalid) {
+        sd_fill_nan<TY>(out, first + member, G, last);
+        return;
+    }
     for (long long e = first; e < last; ++e) {
         long long i = rows[e], j = col_ind[e] - base;
         const typename sd_type<TY>::elem* a = A + i * a_rs;
@@ -117,9 +230,9 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
         const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
         const unsigned int* rows, const int* col_ind, int base, int group_log2, long long chunk,                   \
-        sd_type<TY>::elem* out) {                                                                                  \
+        sd_type<TY>::elem* out, const sd_check* check) {                                                           \
         sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, group_log2, chunk,   \
-                         out);                                                                                     \
+                         out, check);                                                                              \
     }
 SD_COO(f32, 0, 1)
 SD_COO(f32, 0, 2)
@@ -182,9 +295,13 @@ __device__ __forceinline__ void sd_block_scan2(int v0, int v1, int* ex0, int* ex
 //   order_rs[e0 + g]  its row within the band << 8 | its column within the tile
 //   tile_cb / tile_start [e0 + b + t]  tile t's column block and first position
 //   band_tiles[b]     the band's tile count
-extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr, const int* col_ind, int base,
-                                               int* scratch, int* order, int* order_rs, int* tile_cb,
-                                               int* tile_start, int* band_tiles) {
+// With `check` (a pattern in device memory, not validated yet) it also validates the pattern: a band
+// whose row pointers leave [0, nnz] or decrease gets no tiles, and columns outside [0, n) are left
+// out of their band, so that nothing is read or written out of bounds whatever the pattern holds.
+extern "C" __global__ void sddmm_tile_schedule(int m, int n, long long nnz, const int* row_ptr, const int* col_ind,
+                                               int base, int* scratch, int* order, int* order_rs, int* tile_cb,
+                                               int* tile_start, int* band_tiles, sd_check* check,
+                                               sd_report* report) {
     __shared__ int carry[2];
     const int ncb = (n + SD_TJ - 1) / SD_TJ;
     const int bands = (m + SD_TI - 1) / SD_TI;
@@ -193,14 +310,29 @@ extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr,
     for (int band = blockIdx.x; band < bands; band += gridDim.x) {
         int r0 = band * SD_TI;
         int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
+        if (check) {
+            bool bad = false;
+            if (threadIdx.x < rows) {
+                int r = r0 + threadIdx.x;
+                int start = row_ptr[r], next = row_ptr[r + 1];
+                if (next < start) sd_note_decrease(check, r + 1, next, start);
+                bad = next < start || (long long)start - base < 0 || (long long)next - base > nnz;
+            }
+            if (__syncthreads_or(bad)) {
+                if (threadIdx.x == 0) band_tiles[band] = 0;
+                continue;
+            }
+        }
         long long e0 = row_ptr[r0] - base;
         long long toff = e0 + band;
         for (int c = threadIdx.x; c < ncb; c += SD_THREADS) hist[c] = 0;
         if (threadIdx.x == 0) carry[0] = carry[1] = 0;
         __syncthreads();
         for (int r = warp; r < rows; r += SD_THREADS / 32)
-            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
-                atomicAdd(&hist[(col_ind[e] - base) / SD_TJ], 1);
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
+                int column = col_ind[e];
+                if (!check || sd_column_ok(check, e, column, n, base)) atomicAdd(&hist[(column - base) / SD_TJ], 1);
+            }
         __syncthreads();
         for (int c0 = 0; c0 < ncb; c0 += SD_THREADS) {
             int c = c0 + threadIdx.x;
@@ -222,13 +354,15 @@ extern "C" __global__ void sddmm_tile_schedule(int m, int n, const int* row_ptr,
         if (threadIdx.x == 0) band_tiles[band] = carry[1];
         for (int r = warp; r < rows; r += SD_THREADS / 32)
             for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
-                int col = col_ind[e] - base;
+                long long col = (long long)col_ind[e] - base;
+                if (check && (col < 0 || col >= n)) continue;
                 int pos = atomicAdd(&hist[col / SD_TJ], 1);
                 order[e0 + pos] = (int)e;
-                order_rs[e0 + pos] = (r << 8) | (col % SD_TJ);
+                order_rs[e0 + pos] = (r << 8) | (int)(col % SD_TJ);
             }
         __syncthreads();
     }
+    if (check) sd_check_finish(check, report, m, n, nnz, row_ptr, base);
 }
 
 // Stages the listed rows r0 + list[j] (j < count) x columns [k0, k0 + w) of a matrix into a shared
@@ -266,19 +400,25 @@ __device__ __forceinline__ unsigned long long sd_warp_or64(unsigned long long x)
 // accumulates the dot products of up to SD_EPT nonzeros in registers; results are written once,
 // after the last slice (no atomics, deterministic).
 template <int TY>
-__device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alpha,
+__device__ void sddmm_tiled(int m, int n, int k, long long nnz, typename sd_type<TY>::comp alpha,
                             const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
                             const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
                             const typename sd_type<TY>::elem* s, const int* row_ptr, int base, const int* order,
                             const int* order_rs, const int* tile_cb, const int* tile_start, const int* band_tiles,
-                            typename sd_type<TY>::elem* out) {
+                            typename sd_type<TY>::elem* out, const sd_check* check) {
     typedef typename sd_type<TY>::comp comp;
+    if (check && check->invalid) {
+        long long block = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+        sd_fill_nan<TY>(out, block * SD_THREADS + threadIdx.x, (long long)gridDim.x * gridDim.y * SD_THREADS, nnz);
+        return;
+    }
     __shared__ comp panel_a[SD_TI][SD_TK + 1];
     __shared__ comp panel_b[SD_TJ][SD_TK + 1];
     __shared__ unsigned long long used_rows, used_cols;  // bit r / c: row / column of the tile in use
     __shared__ int list_rows[SD_TI], list_cols[SD_TJ];
     int band = blockIdx.x;
     int r0 = band * SD_TI;
+    if (r0 >= m) return;  // the one block launched for an empty S
     int rows = m - r0 < SD_TI ? m - r0 : SD_TI;
     long long e0 = row_ptr[r0] - base, e1 = row_ptr[r0 + rows] - base;
     long long toff = e0 + band;
@@ -351,12 +491,12 @@ __device__ void sddmm_tiled(int m, int n, int k, typename sd_type<TY>::comp alph
 
 #define SD_TILED(SUFFIX, TY)                                                                                       \
     extern "C" __global__ void sddmm_tiled_##SUFFIX(                                                               \
-        int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs,  \
-        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s, const int* row_ptr, \
-        int base, const int* order, const int* order_rs, const int* tile_cb, const int* tile_start,                \
-        const int* band_tiles, sd_type<TY>::elem* out) {                                                           \
-        sddmm_tiled<TY>(m, n, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, row_ptr, base, order, order_rs, tile_cb,  \
-                        tile_start, band_tiles, out);                                                              \
+        int m, int n, int k, long long nnz, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs,   \
+        long long a_cs, const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,     \
+        const int* row_ptr, int base, const int* order, const int* order_rs, const int* tile_cb,                   \
+        const int* tile_start, const int* band_tiles, sd_type<TY>::elem* out, const sd_check* check) {             \
+        sddmm_tiled<TY>(m, n, k, nnz, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, row_ptr, base, order, order_rs,      \
+                        tile_cb, tile_start, band_tiles, out, check);                                              \
     }
 SD_TILED(f32, 0)
 SD_TILED(f64, 1)

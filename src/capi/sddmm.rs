@@ -9,7 +9,7 @@ use super::{
 use crate::dense::required_len;
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
-use crate::sddmm::{RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan};
+use crate::sddmm::{PatternShape, RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan, Structure};
 use crate::sparse::{CSR_NAMES, CompressedRef, StructureFault};
 use crate::types::{IndexBase, Layout, ValueType};
 use std::borrow::Cow;
@@ -35,6 +35,9 @@ impl FamilyHandle for SddmmHandle {
     }
     fn core(&mut self) -> &mut HandleCore {
         &mut self.core
+    }
+    fn settle(&mut self) {
+        self.settle();
     }
 }
 
@@ -199,10 +202,10 @@ struct DenseArgs {
 unsafe fn compute_typed<T: SddmmElement>(
     handle: &mut SddmmHandle,
     plan: Option<&SddmmPlan>,
-    pattern: CompressedRef<'_, ()>,
+    structure: Structure<'_>,
     args: &DenseArgs,
 ) -> Result<()> {
-    let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+    let PatternShape { rows: m, cols: n, nnz, .. } = structure.shape();
     let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
@@ -234,17 +237,17 @@ unsafe fn compute_typed<T: SddmmElement>(
         row_ptr: args.row_ptr,
         col_ind: args.col_ind,
     };
-    unsafe { handle.compute(&operands, pattern, plan) }
+    unsafe { handle.compute(&operands, structure, plan) }
 }
 
 unsafe fn compute(
     handle: &mut SddmmHandle,
     plan: Option<&SddmmPlan>,
-    pattern: CompressedRef<'_, ()>,
+    structure: Structure<'_>,
     value_type: ValueType,
     args: &DenseArgs,
 ) -> Result<()> {
-    unsafe { for_value_type!(value_type, compute_typed(handle, plan, pattern, args)) }
+    unsafe { for_value_type!(value_type, compute_typed(handle, plan, structure, args)) }
 }
 
 /// Sampled dense-dense product with per-call algorithm choice (GPU-Dynamic): for each nonzero
@@ -262,6 +265,15 @@ unsafe fn compute(
 /// and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
 /// are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
 /// each call: use sddmmCreatePlan when the pattern repeats.
+///
+/// On a CUDA handle, rowPtr and colInd in device memory are validated on the device, by the kernel
+/// that converts them, and never copied to the host: the call returns without waiting for the
+/// stream (unless out is host memory). Nothing reads through an invalid pattern; instead out is
+/// filled with NaN, and the fault (SGPU_STATUS_INVALID_SPARSE, the message naming the first bad
+/// rowPtr or colInd entry as the host validation does) is reported by the call itself when out is
+/// host memory (out then untouched), otherwise once the validation has finished by the handle's next
+/// sddmmDynamic or sddmmExecutePlan (which then does nothing else), or by sddmmSynchronize, which
+/// waits for it. Host-memory rowPtr and colInd are validated on the host before anything runs.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmDynamic(
     handle: sddmmHandle_t,
@@ -294,8 +306,20 @@ pub unsafe extern "C" fn sddmmDynamic(
         let ldb = size_arg(ldb as i64, "ldb")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
-        let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
+        let arrays;
+        check_ptr(rowPtr, "rowPtr")?;
+        let col_ind = if nnz_count > 0 {
+            check_ptr(colInd, "colInd")?;
+            Some(colInd)
+        } else {
+            None
+        };
+        let structure = if h.validates_in_place(rowPtr, col_ind) {
+            Structure::InPlace(PatternShape { rows: m, cols: n, nnz: nnz_count, base: index_base })
+        } else {
+            arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
+            Structure::Validated(csr_pattern(m, n, &arrays, index_base, &units)?)
+        };
         let args = DenseArgs {
             k,
             alpha,
@@ -310,7 +334,7 @@ pub unsafe extern "C" fn sddmmDynamic(
             col_ind: colInd,
             pattern_is_argument: true,
         };
-        unsafe { compute(h, None, pattern, value_type, &args) }
+        unsafe { compute(h, None, structure, value_type, &args) }
     })
 }
 
@@ -350,6 +374,8 @@ pub unsafe extern "C" fn sddmmCreatePlan(
 /// algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
 /// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries; out
 /// must not overlap A, B or sValues (SGPU_STATUS_INVALID_POINTER).
+/// Like sddmmDynamic, it first reports an invalid device-memory pattern of an earlier call that no
+/// call has reported yet (and then does nothing else).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmExecutePlan(
     handle: sddmmHandle_t,
@@ -388,8 +414,20 @@ pub unsafe extern "C" fn sddmmExecutePlan(
             col_ind: pattern.idx.as_ptr(),
             pattern_is_argument: false,
         };
-        unsafe { compute(h, Some(p), pattern, value_type, &args) }
+        unsafe { compute(h, Some(p), Structure::Validated(pattern), value_type, &args) }
     })
+}
+
+/// Waits until the validations on the device of the rowPtr / colInd that earlier sddmmDynamic calls
+/// on this handle passed in device memory have finished (and the products of those calls: nothing
+/// else on the stream is waited for), and reports the first pattern found invalid that no call has
+/// reported yet: SGPU_STATUS_INVALID_SPARSE, the message naming the call's m, n, nnz and the first
+/// bad rowPtr or colInd entry (that call's out holds NaN). SGPU_STATUS_SUCCESS when there is none,
+/// and at once on the CPU backend, which validates every pattern before its call returns. A
+/// pattern the handle has not reported when it is destroyed is not reported.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSynchronize(handle: sddmmHandle_t) -> sgpuStatus_t {
+    boundary("sddmmSynchronize", || unsafe { HANDLES.get(handle, "handle") }?.synchronize())
 }
 
 /// Destroys a plan; NULL is accepted and does nothing.

@@ -428,6 +428,8 @@ pub struct CudaExecutor {
     placement: crate::executor::Placement,
     test_hooks: crate::executor::TestHooks,
     spamm: spamm::SpammState,
+    /// SDDMM calls without a plan on the device, made at the first.
+    sddmm: Option<sddmm::Unplanned>,
 }
 
 impl std::fmt::Debug for CudaExecutor {
@@ -443,7 +445,7 @@ impl CudaExecutor {
     /// An executor on `placement`, whose devices must all exist.
     pub fn new(placement: crate::executor::Placement, test_hooks: crate::executor::TestHooks) -> Result<Self> {
         check_devices(&placement.devices)?;
-        Ok(CudaExecutor { placement, test_hooks, spamm: Default::default() })
+        Ok(CudaExecutor { placement, test_hooks, spamm: Default::default(), sddmm: None })
     }
 
     /// The device single-GPU work runs on.

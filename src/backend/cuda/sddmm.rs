@@ -1,16 +1,22 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and nnz-balanced COO kernel
-//! (GPU-Convert), the on-device tile schedule and the shared-memory tiled kernel (GPU-Shared).
+//! (GPU-Convert), the on-device tile schedule and the shared-memory tiled kernel (GPU-Shared); the
+//! validation of a caller's pattern in device memory, fused into the row expansion or the schedule,
+//! and what a handle keeps on its device for calls without a plan ([`Unplanned`]).
 
 use super::kernels::SDDMM;
-use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
+use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, MappedWords, Workspace};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::try_vec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::Element;
 use crate::sddmm::SddmmAlgorithm;
 use crate::sddmm::SddmmPlan;
-use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
+use crate::sddmm::contract::{
+    InvalidPattern, PatternShape, PreparedPlan, Sampling, SddmmBackend, SddmmPatterns, Structure,
+};
+use crate::sparse::StructureFault;
+use crate::types::IndexBase;
 use cudarc::driver::sys::CUdeviceptr;
 use std::any::Any;
 use std::borrow::Cow;
@@ -23,6 +29,25 @@ const TILED_THREADS: u32 = 256;
 const TILED_BLOCKS_PER_SM: usize = 16;
 /// The schedule kernel's histograms (one per block) are capped at this many counters in all.
 const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
+/// Alignment of each array carved out of one allocation.
+const ARRAY_ALIGNMENT: usize = 256;
+/// Bytes of the kernels' `sd_check`.
+const CHECK_BYTES: usize = 32;
+
+/// The words of the kernels' `sd_report`, in order.
+mod report {
+    pub(super) const INVALID_CALLS: usize = 0;
+    pub(super) const ROWS: usize = 1;
+    pub(super) const COLS: usize = 2;
+    pub(super) const NNZ: usize = 3;
+    pub(super) const BASE: usize = 4;
+    pub(super) const FIRST: usize = 5;
+    pub(super) const LAST: usize = 6;
+    pub(super) const DECREASE: usize = 7;
+    pub(super) const DECREASE_PREVIOUS: usize = 8;
+    pub(super) const COLUMN: usize = 9;
+    pub(super) const WORDS: usize = 10;
+}
 
 /// Device pointers and strides of one SDDMM; element (r, p) of A / B is at `r·rs + p·cs`.
 #[derive(Clone, Copy, Debug)]
@@ -42,95 +67,113 @@ pub struct DeviceOperands<T: Element> {
     pub col_ind: CUdeviceptr,
     pub base: i32,
     pub out: CUdeviceptr,
+    /// The `sd_check` whose verdict the kernel reads first (filling `out` with NaN when the pattern
+    /// is invalid); 0 when the pattern was validated on the host.
+    pub check: CUdeviceptr,
 }
 
-/// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32.
+/// Where a validation on the device gathers its faults (`sd_check`) and reports an invalid pattern
+/// (`sd_report`, host memory the device writes).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceCheck {
+    pub check: CUdeviceptr,
+    pub report: CUdeviceptr,
+}
+
+/// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32, into `rows` (`nnz`
+/// words). With `check` the pattern is validated too (it may be invalid: nothing outside `rows` is
+/// written and nothing outside the pattern's arrays is read).
+#[allow(clippy::too_many_arguments)]
 pub fn coo_rows(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    m: usize,
-    nnz: usize,
+    (m, n, nnz): (usize, usize, usize),
     row_ptr: CUdeviceptr,
+    col_ind: CUdeviceptr,
     base: i32,
-) -> Result<DeviceBuffer> {
-    let rows = DeviceBuffer::alloc(device, nnz * 4, stream, "the COO row indices")?;
-    if nnz == 0 {
-        return Ok(rows);
+    rows: CUdeviceptr,
+    check: Option<DeviceCheck>,
+) -> Result<()> {
+    if nnz == 0 && check.is_none() {
+        return Ok(());
     }
     let f = device.function(&SDDMM, "sddmm_coo_rows")?;
     let warps_per_block = 8;
     let blocks = m.div_ceil(warps_per_block).clamp(1, device.multiprocessors * 32) as u32;
     let cfg = Launch { grid: (blocks, 1, 1), block: (32 * warps_per_block as u32, 1, 1), shared_bytes: 0 };
-    let (m32, out) = (m as i32, rows.ptr());
-    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &row_ptr, &base, &out]) }?;
-    Ok(rows)
+    let (m32, n32, nnz64) = (m as i32, n as i32, nnz as i64);
+    let (state, report) = check.map_or((0, 0), |c| (c.check, c.report));
+    unsafe {
+        launch(&f, cfg, stream, kernel_args![&m32, &n32, &nnz64, &row_ptr, &col_ind, &base, &rows, &state, &report])
+    }
 }
 
-/// Each band's nonzeros grouped by column tile, built on the device (see `sddmm_tile_schedule`).
+/// A tile schedule's arrays on the device (see `sddmm_tile_schedule`), in memory someone else owns.
+#[derive(Clone, Copy, Debug)]
 pub struct TileSchedule {
-    order: DeviceBuffer,
-    order_rs: DeviceBuffer,
-    tile_cb: DeviceBuffer,
-    tile_start: DeviceBuffer,
-    band_tiles: DeviceBuffer,
+    order: CUdeviceptr,
+    order_rs: CUdeviceptr,
+    tile_cb: CUdeviceptr,
+    tile_start: CUdeviceptr,
+    band_tiles: CUdeviceptr,
 }
 
-impl TileSchedule {
-    /// Marks every buffer resident (a plan keeps its schedule beyond the call that built it).
-    pub fn resident(self) -> Self {
-        TileSchedule {
-            order: self.order.resident(),
-            order_rs: self.order_rs.resident(),
-            tile_cb: self.tile_cb.resident(),
-            tile_start: self.tile_start.resident(),
-            band_tiles: self.band_tiles.resident(),
+/// Where the arrays of an m×n pattern's tile schedule lie in one allocation, followed by the
+/// histograms the schedule kernel counts in, and how many blocks the kernel runs.
+struct ScheduleLayout {
+    blocks: usize,
+    /// Byte offsets of `order`, `order_rs`, `tile_cb`, `tile_start`, `band_tiles`.
+    offsets: [usize; 5],
+    schedule_bytes: usize,
+    scratch_bytes: usize,
+}
+
+impl ScheduleLayout {
+    fn new(device: &GpuDevice, m: usize, n: usize, nnz: usize) -> Self {
+        let bands = m.div_ceil(BAND_ROWS);
+        let column_blocks = n.div_ceil(TILE_COLS).max(1);
+        let blocks =
+            bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / column_blocks).max(1)).max(1);
+        // A band has at most one tile per nonzero, so the tile arrays take nnz + bands entries.
+        let counts = [nnz, nnz, nnz + bands, nnz + bands, bands];
+        let mut offsets = [0; 5];
+        let mut end = 0;
+        for (offset, count) in offsets.iter_mut().zip(counts) {
+            *offset = end;
+            end += (count * 4).next_multiple_of(ARRAY_ALIGNMENT);
         }
+        ScheduleLayout { blocks, offsets, schedule_bytes: end, scratch_bytes: blocks * column_blocks * 4 }
+    }
+
+    /// The schedule's arrays in `memory` (`schedule_bytes` long).
+    fn schedule_at(&self, memory: CUdeviceptr) -> TileSchedule {
+        let at = |i: usize| memory + self.offsets[i] as u64;
+        TileSchedule { order: at(0), order_rs: at(1), tile_cb: at(2), tile_start: at(3), band_tiles: at(4) }
     }
 }
 
-impl std::fmt::Debug for TileSchedule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TileSchedule({} entries)", self.order.bytes() / 4)
-    }
-}
-
-/// Builds the tile schedule of an m×n pattern on the device.
+/// Builds the tile schedule of an m×n pattern on the device into `schedule`, counting in `scratch`
+/// (`layout.scratch_bytes`). With `check` the pattern is validated too (it may be invalid: nothing
+/// outside the schedule is written and nothing outside the pattern's arrays is read).
 #[allow(clippy::too_many_arguments)]
-pub fn tile_schedule(
+fn tile_schedule(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    m: usize,
-    n: usize,
-    nnz: usize,
-    row_ptr: CUdeviceptr,
-    col_ind: CUdeviceptr,
-    base: i32,
-) -> Result<TileSchedule> {
-    let bands = m.div_ceil(BAND_ROWS);
-    let column_blocks = n.div_ceil(TILE_COLS).max(1);
-    let alloc = |count: usize, what| DeviceBuffer::alloc(device, count * 4, stream, what);
-    let schedule = TileSchedule {
-        order: alloc(nnz, "the tile order of the nonzeros")?,
-        order_rs: alloc(nnz, "the tile positions of the nonzeros")?,
-        tile_cb: alloc(nnz + bands, "the tiles' column blocks")?,
-        tile_start: alloc(nnz + bands, "the tiles' first nonzeros")?,
-        band_tiles: alloc(bands, "the bands' tile counts")?,
-    };
-    if bands == 0 {
-        return Ok(schedule);
+    layout: &ScheduleLayout,
+    (m, n, nnz): (usize, usize, usize),
+    (row_ptr, col_ind, base): (CUdeviceptr, CUdeviceptr, i32),
+    schedule: &TileSchedule,
+    scratch: CUdeviceptr,
+    check: Option<DeviceCheck>,
+) -> Result<()> {
+    if m == 0 && check.is_none() {
+        return Ok(());
     }
-    let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / column_blocks).max(1));
-    let scratch = alloc(blocks * column_blocks, "the tile histograms")?;
     let f = device.function(&SDDMM, "sddmm_tile_schedule")?;
-    let cfg = Launch { grid: (blocks as u32, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
-    let (m32, n32, scratch_ptr) = (m as i32, n as i32, scratch.ptr());
-    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
-        schedule.order.ptr(),
-        schedule.order_rs.ptr(),
-        schedule.tile_cb.ptr(),
-        schedule.tile_start.ptr(),
-        schedule.band_tiles.ptr(),
-    );
+    let cfg = Launch { grid: (layout.blocks as u32, 1, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    let (m32, n32, nnz64) = (m as i32, n as i32, nnz as i64);
+    let (state, report) = check.map_or((0, 0), |c| (c.check, c.report));
+    let TileSchedule { order, order_rs, tile_cb, tile_start, band_tiles } = *schedule;
     unsafe {
         launch(
             &f,
@@ -139,19 +182,21 @@ pub fn tile_schedule(
             kernel_args![
                 &m32,
                 &n32,
+                &nnz64,
                 &row_ptr,
                 &col_ind,
                 &base,
-                &scratch_ptr,
+                &scratch,
                 &order,
                 &order_rs,
                 &tile_cb,
                 &tile_start,
-                &band_tiles
+                &band_tiles,
+                &state,
+                &report
             ],
         )
-    }?;
-    Ok(schedule)
+    }
 }
 
 /// GPU-Shared: blocks (band, y) of `BAND_ROWS` rows each take every `y`-th tile of their band,
@@ -173,7 +218,9 @@ pub fn tiled<T: Element>(
     let per_band =
         (device.multiprocessors * TILED_BLOCKS_PER_SM).div_ceil(bands).min(op.n.div_ceil(TILE_COLS)).clamp(1, 65535)
             as u32;
-    let cfg = Launch { grid: (bands as u32, per_band, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
+    // One block at least: an invalid pattern may claim entries of an S without rows, which then
+    // get NaN.
+    let cfg = Launch { grid: (bands.max(1) as u32, per_band, 1), block: (TILED_THREADS, 1, 1), shared_bytes: 0 };
     crate::log::note(|| {
         format!(
             "kernel sddmm_tiled_{} ({bands} bands of {BAND_ROWS} rows, {per_band} thread blocks each, tiles of \
@@ -181,16 +228,10 @@ pub fn tiled<T: Element>(
             T::VALUE_TYPE.short_name()
         )
     });
-    let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
+    let (m, n, k, nnz) = (op.m as i32, op.n as i32, op.k as i32, op.nnz as i64);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
-    let (order, order_rs, tile_cb, tile_start, band_tiles) = (
-        schedule.order.ptr(),
-        schedule.order_rs.ptr(),
-        schedule.tile_cb.ptr(),
-        schedule.tile_start.ptr(),
-        schedule.band_tiles.ptr(),
-    );
+    let TileSchedule { order, order_rs, tile_cb, tile_start, band_tiles } = *schedule;
     unsafe {
         launch(
             &f,
@@ -200,6 +241,7 @@ pub fn tiled<T: Element>(
                 &m,
                 &n,
                 &k,
+                &nnz,
                 &op.alpha,
                 &op.a,
                 &a_rs,
@@ -215,7 +257,8 @@ pub fn tiled<T: Element>(
                 &tile_cb,
                 &tile_start,
                 &band_tiles,
-                &op.out
+                &op.out,
+                &op.check
             ],
         )
     }
@@ -295,7 +338,8 @@ pub fn coo<T: Element>(
                 &op.base,
                 &group_log2,
                 &chunk,
-                &op.out
+                &op.out,
+                &op.check
             ],
         )
     }
@@ -308,26 +352,173 @@ pub struct DevicePlan {
     row_ptr: DeviceBuffer,
     col_ind: DeviceBuffer,
     coo_rows: DeviceBuffer,
+    /// Holds `tiles`' arrays.
+    _tile_memory: DeviceBuffer,
     tiles: TileSchedule,
 }
 
 impl std::fmt::Debug for DevicePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.tiles)
+        write!(f, "DevicePlan(device {}, {} entries)", self.ordinal, self.col_ind.bytes() / 4)
     }
 }
 
 impl PreparedPlan for DevicePlan {}
 
+/// What calls without a plan prepared on the device keep on it between calls, made at the first:
+/// the workspace their COO rows or tile schedule are built in, whose event also orders the calls
+/// one after another whatever their streams, and for patterns in device memory the validation's
+/// `sd_check` and the `sd_report` the host reads an invalid pattern from once the calls that may
+/// write it have finished.
+pub struct Unplanned {
+    device: Arc<GpuDevice>,
+    workspace: Workspace,
+    check: DeviceBuffer,
+    report: MappedWords,
+    /// A validation on the device was queued since the report was last read.
+    unread: bool,
+}
+
+impl Unplanned {
+    fn new(device: &Arc<GpuDevice>, stream: Stream) -> Result<Self> {
+        // Zeroed on `stream` before the first call's kernels; calls on other streams wait for the
+        // first call's release of the workspace, so for this too.
+        let check = DeviceBuffer::zeroed(device, CHECK_BYTES, stream, "the validation of device patterns")?.resident();
+        Ok(Unplanned {
+            device: device.clone(),
+            workspace: Workspace::new(device)?,
+            check,
+            report: MappedWords::new(device, report::WORDS)?,
+            unread: false,
+        })
+    }
+
+    fn device_check(&self) -> DeviceCheck {
+        DeviceCheck { check: self.check.ptr(), report: self.report.device_ptr() }
+    }
+
+    /// The first invalid pattern in the report not read yet, once the validations that may write it
+    /// have finished (with `wait`, after waiting for them; without, `None` while they run).
+    fn invalid_pattern(&mut self, wait: bool) -> Result<Option<InvalidPattern>> {
+        if !self.unread {
+            return Ok(None);
+        }
+        if wait {
+            self.workspace.wait_idle()?;
+        } else if !self.workspace.is_idle()? {
+            return Ok(None);
+        }
+        self.unread = false;
+        let invalid_calls = self.report.read(report::INVALID_CALLS);
+        if invalid_calls == 0 {
+            return Ok(None);
+        }
+        self.report.write(report::INVALID_CALLS, 0);
+        let word = |i| self.report.read(i);
+        let base = if word(report::BASE) == 0 { IndexBase::Zero } else { IndexBase::One };
+        let shape = PatternShape {
+            rows: word(report::ROWS) as usize,
+            cols: word(report::COLS) as usize,
+            nnz: word(report::NNZ) as usize,
+            base,
+        };
+        // A fault word is the complement of (position << 32 | the entry's bits); 0: none.
+        let position_and_value = |w: u64| ((!w >> 32) as usize, !w as u32 as i32);
+        let (first, last) = (word(report::FIRST) as i32, word(report::LAST) as i32);
+        // In the order the host validation looks (sddmmDynamic's rowPtr checks, then the rest).
+        let fault = if first as i64 != base.offset() {
+            StructureFault::FirstPointer { value: first }
+        } else if last as i64 - base.offset() != shape.nnz as i64 {
+            StructureFault::LastPointer { value: last }
+        } else if word(report::DECREASE) != 0 {
+            let (at, value) = position_and_value(word(report::DECREASE));
+            let (_, previous) = position_and_value(word(report::DECREASE_PREVIOUS));
+            StructureFault::Decreases { at, value, previous }
+        } else if word(report::COLUMN) != 0 {
+            let (at, value) = position_and_value(word(report::COLUMN));
+            StructureFault::IndexOutOfRange { at, value }
+        } else {
+            return Err(Error::internal("the device found a pattern invalid but reported no fault"));
+        };
+        Ok(Some(InvalidPattern { shape, fault, later_invalid: invalid_calls - 1 }))
+    }
+}
+
+impl Drop for Unplanned {
+    fn drop(&mut self) {
+        // Kernels of calls still running may write the report: wait for them before it is freed.
+        let _ = self.workspace.wait_idle();
+    }
+}
+
+impl CudaExecutor {
+    /// The state of calls without a plan on `gpu`, made on first use. Moving to another device
+    /// leaves the old state behind; an invalid pattern it had not reported yet is this call's error.
+    fn unplanned(&mut self, gpu: &Arc<GpuDevice>, stream: Stream) -> Result<&mut Unplanned> {
+        if self.sddmm.as_ref().is_some_and(|u| u.device.ordinal != gpu.ordinal) {
+            let mut left = self.sddmm.take().expect("checked");
+            let invalid = left.invalid_pattern(true);
+            drop(left);
+            gpu.bind()?;
+            if let Some(invalid) = invalid? {
+                return Err(invalid.error(true));
+            }
+        }
+        if self.sddmm.is_none() {
+            self.sddmm = Some(Unplanned::new(gpu, stream)?);
+        }
+        Ok(self.sddmm.as_mut().expect("made above"))
+    }
+}
+
+/// Runs the chosen algorithm of a call without a plan on its device, building its preprocessing in
+/// `memory` (see [`unplanned_bytes`]) and, with `check`, validating the pattern there.
+fn run_unplanned<T: Element>(
+    gpu: &Arc<GpuDevice>,
+    stream: Stream,
+    algorithm: SddmmAlgorithm,
+    operands: &DeviceOperands<T>,
+    memory: CUdeviceptr,
+    check: Option<DeviceCheck>,
+) -> Result<()> {
+    let op = operands;
+    let dims = (op.m, op.n, op.nnz);
+    match algorithm {
+        SddmmAlgorithm::Tiled => {
+            let layout = ScheduleLayout::new(gpu, op.m, op.n, op.nnz);
+            let schedule = layout.schedule_at(memory);
+            let scratch = memory + layout.schedule_bytes as u64;
+            let pattern = (op.row_ptr, op.col_ind, op.base);
+            tile_schedule(gpu, stream, &layout, dims, pattern, &schedule, scratch, check)?;
+            tiled(gpu, stream, op, &schedule)
+        }
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+            coo_rows(gpu, stream, dims, op.row_ptr, op.col_ind, op.base, memory, check)?;
+            coo(gpu, stream, op, memory)
+        }
+    }
+}
+
+/// The workspace bytes [`run_unplanned`] uses.
+fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usize, usize, usize)) -> usize {
+    match algorithm {
+        SddmmAlgorithm::Tiled => {
+            let layout = ScheduleLayout::new(gpu, m, n, nnz);
+            layout.schedule_bytes + layout.scratch_bytes
+        }
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => nnz * 4,
+    }
+}
+
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
-    /// The arrays may be host or device memory (`sampling.pattern` is a host view of S's structure).
-    /// With a plan prepared on this device its COO rows / tile schedule are used; otherwise the
-    /// chosen algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out`
-    /// is host memory.
+    /// The arrays may be host or device memory. With a plan prepared on this device its COO rows /
+    /// tile schedule are used; otherwise the chosen algorithm's preprocessing runs on the GPU first,
+    /// in the handle's workspace, validating a pattern passed in place. Returns without waiting
+    /// unless `out` is host memory.
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
         let call = sampling.operands;
-        let pattern = &sampling.pattern;
-        let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+        let PatternShape { rows: m, cols: n, nnz, base } = sampling.structure.shape();
+        let in_place = matches!(sampling.structure, Structure::InPlace(_));
         let gpu = self.lead()?;
         gpu.bind()?;
         let stream = self.stream();
@@ -347,13 +538,15 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let (row_ptr, col_ind, base) = match resident {
             Some(d) => (d.row_ptr.ptr(), d.col_ind.ptr(), 0),
             None => {
+                // A pattern passed in place is device memory, used where it lies (DeviceInput checks
+                // its device).
                 staged_ptr = unsafe { DeviceInput::new(&gpu, stream, call.row_ptr, m + 1, "rowPtr") }?;
                 staged_idx = unsafe { DeviceInput::new(&gpu, stream, call.col_ind, nnz, "colInd") }?;
-                (staged_ptr.ptr(), staged_idx.ptr(), pattern.base.offset() as i32)
+                (staged_ptr.ptr(), staged_idx.ptr(), base.offset() as i32)
             }
         };
         let out = unsafe { DeviceOutput::new(&gpu, stream, call.out, nnz, "out", false) }?;
-        let operands = DeviceOperands::<T> {
+        let mut operands = DeviceOperands::<T> {
             m,
             n,
             k: call.k,
@@ -368,34 +561,46 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             col_ind,
             base,
             out: out.ptr(),
+            check: 0,
         };
-        if nnz > 0 && resident.is_none() {
-            crate::log::note(|| "preprocessing on the device (no plan prepared on it)".to_string());
-        }
-        if nnz > 0 {
+        if let Some(d) = resident {
             match sampling.algorithm {
-                SddmmAlgorithm::Tiled => {
-                    let built;
-                    let schedule = match resident {
-                        Some(d) => &d.tiles,
-                        None => {
-                            built = tile_schedule(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
-                            &built
-                        }
-                    };
-                    tiled(&gpu, stream, &operands, schedule)?;
-                }
-                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
-                    let built;
-                    let rows = match resident {
-                        Some(d) => d.coo_rows.ptr(),
-                        None => {
-                            built = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
-                            built.ptr()
-                        }
-                    };
-                    coo(&gpu, stream, &operands, rows)?;
-                }
+                SddmmAlgorithm::Tiled => tiled(&gpu, stream, &operands, &d.tiles)?,
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
+            }
+            return out.finish();
+        }
+        if nnz == 0 && !in_place {
+            return out.finish();
+        }
+        crate::log::note(|| {
+            if in_place {
+                "preprocessing on the device (no plan prepared on it), validating the pattern there".to_string()
+            } else {
+                "preprocessing on the device (no plan prepared on it)".to_string()
+            }
+        });
+        let unplanned = self.unplanned(&gpu, stream)?;
+        if in_place && out.is_staged() {
+            // The call waits anyway: earlier patterns' verdicts first, so that what it reports after
+            // its own work is its own.
+            if let Some(invalid) = unplanned.invalid_pattern(true)? {
+                return Err(invalid.error(true));
+            }
+        }
+        let check = in_place.then(|| unplanned.device_check());
+        operands.check = check.map_or(0, |c| c.check);
+        let bytes = unplanned_bytes(&gpu, sampling.algorithm, (m, n, nnz));
+        let memory = unplanned.workspace.take(&gpu, stream, bytes, "the COO rows or tile schedule of a call")?;
+        unplanned.unread |= in_place;
+        let queued = run_unplanned(&gpu, stream, sampling.algorithm, &operands, memory, check);
+        // Released whatever was queued, so that the next user waits for it.
+        let released = unplanned.workspace.release(stream);
+        queued?;
+        released?;
+        if in_place && out.is_staged() {
+            if let Some(invalid) = unplanned.invalid_pattern(true)? {
+                return Err(invalid.error(false));
             }
         }
         out.finish()
@@ -403,6 +608,20 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
 }
 
 impl SddmmPatterns for CudaExecutor {
+    /// Both arrays in device memory (of any device: the call then reports one of another device as
+    /// DeviceInput does).
+    fn validates_in_place(&self, row_ptr: *const i32, col_ind: Option<*const i32>) -> bool {
+        let on_device = |ptr: *const i32| matches!(memory::locate(ptr.cast()), memory::Location::Device(_));
+        on_device(row_ptr) && col_ind.is_none_or(on_device)
+    }
+
+    fn invalid_pattern(&mut self, wait: bool) -> Result<Option<InvalidPattern>> {
+        match self.sddmm.as_mut() {
+            Some(unplanned) => unplanned.invalid_pattern(wait),
+            None => Ok(None),
+        }
+    }
+
     unsafe fn host_indices<'a>(&self, ptr: *const i32, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
         if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
             let gpu = self.lead()?;
@@ -428,9 +647,23 @@ impl SddmmPatterns for CudaExecutor {
         let (m, n, nnz) = (plan.rows(), plan.cols(), plan.nnz());
         let row_ptr = DeviceBuffer::from_host(&gpu, pattern.ptr, stream, "the plan's row pointers")?.resident();
         let col_ind = DeviceBuffer::from_host(&gpu, pattern.idx, stream, "the plan's column indices")?.resident();
-        let coo_rows = coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
-        let tiles = tile_schedule(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
+        let coo_rows_memory = DeviceBuffer::alloc(&gpu, nnz * 4, stream, "the plan's COO row indices")?.resident();
+        coo_rows(&gpu, stream, (m, n, nnz), row_ptr.ptr(), col_ind.ptr(), 0, coo_rows_memory.ptr(), None)?;
+        let layout = ScheduleLayout::new(&gpu, m, n, nnz);
+        let tile_memory =
+            DeviceBuffer::alloc(&gpu, layout.schedule_bytes, stream, "the plan's tile schedule")?.resident();
+        let tiles = layout.schedule_at(tile_memory.ptr());
+        let scratch = DeviceBuffer::alloc(&gpu, layout.scratch_bytes, stream, "the tile histograms")?;
+        let pattern = (row_ptr.ptr(), col_ind.ptr(), 0);
+        tile_schedule(&gpu, stream, &layout, (m, n, nnz), pattern, &tiles, scratch.ptr(), None)?;
         gpu.synchronize(stream)?;
-        Ok(Some(Box::new(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, tiles })))
+        Ok(Some(Box::new(DevicePlan {
+            ordinal: gpu.ordinal,
+            row_ptr,
+            col_ind,
+            coo_rows: coo_rows_memory,
+            _tile_memory: tile_memory,
+            tiles,
+        })))
     }
 }
