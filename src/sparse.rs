@@ -76,7 +76,7 @@ impl StructureFault {
         }
     }
 
-    /// [`StructureFault::message`] as an `INVALID_SPARSE` error.
+    /// [`StructureFault::message`] as an `INVALID_SPARSE_MATRIX` error.
     pub fn error(
         &self,
         names: CompressedNames,

@@ -130,7 +130,7 @@ pub struct InvalidPattern {
 }
 
 impl InvalidPattern {
-    /// `INVALID_SPARSE`, naming the fault as the host validation does. `earlier`: the structure was
+    /// `INVALID_SPARSE_MATRIX`, naming the fault as the host validation does. `earlier`: the structure was
     /// not the reporting call's own, but one an earlier call passed and returned before it was
     /// validated (that call's `out` holds NaN).
     pub fn error(&self, earlier: bool) -> Error {

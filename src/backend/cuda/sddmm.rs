@@ -409,39 +409,54 @@ impl Unplanned {
             return Ok(None);
         }
         self.unread = false;
-        let invalid_calls = self.report.read(report::INVALID_CALLS);
-        if invalid_calls == 0 {
+        let words: [u64; report::WORDS] = std::array::from_fn(|i| self.report.read(i));
+        if words[report::INVALID_CALLS] == 0 {
             return Ok(None);
         }
         self.report.write(report::INVALID_CALLS, 0);
-        let word = |i| self.report.read(i);
-        let base = if word(report::BASE) == 0 { IndexBase::Zero } else { IndexBase::One };
-        let shape = PatternShape {
-            rows: word(report::ROWS) as usize,
-            cols: word(report::COLS) as usize,
-            nnz: word(report::NNZ) as usize,
-            base,
-        };
-        // A fault word is the complement of (position << 32 | the entry's bits); 0: none.
-        let position_and_value = |w: u64| ((!w >> 32) as usize, !w as u32 as i32);
-        let (first, last) = (word(report::FIRST) as i32, word(report::LAST) as i32);
-        // In the order the host validation looks (sddmmDynamic's rowPtr checks, then the rest).
-        let fault = if first as i64 != base.offset() {
-            StructureFault::FirstPointer { value: first }
-        } else if last as i64 - base.offset() != shape.nnz as i64 {
-            StructureFault::LastPointer { value: last }
-        } else if word(report::DECREASE) != 0 {
-            let (at, value) = position_and_value(word(report::DECREASE));
-            let (_, previous) = position_and_value(word(report::DECREASE_PREVIOUS));
-            StructureFault::Decreases { at, value, previous }
-        } else if word(report::COLUMN) != 0 {
-            let (at, value) = position_and_value(word(report::COLUMN));
-            StructureFault::IndexOutOfRange { at, value }
-        } else {
-            return Err(Error::internal("the device found a pattern invalid but reported no fault"));
-        };
-        Ok(Some(InvalidPattern { shape, fault, later_invalid: invalid_calls - 1 }))
+        reported_pattern(&words).map(Some)
     }
+}
+
+/// A fault word of `sd_check` / `sd_report` for the entry at `position` holding `value`: the
+/// complement of (position << 32 | the value's bits), as the kernels' `sd_fault` makes it, so that
+/// the largest word is that of the first position and 0 is no fault.
+#[cfg(test)]
+fn fault_word(position: usize, value: i32) -> u64 {
+    !(((position as u64) << 32) | value as u32 as u64)
+}
+
+/// The position and value of a fault word ([`fault_word`]).
+fn position_and_value(word: u64) -> (usize, i32) {
+    ((!word >> 32) as usize, !word as u32 as i32)
+}
+
+/// The first invalid pattern an `sd_report` holds (its invalid-call count not 0): the fault the host
+/// validation would name first (sddmmDynamic's rowPtr checks, a decrease, a column out of range).
+fn reported_pattern(words: &[u64; report::WORDS]) -> Result<InvalidPattern> {
+    let base = if words[report::BASE] == 0 { IndexBase::Zero } else { IndexBase::One };
+    let shape = PatternShape {
+        rows: words[report::ROWS] as usize,
+        cols: words[report::COLS] as usize,
+        nnz: words[report::NNZ] as usize,
+        base,
+    };
+    let (first, last) = (words[report::FIRST] as i32, words[report::LAST] as i32);
+    let fault = if first as i64 != base.offset() {
+        StructureFault::FirstPointer { value: first }
+    } else if last as i64 - base.offset() != shape.nnz as i64 {
+        StructureFault::LastPointer { value: last }
+    } else if words[report::DECREASE] != 0 {
+        let (at, value) = position_and_value(words[report::DECREASE]);
+        let (_, previous) = position_and_value(words[report::DECREASE_PREVIOUS]);
+        StructureFault::Decreases { at, value, previous }
+    } else if words[report::COLUMN] != 0 {
+        let (at, value) = position_and_value(words[report::COLUMN]);
+        StructureFault::IndexOutOfRange { at, value }
+    } else {
+        return Err(Error::internal("the device found a pattern invalid but reported no fault"));
+    };
+    Ok(InvalidPattern { shape, fault, later_invalid: words[report::INVALID_CALLS] - 1 })
 }
 
 impl Drop for Unplanned {
@@ -665,5 +680,83 @@ impl SddmmPatterns for CudaExecutor {
             _tile_memory: tile_memory,
             tiles,
         })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `sd_report` as the kernels leave it for a 3×4 one-based pattern of 5 entries whose rowPtr
+    /// reads `first`, `last`, with the faults given as (position, value) pairs, after `calls` invalid
+    /// calls.
+    fn report_words(
+        (first, last): (i32, i32),
+        decrease: Option<(usize, i32, i32)>,
+        column: Option<(usize, i32)>,
+        calls: u64,
+    ) -> [u64; report::WORDS] {
+        let mut words = [0u64; report::WORDS];
+        words[report::INVALID_CALLS] = calls;
+        words[report::ROWS] = 3;
+        words[report::COLS] = 4;
+        words[report::NNZ] = 5;
+        words[report::BASE] = 1;
+        // The kernels store ints in long long words: sign-extended.
+        words[report::FIRST] = first as i64 as u64;
+        words[report::LAST] = last as i64 as u64;
+        if let Some((at, value, previous)) = decrease {
+            words[report::DECREASE] = fault_word(at, value);
+            words[report::DECREASE_PREVIOUS] = fault_word(at, previous);
+        }
+        if let Some((at, value)) = column {
+            words[report::COLUMN] = fault_word(at, value);
+        }
+        words
+    }
+
+    fn message(words: &[u64; report::WORDS]) -> String {
+        reported_pattern(words).unwrap().error(false).message
+    }
+
+    #[test]
+    fn fault_words_keep_the_first_position_under_atomic_max() {
+        // atomicMax over the words of several faults keeps the one a scan from the start meets first,
+        // whatever the values (negative ones included).
+        let faults = [(7usize, -3i32), (2, i32::MAX), (2_000_000_000, 0), (2, i32::MIN), (0, -1)];
+        for &(p, v) in &faults {
+            for &(q, w) in &faults {
+                if p < q {
+                    assert!(fault_word(p, v) > fault_word(q, w), "({p}, {v}) against ({q}, {w})");
+                }
+            }
+            assert_ne!(fault_word(p, v), 0, "a fault is never the empty word");
+            assert_eq!(position_and_value(fault_word(p, v)), (p, v));
+        }
+        assert_eq!(position_and_value(fault_word(i32::MAX as usize, i32::MIN)), (i32::MAX as usize, i32::MIN));
+    }
+
+    #[test]
+    fn a_reported_pattern_names_its_fault_as_the_host_validation_does() {
+        // The host's order: rowPtr[0], rowPtr[m], a decrease, a column; each as the host says it.
+        let all_faults = report_words((0, 5), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&all_faults), "rowPtr[0] = 0 but the index base is 1");
+        let last = report_words((1, -7), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&last), "rowPtr[3] - base = -8 does not match nnz = 5");
+        let decrease = report_words((1, 6), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&decrease), "rowPtr decreases: rowPtr[2] = 1 < rowPtr[1] = 4");
+        let column = report_words((1, 6), None, Some((3, -9)), 1);
+        assert_eq!(message(&column), "colInd[3] = -9 is outside [1, 5) (cols = 4)");
+        let later = report_words((1, 6), None, Some((3, 9)), 3);
+        assert_eq!(
+            message(&later),
+            "colInd[3] = 9 is outside [1, 5) (cols = 4); 2 later calls' patterns were invalid too"
+        );
+        let earlier = reported_pattern(&column).unwrap().error(true);
+        assert_eq!(earlier.status, crate::error::Status::InvalidSparseMatrix);
+        assert!(earlier.message.contains("m = 3, n = 4, nnz = 5"), "{}", earlier.message);
+        assert!(earlier.message.ends_with(": colInd[3] = -9 is outside [1, 5) (cols = 4)"), "{}", earlier.message);
+        // Invalid without a fault cannot come from the kernels; it is an internal error, never a guess.
+        assert!(reported_pattern(&report_words((1, 6), None, None, 1)).is_err());
     }
 }
