@@ -110,11 +110,10 @@ __device__ __forceinline__ bool sd_column_ok(sd_check* check, long long e, int c
 __device__ void sd_check_finish(sd_check* check, sd_report* report, int m, int n, long long nnz, const int* row_ptr,
                                 int base) {
     __shared__ bool last_block;
-    __syncthreads();  // every fault of this block is noted
-    if (threadIdx.x == 0) {
-        __threadfence();
+    __threadfence();  // this thread's faults are visible to the device before its block counts as done
+    __syncthreads();
+    if (threadIdx.x == 0)
         last_block = atomicAdd(&check->blocks_done, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
-    }
     __syncthreads();
     if (!last_block || threadIdx.x != 0) return;
     __threadfence();  // the other blocks' faults are visible
