@@ -123,7 +123,8 @@ pub unsafe extern "C" fn sddmmGetLastAlgorithm(
 
 /// An int array of the caller's as a host slice: borrowed when it is host memory; copied from the
 /// device (waiting for the handle's stream) when a CUDA handle was given device memory, since the
-/// structure of S is validated on the host before anything runs.
+/// structure of S is validated on the host before anything runs: for plans, and for sddmmDynamic
+/// unless the backend validates the arrays where they lie (`SddmmHandle::validates_in_place`).
 unsafe fn caller_ints<'a>(handle: &SddmmHandle, ptr: *const c_int, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
     if len == 0 {
         return Ok(Cow::Borrowed(&[]));

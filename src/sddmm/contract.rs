@@ -203,7 +203,8 @@ pub trait SddmmPatterns {
 
     /// The caller's `len` int indices at `ptr` (not NULL, aligned, `len` > 0) as a host slice:
     /// borrowed when they are host memory, copied (waiting for the stream) when they are device
-    /// memory this backend reads, so that the structure can be validated before anything runs.
+    /// memory this backend reads, so that the structure can be validated before anything runs (for
+    /// a plan, or a call whose arrays the backend does not validate in place).
     ///
     /// # Safety
     /// `ptr` must be readable for `len` ints (host memory, or device memory for the CUDA backend)

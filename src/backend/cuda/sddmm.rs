@@ -613,10 +613,12 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let released = unplanned.workspace.release(stream);
         queued?;
         released?;
-        if in_place && out.is_staged() {
-            if let Some(invalid) = unplanned.invalid_pattern(true)? {
-                return Err(invalid.error(false));
-            }
+        // Out in host memory: the call's own verdict, before anything is copied back.
+        if in_place
+            && out.is_staged()
+            && let Some(invalid) = unplanned.invalid_pattern(true)?
+        {
+            return Err(invalid.error(false));
         }
         out.finish()
     }
