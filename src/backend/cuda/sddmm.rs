@@ -381,12 +381,14 @@ pub struct Unplanned {
 
 impl Unplanned {
     fn new(device: &Arc<GpuDevice>, stream: Stream) -> Result<Self> {
-        // Zeroed on `stream` before the first call's kernels; calls on other streams wait for the
-        // first call's release of the workspace, so for this too.
+        // Zeroed on `stream`; the workspace's event, recorded after it, makes calls on any stream
+        // wait for it.
         let check = DeviceBuffer::zeroed(device, CHECK_BYTES, stream, "the validation of device patterns")?.resident();
+        let workspace = Workspace::new(device)?;
+        workspace.release(stream)?;
         Ok(Unplanned {
             device: device.clone(),
-            workspace: Workspace::new(device)?,
+            workspace,
             check,
             report: MappedWords::new(device, report::WORDS)?,
             unread: false,
