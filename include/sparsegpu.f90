@@ -395,6 +395,11 @@ module sparsegpu
       integer(c_int), value :: valueType
       type(c_ptr), value :: out
     end function sddmmExecutePlan
+    function sddmmSynchronize(handle) bind(c, name="sddmmSynchronize")
+      import
+      integer(c_int) :: sddmmSynchronize
+      type(c_ptr), value :: handle
+    end function sddmmSynchronize
     function sddmmDestroyPlan(plan) bind(c, name="sddmmDestroyPlan")
       import
       integer(c_int) :: sddmmDestroyPlan

@@ -517,6 +517,15 @@ sgpuStatus_t sddmmGetLastAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t *algor
 // and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
 // are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
 // each call: use sddmmCreatePlan when the pattern repeats.
+//
+// On a CUDA handle, rowPtr and colInd in device memory are validated on the device, by the kernel
+// that converts them, and never copied to the host: the call returns without waiting for the
+// stream (unless out is host memory). Nothing reads through an invalid pattern; out is filled with
+// NaN instead, and the fault (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad
+// rowPtr or colInd entry as the host validation does) is reported by the call itself when out is
+// host memory (out then untouched); otherwise, once the validation has finished, by the handle's
+// next sddmmDynamic or sddmmExecutePlan (which then does nothing else), or by sddmmSynchronize,
+// which waits for it. Host-memory rowPtr and colInd are validated on the host before anything runs.
 sgpuStatus_t sddmmDynamic(sddmmHandle_t handle,
                           int m,
                           int n,
@@ -553,6 +562,8 @@ sgpuStatus_t sddmmCreatePlan(sddmmHandle_t handle,
 // algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
 // or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries; out
 // must not overlap A, B or sValues (SGPU_STATUS_INVALID_POINTER).
+// Like sddmmDynamic, it first reports an invalid device-memory pattern of an earlier call that no
+// call has reported yet (and then does nothing else).
 sgpuStatus_t sddmmExecutePlan(sddmmHandle_t handle,
                               sddmmPlan_t plan,
                               int k,
@@ -565,6 +576,15 @@ sgpuStatus_t sddmmExecutePlan(sddmmHandle_t handle,
                               const void *sValues,
                               sgpuValueType_t valueType,
                               void *out);
+
+// Waits until the validations on the device of the rowPtr / colInd that earlier sddmmDynamic calls
+// on this handle passed in device memory have finished (and those calls' products; nothing else on
+// the stream is waited for), and reports the first pattern found invalid that no call has reported
+// yet: SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming that call's m, n, nnz and its first bad
+// rowPtr or colInd entry (that call's out holds NaN). SGPU_STATUS_SUCCESS when there is none, and at
+// once on the CPU backend, which validates every pattern before its call returns. A pattern not
+// reported when the handle is destroyed is not reported.
+sgpuStatus_t sddmmSynchronize(sddmmHandle_t handle);
 
 // Destroys a plan; NULL is accepted and does nothing.
 sgpuStatus_t sddmmDestroyPlan(sddmmPlan_t plan);

@@ -7,6 +7,9 @@
 //   sddmm_coo_<ty>_v<V>    nnz-balanced COO kernel, V-wide vector loads (GPU-Convert / GPU-Dynamic)
 //   sddmm_band_order       sorts each band of SD_BAND rows' nonzeros by column (counting sort): the
 //                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>
+// Given an sd_check, sddmm_coo_rows also validates a caller's pattern that lies in device memory
+// (see "Validation on the device" below), and the compute kernels after it fill out with NaN
+// instead of reading through a pattern found invalid.
 
 #define SD_BAND 256     // rows of S per band of the tiled algorithm's order
 #define SD_THREADS 256  // block size of sddmm_band_order
@@ -51,19 +54,123 @@ __device__ __forceinline__ typename sd_type<TY>::elem sd_finish(typename sd_type
 }
 
 // ---------------------------------------------------------------------------------------------
+// Validation on the device
+// ---------------------------------------------------------------------------------------------
+
+// The checks the host makes of a CSR pattern (rowPtr[0] = base, rowPtr[m] - base = nnz, rowPtr never
+// decreasing, every column in [base, n + base)), fused into the kernel that converts the pattern, so
+// that a pattern in device memory is validated without a copy to the host or a wait. Each fault is
+// kept as the complement of (position << 32 | the entry's bits): atomicMax then keeps the first
+// position, as the host's scan finds it, with its value; positions are below 2^31, so a zero word
+// means no fault. The block that finishes last turns the faults into the verdict the compute kernel
+// reads, leaves them zeroed for the handle's next call (calls using one sd_check run one after
+// another: the launcher orders them with an event), and writes the first invalid pattern into host
+// memory the host reads later.
+struct sd_check {
+    unsigned long long decrease;           // rowPtr[o] < rowPtr[o - 1]: (o, rowPtr[o]), first o
+    unsigned long long decrease_previous;  // (o, rowPtr[o - 1]) of the same o
+    unsigned long long column;             // colInd[e] outside [base, n + base): (e, colInd[e]), first e
+    unsigned int blocks_done;              // blocks of the validating kernel finished so far
+    unsigned int invalid;                  // the verdict on the last pattern validated
+};
+
+// Host memory (mapped) the device writes: the first pattern found invalid since the host last read
+// it, and how many were. The host reads and clears it only while no validation is in flight.
+struct sd_report {
+    unsigned long long invalid_calls;  // patterns found invalid since the host cleared this word
+    long long rows, cols, nnz, base;   // the first one's shape,
+    long long first, last;             // its rowPtr[0] and rowPtr[m],
+    unsigned long long decrease, decrease_previous, column;  // and its faults, as in sd_check
+};
+
+__device__ __forceinline__ unsigned long long sd_fault(long long position, int value) {
+    return ~(((unsigned long long)position << 32) | (unsigned int)value);
+}
+
+// rowPtr[o] = next < rowPtr[o - 1] = previous.
+__device__ __forceinline__ void sd_note_decrease(sd_check* check, long long o, int next, int previous) {
+    atomicMax(&check->decrease, sd_fault(o, next));
+    atomicMax(&check->decrease_previous, sd_fault(o, previous));
+}
+
+// Whether colInd[e] = column lies in [base, n + base); notes it when not.
+__device__ __forceinline__ bool sd_column_ok(sd_check* check, long long e, int column, int n, int base) {
+    long long j = (long long)column - base;
+    if (j >= 0 && j < n) return true;
+    atomicMax(&check->column, sd_fault(e, column));
+    return false;
+}
+
+// Called by every thread of every block of the validating kernel, at its end: the last block to
+// finish reads the faults, the pattern's first and last row pointers, and records the verdict.
+__device__ void sd_check_finish(sd_check* check, sd_report* report, int m, int n, long long nnz, const int* row_ptr,
+                                int base) {
+    __shared__ bool last_block;
+    __threadfence();  // this thread's faults are visible to the device before its block counts as done
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last_block = atomicAdd(&check->blocks_done, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
+    __syncthreads();
+    if (!last_block || threadIdx.x != 0) return;
+    __threadfence();  // the other blocks' faults are visible
+    unsigned long long decrease = atomicExch(&check->decrease, 0ull);
+    unsigned long long decrease_previous = atomicExch(&check->decrease_previous, 0ull);
+    unsigned long long column = atomicExch(&check->column, 0ull);
+    int first = row_ptr[0], last = row_ptr[m];
+    bool invalid = first != base || (long long)last - base != nnz || decrease != 0 || column != 0;
+    check->blocks_done = 0;
+    check->invalid = invalid;
+    if (invalid) {
+        volatile sd_report* r = report;
+        if (r->invalid_calls == 0) {
+            r->rows = m;
+            r->cols = n;
+            r->nnz = nnz;
+            r->base = base;
+            r->first = first;
+            r->last = last;
+            r->decrease = decrease;
+            r->decrease_previous = decrease_previous;
+            r->column = column;
+        }
+        r->invalid_calls = r->invalid_calls + 1;
+        __threadfence_system();
+    }
+}
+
+// out[e] = NaN for e = first, first + step, ... below nnz: what a compute kernel writes instead of
+// products when the pattern was found invalid, so that no plausible number is left in out.
+template <int TY>
+__device__ void sd_fill_nan(typename sd_type<TY>::elem* out, long long first, long long step, long long nnz) {
+    typename sd_type<TY>::elem nan = sd_type<TY>::store((typename sd_type<TY>::comp)__int_as_float(0x7fffffff));
+    for (long long e = first; e < nnz; e += step) out[e] = nan;
+}
+
+// ---------------------------------------------------------------------------------------------
 // GPU-Convert
 // ---------------------------------------------------------------------------------------------
 
 // One warp per row writes the row's index into each of its entries: rows of any length stay
-// balanced within a warp and consecutive lanes write consecutive entries.
-extern "C" __global__ void sddmm_coo_rows(int m, const int* row_ptr, int base, unsigned int* rows) {
+// balanced within a warp and consecutive lanes write consecutive entries. With `check` (a pattern in
+// device memory, not validated yet) it also validates the pattern; entries outside [0, nnz) are
+// never touched, whatever the row pointers say.
+extern "C" __global__ void sddmm_coo_rows(int m, int n, long long nnz, const int* row_ptr, const int* col_ind,
+                                          int base, unsigned int* rows, sd_check* check, sd_report* report) {
     int lane = threadIdx.x & 31;
     long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long r = warp; r < m; r += warps) {
-        long long begin = row_ptr[r] - base, end = row_ptr[r + 1] - base;
-        for (long long e = begin + lane; e < end; e += 32) rows[e] = (unsigned int)r;
+        int start = row_ptr[r], next = row_ptr[r + 1];
+        if (check && next < start && lane == 0) sd_note_decrease(check, r + 1, next, start);
+        long long begin = (long long)start - base, end = (long long)next - base;
+        if (begin < 0) begin = 0;
+        if (end > nnz) end = nnz;
+        for (long long e = begin + lane; e < end; e += 32) {
+            rows[e] = (unsigned int)r;
+            if (check) sd_column_ok(check, e, col_ind[e], n, base);
+        }
     }
+    if (check) sd_check_finish(check, report, m, n, nnz, row_ptr, base);
 }
 
 // Each thread block takes an equal chunk of `chunk` consecutive positions, its groups of
@@ -82,7 +189,7 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
                           const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
                           const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* col_ind,
                           int base, const int* order, int group_log2, long long chunk,
-                          typename sd_type<TY>::elem* out) {
+                          typename sd_type<TY>::elem* out, const sd_check* check) {
     typedef typename sd_type<TY>::comp comp;
     typedef typename sd_type<TY>::elem elem;
     const int G = 1 << group_log2;
@@ -92,6 +199,12 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     int group = threadIdx.x >> group_log2, groups = blockDim.x >> group_log2;
     long long first = blockIdx.x * chunk;
     long long last = first + chunk < nnz ? first + chunk : nnz;
+    if (check && check->invalid) {
+        // Positions [first, last) of this block are entries [first, last): each entry once over the
+        // grid, whatever the order (which a bad pattern leaves undefined).
+        sd_fill_nan<TY>(out, first + threadIdx.x, blockDim.x, last);
+        return;
+    }
     for (long long g0 = first + group * SD_BATCH; g0 < last; g0 += groups * SD_BATCH) {
         long long e[SD_BATCH];
         const elem* a[SD_BATCH];
@@ -148,9 +261,9 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
         const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
         const unsigned int* rows, const int* col_ind, int base, const int* order, int group_log2, long long chunk,  \
-        sd_type<TY>::elem* out) {                                                                                  \
+        sd_type<TY>::elem* out, const sd_check* check) {                                                           \
         sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, order, group_log2,   \
-                         chunk, out);                                                                              \
+                         chunk, out, check);                                                                       \
     }
 SD_COO(f32, 0, 1)
 SD_COO(f32, 0, 2)
@@ -196,9 +309,12 @@ __device__ __forceinline__ int sd_block_scan(int v, int* total) {
 // B, are next to each other (and those of a few neighbouring columns share the band's A rows).
 // Band b's entries keep their range [e0, e1) of positions: order[e0 + g] is the entry (index into
 // S) at position g of the band; bands need no global coordination. `scratch` holds one histogram
-// of n counters per block.
-extern "C" __global__ void sddmm_band_order(int m, int n, const int* row_ptr, const int* col_ind, int base,
-                                            int* scratch, int* order) {
+// of n counters per block. It runs after sddmm_coo_rows, which validates a pattern in device memory;
+// whatever the pattern holds, nothing is read or written out of bounds here: a band whose row
+// pointers leave [0, nnz] or decrease is left out, and so are columns outside [0, n) (the compute
+// kernel then fills out with NaN and reads no order).
+extern "C" __global__ void sddmm_band_order(int m, int n, long long nnz, const int* row_ptr, const int* col_ind,
+                                            int base, int* scratch, int* order) {
     __shared__ int carry;
     const int bands = (m + SD_BAND - 1) / SD_BAND;
     int* hist = scratch + (long long)blockIdx.x * n;
@@ -206,13 +322,21 @@ extern "C" __global__ void sddmm_band_order(int m, int n, const int* row_ptr, co
     for (int band = blockIdx.x; band < bands; band += gridDim.x) {
         int r0 = band * SD_BAND;
         int rows = m - r0 < SD_BAND ? m - r0 : SD_BAND;
+        bool bad = false;
+        for (int r = r0 + threadIdx.x; r < r0 + rows; r += SD_THREADS) {
+            int start = row_ptr[r], next = row_ptr[r + 1];
+            bad |= next < start || (long long)start - base < 0 || (long long)next - base > nnz;
+        }
+        if (__syncthreads_or(bad)) continue;
         long long e0 = row_ptr[r0] - base;
         for (int c = threadIdx.x; c < n; c += SD_THREADS) hist[c] = 0;
         if (threadIdx.x == 0) carry = 0;
         __syncthreads();
         for (int r = warp; r < rows; r += SD_THREADS / 32)
-            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
-                atomicAdd(&hist[col_ind[e] - base], 1);
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
+                long long col = (long long)col_ind[e] - base;
+                if (col >= 0 && col < n) atomicAdd(&hist[col], 1);
+            }
         __syncthreads();
         for (int c0 = 0; c0 < n; c0 += SD_THREADS) {
             int c = c0 + threadIdx.x;
@@ -225,8 +349,10 @@ extern "C" __global__ void sddmm_band_order(int m, int n, const int* row_ptr, co
             __syncthreads();
         }
         for (int r = warp; r < rows; r += SD_THREADS / 32)
-            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32)
-                order[e0 + atomicAdd(&hist[col_ind[e] - base], 1)] = (int)e;
+            for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
+                long long col = (long long)col_ind[e] - base;
+                if (col >= 0 && col < n) order[e0 + atomicAdd(&hist[col], 1)] = (int)e;
+            }
         __syncthreads();
     }
 }

@@ -32,6 +32,63 @@ pub struct CompressedNames {
 pub const CSR_NAMES: CompressedNames = CompressedNames { ptr: "rowPtr", idx: "colInd", outer: "rows", inner: "cols" };
 pub const CSC_NAMES: CompressedNames = CompressedNames { ptr: "colPtr", idx: "rowInd", outer: "cols", inner: "rows" };
 
+/// The first thing wrong with a compressed structure: what every validation of one reports, on the
+/// host or on a device, so that the messages read the same wherever it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StructureFault {
+    /// `ptr[0]` is not the index base.
+    FirstPointer { value: i32 },
+    /// `ptr[outer_dim] - base` is not nnz.
+    LastPointer { value: i32 },
+    /// `ptr[at] < ptr[at - 1]`.
+    Decreases { at: usize, value: i32, previous: i32 },
+    /// `idx[at]` lies outside `[base, base + inner_dim)`.
+    IndexOutOfRange { at: usize, value: i32 },
+}
+
+impl StructureFault {
+    /// The fault described for a structure of `outer_dim` pointers' slices over `inner_dim`, `nnz`
+    /// entries, in `base`.
+    pub fn message(
+        &self,
+        names: CompressedNames,
+        outer_dim: usize,
+        inner_dim: usize,
+        nnz: usize,
+        base: IndexBase,
+    ) -> String {
+        let b = base.offset();
+        let ptr = names.ptr;
+        match *self {
+            StructureFault::FirstPointer { value } => format!("{ptr}[0] = {value} but the index base is {b}"),
+            StructureFault::LastPointer { value } => {
+                format!("{ptr}[{outer_dim}] - base = {} does not match nnz = {nnz}", value as i64 - b)
+            }
+            StructureFault::Decreases { at, value, previous } => {
+                format!("{ptr} decreases: {ptr}[{at}] = {value} < {ptr}[{}] = {previous}", at - 1)
+            }
+            StructureFault::IndexOutOfRange { at, value } => format!(
+                "{}[{at}] = {value} is outside [{b}, {}) ({} = {inner_dim})",
+                names.idx,
+                inner_dim as i64 + b,
+                names.inner
+            ),
+        }
+    }
+
+    /// [`StructureFault::message`] as an `INVALID_SPARSE_MATRIX` error.
+    pub fn error(
+        &self,
+        names: CompressedNames,
+        outer_dim: usize,
+        inner_dim: usize,
+        nnz: usize,
+        base: IndexBase,
+    ) -> Error {
+        Error::invalid_sparse(self.message(names, outer_dim, inner_dim, nnz, base))
+    }
+}
+
 pub type CsrRef<'a, T> = CompressedRef<'a, T>;
 
 impl<'a, T> CompressedRef<'a, T> {
@@ -63,28 +120,15 @@ impl<'a, T> CompressedRef<'a, T> {
         if idx.len() != nnz {
             return Err(Error::internal(format!("{} has {} entries, values has {nnz}", names.idx, idx.len())));
         }
+        let fault = |fault: StructureFault| fault.error(names, outer_dim, inner_dim, nnz, base);
         if ptr[0] as i64 != b {
-            return Err(Error::invalid_sparse(format!("{}[0] = {} but the index base is {b}", names.ptr, ptr[0])));
+            return Err(fault(StructureFault::FirstPointer { value: ptr[0] }));
         }
-        for o in 0..outer_dim {
-            if ptr[o + 1] < ptr[o] {
-                return Err(Error::invalid_sparse(format!(
-                    "{} decreases: {}[{}] = {} < {}[{o}] = {}",
-                    names.ptr,
-                    names.ptr,
-                    o + 1,
-                    ptr[o + 1],
-                    names.ptr,
-                    ptr[o]
-                )));
-            }
+        if let Some(o) = (0..outer_dim).find(|&o| ptr[o + 1] < ptr[o]) {
+            return Err(fault(StructureFault::Decreases { at: o + 1, value: ptr[o + 1], previous: ptr[o] }));
         }
-        let last = ptr[outer_dim] as i64 - b;
-        if last != nnz as i64 {
-            return Err(Error::invalid_sparse(format!(
-                "{}[{outer_dim}] - base = {last} does not match nnz = {nnz}",
-                names.ptr
-            )));
+        if ptr[outer_dim] as i64 - b != nnz as i64 {
+            return Err(fault(StructureFault::LastPointer { value: ptr[outer_dim] }));
         }
         for o in 0..outer_dim {
             let range = (ptr[o] as i64 - b) as usize..(ptr[o + 1] as i64 - b) as usize;
@@ -92,13 +136,7 @@ impl<'a, T> CompressedRef<'a, T> {
             for e in range {
                 let i = idx[e] as i64 - b;
                 if i < 0 || i >= inner_dim as i64 {
-                    return Err(Error::invalid_sparse(format!(
-                        "{}[{e}] = {} is outside [{b}, {}) ({} = {inner_dim})",
-                        names.idx,
-                        idx[e],
-                        inner_dim as i64 + b,
-                        names.inner
-                    )));
+                    return Err(fault(StructureFault::IndexOutOfRange { at: e, value: idx[e] }));
                 }
                 if require_sorted && i <= prev {
                     return Err(Error::invalid_sparse(format!(

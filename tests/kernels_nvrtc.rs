@@ -97,3 +97,27 @@ fn the_disk_cache_is_keyed_by_source_and_architecture() {
     assert!(warm < cold, "a cache hit ({warm:?}) should be faster than a compile ({cold:?})");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// kernels/sddmm.cu compiles with the validation of device-resident patterns fused into its
+/// conversion kernel, and holds every entry point the launchers (src/backend/cuda/sddmm.rs) name.
+#[test]
+fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut names = vec!["sddmm_coo_rows".to_string(), "sddmm_band_order".to_string()];
+    for (ty, widths) in [("f32", &[1, 2, 4][..]), ("f64", &[1, 2]), ("f16", &[1, 2, 4, 8]), ("bf16", &[1, 2, 4, 8])] {
+        names.extend(widths.iter().map(|v| format!("sddmm_coo_{ty}_v{v}")));
+    }
+    for arch in kernels::SUPPORTED_ARCHES {
+        let cubin = nvrtc::compile(&kernels::SDDMM, arch).unwrap_or_else(|e| panic!("sddmm.cu for {arch}: {e}"));
+        for name in &names {
+            // The ELF symbol table's strings end with NUL.
+            let symbol = format!("{name}\0");
+            assert!(
+                cubin.windows(symbol.len()).any(|w| w == symbol.as_bytes()),
+                "sddmm.cu for {arch} has no kernel {name}"
+            );
+        }
+    }
+}

@@ -497,6 +497,12 @@ fn handle_functions_work_and_reject_bad_arguments() {
     assert_eq!(unsafe { sddmmGetBackend(h, &mut backend) }, OK);
     assert_eq!(backend, BackendKind::Cpu as i32, "a failed SetBackend leaves the handle unchanged");
 
+    // The CPU validates every pattern before its call returns: nothing for sddmmSynchronize to wait
+    // for or report.
+    assert_eq!(unsafe { sddmmSynchronize(h) }, OK, "{}", last_error());
+    assert_eq!(unsafe { sddmmSynchronize(null_mut()) }, Status::InvalidHandle as i32);
+    assert!(names("sddmmSynchronize", "handle"), "{}", last_error());
+
     let mut stream: *mut c_void = null_mut();
     assert_eq!(unsafe { sddmmSetStream(h, 0x1234 as *mut c_void) }, OK);
     assert_eq!(unsafe { sddmmGetStream(h, &mut stream) }, OK);

@@ -1,8 +1,10 @@
 //! SDDMM on the CUDA backend: TILED, COO, AUTO and a plan against the CPU backend and an f64
 //! reference, for every value type, both layouts with padded leading dimensions, both index bases,
 //! S with and without values, unsorted and repeated columns, densities from 1e-5 to dense; host and
-//! device pointers, a non-default stream, and an injected allocation failure. Every test prints
-//! SKIPPED and returns where no GPU is usable.
+//! device pointers, a non-default stream, and an injected allocation failure. Patterns in device
+//! memory, validated on the device: valid ones against the reference, each kind of bad one reported
+//! naming its first fault (out NaN, never a plausible result), and a valid call that returns while
+//! the stream is still busy. Every test prints SKIPPED and returns where no GPU is usable.
 
 mod common;
 use common::last_error;
@@ -17,6 +19,7 @@ use sparsegpu::testgen::random_csr;
 use sparsegpu::{BackendKind, IndexBase, Layout, Status};
 use std::ffi::c_void;
 use std::ptr::null_mut;
+use std::sync::Arc;
 
 const OK: i32 = Status::Success as i32;
 
@@ -28,6 +31,7 @@ fn handle(backend: BackendKind) -> sddmmHandle_t {
 }
 
 /// One problem as a C caller passes it.
+#[derive(Clone)]
 struct Case {
     label: String,
     m: usize,
@@ -481,4 +485,483 @@ fn timing_of_both_kernels_at_16384() {
             sddmmDestroy(h);
         }
     }
+}
+
+/// A case's arrays in device memory (uploaded on `stream`), `out` poisoned.
+struct OnDevice<T> {
+    row_ptr: memory::DeviceBuffer,
+    col_ind: memory::DeviceBuffer,
+    a: memory::DeviceBuffer,
+    b: memory::DeviceBuffer,
+    s: memory::DeviceBuffer,
+    out: memory::DeviceBuffer,
+    nnz: usize,
+    element: std::marker::PhantomData<T>,
+}
+
+impl<T: Element> OnDevice<T> {
+    fn new(device: &Arc<cuda::GpuDevice>, stream: cuda::Stream, c: &Case, data: &Data<T>) -> Self {
+        let up = |bytes: &[u8], what| memory::DeviceBuffer::from_host(device, bytes, stream, what).unwrap();
+        let on_device = OnDevice {
+            row_ptr: up(as_bytes(&c.row_ptr), "rowPtr"),
+            col_ind: up(as_bytes(&c.col_ind), "colInd"),
+            a: up(as_bytes(&data.a), "A"),
+            b: up(as_bytes(&data.b), "B"),
+            s: up(as_bytes(&data.s), "sValues"),
+            out: up(as_bytes(&vec![T::from_f64(POISON); c.nnz()]), "out"),
+            nnz: c.nnz(),
+            element: std::marker::PhantomData,
+        };
+        device.synchronize(stream).unwrap();
+        on_device
+    }
+
+    fn ptrs(&self) -> Ptrs<T> {
+        Ptrs {
+            a: self.a.ptr() as *const T,
+            b: self.b.ptr() as *const T,
+            s: self.s.ptr() as *const T,
+            row_ptr: self.row_ptr.ptr() as *const i32,
+            col_ind: self.col_ind.ptr() as *const i32,
+            out: self.out.ptr() as *mut T,
+        }
+    }
+
+    /// Fills `out` with POISON again (queued on `stream`).
+    fn poison(&self, device: &Arc<cuda::GpuDevice>, stream: cuda::Stream) {
+        let poison = vec![T::from_f64(POISON); self.nnz];
+        let fresh = memory::DeviceBuffer::from_host(device, &poison, stream, "poison").unwrap();
+        if self.nnz > 0 {
+            let bytes = std::mem::size_of_val(&poison[..]);
+            unsafe { cudarc::driver::result::memcpy_dtod_async(self.out.ptr(), fresh.ptr(), bytes, stream.0) }.unwrap();
+        }
+        device.synchronize(stream).unwrap();
+    }
+
+    fn out(&self) -> Vec<T> {
+        let mut got = vec![T::from_f64(0.0); self.nnz];
+        self.out.copy_to_host(&mut got).unwrap();
+        got
+    }
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: the element types here (i32, f32, f64, f16, bf16) are plain bits without padding.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+/// Random A, B and S's values for a case, and α.
+struct Data<T: Element> {
+    a: Vec<T>,
+    b: Vec<T>,
+    s: Vec<T>,
+    alpha: T::Compute,
+}
+
+impl<T: Element> Data<T> {
+    fn new(rng: &mut Rng, c: &Case) -> Self {
+        Data {
+            a: rng.vec(c.len(c.m, c.lda)),
+            b: rng.vec(c.len(c.n, c.ldb)),
+            s: rng.vec(c.nnz()),
+            alpha: T::from_f64(rng.range(-2.0, 2.0)).to_compute(),
+        }
+    }
+
+    fn reference(&self, c: &Case) -> (Vec<f64>, Vec<f64>) {
+        c.reference(self.alpha.to_f64(), &self.a, &self.b, Some(&self.s))
+    }
+
+    /// The host arrays as a caller passes them, writing to `out`.
+    fn host_ptrs(&self, c: &Case, out: &mut [T]) -> Ptrs<T> {
+        Ptrs {
+            a: self.a.as_ptr(),
+            b: self.b.as_ptr(),
+            s: self.s.as_ptr(),
+            row_ptr: c.row_ptr.as_ptr(),
+            col_ind: c.col_ind.as_ptr(),
+            out: out.as_mut_ptr(),
+        }
+    }
+}
+
+fn synchronize(h: sddmmHandle_t) -> i32 {
+    unsafe { sddmmSynchronize(h) }
+}
+
+/// Valid patterns in device memory (validated on the device, never read to the host): every
+/// output element equals the f64 reference, for both index bases, empty rows, m = 0, nnz = 0, every
+/// algorithm, out in device and in host memory, and calls that alternate between two streams of one
+/// handle (ordered by the handle's workspace event).
+fn valid_device_patterns<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let device = cuda::device(0).unwrap();
+    let streams = [device.new_stream().unwrap(), device.new_stream().unwrap()];
+    let h = handle(BackendKind::Cuda);
+    let shapes: &[(usize, usize, usize, f64)] = &[
+        (0, 5, 3, 0.5),
+        (40, 30, 8, 0.0),
+        (1, 1, 1, 1.0),
+        (3, 7, 0, 1.0),
+        (129, 67, 7, 0.3),
+        (300, 500, 40, 0.01),
+        (1000, 1000, 16, 1e-3),
+        (700, 2, 31, 0.9),
+    ];
+    let mut turn = 0;
+    for &(m, n, k, density) in shapes {
+        for base in [IndexBase::Zero, IndexBase::One] {
+            let layout = if turn % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+            let c = Case::new(&mut rng, m, n, k, density, layout, base);
+            let data = Data::<T>::new(&mut rng, &c);
+            let (want, scale) = data.reference(&c);
+            let empty_rows = (0..m).filter(|&r| c.row_ptr[r] == c.row_ptr[r + 1]).count();
+            for alg in SddmmAlgorithm::variants() {
+                turn += 1;
+                let stream = &streams[turn % 2];
+                let raw = cuda::Stream(stream.cu_stream());
+                assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+                assert_eq!(unsafe { sddmmSetAlgorithm(h, *alg as i32) }, OK);
+                let what = format!("{} {:?} {alg:?} ({empty_rows} empty rows)", c.label, T::VALUE_TYPE);
+                let arrays = OnDevice::new(&device, raw, &c, &data);
+                let status = unsafe { dynamic(h, &c, &data.alpha, arrays.ptrs()) };
+                assert_eq!(status, OK, "{what}: {}", last_error());
+                assert_eq!(synchronize(h), OK, "{what}: {}", last_error());
+                check(&format!("{what}, out in device memory"), &arrays.out(), &want, &scale);
+
+                // out in host memory: the call waits, and validates before it copies.
+                let mut host_out = vec![T::from_f64(POISON); c.nnz()];
+                let ptrs = Ptrs { out: host_out.as_mut_ptr(), ..arrays.ptrs() };
+                let status = unsafe { dynamic(h, &c, &data.alpha, ptrs) };
+                assert_eq!(status, OK, "{what}: {}", last_error());
+                check(&format!("{what}, out in host memory"), &host_out, &want, &scale);
+            }
+        }
+    }
+    unsafe { sddmmDestroy(h) };
+}
+
+#[test]
+fn f32_valid_device_patterns_match_the_reference() {
+    if !common::cuda_available("f32_valid_device_patterns_match_the_reference") {
+        return;
+    }
+    valid_device_patterns::<f32>("sddmm gpu device patterns f32");
+}
+
+#[test]
+fn f64_valid_device_patterns_match_the_reference() {
+    if !common::cuda_available("f64_valid_device_patterns_match_the_reference") {
+        return;
+    }
+    valid_device_patterns::<f64>("sddmm gpu device patterns f64");
+}
+
+#[test]
+fn bf16_valid_device_patterns_match_the_reference() {
+    if !common::cuda_available("bf16_valid_device_patterns_match_the_reference") {
+        return;
+    }
+    valid_device_patterns::<bf16>("sddmm gpu device patterns bf16");
+}
+
+/// One way of breaking a valid pattern, at positions the test knows.
+struct Breakage {
+    what: &'static str,
+    /// Edits the case's rowPtr / colInd (in its index base).
+    edit: Box<dyn Fn(&mut Case)>,
+}
+
+/// Ways of breaking a pattern with at least 300 rows and 100 entries: each kind of fault at a known
+/// position, with a second fault of the same kind later (the first must be named), and values that
+/// would send an unchecked kernel far out of bounds.
+fn breakages() -> Vec<Breakage> {
+    vec![
+        Breakage { what: "rowPtr[0] is not the base", edit: Box::new(|c| c.row_ptr[0] += 1) },
+        Breakage {
+            what: "rowPtr[m] - base is not nnz",
+            edit: Box::new(|c| {
+                let m = c.m;
+                c.row_ptr[m] += 3;
+            }),
+        },
+        Breakage {
+            what: "rowPtr decreases at 150 and at 250",
+            edit: Box::new(|c| {
+                c.row_ptr[150] = c.row_ptr[149] - 1;
+                c.row_ptr[250] = c.row_ptr[249] - 2;
+            }),
+        },
+        Breakage {
+            what: "rowPtr leaves the entries far behind and ahead (decreasing first at 10)",
+            edit: Box::new(|c| {
+                c.row_ptr[10] = -1_000_000;
+                c.row_ptr[11] = i32::MAX;
+            }),
+        },
+        Breakage {
+            what: "a column at n + base, then one below the base",
+            edit: Box::new(|c| {
+                let (nnz, n, base) = (c.nnz(), c.n as i32, c.base.offset() as i32);
+                c.col_ind[nnz / 3] = n + base;
+                c.col_ind[2 * nnz / 3] = base - 1;
+            }),
+        },
+        Breakage {
+            what: "a column at i32::MIN, then one at i32::MAX",
+            edit: Box::new(|c| {
+                let nnz = c.nnz();
+                c.col_ind[nnz / 2] = i32::MIN;
+                c.col_ind[nnz - 1] = i32::MAX;
+            }),
+        },
+    ]
+}
+
+/// The message the host validation gives for a case's pattern (passed in host memory), without the
+/// function's name.
+fn host_validation_message(c: &Case) -> String {
+    let h = handle(BackendKind::Cpu);
+    let (a, b) = (vec![0f32; c.len(c.m, c.lda)], vec![0f32; c.len(c.n, c.ldb)]);
+    let mut out = vec![0f32; c.nnz()];
+    let ptrs = Ptrs {
+        a: a.as_ptr(),
+        b: b.as_ptr(),
+        s: std::ptr::null(),
+        row_ptr: c.row_ptr.as_ptr(),
+        col_ind: c.col_ind.as_ptr(),
+        out: out.as_mut_ptr(),
+    };
+    let status = unsafe { dynamic(h, c, &1.0f32, ptrs) };
+    assert_eq!(status, Status::InvalidSparseMatrix as i32, "{}: the host validation accepted it", c.label);
+    let message = last_error();
+    unsafe { sddmmDestroy(h) };
+    message.strip_prefix("sddmmDynamic: ").unwrap_or_else(|| panic!("unexpected message '{message}'")).to_string()
+}
+
+fn all_nan<T: Element>(out: &[T]) -> bool {
+    out.iter().all(|v| v.to_f64().is_nan())
+}
+
+const INVALID: i32 = Status::InvalidSparseMatrix as i32;
+
+/// Every kind of bad pattern in device memory, each algorithm and index base: never a silent wrong
+/// result. With out in device memory the call returns, out holds NaN, and sddmmSynchronize reports
+/// the fault naming the position the host validation names (and the later invalid calls); the
+/// handle's next compute call reports it too (doing nothing else), and so does the first call after
+/// a change of backend. With out in host memory the call reports it itself, out untouched.
+#[test]
+fn bad_device_patterns_are_reported_naming_the_first_fault_and_out_holds_nan() {
+    if !common::cuda_available("bad_device_patterns_are_reported_naming_the_first_fault_and_out_holds_nan") {
+        return;
+    }
+    let mut rng = Rng::fresh("sddmm gpu bad device patterns");
+    let device = cuda::device(0).unwrap();
+    let stream = device.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    let h = handle(BackendKind::Cuda);
+    assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+    for base in [IndexBase::One, IndexBase::Zero] {
+        let valid = Case::new(&mut rng, 333, 271, 20, 0.03, Layout::RowMajor, base);
+        assert!(valid.nnz() >= 100 && (1..valid.m).all(|r| valid.row_ptr[r] > base.offset() as i32));
+        let data = Data::<f32>::new(&mut rng, &valid);
+        let (want, scale) = data.reference(&valid);
+        let good = OnDevice::new(&device, raw, &valid, &data);
+        for breakage in breakages() {
+            let mut c = valid.clone();
+            c.label = format!("{}, {}", valid.label, breakage.what);
+            (breakage.edit)(&mut c);
+            let fault = host_validation_message(&c);
+            let bad = OnDevice::new(&device, raw, &c, &data);
+            for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+                let what = format!("{} {base:?} {alg:?}", breakage.what);
+                assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+
+                // out in device memory: reported by sddmmSynchronize, out all NaN.
+                bad.poison(&device, raw);
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, bad.ptrs()) }, OK, "{what}: {}", last_error());
+                assert_eq!(synchronize(h), INVALID, "{what}: not reported");
+                let message = last_error();
+                assert!(
+                    message.starts_with("sddmmSynchronize: an earlier call on this handle")
+                        && message.contains(&format!("m = {}, n = {}, nnz = {}", c.m, c.n, c.nnz()))
+                        && message.ends_with(&format!(": {fault}")),
+                    "{what}: '{message}' should end with the host validation's '{fault}'"
+                );
+                assert!(all_nan(&bad.out()), "{what}: out does not hold NaN everywhere");
+                assert_eq!(synchronize(h), OK, "{what}: reported twice: {}", last_error());
+
+                // Two invalid calls, one report naming the first, counting the other.
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, bad.ptrs()) }, OK, "{what}: {}", last_error());
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, bad.ptrs()) }, OK, "{what}: {}", last_error());
+                assert_eq!(synchronize(h), INVALID, "{what}");
+                let message = last_error();
+                assert!(message.ends_with(&format!(": {fault}; 1 later call's pattern was invalid too")), "{message}");
+
+                // Reported by the next compute call once the validation has finished; that call does
+                // nothing else, and the one after it runs.
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, bad.ptrs()) }, OK, "{what}: {}", last_error());
+                device.synchronize(raw).unwrap();
+                good.poison(&device, raw);
+                assert_eq!(unsafe { dynamic(h, &valid, &data.alpha, good.ptrs()) }, INVALID, "{what}");
+                let message = last_error();
+                assert!(message.starts_with("sddmmDynamic: an earlier call") && message.ends_with(&fault), "{message}");
+                assert!(good.out().iter().all(|&v| v == POISON as f32), "{what}: the reporting call wrote out");
+                assert_eq!(unsafe { dynamic(h, &valid, &data.alpha, good.ptrs()) }, OK, "{what}: {}", last_error());
+                assert_eq!(synchronize(h), OK, "{what}: {}", last_error());
+                check(&format!("{what}: the valid call after"), &good.out(), &want, &scale);
+
+                // out in host memory: the call reports its own fault as the host validation does.
+                let mut host_out = vec![POISON as f32; c.nnz()];
+                let ptrs = Ptrs { out: host_out.as_mut_ptr(), ..bad.ptrs() };
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, ptrs) }, INVALID, "{what}");
+                assert_eq!(last_error(), format!("sddmmDynamic: {fault}"), "{what}");
+                assert!(host_out.iter().all(|&v| v == POISON as f32), "{what}: host out written");
+                assert_eq!(synchronize(h), OK, "{what}: reported twice: {}", last_error());
+            }
+            if breakage.what.starts_with("a column at n") {
+                // Carried over a change of backend: the CPU handle's first call reports it.
+                assert_eq!(unsafe { dynamic(h, &c, &data.alpha, bad.ptrs()) }, OK, "{}", last_error());
+                assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cpu as i32) }, OK, "{}", last_error());
+                let mut host_out = vec![POISON as f32; valid.nnz()];
+                let host = data.host_ptrs(&valid, &mut host_out);
+                assert_eq!(unsafe { dynamic(h, &valid, &data.alpha, host) }, INVALID);
+                assert!(last_error().ends_with(&fault), "{}", last_error());
+                assert!(host_out.iter().all(|&v| v == POISON as f32));
+                let host = data.host_ptrs(&valid, &mut host_out);
+                assert_eq!(unsafe { dynamic(h, &valid, &data.alpha, host) }, OK, "{}", last_error());
+                check("after the change of backend", &host_out, &want, &scale);
+                assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cuda as i32) }, OK, "{}", last_error());
+                assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+            }
+        }
+    }
+    unsafe { sddmmDestroy(h) };
+}
+
+/// A kernel that keeps the GPU busy for `ns` nanoseconds of its global timer.
+static SPIN: sparsegpu::backend::cuda::kernels::KernelSource = sparsegpu::backend::cuda::kernels::KernelSource {
+    name: "spin",
+    source: r#"
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"#,
+    uses_sm90a: false,
+};
+
+/// With rowPtr, colInd and out in device memory, a valid call neither copies the pattern to the host
+/// nor waits for the stream: it returns while a long kernel queued before it on the stream is still
+/// running (and its result is right once the stream gets there).
+#[test]
+fn a_call_with_a_valid_device_pattern_returns_without_waiting() {
+    if !common::cuda_available("a_call_with_a_valid_device_pattern_returns_without_waiting") {
+        return;
+    }
+    let mut rng = Rng::fresh("sddmm gpu returns without waiting");
+    let device = cuda::device(0).unwrap();
+    let stream = device.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    let image = sparsegpu::backend::cuda::nvrtc::compile(&SPIN, &device.arch_for(&SPIN)).unwrap();
+    let module = device.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).unwrap();
+    let spin = module.load_function("spin").unwrap();
+    let c = Case::new(&mut rng, 2000, 1500, 64, 0.01, Layout::RowMajor, IndexBase::Zero);
+    let data = Data::<f32>::new(&mut rng, &c);
+    let (want, scale) = data.reference(&c);
+    let arrays = OnDevice::new(&device, raw, &c, &data);
+    let h = handle(BackendKind::Cuda);
+    assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+    for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+        assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+        // First use: kernels loaded, the handle's workspace made.
+        assert_eq!(unsafe { dynamic(h, &c, &data.alpha, arrays.ptrs()) }, OK, "{}", last_error());
+        assert_eq!(synchronize(h), OK, "{}", last_error());
+        arrays.poison(&device, raw);
+
+        let spin_ns: u64 = 400_000_000;
+        let cfg = cuda::Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
+        unsafe { cuda::launch(&spin, cfg, raw, sparsegpu::kernel_args![&spin_ns]) }.unwrap();
+        let started = std::time::Instant::now();
+        let status = unsafe { dynamic(h, &c, &data.alpha, arrays.ptrs()) };
+        let returned_after = started.elapsed();
+        let still_running = unsafe { cudarc::driver::sys::cuStreamQuery(raw.0) };
+        assert_eq!(status, OK, "{alg:?}: {}", last_error());
+        assert_eq!(
+            still_running,
+            cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY,
+            "{alg:?}: the stream was idle when the call returned after {returned_after:?}: the call waited for it"
+        );
+        assert!(returned_after.as_nanos() < spin_ns as u128 / 2, "{alg:?}: the call took {returned_after:?}");
+        assert_eq!(synchronize(h), OK, "{alg:?}: {}", last_error());
+        check(&format!("{alg:?} after the long kernel"), &arrays.out(), &want, &scale);
+    }
+    unsafe { sddmmDestroy(h) };
+}
+
+/// What sddmmDynamic costs over sddmmExecutePlan on the same pattern in device memory (A, B and out
+/// too), per call: calls of each queued back to back on one stream and timed to the stream's end,
+/// the median of five rounds, printed as TIMING lines (the target: at most 15 % or 10 µs more,
+/// whichever is larger). Outputs are checked against the reference so that a wrong kernel fails.
+#[test]
+fn timing_of_dynamic_over_the_plan() {
+    if !common::cuda_available("timing_of_dynamic_over_the_plan") {
+        return;
+    }
+    let mut rng = Rng::fresh("sddmm gpu dynamic over the plan");
+    let device = cuda::device(0).unwrap();
+    let stream = device.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    let h = handle(BackendKind::Cuda);
+    assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+    for (m, k, density) in [(1024usize, 32usize, 1e-3), (4096, 64, 1e-2), (16384, 128, 1e-4)] {
+        let mut c = Case::new(&mut rng, m, m, k, density, Layout::RowMajor, IndexBase::Zero);
+        (c.lda, c.ldb) = (k, k);
+        let data = Data::<f32>::new(&mut rng, &c);
+        let (want, scale) = data.reference(&c);
+        let arrays = OnDevice::new(&device, raw, &c, &data);
+        let plan = unsafe { create_plan(h, &c, arrays.ptrs().row_ptr, arrays.ptrs().col_ind) };
+        for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+            let calls = if c.nnz() > 1_000_000 { 20 } else { 200 };
+            let per_call = |dynamic_way: bool| {
+                let started = std::time::Instant::now();
+                for _ in 0..calls {
+                    let status = if dynamic_way {
+                        unsafe { dynamic(h, &c, &data.alpha, arrays.ptrs()) }
+                    } else {
+                        unsafe { execute(h, plan, &c, &data.alpha, arrays.ptrs()) }
+                    };
+                    assert_eq!(status, OK, "{}", last_error());
+                }
+                device.synchronize(raw).unwrap();
+                started.elapsed().as_secs_f64() * 1e6 / calls as f64
+            };
+            per_call(true);
+            per_call(false);
+            let (mut dynamic_us, mut plan_us) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                dynamic_us.push(per_call(true));
+                plan_us.push(per_call(false));
+            }
+            dynamic_us.sort_by(f64::total_cmp);
+            plan_us.sort_by(f64::total_cmp);
+            let (d, p) = (dynamic_us[2], plan_us[2]);
+            assert_eq!(synchronize(h), OK, "{}", last_error());
+            check(&format!("{} {alg:?} after the timing", c.label), &arrays.out(), &want, &scale);
+            eprintln!(
+                "TIMING sddmm f32 m=n={m} k={k} nnz={} {alg:?}, pattern in device memory: dynamic {d:.1} us, plan \
+                 {p:.1} us per call, dynamic over plan {:+.1} us ({:+.1} %) (host wall clock of {calls} queued calls, \
+                 median of 5)",
+                c.nnz(),
+                d - p,
+                (d / p - 1.0) * 100.0
+            );
+        }
+        unsafe { sddmmDestroyPlan(plan) };
+    }
+    unsafe { sddmmDestroy(h) };
 }

@@ -9,8 +9,8 @@ use super::{
 use crate::dense::required_len;
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
-use crate::sddmm::{RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan};
-use crate::sparse::{CSR_NAMES, CompressedRef};
+use crate::sddmm::{PatternShape, RawFactor, RawOperands, SddmmElement, SddmmHandle, SddmmPlan, Structure};
+use crate::sparse::{CSR_NAMES, CompressedRef, StructureFault};
 use crate::types::{IndexBase, Layout, ValueType};
 use std::borrow::Cow;
 use std::ffi::c_void;
@@ -35,6 +35,9 @@ impl FamilyHandle for SddmmHandle {
     }
     fn core(&mut self) -> &mut HandleCore {
         &mut self.core
+    }
+    fn settle(&mut self) {
+        self.settle();
     }
 }
 
@@ -121,7 +124,8 @@ pub unsafe extern "C" fn sddmmGetLastAlgorithm(
 
 /// An int array of the caller's as a host slice: borrowed when it is host memory; copied from the
 /// device (waiting for the handle's stream) when a CUDA handle was given device memory, since the
-/// structure of S is validated on the host before anything runs.
+/// structure of S is validated on the host before anything runs: for plans, and for sddmmDynamic
+/// unless the backend validates the arrays where they lie (`SddmmHandle::validates_in_place`).
 unsafe fn caller_ints<'a>(handle: &SddmmHandle, ptr: *const c_int, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
     if len == 0 {
         return Ok(Cow::Borrowed(&[]));
@@ -138,22 +142,19 @@ type PatternArrays<'a> = (Cow<'a, [i32]>, Cow<'a, [i32]>);
 /// nnz cannot make the validation read past the caller's colInd.
 unsafe fn csr_pattern_arrays<'a>(
     handle: &SddmmHandle,
-    m: usize,
+    (m, n): (usize, usize),
     row_ptr: *const c_int,
     col_ind: *const c_int,
     index_base: IndexBase,
     nnz: usize,
 ) -> Result<PatternArrays<'a>> {
     let row_ptr = unsafe { caller_ints(handle, row_ptr, m + 1, "rowPtr") }?;
-    let base = index_base.offset();
-    if row_ptr[0] as i64 != base {
-        return Err(Error::invalid_sparse(format!("rowPtr[0] = {} but the index base is {base}", row_ptr[0])));
+    let fault = |fault: StructureFault| fault.error(CSR_NAMES, m, n, nnz, index_base);
+    if row_ptr[0] as i64 != index_base.offset() {
+        return Err(fault(StructureFault::FirstPointer { value: row_ptr[0] }));
     }
-    if row_ptr[m] as i64 - base != nnz as i64 {
-        return Err(Error::invalid_sparse(format!(
-            "rowPtr[{m}] - base = {} does not match nnz = {nnz}",
-            row_ptr[m] as i64 - base
-        )));
+    if row_ptr[m] as i64 - index_base.offset() != nnz as i64 {
+        return Err(fault(StructureFault::LastPointer { value: row_ptr[m] }));
     }
     let col_ind = unsafe { caller_ints(handle, col_ind, nnz, "colInd") }?;
     Ok((row_ptr, col_ind))
@@ -203,10 +204,10 @@ struct DenseArgs {
 unsafe fn compute_typed<T: SddmmElement>(
     handle: &mut SddmmHandle,
     plan: Option<&SddmmPlan>,
-    pattern: CompressedRef<'_, ()>,
+    structure: Structure<'_>,
     args: &DenseArgs,
 ) -> Result<()> {
-    let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+    let PatternShape { rows: m, cols: n, nnz, .. } = structure.shape();
     let a_len = required_len(m, args.k, args.lda, args.layout, "A")?;
     let b_len = required_len(n, args.k, args.ldb, args.layout, "B")?;
     let alpha = unsafe { scalar_arg(args.alpha as *const T::Compute, "alpha") }?;
@@ -238,17 +239,17 @@ unsafe fn compute_typed<T: SddmmElement>(
         row_ptr: args.row_ptr,
         col_ind: args.col_ind,
     };
-    unsafe { handle.compute(&operands, pattern, plan) }
+    unsafe { handle.compute(&operands, structure, plan) }
 }
 
 unsafe fn compute(
     handle: &mut SddmmHandle,
     plan: Option<&SddmmPlan>,
-    pattern: CompressedRef<'_, ()>,
+    structure: Structure<'_>,
     value_type: ValueType,
     args: &DenseArgs,
 ) -> Result<()> {
-    unsafe { for_value_type!(value_type, compute_typed(handle, plan, pattern, args)) }
+    unsafe { for_value_type!(value_type, compute_typed(handle, plan, structure, args)) }
 }
 
 /// Sampled dense-dense product with per-call algorithm choice (GPU-Dynamic): for each nonzero
@@ -266,6 +267,15 @@ unsafe fn compute(
 /// and take alpha as float. Every argument is checked before anything is written; rowPtr and colInd
 /// are validated in full (O(nnz)). Without a plan, the chosen algorithm's preprocessing is redone on
 /// each call: use sddmmCreatePlan when the pattern repeats.
+///
+/// On a CUDA handle, rowPtr and colInd in device memory are validated on the device, by the kernel
+/// that converts them, and never copied to the host: the call returns without waiting for the
+/// stream (unless out is host memory). Nothing reads through an invalid pattern; out is filled with
+/// NaN instead, and the fault (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad
+/// rowPtr or colInd entry as the host validation does) is reported by the call itself when out is
+/// host memory (out then untouched); otherwise, once the validation has finished, by the handle's
+/// next sddmmDynamic or sddmmExecutePlan (which then does nothing else), or by sddmmSynchronize,
+/// which waits for it. Host-memory rowPtr and colInd are validated on the host before anything runs.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmDynamic(
     handle: sddmmHandle_t,
@@ -298,8 +308,20 @@ pub unsafe extern "C" fn sddmmDynamic(
         let ldb = size_arg(ldb as i64, "ldb")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
-        let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
+        let arrays;
+        check_ptr(rowPtr, "rowPtr")?;
+        let col_ind = if nnz_count > 0 {
+            check_ptr(colInd, "colInd")?;
+            Some(colInd)
+        } else {
+            None
+        };
+        let structure = if h.validates_in_place(rowPtr, col_ind) {
+            Structure::InPlace(PatternShape { rows: m, cols: n, nnz: nnz_count, base: index_base })
+        } else {
+            arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
+            Structure::Validated(csr_pattern(m, n, &arrays, index_base, &units)?)
+        };
         let args = DenseArgs {
             k,
             alpha,
@@ -314,7 +336,7 @@ pub unsafe extern "C" fn sddmmDynamic(
             col_ind: colInd,
             pattern_is_argument: true,
         };
-        unsafe { compute(h, None, pattern, value_type, &args) }
+        unsafe { compute(h, None, structure, value_type, &args) }
     })
 }
 
@@ -342,7 +364,7 @@ pub unsafe extern "C" fn sddmmCreatePlan(
         let n = size_arg(n as i64, "n")?;
         let nnz_count = nnz_arg(nnz)?;
         let units = vec![(); nnz_count];
-        let arrays = unsafe { csr_pattern_arrays(h, m, rowPtr, colInd, index_base, nnz_count) }?;
+        let arrays = unsafe { csr_pattern_arrays(h, (m, n), rowPtr, colInd, index_base, nnz_count) }?;
         let pattern = csr_pattern(m, n, &arrays, index_base, &units)?;
         let planned = h.create_plan(&pattern)?;
         *plan_out = PLANS.register(planned)?;
@@ -354,6 +376,8 @@ pub unsafe extern "C" fn sddmmCreatePlan(
 /// algorithm, or its density rule on the plan's m, n, nnz) and same results, without re-validating
 /// or re-preprocessing the pattern. sValues (NULL: all ones) and out have the plan's nnz entries; out
 /// must not overlap A, B or sValues (SGPU_STATUS_INVALID_POINTER).
+/// Like sddmmDynamic, it first reports an invalid device-memory pattern of an earlier call that no
+/// call has reported yet (and then does nothing else).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmExecutePlan(
     handle: sddmmHandle_t,
@@ -392,8 +416,20 @@ pub unsafe extern "C" fn sddmmExecutePlan(
             col_ind: pattern.idx.as_ptr(),
             pattern_is_argument: false,
         };
-        unsafe { compute(h, Some(p), pattern, value_type, &args) }
+        unsafe { compute(h, Some(p), Structure::Validated(pattern), value_type, &args) }
     })
+}
+
+/// Waits until the validations on the device of the rowPtr / colInd that earlier sddmmDynamic calls
+/// on this handle passed in device memory have finished (and those calls' products; nothing else on
+/// the stream is waited for), and reports the first pattern found invalid that no call has reported
+/// yet: SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming that call's m, n, nnz and its first bad
+/// rowPtr or colInd entry (that call's out holds NaN). SGPU_STATUS_SUCCESS when there is none, and at
+/// once on the CPU backend, which validates every pattern before its call returns. A pattern not
+/// reported when the handle is destroyed is not reported.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSynchronize(handle: sddmmHandle_t) -> sgpuStatus_t {
+    boundary("sddmmSynchronize", || unsafe { HANDLES.get(handle, "handle") }?.synchronize())
 }
 
 /// Destroys a plan; NULL is accepted and does nothing.

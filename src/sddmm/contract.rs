@@ -1,17 +1,19 @@
 //! What a backend does for SDDMM. The family ([`super::SddmmHandle`]) chooses the algorithm (TILED
 //! or COO, by density or by the caller's choice) and plans from the pattern alone ([`SddmmPlan`]:
 //! a zero-based copy, COO rows and tile schedule on the host); a backend reads the caller's index
-//! arrays for validation, prepares what a plan keeps on it ([`PreparedPlan`]), and runs the chosen
-//! algorithm on the operands where they are, doing itself whatever preprocessing a call without a
-//! plan (or with a plan prepared elsewhere) needs.
+//! arrays for validation (or validates them where they lie, [`SddmmPatterns::validates_in_place`]),
+//! prepares what a plan keeps on it ([`PreparedPlan`]), and runs the chosen algorithm on the
+//! operands where they are, doing itself whatever preprocessing a call without a plan (or with a
+//! plan prepared elsewhere) needs.
 
 use super::{SddmmAlgorithm, SddmmOperands, SddmmPlan};
 use crate::dense::MatRef;
+use crate::error::Error;
 use crate::error::Result;
 use crate::executor::Executor;
 use crate::scalar::Element;
-use crate::sparse::CompressedRef;
-use crate::types::Layout;
+use crate::sparse::{CSR_NAMES, CompressedRef, StructureFault};
+use crate::types::{IndexBase, Layout};
 use half::{bf16, f16};
 use std::borrow::Cow;
 
@@ -85,14 +87,79 @@ unsafe fn host_slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr, len) } }
 }
 
-/// One SDDMM as the family planned it: the algorithm to run, S's validated structure, and the plan
-/// whose preprocessing may be reused.
+/// S's dimensions, entry count and index base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PatternShape {
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: usize,
+    pub base: IndexBase,
+}
+
+/// S's structure as a call passes it to the backend.
+#[derive(Clone, Copy, Debug)]
+pub enum Structure<'a> {
+    /// In host memory, validated in full (zero-based when it is a plan's).
+    Validated(CompressedRef<'a, ()>),
+    /// The caller's arrays ([`RawOperands::row_ptr`] / `col_ind`), not validated: the backend said it
+    /// validates them where they lie ([`SddmmPatterns::validates_in_place`]), and reports a fault
+    /// through [`SddmmPatterns::invalid_pattern`] when its call returned before the validation
+    /// finished.
+    InPlace(PatternShape),
+}
+
+impl Structure<'_> {
+    pub fn shape(&self) -> PatternShape {
+        match self {
+            Structure::Validated(p) => {
+                PatternShape { rows: p.outer_dim, cols: p.inner_dim, nnz: p.nnz(), base: p.base }
+            }
+            Structure::InPlace(shape) => *shape,
+        }
+    }
+}
+
+/// A structure validated in place by a backend and found invalid: the first fault (in the order the
+/// host validation looks for them) of the first such call not reported yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidPattern {
+    pub shape: PatternShape,
+    pub fault: StructureFault,
+    /// Calls after that one whose structures were invalid too, reported with it.
+    pub later_invalid: u64,
+}
+
+impl InvalidPattern {
+    /// `INVALID_SPARSE_MATRIX`, naming the fault as the host validation does. `earlier`: the structure was
+    /// not the reporting call's own, but one an earlier call passed and returned before it was
+    /// validated (that call's `out` holds NaN).
+    pub fn error(&self, earlier: bool) -> Error {
+        let PatternShape { rows, cols, nnz, base } = self.shape;
+        let fault = self.fault.message(CSR_NAMES, rows, cols, nnz, base);
+        let later = match self.later_invalid {
+            0 => String::new(),
+            1 => "; 1 later call's pattern was invalid too".to_string(),
+            count => format!("; {count} later calls' patterns were invalid too"),
+        };
+        Error::invalid_sparse(if earlier {
+            format!(
+                "an earlier call on this handle passed a pattern in device memory that its validation on the device, \
+                 finished after the call returned, found invalid (m = {rows}, n = {cols}, nnz = {nnz}; its out holds \
+                 NaN): {fault}{later}"
+            )
+        } else {
+            format!("{fault}{later}")
+        })
+    }
+}
+
+/// One SDDMM as the family planned it: the algorithm to run, S's structure, and the plan whose
+/// preprocessing may be reused.
 #[derive(Clone, Copy)]
 pub struct Sampling<'a, T: Element> {
     pub operands: &'a RawOperands<T>,
-    /// S's structure in host memory, validated in full (zero-based when it is a plan's).
-    pub pattern: CompressedRef<'a, ()>,
-    /// The plan `pattern` belongs to, if any: its host preprocessing, and what the backend prepared
+    pub structure: Structure<'a>,
+    /// The plan the structure belongs to, if any (the structure is then the plan's, validated): its host preprocessing, and what the backend prepared
     /// for it ([`SddmmPlan::prepared`]), which a backend uses only where it applies (its own type,
     /// made on the device the call runs on).
     pub plan: Option<&'a SddmmPlan>,
@@ -104,7 +171,10 @@ pub struct Sampling<'a, T: Element> {
 pub trait SddmmBackend<T: Element> {
     /// Writes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` for every entry `e = (i, j)` of the pattern by
     /// `sampling.algorithm`, reusing the plan's preprocessing where it can and doing the rest itself.
-    /// On failure `out` is untouched.
+    /// On failure `out` is untouched. A [`Structure::InPlace`] is validated before anything reads
+    /// through it: when the call must wait anyway (`out` in host memory) a fault is its error (`out`
+    /// untouched); otherwise the call returns without waiting and, if the structure was invalid,
+    /// `out` is filled with NaN and the fault waits for [`SddmmPatterns::invalid_pattern`].
     ///
     /// # Safety
     /// The operands must be readable (`out` writable) for their lengths, in memory this backend
@@ -120,9 +190,21 @@ pub trait PreparedPlan: std::any::Any + Send + Sync + std::fmt::Debug {}
 
 /// SDDMM steps on the structure of S, independent of the element type.
 pub trait SddmmPatterns {
+    /// Whether this backend reads S's row pointers and column indices at `row_ptr` / `col_ind`
+    /// (`None` when nnz is 0; both not NULL and aligned) where they lie and validates them there
+    /// itself (the CUDA backend: both in device memory), so that the call need not bring them to the
+    /// host. Such a call passes [`Structure::InPlace`].
+    fn validates_in_place(&self, row_ptr: *const i32, col_ind: Option<*const i32>) -> bool;
+
+    /// The first structure an earlier call validated in place and found invalid after it returned
+    /// that no call has reported yet, if any. Without `wait`, only validations that have finished are
+    /// looked at (nothing waits for the device); with `wait`, every one queued so far is waited for.
+    fn invalid_pattern(&mut self, wait: bool) -> Result<Option<InvalidPattern>>;
+
     /// The caller's `len` int indices at `ptr` (not NULL, aligned, `len` > 0) as a host slice:
     /// borrowed when they are host memory, copied (waiting for the stream) when they are device
-    /// memory this backend reads, so that the structure can be validated before anything runs.
+    /// memory this backend reads, so that the structure can be validated before anything runs (for
+    /// a plan, or a call whose arrays the backend does not validate in place).
     ///
     /// # Safety
     /// `ptr` must be readable for `len` ints (host memory, or device memory for the CUDA backend)

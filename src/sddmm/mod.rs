@@ -32,8 +32,8 @@ use std::borrow::Cow;
 use std::os::raw::c_int;
 
 pub mod contract;
-use contract::{PreparedPlan, Sampling, SddmmPatterns};
-pub use contract::{RawFactor, RawOperands, SddmmElement};
+use contract::{InvalidPattern, PreparedPlan, Sampling, SddmmPatterns};
+pub use contract::{PatternShape, RawFactor, RawOperands, SddmmElement, Structure};
 
 /// Rows of S per tile (the paper's Ti). One band of this many rows is one parallel task.
 pub const TILE_ROWS: usize = 64;
@@ -69,6 +69,9 @@ pub struct SddmmHandle {
     algorithm: SddmmAlgorithm,
     density_threshold: f64,
     last_algorithm: Option<SddmmAlgorithm>,
+    /// An invalid pattern found by a validation in place after its call returned, brought home from
+    /// an executor that was replaced ([`SddmmHandle::settle`]), for the next call to report.
+    unreported: Option<InvalidPattern>,
 }
 
 impl SddmmHandle {
@@ -78,6 +81,7 @@ impl SddmmHandle {
             algorithm: SddmmAlgorithm::Auto,
             density_threshold: DEFAULT_DENSITY_THRESHOLD,
             last_algorithm: None,
+            unreported: None,
         })
     }
 
@@ -124,11 +128,16 @@ impl SddmmHandle {
         }
     }
 
-    /// Computes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` on the handle's backend, for every entry of
-    /// `pattern` (S's structure, validated; `operands.row_ptr` / `col_ind` hold the same). With a
-    /// plan, its preprocessing is reused; without, the chosen algorithm derives what it needs from
-    /// the pattern. `out` is overwritten (never read). On the CUDA backend the arrays may be host or
-    /// device memory, and the call returns without waiting unless `out` is host memory.
+    /// Computes `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` on the handle's backend, for every entry of S,
+    /// whose structure `operands.row_ptr` / `col_ind` hold: validated on the host (`structure`
+    /// [`Structure::Validated`]), or to be validated where it lies by the backend
+    /// ([`Structure::InPlace`], when [`SddmmHandle::validates_in_place`] said so). With a plan, its
+    /// preprocessing is reused; without, the chosen algorithm derives what it needs from the pattern.
+    /// `out` is overwritten (never read). On the CUDA backend the arrays may be host or device memory,
+    /// and the call returns without waiting unless `out` is host memory.
+    ///
+    /// First of all, an invalid pattern that an earlier call passed in device memory, found after that
+    /// call returned and not reported yet, is this call's error (and nothing else is done).
     ///
     /// # Safety
     /// The operands must be readable (`out` writable) for their lengths in memory the handle's
@@ -136,16 +145,18 @@ impl SddmmHandle {
     pub unsafe fn compute<T: SddmmElement>(
         &mut self,
         operands: &RawOperands<T>,
-        pattern: CompressedRef<'_, ()>,
+        structure: Structure<'_>,
         plan: Option<&SddmmPlan>,
     ) -> Result<()> {
+        self.report_invalid_pattern(false)?;
         let call = log::Call::open();
-        let algorithm = self.choose(pattern.outer_dim, pattern.inner_dim, pattern.nnz());
-        let sampling = Sampling { operands, pattern, plan, algorithm };
+        let shape = structure.shape();
+        let algorithm = self.choose(shape.rows, shape.cols, shape.nnz);
+        let sampling = Sampling { operands, structure, plan, algorithm };
         unsafe { T::backend(self.core.executor_mut()).sample(&sampling) }?;
         self.last_algorithm = Some(algorithm);
         call.finish(|| {
-            let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+            let PatternShape { rows: m, cols: n, nnz, .. } = shape;
             format!(
                 "sddmm {} {m}x{n}, k {}, nnz {nnz} on {}: {} ({}){}",
                 T::VALUE_TYPE.short_name(),
@@ -160,6 +171,48 @@ impl SddmmHandle {
             )
         });
         Ok(())
+    }
+
+    /// Whether the handle's backend validates S's structure at `row_ptr` / `col_ind` (`None` when
+    /// nnz is 0) where it lies, so that a call passes it as [`Structure::InPlace`] instead of
+    /// reading it to the host ([`SddmmPatterns::validates_in_place`]: the CUDA backend, for arrays
+    /// in device memory).
+    pub fn validates_in_place(&self, row_ptr: *const i32, col_ind: Option<*const i32>) -> bool {
+        let patterns: &dyn SddmmPatterns = self.core.executor();
+        patterns.validates_in_place(row_ptr, col_ind)
+    }
+
+    /// Waits for the validations of patterns that earlier calls passed in device memory and reports
+    /// the first one found invalid that no call has reported yet (the C sddmmSynchronize).
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.report_invalid_pattern(true)
+    }
+
+    /// The first invalid pattern not reported yet, as an error naming its fault: kept from a replaced
+    /// executor, or found by this one (with `wait`, after waiting for every validation queued).
+    fn report_invalid_pattern(&mut self, wait: bool) -> Result<()> {
+        if let Some(invalid) = self.unreported.take() {
+            return Err(invalid.error(true));
+        }
+        let patterns: &mut dyn SddmmPatterns = self.core.executor_mut();
+        match patterns.invalid_pattern(wait)? {
+            Some(invalid) => Err(invalid.error(true)),
+            None => Ok(()),
+        }
+    }
+
+    /// Brings the verdicts of validations in place home before the executor is replaced (another
+    /// backend), waiting for them: an invalid pattern is then reported by the handle's next call. A
+    /// device that can no longer give them (a broken context) is passed over, since the handle
+    /// leaves it.
+    pub fn settle(&mut self) {
+        let patterns: &mut dyn SddmmPatterns = self.core.executor_mut();
+        if let Ok(Some(found)) = patterns.invalid_pattern(true) {
+            self.unreported = Some(match self.unreported.take() {
+                Some(kept) => InvalidPattern { later_invalid: kept.later_invalid + 1 + found.later_invalid, ..kept },
+                None => found,
+            });
+        }
     }
 
     /// Why [`SddmmHandle::choose`] chose what it did, as log lines say it.

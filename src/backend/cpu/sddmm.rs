@@ -5,10 +5,10 @@
 use super::CpuExecutor;
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::dense::MatRef;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log;
 use crate::scalar::{ComputeScalar, Element};
-use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
+use crate::sddmm::contract::{InvalidPattern, PreparedPlan, Sampling, SddmmBackend, SddmmPatterns, Structure};
 use crate::sddmm::{
     BandSchedule, SddmmAlgorithm, SddmmOperands, SddmmPlan, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule, coo_row_indices,
 };
@@ -247,7 +247,9 @@ fn finish_band<T: Element>(
 
 impl<T: Element> SddmmBackend<T> for CpuExecutor {
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
-        let pattern = sampling.pattern;
+        let Structure::Validated(pattern) = sampling.structure else {
+            return Err(Error::internal("the CPU backend was given a pattern to validate in place"));
+        };
         // SAFETY: the caller's arrays are host memory of their stated lengths (the contract).
         let (operands, out) = unsafe { (sampling.operands.host(pattern), sampling.operands.host_out(pattern.nnz())) };
         match sampling.algorithm {
@@ -279,6 +281,15 @@ impl<T: Element> SddmmBackend<T> for CpuExecutor {
 }
 
 impl SddmmPatterns for CpuExecutor {
+    /// Never: every pattern is read on the host, so it is validated there before the call runs.
+    fn validates_in_place(&self, _row_ptr: *const i32, _col_ind: Option<*const i32>) -> bool {
+        false
+    }
+
+    fn invalid_pattern(&mut self, _wait: bool) -> Result<Option<InvalidPattern>> {
+        Ok(None)
+    }
+
     unsafe fn host_indices<'a>(&self, ptr: *const i32, len: usize, _name: &str) -> Result<Cow<'a, [i32]>> {
         // SAFETY: host memory readable for `len` ints (the contract).
         Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, len) }))

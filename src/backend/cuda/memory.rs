@@ -1,8 +1,9 @@
 //! Device memory for one call: stream-ordered allocations freed on the same stream, the caller's
 //! pointers classified as host or device memory, and host arrays staged through the device (as
-//! cuBLAS-XT does) so that plain host arrays work unchanged.
+//! cuBLAS-XT does) so that plain host arrays work unchanged. Also what a handle keeps between calls
+//! without synchronising: workspaces ordered by an event, and host words the device writes.
 
-use super::{GpuDevice, Stream, driver_error};
+use super::{Event, GpuDevice, Stream, driver_error};
 use crate::error::{Error, Result};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdeviceptr, cudaError_enum};
@@ -117,6 +118,13 @@ impl DeviceBuffer {
         self.bytes
     }
 
+    /// Frees the buffer stream-ordered on `stream` (of its device), after the work queued there so
+    /// far: for a buffer kept between calls whose every use is ordered before that point.
+    pub fn free_on(mut self, stream: Stream) {
+        self.stream = stream;
+        self.resident = false;
+    }
+
     /// Copies the first `out.len()` elements back to the host and waits for the stream.
     pub fn copy_to_host<T: Copy>(&self, out: &mut [T]) -> Result<()> {
         debug_assert!(std::mem::size_of_val(out) <= self.bytes.max(1));
@@ -139,6 +147,116 @@ impl Drop for DeviceBuffer {
             } else {
                 unsafe { drv::free_async(self.ptr, self.stream.0) }
             };
+        }
+    }
+}
+
+/// Device memory a handle keeps between calls (allocating it per call costs more than a small call
+/// when the memory pool has returned its memory at the last synchronisation), with the event
+/// recorded after the last call that used it: a call on another stream waits for that event before
+/// it writes the memory again, so the calls using a workspace run one after another whatever their
+/// streams.
+pub struct Workspace {
+    buffer: Option<DeviceBuffer>,
+    released: Event,
+}
+
+impl Workspace {
+    pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
+        Ok(Workspace { buffer: None, released: Event::new(device)? })
+    }
+
+    /// At least `bytes` of the workspace, for work queued on `stream` (of the workspace's device,
+    /// current on this thread) after the last user's. A larger allocation replaces a smaller one
+    /// without waiting: the smaller is freed on `stream` once its last user is done.
+    pub fn take(&mut self, device: &Arc<GpuDevice>, stream: Stream, bytes: usize, what: &str) -> Result<CUdeviceptr> {
+        self.released.wait_on(stream)?;
+        match &self.buffer {
+            Some(held) if held.bytes() >= bytes => {}
+            _ => {
+                if let Some(smaller) = self.buffer.take() {
+                    smaller.free_on(stream);
+                }
+                self.buffer = Some(DeviceBuffer::alloc(device, bytes.max(1), stream, what)?.resident());
+            }
+        }
+        Ok(self.buffer.as_ref().map_or(0, DeviceBuffer::ptr))
+    }
+
+    /// Marks the work queued on `stream` so far as the workspace's last use. A call that took the
+    /// workspace releases it whether or not its work was all queued.
+    pub fn release(&self, stream: Stream) -> Result<()> {
+        self.released.record(stream)
+    }
+
+    /// Whether the last user's work has finished (without waiting).
+    pub fn is_idle(&self) -> Result<bool> {
+        self.released.is_complete()
+    }
+
+    /// Waits on the host for the last user's work.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.released.synchronize()
+    }
+}
+
+/// Words of pinned host memory the device writes directly (mapped into its address space): a kernel
+/// leaves a result there without a copy or an event of its own, and the host reads it once an event
+/// after that kernel has completed. Zeroed when made.
+pub struct MappedWords {
+    host: *mut u64,
+    device_ptr: CUdeviceptr,
+    len: usize,
+    device: Arc<GpuDevice>,
+}
+
+// SAFETY: the pinned memory belongs to the device's context, usable from any thread; the handle
+// owning it is used by one thread at a time.
+unsafe impl Send for MappedWords {}
+
+impl MappedWords {
+    pub fn new(device: &Arc<GpuDevice>, len: usize) -> Result<Self> {
+        device.bind()?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        let host = unsafe { drv::malloc_host(len.max(1) * 8, flags) }
+            .map_err(driver_error("allocating pinned host memory"))? as *mut u64;
+        let mut words = MappedWords { host, device_ptr: 0, len, device: device.clone() };
+        // SAFETY: `host` is a fresh allocation of `len` words (at least one).
+        unsafe { std::ptr::write_bytes(host, 0, len.max(1)) };
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut words.device_ptr, host.cast(), 0) }
+            .result()
+            .map_err(driver_error("mapping pinned host memory into the device"))?;
+        Ok(words)
+    }
+
+    /// The words' address for kernels of the device.
+    pub fn device_ptr(&self) -> CUdeviceptr {
+        self.device_ptr
+    }
+
+    /// Word `i` as the device last wrote it. The caller makes sure no kernel writing the words runs
+    /// (an event after the last one has completed).
+    pub fn read(&self, i: usize) -> u64 {
+        assert!(i < self.len, "word {i} of {}", self.len);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: in bounds; volatile because the device writes the memory behind the compiler's back.
+        unsafe { self.host.add(i).read_volatile() }
+    }
+
+    /// Sets word `i` for kernels queued after this (no kernel writing the words may be running).
+    pub fn write(&self, i: usize, value: u64) {
+        assert!(i < self.len, "word {i} of {}", self.len);
+        // SAFETY: in bounds; volatile so that the store is not deferred past a later launch.
+        unsafe { self.host.add(i).write_volatile(value) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for MappedWords {
+    /// The owner waits for every kernel that may write the words before dropping them.
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            let _ = unsafe { drv::free_host(self.host.cast()) };
         }
     }
 }

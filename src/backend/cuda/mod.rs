@@ -349,6 +349,17 @@ impl Event {
             .map_err(driver_error("ordering streams with an event"))
     }
 
+    /// Whether the work before the last record has finished (an event never recorded has); a failure
+    /// of that work is an error.
+    pub fn is_complete(&self) -> Result<bool> {
+        self.device.bind()?;
+        match unsafe { drv::event::query(self.raw) } {
+            Ok(()) => Ok(true),
+            Err(DriverError(cudaError_enum::CUDA_ERROR_NOT_READY)) => Ok(false),
+            Err(e) => Err(driver_error("executing on the GPU")(e)),
+        }
+    }
+
     /// Waits on the host for the last record.
     pub fn synchronize(&self) -> Result<()> {
         self.device.bind()?;
@@ -417,6 +428,8 @@ pub struct CudaExecutor {
     placement: crate::executor::Placement,
     test_hooks: crate::executor::TestHooks,
     spamm: spamm::SpammState,
+    /// SDDMM calls without a plan on the device, made at the first.
+    sddmm: Option<sddmm::Unplanned>,
 }
 
 impl std::fmt::Debug for CudaExecutor {
@@ -432,7 +445,7 @@ impl CudaExecutor {
     /// An executor on `placement`, whose devices must all exist.
     pub fn new(placement: crate::executor::Placement, test_hooks: crate::executor::TestHooks) -> Result<Self> {
         check_devices(&placement.devices)?;
-        Ok(CudaExecutor { placement, test_hooks, spamm: Default::default() })
+        Ok(CudaExecutor { placement, test_hooks, spamm: Default::default(), sddmm: None })
     }
 
     /// The device single-GPU work runs on.

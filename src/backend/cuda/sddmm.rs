@@ -1,16 +1,22 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
-//! (GPU-Convert), and the on-device band order in which the tiled algorithm runs that kernel.
+//! (GPU-Convert), and the on-device band order in which the tiled algorithm runs that kernel; the
+//! validation of a caller's pattern in device memory, fused into the row expansion, and what a
+//! handle keeps on its device for calls without a plan ([`Unplanned`]).
 
 use super::kernels::SDDMM;
-use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
+use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, MappedWords, Workspace};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::try_vec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::Element;
 use crate::sddmm::SddmmAlgorithm;
 use crate::sddmm::SddmmPlan;
-use crate::sddmm::contract::{PreparedPlan, Sampling, SddmmBackend, SddmmPatterns};
+use crate::sddmm::contract::{
+    InvalidPattern, PatternShape, PreparedPlan, Sampling, SddmmBackend, SddmmPatterns, Structure,
+};
+use crate::sparse::StructureFault;
+use crate::types::IndexBase;
 use cudarc::driver::sys::CUdeviceptr;
 use std::any::Any;
 use std::borrow::Cow;
@@ -27,9 +33,28 @@ const NNZ_BLOCKS_PER_SM: usize = 8;
 const NNZ_VECTORS_PER_LANE: usize = 4;
 const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
 /// Threads per block of the order kernel (its SD_THREADS).
-const SCHEDULE_THREADS: u32 = 256;
+const ORDER_THREADS: u32 = 256;
 /// The order kernel's histograms (one per block) are capped at this many counters in all.
-const SCHEDULE_SCRATCH_COUNTERS: usize = 1 << 26;
+const ORDER_SCRATCH_COUNTERS: usize = 1 << 26;
+/// Alignment of each array carved out of one allocation.
+const ARRAY_ALIGNMENT: usize = 256;
+/// Bytes of the kernels' `sd_check`.
+const CHECK_BYTES: usize = 32;
+
+/// The words of the kernels' `sd_report`, in order.
+mod report {
+    pub(super) const INVALID_CALLS: usize = 0;
+    pub(super) const ROWS: usize = 1;
+    pub(super) const COLS: usize = 2;
+    pub(super) const NNZ: usize = 3;
+    pub(super) const BASE: usize = 4;
+    pub(super) const FIRST: usize = 5;
+    pub(super) const LAST: usize = 6;
+    pub(super) const DECREASE: usize = 7;
+    pub(super) const DECREASE_PREVIOUS: usize = 8;
+    pub(super) const COLUMN: usize = 9;
+    pub(super) const WORDS: usize = 10;
+}
 
 /// Device pointers and strides of one SDDMM; element (r, p) of A / B is at `r·rs + p·cs`.
 #[derive(Clone, Copy, Debug)]
@@ -49,75 +74,88 @@ pub struct DeviceOperands<T: Element> {
     pub col_ind: CUdeviceptr,
     pub base: i32,
     pub out: CUdeviceptr,
+    /// The `sd_check` whose verdict the kernel reads first (filling `out` with NaN when the pattern
+    /// is invalid); 0 when the pattern was validated on the host.
+    pub check: CUdeviceptr,
 }
 
-/// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32.
+/// Where a validation on the device gathers its faults (`sd_check`) and reports an invalid pattern
+/// (`sd_report`, host memory the device writes).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceCheck {
+    pub check: CUdeviceptr,
+    pub report: CUdeviceptr,
+}
+
+/// The zero-based row of every nonzero (GPU-Convert's CSR → COO step), as u32, into `rows` (`nnz`
+/// words). With `check` the pattern is validated too (it may be invalid: nothing outside `rows` is
+/// written and nothing outside the pattern's arrays is read).
+#[allow(clippy::too_many_arguments)]
 pub fn coo_rows(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    m: usize,
-    nnz: usize,
+    (m, n, nnz): (usize, usize, usize),
     row_ptr: CUdeviceptr,
+    col_ind: CUdeviceptr,
     base: i32,
-) -> Result<DeviceBuffer> {
-    let rows = DeviceBuffer::alloc(device, nnz * 4, stream, "the COO row indices")?;
-    if nnz == 0 {
-        return Ok(rows);
+    rows: CUdeviceptr,
+    check: Option<DeviceCheck>,
+) -> Result<()> {
+    if nnz == 0 && check.is_none() {
+        return Ok(());
     }
     let f = device.function(&SDDMM, "sddmm_coo_rows")?;
     let warps_per_block = 8;
     let blocks = m.div_ceil(warps_per_block).clamp(1, device.multiprocessors * 32) as u32;
     let cfg = Launch { grid: (blocks, 1, 1), block: (32 * warps_per_block as u32, 1, 1), shared_bytes: 0 };
-    let (m32, out) = (m as i32, rows.ptr());
-    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &row_ptr, &base, &out]) }?;
-    Ok(rows)
-}
-
-/// The tiled algorithm's order of the nonzeros: band by band of `BAND_ROWS` rows, each band's
-/// nonzeros sorted by column (`sddmm_band_order`); `order[g]` is the entry at position g.
-pub struct BandOrder {
-    order: DeviceBuffer,
-}
-
-impl BandOrder {
-    /// Marks the buffer resident (a plan keeps its order beyond the call that built it).
-    pub fn resident(self) -> Self {
-        BandOrder { order: self.order.resident() }
+    let (m32, n32, nnz64) = (m as i32, n as i32, nnz as i64);
+    let (state, report) = check.map_or((0, 0), |c| (c.check, c.report));
+    unsafe {
+        launch(&f, cfg, stream, kernel_args![&m32, &n32, &nnz64, &row_ptr, &col_ind, &base, &rows, &state, &report])
     }
 }
 
-impl std::fmt::Debug for BandOrder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BandOrder({} entries)", self.order.bytes() / 4)
+/// Where an m×n pattern's band order (`nnz` entries) lies in one allocation, followed by the
+/// histograms the order kernel counts in, and how many blocks the kernel runs.
+struct OrderLayout {
+    blocks: usize,
+    order_bytes: usize,
+    scratch_bytes: usize,
+}
+
+impl OrderLayout {
+    fn new(device: &GpuDevice, m: usize, n: usize, nnz: usize) -> Self {
+        let bands = m.div_ceil(BAND_ROWS);
+        let columns = n.max(1);
+        let blocks = bands.min(device.multiprocessors * 8).min((ORDER_SCRATCH_COUNTERS / columns).max(1)).max(1);
+        OrderLayout {
+            blocks,
+            order_bytes: (nnz * 4).next_multiple_of(ARRAY_ALIGNMENT),
+            scratch_bytes: blocks * columns * 4,
+        }
     }
 }
 
-/// Builds the band order of an m×n pattern on the device.
-#[allow(clippy::too_many_arguments)]
-pub fn band_order(
+/// Builds the tiled algorithm's order of an m×n pattern on the device into `order` (`nnz` words):
+/// band by band of `BAND_ROWS` rows, each band's nonzeros sorted by column (`sddmm_band_order`),
+/// counting in `scratch` (`layout.scratch_bytes`). Safe on an invalid pattern (it reads and writes
+/// nothing out of bounds); the validation is [`coo_rows`]'s.
+fn band_order(
     device: &Arc<GpuDevice>,
     stream: Stream,
-    m: usize,
-    n: usize,
-    nnz: usize,
-    row_ptr: CUdeviceptr,
-    col_ind: CUdeviceptr,
-    base: i32,
-) -> Result<BandOrder> {
-    let bands = m.div_ceil(BAND_ROWS);
-    let band_order =
-        BandOrder { order: DeviceBuffer::alloc(device, nnz * 4, stream, "the band order of the nonzeros")? };
-    if bands == 0 || nnz == 0 {
-        return Ok(band_order);
+    layout: &OrderLayout,
+    (m, n, nnz): (usize, usize, usize),
+    (row_ptr, col_ind, base): (CUdeviceptr, CUdeviceptr, i32),
+    order: CUdeviceptr,
+    scratch: CUdeviceptr,
+) -> Result<()> {
+    if m == 0 || nnz == 0 {
+        return Ok(());
     }
-    let columns = n.max(1);
-    let blocks = bands.min(device.multiprocessors * 8).min((SCHEDULE_SCRATCH_COUNTERS / columns).max(1));
-    let scratch = DeviceBuffer::alloc(device, blocks * columns * 4, stream, "the column histograms")?;
     let f = device.function(&SDDMM, "sddmm_band_order")?;
-    let cfg = Launch { grid: (blocks as u32, 1, 1), block: (SCHEDULE_THREADS, 1, 1), shared_bytes: 0 };
-    let (m32, n32, scratch_ptr, order) = (m as i32, n as i32, scratch.ptr(), band_order.order.ptr());
-    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &n32, &row_ptr, &col_ind, &base, &scratch_ptr, &order]) }?;
-    Ok(band_order)
+    let cfg = Launch { grid: (layout.blocks as u32, 1, 1), block: (ORDER_THREADS, 1, 1), shared_bytes: 0 };
+    let (m32, n32, nnz64) = (m as i32, n as i32, nnz as i64);
+    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &n32, &nnz64, &row_ptr, &col_ind, &base, &scratch, &order]) }
 }
 
 /// The tiled algorithm: the nnz-balanced kernel of [`coo`] walking the nonzeros in band order (a
@@ -127,10 +165,10 @@ pub fn tiled<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
-    order: &BandOrder,
+    order: CUdeviceptr,
     rows: CUdeviceptr,
 ) -> Result<()> {
-    nnz_balanced(device, stream, op, rows, Some(order.order.ptr()))
+    nnz_balanced(device, stream, op, rows, Some(order))
 }
 
 /// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
@@ -167,7 +205,7 @@ pub fn coo<T: Element>(
     nnz_balanced(device, stream, op, rows, None)
 }
 
-/// `sddmm_coo_*`: equal chunks of consecutive positions per group of lanes; position g is entry
+/// `sddmm_coo_*`: equal chunks of consecutive positions per thread block; position g is entry
 /// `order[g]`, or entry g without an order.
 fn nnz_balanced<T: Element>(
     device: &Arc<GpuDevice>,
@@ -228,7 +266,8 @@ fn nnz_balanced<T: Element>(
                 &order,
                 &group_log2,
                 &chunk,
-                &op.out
+                &op.out,
+                &op.check
             ],
         )
     }
@@ -241,26 +280,192 @@ pub struct DevicePlan {
     row_ptr: DeviceBuffer,
     col_ind: DeviceBuffer,
     coo_rows: DeviceBuffer,
-    band_order: BandOrder,
+    band_order: DeviceBuffer,
 }
 
 impl std::fmt::Debug for DevicePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePlan(device {}, {:?})", self.ordinal, self.band_order)
+        write!(f, "DevicePlan(device {}, {} entries)", self.ordinal, self.col_ind.bytes() / 4)
     }
 }
 
 impl PreparedPlan for DevicePlan {}
 
+/// What calls without a plan prepared on the device keep on it between calls, made at the first:
+/// the workspace their COO rows (and band order) are built in, whose event also orders the calls
+/// one after another whatever their streams, and for patterns in device memory the validation's
+/// `sd_check` and the `sd_report` the host reads an invalid pattern from once the calls that may
+/// write it have finished.
+pub struct Unplanned {
+    device: Arc<GpuDevice>,
+    workspace: Workspace,
+    check: DeviceBuffer,
+    report: MappedWords,
+    /// A validation on the device was queued since the report was last read.
+    unread: bool,
+}
+
+impl Unplanned {
+    fn new(device: &Arc<GpuDevice>, stream: Stream) -> Result<Self> {
+        // Zeroed on `stream`; the workspace's event, recorded after it, makes calls on any stream
+        // wait for it.
+        let check = DeviceBuffer::zeroed(device, CHECK_BYTES, stream, "the validation of device patterns")?.resident();
+        let workspace = Workspace::new(device)?;
+        workspace.release(stream)?;
+        Ok(Unplanned {
+            device: device.clone(),
+            workspace,
+            check,
+            report: MappedWords::new(device, report::WORDS)?,
+            unread: false,
+        })
+    }
+
+    fn device_check(&self) -> DeviceCheck {
+        DeviceCheck { check: self.check.ptr(), report: self.report.device_ptr() }
+    }
+
+    /// The first invalid pattern in the report not read yet, once the validations that may write it
+    /// have finished (with `wait`, after waiting for them; without, `None` while they run).
+    fn invalid_pattern(&mut self, wait: bool) -> Result<Option<InvalidPattern>> {
+        if !self.unread {
+            return Ok(None);
+        }
+        if wait {
+            self.workspace.wait_idle()?;
+        } else if !self.workspace.is_idle()? {
+            return Ok(None);
+        }
+        self.unread = false;
+        let words: [u64; report::WORDS] = std::array::from_fn(|i| self.report.read(i));
+        if words[report::INVALID_CALLS] == 0 {
+            return Ok(None);
+        }
+        self.report.write(report::INVALID_CALLS, 0);
+        reported_pattern(&words).map(Some)
+    }
+}
+
+/// A fault word of `sd_check` / `sd_report` for the entry at `position` holding `value`: the
+/// complement of (position << 32 | the value's bits), as the kernels' `sd_fault` makes it, so that
+/// the largest word is that of the first position and 0 is no fault.
+#[cfg(test)]
+fn fault_word(position: usize, value: i32) -> u64 {
+    !(((position as u64) << 32) | value as u32 as u64)
+}
+
+/// The position and value of a fault word ([`fault_word`]).
+fn position_and_value(word: u64) -> (usize, i32) {
+    ((!word >> 32) as usize, !word as u32 as i32)
+}
+
+/// The first invalid pattern an `sd_report` holds (its invalid-call count not 0): the fault the host
+/// validation would name first (sddmmDynamic's rowPtr checks, a decrease, a column out of range).
+fn reported_pattern(words: &[u64; report::WORDS]) -> Result<InvalidPattern> {
+    let base = if words[report::BASE] == 0 { IndexBase::Zero } else { IndexBase::One };
+    let shape = PatternShape {
+        rows: words[report::ROWS] as usize,
+        cols: words[report::COLS] as usize,
+        nnz: words[report::NNZ] as usize,
+        base,
+    };
+    let (first, last) = (words[report::FIRST] as i32, words[report::LAST] as i32);
+    let fault = if first as i64 != base.offset() {
+        StructureFault::FirstPointer { value: first }
+    } else if last as i64 - base.offset() != shape.nnz as i64 {
+        StructureFault::LastPointer { value: last }
+    } else if words[report::DECREASE] != 0 {
+        let (at, value) = position_and_value(words[report::DECREASE]);
+        let (_, previous) = position_and_value(words[report::DECREASE_PREVIOUS]);
+        StructureFault::Decreases { at, value, previous }
+    } else if words[report::COLUMN] != 0 {
+        let (at, value) = position_and_value(words[report::COLUMN]);
+        StructureFault::IndexOutOfRange { at, value }
+    } else {
+        return Err(Error::internal("the device found a pattern invalid but reported no fault"));
+    };
+    Ok(InvalidPattern { shape, fault, later_invalid: words[report::INVALID_CALLS] - 1 })
+}
+
+impl Drop for Unplanned {
+    fn drop(&mut self) {
+        // Kernels of calls still running may write the report: wait for them before it is freed.
+        let _ = self.workspace.wait_idle();
+    }
+}
+
+impl CudaExecutor {
+    /// The state of calls without a plan on `gpu`, made on first use. Moving to another device
+    /// leaves the old state behind; an invalid pattern it had not reported yet is this call's error.
+    fn unplanned(&mut self, gpu: &Arc<GpuDevice>, stream: Stream) -> Result<&mut Unplanned> {
+        if self.sddmm.as_ref().is_some_and(|u| u.device.ordinal != gpu.ordinal) {
+            let mut left = self.sddmm.take().expect("checked");
+            let invalid = left.invalid_pattern(true);
+            drop(left);
+            gpu.bind()?;
+            if let Some(invalid) = invalid? {
+                return Err(invalid.error(true));
+            }
+        }
+        if self.sddmm.is_none() {
+            self.sddmm = Some(Unplanned::new(gpu, stream)?);
+        }
+        Ok(self.sddmm.as_mut().expect("made above"))
+    }
+}
+
+/// Runs the chosen algorithm of a call without a plan on its device, building its preprocessing in
+/// `memory` (see [`unplanned_bytes`]) and, with `check`, validating the pattern there (in the COO
+/// rows, which both algorithms build first).
+fn run_unplanned<T: Element>(
+    gpu: &Arc<GpuDevice>,
+    stream: Stream,
+    algorithm: SddmmAlgorithm,
+    operands: &DeviceOperands<T>,
+    memory: CUdeviceptr,
+    check: Option<DeviceCheck>,
+) -> Result<()> {
+    let op = operands;
+    let dims = (op.m, op.n, op.nnz);
+    let rows = memory;
+    coo_rows(gpu, stream, dims, op.row_ptr, op.col_ind, op.base, rows, check)?;
+    match algorithm {
+        SddmmAlgorithm::Tiled => {
+            let layout = OrderLayout::new(gpu, op.m, op.n, op.nnz);
+            let order = memory + rows_bytes(op.nnz) as u64;
+            let scratch = order + layout.order_bytes as u64;
+            band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch)?;
+            tiled(gpu, stream, op, order, rows)
+        }
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(gpu, stream, op, rows),
+    }
+}
+
+/// Bytes of the COO rows of `nnz` entries where other arrays follow them in one allocation.
+fn rows_bytes(nnz: usize) -> usize {
+    (nnz * 4).next_multiple_of(ARRAY_ALIGNMENT)
+}
+
+/// The workspace bytes [`run_unplanned`] uses.
+fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usize, usize, usize)) -> usize {
+    match algorithm {
+        SddmmAlgorithm::Tiled => {
+            let layout = OrderLayout::new(gpu, m, n, nnz);
+            rows_bytes(nnz) + layout.order_bytes + layout.scratch_bytes
+        }
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => nnz * 4,
+    }
+}
+
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
-    /// The arrays may be host or device memory (`sampling.pattern` is a host view of S's structure).
-    /// With a plan prepared on this device its COO rows / band order are used; otherwise the
-    /// chosen algorithm's preprocessing runs on the GPU first. Returns without waiting unless `out`
-    /// is host memory.
+    /// The arrays may be host or device memory. With a plan prepared on this device its COO rows /
+    /// band order are used; otherwise the chosen algorithm's preprocessing runs on the GPU first,
+    /// in the handle's workspace, validating a pattern passed in place. Returns without waiting
+    /// unless `out` is host memory.
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
         let call = sampling.operands;
-        let pattern = &sampling.pattern;
-        let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
+        let PatternShape { rows: m, cols: n, nnz, base } = sampling.structure.shape();
+        let in_place = matches!(sampling.structure, Structure::InPlace(_));
         let gpu = self.lead()?;
         gpu.bind()?;
         let stream = self.stream();
@@ -280,13 +485,15 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let (row_ptr, col_ind, base) = match resident {
             Some(d) => (d.row_ptr.ptr(), d.col_ind.ptr(), 0),
             None => {
+                // A pattern passed in place is device memory, used where it lies (DeviceInput checks
+                // its device).
                 staged_ptr = unsafe { DeviceInput::new(&gpu, stream, call.row_ptr, m + 1, "rowPtr") }?;
                 staged_idx = unsafe { DeviceInput::new(&gpu, stream, call.col_ind, nnz, "colInd") }?;
-                (staged_ptr.ptr(), staged_idx.ptr(), pattern.base.offset() as i32)
+                (staged_ptr.ptr(), staged_idx.ptr(), base.offset() as i32)
             }
         };
         let out = unsafe { DeviceOutput::new(&gpu, stream, call.out, nnz, "out", false) }?;
-        let operands = DeviceOperands::<T> {
+        let mut operands = DeviceOperands::<T> {
             m,
             n,
             k: call.k,
@@ -301,42 +508,69 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             col_ind,
             base,
             out: out.ptr(),
+            check: 0,
         };
-        if nnz > 0 && resident.is_none() {
-            crate::log::note(|| "preprocessing on the device (no plan prepared on it)".to_string());
-        }
-        if nnz > 0 {
+        if let Some(d) = resident {
             match sampling.algorithm {
-                SddmmAlgorithm::Tiled => {
-                    let (built_order, built_rows);
-                    let (order, rows) = match resident {
-                        Some(d) => (&d.band_order, d.coo_rows.ptr()),
-                        None => {
-                            built_order = band_order(&gpu, stream, m, n, nnz, row_ptr, col_ind, base)?;
-                            built_rows = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
-                            (&built_order, built_rows.ptr())
-                        }
-                    };
-                    tiled(&gpu, stream, &operands, order, rows)?;
-                }
-                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
-                    let built;
-                    let rows = match resident {
-                        Some(d) => d.coo_rows.ptr(),
-                        None => {
-                            built = coo_rows(&gpu, stream, m, nnz, row_ptr, base)?;
-                            built.ptr()
-                        }
-                    };
-                    coo(&gpu, stream, &operands, rows)?;
-                }
+                SddmmAlgorithm::Tiled => tiled(&gpu, stream, &operands, d.band_order.ptr(), d.coo_rows.ptr())?,
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
             }
+            return out.finish();
+        }
+        if nnz == 0 && !in_place {
+            return out.finish();
+        }
+        crate::log::note(|| {
+            if in_place {
+                "preprocessing on the device (no plan prepared on it), validating the pattern there".to_string()
+            } else {
+                "preprocessing on the device (no plan prepared on it)".to_string()
+            }
+        });
+        let unplanned = self.unplanned(&gpu, stream)?;
+        if in_place && out.is_staged() {
+            // The call waits anyway: earlier patterns' verdicts first, so that what it reports after
+            // its own work is its own.
+            if let Some(invalid) = unplanned.invalid_pattern(true)? {
+                return Err(invalid.error(true));
+            }
+        }
+        let check = in_place.then(|| unplanned.device_check());
+        operands.check = check.map_or(0, |c| c.check);
+        let bytes = unplanned_bytes(&gpu, sampling.algorithm, (m, n, nnz));
+        let memory = unplanned.workspace.take(&gpu, stream, bytes, "the COO rows or band order of a call")?;
+        unplanned.unread |= in_place;
+        let queued = run_unplanned(&gpu, stream, sampling.algorithm, &operands, memory, check);
+        // Released whatever was queued, so that the next user waits for it.
+        let released = unplanned.workspace.release(stream);
+        queued?;
+        released?;
+        // Out in host memory: the call's own verdict, before anything is copied back.
+        if in_place
+            && out.is_staged()
+            && let Some(invalid) = unplanned.invalid_pattern(true)?
+        {
+            return Err(invalid.error(false));
         }
         out.finish()
     }
 }
 
 impl SddmmPatterns for CudaExecutor {
+    /// Both arrays in device memory (of any device: the call then reports one of another device as
+    /// DeviceInput does).
+    fn validates_in_place(&self, row_ptr: *const i32, col_ind: Option<*const i32>) -> bool {
+        let on_device = |ptr: *const i32| matches!(memory::locate(ptr.cast()), memory::Location::Device(_));
+        on_device(row_ptr) && col_ind.is_none_or(on_device)
+    }
+
+    fn invalid_pattern(&mut self, wait: bool) -> Result<Option<InvalidPattern>> {
+        match self.sddmm.as_mut() {
+            Some(unplanned) => unplanned.invalid_pattern(wait),
+            None => Ok(None),
+        }
+    }
+
     unsafe fn host_indices<'a>(&self, ptr: *const i32, len: usize, name: &str) -> Result<Cow<'a, [i32]>> {
         if let memory::Location::Device(_) = memory::locate(ptr.cast()) {
             let gpu = self.lead()?;
@@ -362,9 +596,98 @@ impl SddmmPatterns for CudaExecutor {
         let (m, n, nnz) = (plan.rows(), plan.cols(), plan.nnz());
         let row_ptr = DeviceBuffer::from_host(&gpu, pattern.ptr, stream, "the plan's row pointers")?.resident();
         let col_ind = DeviceBuffer::from_host(&gpu, pattern.idx, stream, "the plan's column indices")?.resident();
-        let coo_rows = coo_rows(&gpu, stream, m, nnz, row_ptr.ptr(), 0)?.resident();
-        let band_order = band_order(&gpu, stream, m, n, nnz, row_ptr.ptr(), col_ind.ptr(), 0)?.resident();
+        let coo_rows_memory = DeviceBuffer::alloc(&gpu, nnz * 4, stream, "the plan's COO row indices")?.resident();
+        coo_rows(&gpu, stream, (m, n, nnz), row_ptr.ptr(), col_ind.ptr(), 0, coo_rows_memory.ptr(), None)?;
+        let layout = OrderLayout::new(&gpu, m, n, nnz);
+        let order = DeviceBuffer::alloc(&gpu, nnz * 4, stream, "the plan's band order")?.resident();
+        let scratch = DeviceBuffer::alloc(&gpu, layout.scratch_bytes, stream, "the column histograms")?;
+        let pattern = (row_ptr.ptr(), col_ind.ptr(), 0);
+        band_order(&gpu, stream, &layout, (m, n, nnz), pattern, order.ptr(), scratch.ptr())?;
         gpu.synchronize(stream)?;
-        Ok(Some(Box::new(DevicePlan { ordinal: gpu.ordinal, row_ptr, col_ind, coo_rows, band_order })))
+        Ok(Some(Box::new(DevicePlan {
+            ordinal: gpu.ordinal,
+            row_ptr,
+            col_ind,
+            coo_rows: coo_rows_memory,
+            band_order: order,
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `sd_report` as the kernels leave it for a 3×4 one-based pattern of 5 entries whose rowPtr
+    /// reads `first`, `last`, with the faults given as (position, value) pairs, after `calls` invalid
+    /// calls.
+    fn report_words(
+        (first, last): (i32, i32),
+        decrease: Option<(usize, i32, i32)>,
+        column: Option<(usize, i32)>,
+        calls: u64,
+    ) -> [u64; report::WORDS] {
+        let mut words = [0u64; report::WORDS];
+        words[report::INVALID_CALLS] = calls;
+        words[report::ROWS] = 3;
+        words[report::COLS] = 4;
+        words[report::NNZ] = 5;
+        words[report::BASE] = 1;
+        // The kernels store ints in long long words: sign-extended.
+        words[report::FIRST] = first as i64 as u64;
+        words[report::LAST] = last as i64 as u64;
+        if let Some((at, value, previous)) = decrease {
+            words[report::DECREASE] = fault_word(at, value);
+            words[report::DECREASE_PREVIOUS] = fault_word(at, previous);
+        }
+        if let Some((at, value)) = column {
+            words[report::COLUMN] = fault_word(at, value);
+        }
+        words
+    }
+
+    fn message(words: &[u64; report::WORDS]) -> String {
+        reported_pattern(words).unwrap().error(false).message
+    }
+
+    #[test]
+    fn fault_words_keep_the_first_position_under_atomic_max() {
+        // atomicMax over the words of several faults keeps the one a scan from the start meets first,
+        // whatever the values (negative ones included).
+        let faults = [(7usize, -3i32), (2, i32::MAX), (2_000_000_000, 0), (2, i32::MIN), (0, -1)];
+        for &(p, v) in &faults {
+            for &(q, w) in &faults {
+                if p < q {
+                    assert!(fault_word(p, v) > fault_word(q, w), "({p}, {v}) against ({q}, {w})");
+                }
+            }
+            assert_ne!(fault_word(p, v), 0, "a fault is never the empty word");
+            assert_eq!(position_and_value(fault_word(p, v)), (p, v));
+        }
+        assert_eq!(position_and_value(fault_word(i32::MAX as usize, i32::MIN)), (i32::MAX as usize, i32::MIN));
+    }
+
+    #[test]
+    fn a_reported_pattern_names_its_fault_as_the_host_validation_does() {
+        // The host's order: rowPtr[0], rowPtr[m], a decrease, a column; each as the host says it.
+        let all_faults = report_words((0, 5), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&all_faults), "rowPtr[0] = 0 but the index base is 1");
+        let last = report_words((1, -7), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&last), "rowPtr[3] - base = -8 does not match nnz = 5");
+        let decrease = report_words((1, 6), Some((2, 1, 4)), Some((3, 9)), 1);
+        assert_eq!(message(&decrease), "rowPtr decreases: rowPtr[2] = 1 < rowPtr[1] = 4");
+        let column = report_words((1, 6), None, Some((3, -9)), 1);
+        assert_eq!(message(&column), "colInd[3] = -9 is outside [1, 5) (cols = 4)");
+        let later = report_words((1, 6), None, Some((3, 9)), 3);
+        assert_eq!(
+            message(&later),
+            "colInd[3] = 9 is outside [1, 5) (cols = 4); 2 later calls' patterns were invalid too"
+        );
+        let earlier = reported_pattern(&column).unwrap().error(true);
+        assert_eq!(earlier.status, crate::error::Status::InvalidSparseMatrix);
+        assert!(earlier.message.contains("m = 3, n = 4, nnz = 5"), "{}", earlier.message);
+        assert!(earlier.message.ends_with(": colInd[3] = -9 is outside [1, 5) (cols = 4)"), "{}", earlier.message);
+        // Invalid without a fault cannot come from the kernels; it is an internal error, never a guess.
+        assert!(reported_pattern(&report_words((1, 6), None, None, 1)).is_err());
     }
 }

@@ -14,8 +14,8 @@
 //! cannot stall the product and results do not depend on timing.
 
 use super::kernels::SMAT;
-use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
-use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
+use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
+use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::alloc::{byte_count, element_count, try_reserve, try_vec};
 use crate::error::{Error, Result};
 use crate::kernel_args;
@@ -67,7 +67,7 @@ struct DeviceTiles {
     split_list: CUdeviceptr,
     slots: usize,
     /// The slots' partial sums (`tile_rows · n` compute values each), kept between calls.
-    partials: Mutex<Option<Partials>>,
+    partials: Mutex<Option<memory::Workspace>>,
 }
 
 /// How the tile kernels share out the tiles: one work item (a thread block along the grid's x) per
@@ -136,48 +136,41 @@ struct DeviceRows {
     long_out_rows: CUdeviceptr,
     /// The segments' partial sums, kept between calls: allocating them per call costs more than a
     /// small product when the memory pool has returned its memory at the last synchronisation.
-    partials: Mutex<Option<Partials>>,
+    partials: Mutex<Option<memory::Workspace>>,
 }
 
-/// A workspace for partial sums and the event recorded after the last call that used it: a call on
-/// another stream waits for that event before it writes the workspace again.
-struct Partials {
-    buffer: DeviceBuffer,
-    released: Event,
+/// A [`memory::Workspace`] of partial sums held by one call, from [`HeldWorkspace::take`] to
+/// [`HeldWorkspace::release`].
+struct HeldWorkspace<'a> {
+    held: std::sync::MutexGuard<'a, Option<memory::Workspace>>,
+    ptr: CUdeviceptr,
 }
 
-/// A [`Partials`] held by one call, from [`Workspace::take`] to [`Workspace::release`].
-struct Workspace<'a>(std::sync::MutexGuard<'a, Option<Partials>>);
-
-impl<'a> Workspace<'a> {
+impl<'a> HeldWorkspace<'a> {
     /// The workspace of `holder`, at least `bytes` long, ready for work queued on `stream`.
     fn take(
-        holder: &'a Mutex<Option<Partials>>,
+        holder: &'a Mutex<Option<memory::Workspace>>,
         gpu: &Arc<GpuDevice>,
         stream: Stream,
         bytes: usize,
         what: &str,
-    ) -> Result<Workspace<'a>> {
-        let mut partials = holder.lock().unwrap_or_else(|p| p.into_inner());
-        match partials.as_ref() {
-            // The last user of the workspace may be another stream: wait for it.
-            Some(held) if held.buffer.bytes() >= bytes => held.released.wait_on(stream)?,
-            // A smaller one is freed as resident memory is: after all work on the device.
-            _ => {
-                let buffer = DeviceBuffer::alloc(gpu, bytes.max(1), stream, what)?.resident();
-                *partials = Some(Partials { buffer, released: Event::new(gpu)? });
-            }
-        }
-        Ok(Workspace(partials))
+    ) -> Result<HeldWorkspace<'a>> {
+        let mut held = holder.lock().unwrap_or_else(|p| p.into_inner());
+        let workspace = match held.as_mut() {
+            Some(workspace) => workspace,
+            None => held.insert(memory::Workspace::new(gpu)?),
+        };
+        let ptr = workspace.take(gpu, stream, bytes, what)?;
+        Ok(HeldWorkspace { held, ptr })
     }
 
     fn ptr(&self) -> CUdeviceptr {
-        self.0.as_ref().expect("a taken workspace exists").buffer.ptr()
+        self.ptr
     }
 
     /// Marks the work queued on `stream` so far as the workspace's last use.
     fn release(self, stream: Stream) -> Result<()> {
-        self.0.as_ref().expect("a taken workspace exists").released.record(stream)
+        self.held.as_ref().expect("a taken workspace exists").release(stream)
     }
 }
 
@@ -467,11 +460,11 @@ unsafe fn spmm<T: GpuSpmmElement>(
         // Only a matrix with split block rows needs the partial sums.
         let workspace = if tiles.slots > 0 {
             let bytes = partial_bytes::<T::Compute>(tiles.slots * tiles.tile_rows, n, "the tile partial sums")?;
-            Some(Workspace::take(&tiles.partials, gpu, stream, bytes, "the tile partial sums")?)
+            Some(HeldWorkspace::take(&tiles.partials, gpu, stream, bytes, "the tile partial sums")?)
         } else {
             None
         };
-        let partial = workspace.as_ref().map_or(0, Workspace::ptr);
+        let partial = workspace.as_ref().map_or(0, HeldWorkspace::ptr);
         let (items, columns, values, out_rows) = (tiles.item_list, tiles.columns, tiles.tiles, tiles.out_rows);
         // The staged kernel copies 8-column chunks of row-major B with cp.async (16-byte aligned rows)
         // and writes C by column pairs (4-byte aligned).
@@ -622,7 +615,8 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
         if csr.segments > 0 {
             let partial_bytes = partial_bytes::<T::Compute>(csr.segments, n, "the long-row partial sums")?;
-            let workspace = Workspace::take(&csr.partials, gpu, stream, partial_bytes, "the long-row partial sums")?;
+            let workspace =
+                HeldWorkspace::take(&csr.partials, gpu, stream, partial_bytes, "the long-row partial sums")?;
             let partial_ptr = workspace.ptr();
             let f = gpu.function(&SMAT, &format!("smat_segments_{}{suffix}", T::NAME))?;
             crate::log::note(|| {
