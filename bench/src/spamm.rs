@@ -165,7 +165,7 @@ impl Handle {
                     bm,
                     ni,
                     target,
-                    // Issue 4: within 1 % of the target (a 5 % product lands between 4.95 and 5.05 %).
+                    // Within 1 % of the target: a 5 % product lands between 4.95 and 5.05 %.
                     target * 0.01,
                     30,
                     &mut tau,
