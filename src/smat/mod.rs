@@ -492,26 +492,28 @@ fn choose_tiles(
         .collect();
     if format == StorageFormat::Auto {
         let budget = MEMORY_BUDGET * csr_bytes(value_type, rows, nnz);
-        let (mut block_rows, mut blocks, mut entries_in_tiles) = (0, 0, 0);
-        for (s, _) in shapes.iter().zip(&in_tiles).filter(|(_, t)| **t) {
-            (block_rows, blocks, entries_in_tiles) =
-                (block_rows + 1, blocks + tiles_of(s), entries_in_tiles + s.entries);
+        // Rows of block row b: the last one may be partial.
+        let rows_of = |b: usize| tile.rows.min(rows - b * tile.rows);
+        let (mut rows_in_tiles, mut blocks, mut entries_in_tiles) = (0, 0, 0);
+        for (b, s) in shapes.iter().enumerate().filter(|(b, _)| in_tiles[*b]) {
+            (rows_in_tiles, blocks, entries_in_tiles) =
+                (rows_in_tiles + rows_of(b), blocks + tiles_of(s), entries_in_tiles + s.entries);
         }
-        let bytes = |block_rows: usize, blocks: usize, entries_in_tiles: usize| {
-            // Rows in tiles counted whole: a partial last block row only overestimates.
-            let csr_rows = rows.saturating_sub(block_rows * tile.rows);
-            storage_bytes(value_type, tile, block_rows, blocks, csr_rows, nnz - entries_in_tiles)
+        // As MatrixInfo::bytes counts the analysed matrix.
+        let bytes = |rows_in_tiles: usize, blocks: usize, entries_in_tiles: usize| {
+            let block_rows = rows_in_tiles.div_ceil(tile.rows);
+            storage_bytes(value_type, tile, block_rows, blocks, rows - rows_in_tiles, nnz - entries_in_tiles)
         };
-        if bytes(block_rows, blocks, entries_in_tiles) > budget {
+        if bytes(rows_in_tiles, blocks, entries_in_tiles) > budget {
             let mut by_fill: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
             by_fill.sort_by(|&x, &y| fill(&shapes[x]).total_cmp(&fill(&shapes[y])));
             for b in by_fill {
-                if bytes(block_rows, blocks, entries_in_tiles) <= budget {
+                if bytes(rows_in_tiles, blocks, entries_in_tiles) <= budget {
                     break;
                 }
                 in_tiles[b] = false;
-                (block_rows, blocks, entries_in_tiles) =
-                    (block_rows - 1, blocks - tiles_of(&shapes[b]), entries_in_tiles - shapes[b].entries);
+                (rows_in_tiles, blocks, entries_in_tiles) =
+                    (rows_in_tiles - rows_of(b), blocks - tiles_of(&shapes[b]), entries_in_tiles - shapes[b].entries);
             }
         }
     }
