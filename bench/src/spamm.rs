@@ -398,20 +398,7 @@ fn case(
         m.ours_wall_ms = Some(t.wall_ms);
         m.valid_ratio = Some(stats.validRatio);
         let ours = download_as(&b.gpu, ty, &c_ours, n * n)?;
-        let (err, norm) = crate::gpu::relative_error(&ours, &reference);
-        m.error = Some(err);
-        let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
-        m.error_bound = Some(bound);
-        // The bound holds against the exact product; the vendor's result differs from that by
-        // rounding, which the type's tolerance covers.
-        let allowed = bound * 1.001 + tolerance(ty);
-        if !crate::gpu::within(err, allowed) {
-            m.verdict = Verdict::Mismatch(format!(
-                "relative error {err:.3e} against {} exceeds {allowed:.3e} (reported bound {bound:.3e} + tolerance {:.0e})",
-                Cublas::gemm_name(ty),
-                tolerance(ty)
-            ));
-        }
+        judge(m, ty, &ours, &reference, stats.errorBound);
         Ok(())
     };
     let counts = b.device_counts(1);
@@ -533,16 +520,28 @@ fn budget_case(
     m.tau = Some(tau);
     m.valid_ratio = Some(stats.validRatio);
     let ours = download_as(gpu, ty, &c_ours, n * n)?;
-    let (err, _) = crate::gpu::relative_error(&ours, &reference);
-    let bound = stats.errorBound / norm.max(f64::MIN_POSITIVE);
+    judge(m, ty, &ours, &reference, stats.errorBound);
+    m.note = format!("budget {relative_budget:e}·‖C‖_F; the search of tau is inside the timed call");
+    Ok(())
+}
+
+/// Our C against the vendor's: the relative error and the reported bound of ‖C_exact − C‖_F
+/// (`error_bound`, relative to ‖C_vendor‖_F once recorded) into `m`, and a mismatch where the error
+/// exceeds the bound: it holds against the exact product, from which the vendor's result differs by
+/// rounding, which the type's tolerance covers.
+fn judge(m: &mut Measurement, ty: ValueType, ours: &[f64], reference: &[f64], error_bound: f64) {
+    let (err, norm) = crate::gpu::relative_error(ours, reference);
+    let bound = error_bound / norm.max(f64::MIN_POSITIVE);
     m.error = Some(err);
     m.error_bound = Some(bound);
-    m.note = format!("budget {relative_budget:e}·‖C‖_F; the search of tau is inside the timed call");
     let allowed = bound * 1.001 + tolerance(ty);
     if !crate::gpu::within(err, allowed) {
-        m.verdict = Verdict::Mismatch(format!("relative error {err:.3e} exceeds the bound {bound:.3e} + tolerance"));
+        m.verdict = Verdict::Mismatch(format!(
+            "relative error {err:.3e} against {} exceeds {allowed:.3e} (reported bound {bound:.3e} + tolerance {:.0e})",
+            Cublas::gemm_name(ty),
+            tolerance(ty)
+        ));
     }
-    Ok(())
 }
 
 /// What host arrays cost a caller: spammSgemm on the exponential-decay input at the τ of

@@ -128,11 +128,7 @@ impl OrderLayout {
         let bands = m.div_ceil(BAND_ROWS);
         let columns = n.max(1);
         let blocks = bands.min(device.multiprocessors * 8).min((ORDER_SCRATCH_COUNTERS / columns).max(1)).max(1);
-        OrderLayout {
-            blocks,
-            order_bytes: (nnz * 4).next_multiple_of(ARRAY_ALIGNMENT),
-            scratch_bytes: blocks * columns * 4,
-        }
+        OrderLayout { blocks, order_bytes: word_array_bytes(nnz), scratch_bytes: blocks * columns * 4 }
     }
 }
 
@@ -432,7 +428,7 @@ fn run_unplanned<T: Element>(
     match algorithm {
         SddmmAlgorithm::Tiled => {
             let layout = OrderLayout::new(gpu, op.m, op.n, op.nnz);
-            let order = memory + rows_bytes(op.nnz) as u64;
+            let order = memory + word_array_bytes(op.nnz) as u64;
             let scratch = order + layout.order_bytes as u64;
             band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch)?;
             tiled(gpu, stream, op, order, rows)
@@ -441,9 +437,9 @@ fn run_unplanned<T: Element>(
     }
 }
 
-/// Bytes of the COO rows of `nnz` entries where other arrays follow them in one allocation.
-fn rows_bytes(nnz: usize) -> usize {
-    (nnz * 4).next_multiple_of(ARRAY_ALIGNMENT)
+/// Bytes of an array of `count` 32-bit words where other arrays follow it in one allocation.
+fn word_array_bytes(count: usize) -> usize {
+    (count * 4).next_multiple_of(ARRAY_ALIGNMENT)
 }
 
 /// The workspace bytes [`run_unplanned`] uses.
@@ -451,7 +447,7 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
     match algorithm {
         SddmmAlgorithm::Tiled => {
             let layout = OrderLayout::new(gpu, m, n, nnz);
-            rows_bytes(nnz) + layout.order_bytes + layout.scratch_bytes
+            word_array_bytes(nnz) + layout.order_bytes + layout.scratch_bytes
         }
         SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => nnz * 4,
     }
