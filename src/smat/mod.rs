@@ -312,8 +312,8 @@ impl MatrixInfo {
     /// indices and pointers), not counting the schedule of its long rows (a few bytes per segment);
     /// [`StorageFormat::Auto`] keeps it within [`MEMORY_BUDGET`] CSR sizes.
     pub fn bytes(&self) -> usize {
-        let block_rows = self.rows_in_tiles.div_ceil(self.tile.rows);
-        storage_bytes(self.value_type, self.tile, block_rows, self.blocks, self.rows_in_csr, self.entries_in_csr)
+        let csr_part = (self.rows_in_csr, self.entries_in_csr);
+        analysed_bytes(self.value_type, self.tile, self.rows_in_tiles, self.blocks, csr_part)
     }
 
     /// Bytes of the caller's CSR (32-bit indices, element type values).
@@ -330,18 +330,20 @@ fn csr_bytes(value_type: ValueType, rows: usize, nnz: usize) -> usize {
     4 * (rows + 1) + nnz * (4 + value_type.size())
 }
 
-/// Tiles: a pointer and `tile.rows` output rows per block row, `tile.cols` column indices and `area`
-/// values per tile; CSR part: a pointer and an output row per row, a column index and a value per entry.
-fn storage_bytes(
+/// [`MatrixInfo::bytes`] of a matrix with `rows_in_tiles` rows in `blocks` tiles and the rest,
+/// `(rows, entries)`, in CSR: what [`StorageFormat::Auto`]'s memory budget is checked against too.
+/// Tiles: a pointer and `tile.rows` output rows per block row (a partial one counted whole),
+/// `tile.cols` column indices and `area` values per tile; CSR part: a pointer and an output row per
+/// row, a column index and a value per entry.
+fn analysed_bytes(
     value_type: ValueType,
     tile: Tile,
-    block_rows: usize,
+    rows_in_tiles: usize,
     blocks: usize,
-    csr_rows: usize,
-    csr_entries: usize,
+    (csr_rows, csr_entries): (usize, usize),
 ) -> usize {
     let s = value_type.size();
-    (4 + 4 * tile.rows) * block_rows
+    (4 + 4 * tile.rows) * rows_in_tiles.div_ceil(tile.rows)
         + (4 * tile.cols + tile.area() * s) * blocks
         + 8 * csr_rows
         + (4 + s) * csr_entries
@@ -499,10 +501,9 @@ fn choose_tiles(
             (rows_in_tiles, blocks, entries_in_tiles) =
                 (rows_in_tiles + rows_of(b), blocks + tiles_of(s), entries_in_tiles + s.entries);
         }
-        // As MatrixInfo::bytes counts the analysed matrix.
         let bytes = |rows_in_tiles: usize, blocks: usize, entries_in_tiles: usize| {
-            let block_rows = rows_in_tiles.div_ceil(tile.rows);
-            storage_bytes(value_type, tile, block_rows, blocks, rows - rows_in_tiles, nnz - entries_in_tiles)
+            let csr_part = (rows - rows_in_tiles, nnz - entries_in_tiles);
+            analysed_bytes(value_type, tile, rows_in_tiles, blocks, csr_part)
         };
         if bytes(rows_in_tiles, blocks, entries_in_tiles) > budget {
             let mut by_fill: Vec<usize> = (0..shapes.len()).filter(|&b| in_tiles[b]).collect();
