@@ -1,12 +1,14 @@
-// MSREP SpMV kernels: one partition of pCSR / pCSC / pCOO per launch, on the device that holds it,
-// plus the merge of partial results on the lead device (src/backend/cuda/msrep.rs orders them).
+// MSREP SpMV kernels: the pCSR partitions of a device in one launch (a batch), pCSC / pCOO one
+// partition per launch, on the device that holds them, plus the merge of partial results on the lead
+// device (src/backend/cuda/msrep.rs orders them).
 //
 // Row results of a partition go one of two ways:
 // - "finish" (pCSR partitions on the lead device): rows only this partition touches are finished in
 //   place, y = α·s + β·y (β = 0 never reads y); the raw sums of its split first / last row go to
 //   shared[0] / shared[1] for the merge, which applies β once to those rows;
 // - "raw" (pCOO, and every partition on another device): raw sums s of all its rows go to a partial
-//   vector, which finish_partial later turns into the same y / shared writes on the lead device.
+//   vector, which finish_partial (finish_batch for a pCSR batch) later turns into the same y / shared
+//   writes on the lead device.
 
 // The sum of a product term, accumulated in the element type (as the CPU specification does).
 template <typename T>
@@ -27,70 +29,188 @@ __device__ __forceinline__ void msrep_emit(int j, int n, T s, int start_flag, in
     }
 }
 
-// Vectorised pCSR: a group of G lanes (G = 1..32, chosen from the partition's average row length as
-// cuSPARSE-style kernels do) per local row; lanes stride over the row's entries, then reduce by
-// shuffles within the group. Rows are handed out grid-stride; a group's lanes always agree on the row,
-// so the group mask below is exact even when other groups of the warp have finished.
-// Rows longer than `long_row` entries are skipped here: power-law matrices (R-MAT) have a few rows of
-// tens of thousands of entries, which one small group would work through long after every other warp
-// finished; csr_long_rows gives each of those a whole block instead (the host lists them at upload,
-// with the same threshold), balancing nonzeros rather than rows per worker.
+// pCSR runs as batches: the partitions of one device concatenated (their local pointers offset into
+// one pointer array), so that one launch covers them all and a device's partition count costs nothing
+// per call. Row j of partition p is "virtual" row parts[p].row_base + j of its batch.
+struct MsrepCsrPart {
+    int row_base;     // its first virtual row
+    int rows;         // its rows (the span of its entries, empty rows included)
+    int y_offset;     // its first row of y (finish mode)
+    int shared_slot;  // 2·(partition index): slots of its split first / last row's sum
+    int start_flag;
+    int end_flag;
+};
+
+// Rows of a batch by how many lanes each gets, passed by value. Class k holds positions
+// first[k]..first[k+1] of the row list (of the virtual rows themselves when there is no list: one
+// class), each row taken by a group of lanes[k] lanes, on blocks block_first[k]..block_first[k+1] of
+// the grid after the chunk blocks.
+#define MSREP_MAX_CLASSES 6
+struct MsrepRowClasses {
+    int count;
+    int lanes[MSREP_MAX_CLASSES];
+    int first[MSREP_MAX_CLASSES + 1];
+    int block_first[MSREP_MAX_CLASSES + 1];
+};
+
+// A piece of a long row, summed by one block. The chunks of a row are consecutive in the chunk list.
+struct MsrepChunk {
+    int row;         // virtual row
+    int begin;       // entries begin..end of the batch
+    int end;
+    int first;       // the row's first chunk
+    int count;       // the row's chunks
+    int long_index;  // the row's completion counter
+};
+
+// The partition of virtual row v: `known` if it holds v (rows come in increasing order to each
+// thread, so it mostly does), else found by binary search on row_base.
+__device__ __forceinline__ MsrepCsrPart batch_part(int v, const MsrepCsrPart& known,
+                                                   const MsrepCsrPart* __restrict__ parts, int part_count) {
+    if (v >= known.row_base && v < known.row_base + known.rows) return known;
+    int lo = 0, hi = part_count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (parts[mid].row_base <= v) lo = mid; else hi = mid - 1;
+    }
+    return parts[lo];
+}
+
+// No partition yet: batch_part looks the first one up.
+__device__ __forceinline__ MsrepCsrPart no_part() {
+    MsrepCsrPart p = {0, 0, 0, 0, 0, 0};
+    return p;
+}
+
+// Where virtual row v's sum goes: raw[v] (raw mode: partitions of another device), else finished
+// into y or a shared slot as msrep_emit says for its partition (`part`, kept between calls).
+template <typename T>
+__device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const MsrepCsrPart* __restrict__ parts,
+                                           int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
+    if (raw) {
+        raw[v] = s;
+        return;
+    }
+    part = batch_part(v, part, parts, part_count);
+    msrep_emit(v - part.row_base, part.rows, s, part.start_flag, part.end_flag, alpha, beta, y + part.y_offset,
+               shared + part.shared_slot);
+}
+
+// Vectorised CSR over one class: a group of G lanes (G = 1..32) per row; lanes stride over the
+// row's entries, then reduce by shuffles within the group. Rows are handed out grid-stride over the
+// class's blocks; a group's lanes always agree on the row, so the group mask is exact even when other
+// groups of the warp have finished. Rows longer than long_row belong to the chunk blocks.
 template <typename T, int G>
-__device__ void csr_partition(int n, const int* __restrict__ ptr, const int* __restrict__ idx,
-                              const T* __restrict__ val, const T* __restrict__ x, T alpha, T beta, T* out,
-                              int finish, int start_flag, int end_flag, T* shared, int long_row) {
+__device__ void batch_rows(int block, int blocks, int first, int count, const int* __restrict__ row_list,
+                           const int* __restrict__ ptr, const int* __restrict__ idx, const T* __restrict__ val,
+                           const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count, T alpha,
+                           T beta, T* y, T* shared, T* raw, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
-    const sgpu_i64 group = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
-    const sgpu_i64 groups = (sgpu_i64)gridDim.x * blockDim.x / G;
-    for (sgpu_i64 j = group; j < n; j += groups) {
-        const int begin = ptr[j], end = ptr[j + 1];
+    const int group = (int)(((sgpu_i64)block * blockDim.x + threadIdx.x) / G);
+    const int groups = (int)((sgpu_i64)blocks * blockDim.x / G);
+    MsrepCsrPart part = no_part();
+    for (int i = group; i < count; i += groups) {
+        const int v = row_list ? row_list[first + i] : first + i;
+        const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
         T s = 0;
         for (int e = begin + (int)lane; e < end; e += G) s += val[e] * x[idx[e]];
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
-        if (lane == 0) {
-            if (finish) {
-                msrep_emit((int)j, n, s, start_flag, end_flag, alpha, beta, out, shared);
-            } else {
-                out[j] = s;
-            }
-        }
+        if (lane == 0) batch_emit(v, s, part, parts, part_count, alpha, beta, y, shared, raw);
     }
 }
 
-// pCSR long rows (listed in `rows`, local indices): one block per row, blocks grid-stride over the
-// list. Threads stride over the row, warps reduce by shuffles, then thread 0 adds the warps' sums in
-// warp order: no atomics, so the result is deterministic (the same bits on every run), though summed in
-// another order than the CPU backend's sequential loop (tests allow rounding differences).
-// blockDim.x is a multiple of 32, at most 1024.
+// One chunk of a long row per block: threads stride over the chunk, warps reduce by shuffles, thread 0
+// adds the warps' sums in warp order. A row of one chunk is emitted at once; otherwise each chunk
+// leaves its sum in chunk_sums, and the last of the row's blocks to finish (a counter per long row,
+// reset for the next call) adds them in chunk order and emits the row. No floating-point atomics: the
+// result is the same bits on every run, though summed in another order than the CPU backend's loop.
 template <typename T>
-__device__ void csr_long_rows(int count, const int* __restrict__ rows, int n, const int* __restrict__ ptr,
-                              const int* __restrict__ idx, const T* __restrict__ val, const T* __restrict__ x,
-                              T alpha, T beta, T* out, int finish, int start_flag, int end_flag, T* shared) {
+__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const int* __restrict__ idx,
+                            const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                            int part_count, T alpha, T beta, T* y, T* shared, T* raw, T* chunk_sums,
+                            unsigned* counters) {
     __shared__ T warp_sums[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (int i = blockIdx.x; i < count; i += gridDim.x) {
-        const int j = rows[i];
-        const int end = ptr[j + 1];
-        T s = 0;
-        for (int e = ptr[j] + (int)threadIdx.x; e < end; e += blockDim.x) s += val[e] * x[idx[e]];
+    T s = 0;
+    for (int e = c.begin + (int)threadIdx.x; e < c.end; e += blockDim.x) s += val[e] * x[idx[e]];
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0) warp_sums[warp] = s;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            T total = 0;
-            for (int w = 0; w < warps; ++w) total += warp_sums[w];
-            if (finish) {
-                msrep_emit(j, n, total, start_flag, end_flag, alpha, beta, out, shared);
-            } else {
-                out[j] = total;
-            }
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) warp_sums[warp] = s;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    T total = 0;
+    for (int w = 0; w < warps; ++w) total += warp_sums[w];
+    MsrepCsrPart part = no_part();
+    if (c.count == 1) {
+        batch_emit(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw);
+        return;
+    }
+    chunk_sums[chunk_index] = total;
+    __threadfence();  // the sum is visible before the counter says so
+    if (atomicAdd(counters + c.long_index, 1u) != (unsigned)c.count - 1) return;
+    __threadfence();
+    T row_sum = 0;
+    for (int k = 0; k < c.count; ++k) row_sum += __ldcg(chunk_sums + c.first + k);
+    counters[c.long_index] = 0;
+    batch_emit(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw);
+}
+
+// A batch: blocks 0..chunk_count take one chunk each, the rest the row classes.
+template <typename T>
+__device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ idx, const T* __restrict__ val,
+                          const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count,
+                          const int* __restrict__ row_list, const MsrepRowClasses& classes,
+                          const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums, unsigned* counters,
+                          T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
+    int b = blockIdx.x;
+    if (b < chunk_count) {
+        batch_chunk(b, chunks[b], idx, val, x, parts, part_count, alpha, beta, y, shared, raw, chunk_sums, counters);
+        return;
+    }
+    b -= chunk_count;
+    // The block's class. Unrolled so that every index into the parameter is a constant: a dynamic
+    // index would copy the structure to local memory in every thread (ncu, the suite's band in f32: 35 µs
+    // a launch against 19).
+    int lanes = classes.lanes[0], first = classes.first[0], last = classes.first[1];
+    int block_first = classes.block_first[0], block_last = classes.block_first[1];
+#pragma unroll
+    for (int c = 1; c < MSREP_MAX_CLASSES; ++c) {
+        if (c < classes.count && b >= classes.block_first[c]) {
+            lanes = classes.lanes[c];
+            first = classes.first[c];
+            last = classes.first[c + 1];
+            block_first = classes.block_first[c];
+            block_last = classes.block_first[c + 1];
         }
-        __syncthreads();  // warp_sums is reused by the next row
+    }
+    const int block = b - block_first, blocks = block_last - block_first, count = last - first;
+#define MSREP_CLASS(G)                                                                                              \
+    case G:                                                                                                         \
+        batch_rows<T, G>(block, blocks, first, count, row_list, ptr, idx, val, x, parts, part_count, alpha, beta, y, \
+                         shared, raw, long_row);                                                                    \
+        break;
+    switch (lanes) {
+        MSREP_CLASS(1)
+        MSREP_CLASS(2)
+        MSREP_CLASS(4)
+        MSREP_CLASS(8)
+        MSREP_CLASS(16)
+        MSREP_CLASS(32)
+    }
+#undef MSREP_CLASS
+}
+
+// Raw sums of a batch of another device (copied to the lead device) finished into y / shared slots.
+template <typename T>
+__device__ void finish_batch(int rows, const T* __restrict__ raw, const MsrepCsrPart* __restrict__ parts, int part_count,
+                             T alpha, T beta, T* y, T* shared) {
+    MsrepCsrPart part = no_part();
+    for (sgpu_i64 v = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; v < rows; v += (sgpu_i64)gridDim.x * blockDim.x) {
+        batch_emit((int)v, raw[v], part, parts, part_count, alpha, beta, y, shared, (T*)nullptr);
     }
 }
 
@@ -147,32 +267,32 @@ __device__ void finish_partial(int n, const T* __restrict__ partial, int start_f
     }
 }
 
-// Merged rows (split between partitions, or in no partition) start as β·y (0 without reading y when
-// β = 0). The rows are `segments` runs: run k starts at row starts[k] and covers flat positions
-// offsets[k]..offsets[k+1] of `total`; a binary search maps a flat position to its run.
+// Merged rows (split between partitions, or in no partition): y = β·y (0 without reading y when
+// β = 0) plus α·s of every partition sharing the row, in partition order (as the CPU merge adds them),
+// one launch for all. The rows are `segments` runs: run k starts at row starts[k] and covers flat
+// positions offsets[k]..offsets[k+1] of `total`; a binary search maps a flat position to its run.
+// Shared row i is rows[i] (increasing), its sums are shared[slot[k]] for k in first[i]..first[i+1].
 template <typename T>
-__device__ void scale_merged_rows(sgpu_i64 total, const int* __restrict__ starts, const sgpu_i64* __restrict__ offsets,
-                                  int segments, T beta, T* y) {
+__device__ void merge_rows(sgpu_i64 total, const int* __restrict__ starts, const sgpu_i64* __restrict__ offsets,
+                           int segments, int shared_count, const int* __restrict__ rows, const int* __restrict__ first,
+                           const int* __restrict__ slot, const T* __restrict__ shared, T alpha, T beta, T* y) {
     for (sgpu_i64 t = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (sgpu_i64)gridDim.x * blockDim.x) {
         int lo = 0, hi = segments - 1;
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;
             if (offsets[mid] <= t) lo = mid; else hi = mid - 1;
         }
-        T* p = y + starts[lo] + (t - offsets[lo]);
-        *p = beta == (T)0 ? (T)0 : beta * *p;
-    }
-}
-
-// Adds α·s of every partition sharing a row, in partition order (as the CPU merge does): shared row i
-// is rows[i], its sums are shared[slot[k]] for k in first[i]..first[i+1].
-template <typename T>
-__device__ void add_shared_rows(int count, const int* __restrict__ rows, const int* __restrict__ first,
-                                const int* __restrict__ slot, const T* __restrict__ shared, T alpha, T* y) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-        T acc = y[rows[i]];
-        for (int k = first[i]; k < first[i + 1]; ++k) acc += alpha * shared[slot[k]];
-        y[rows[i]] = acc;
+        const int row = starts[lo] + (int)(t - offsets[lo]);
+        T acc = beta == (T)0 ? (T)0 : beta * y[row];
+        int a = 0, b = shared_count;  // the first shared row at or after `row`
+        while (a < b) {
+            const int mid = (a + b) / 2;
+            if (rows[mid] < row) a = mid + 1; else b = mid;
+        }
+        if (a < shared_count && rows[a] == row) {
+            for (int k = first[a]; k < first[a + 1]; ++k) acc += alpha * shared[slot[k]];
+        }
+        y[row] = acc;
     }
 }
 
@@ -186,28 +306,29 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     }
 }
 
-#define MSREP_CSR(T, S, G)                                                                                          \
-    extern "C" __global__ void msrep_csr_##S##_g##G(int n, const int* ptr, const int* idx, const T* val,          \
-                                                    const T* x, T alpha, T beta, T* out, int finish,             \
-                                                    int start_flag, int end_flag, T* shared, int long_row) {     \
-        csr_partition<T, G>(n, ptr, idx, val, x, alpha, beta, out, finish, start_flag, end_flag, shared, long_row); \
-    }                                                                                                             \
+#define MSREP_CSC(T, S, G)                                                                                          \
     extern "C" __global__ void msrep_csc_##S##_g##G(int n, const int* ptr, const int* idx, const T* val,          \
                                                     const T* x_part, T* acc) {                                   \
         csc_partition<T, G>(n, ptr, idx, val, x_part, acc);                                                       \
     }
 
 #define MSREP_TYPE(T, S)                                                                                            \
-    MSREP_CSR(T, S, 1)                                                                                              \
-    MSREP_CSR(T, S, 2)                                                                                              \
-    MSREP_CSR(T, S, 4)                                                                                              \
-    MSREP_CSR(T, S, 8)                                                                                              \
-    MSREP_CSR(T, S, 16)                                                                                             \
-    MSREP_CSR(T, S, 32)                                                                                             \
-    extern "C" __global__ void msrep_csr_long_##S(int count, const int* rows, int n, const int* ptr,               \
-                                                  const int* idx, const T* val, const T* x, T alpha, T beta,     \
-                                                  T* out, int finish, int start_flag, int end_flag, T* shared) { \
-        csr_long_rows<T>(count, rows, n, ptr, idx, val, x, alpha, beta, out, finish, start_flag, end_flag, shared); \
+    MSREP_CSC(T, S, 1)                                                                                              \
+    MSREP_CSC(T, S, 2)                                                                                              \
+    MSREP_CSC(T, S, 4)                                                                                              \
+    MSREP_CSC(T, S, 8)                                                                                              \
+    MSREP_CSC(T, S, 16)                                                                                             \
+    MSREP_CSC(T, S, 32)                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S(                                         \
+        const int* ptr, const int* idx, const T* val, const T* x, const MsrepCsrPart* parts, int part_count,      \
+        const int* row_list, MsrepRowClasses classes, const MsrepChunk* chunks, int chunk_count, T* chunk_sums,   \
+        unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {                            \
+        csr_batch<T>(ptr, idx, val, x, parts, part_count, row_list, classes, chunks, chunk_count, chunk_sums,      \
+                     counters, alpha, beta, y, shared, raw, long_row);                                            \
+    }                                                                                                             \
+    extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
+                                                      int part_count, T alpha, T beta, T* y, T* shared) {         \
+        finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \
     }                                                                                                             \
     extern "C" __global__ void msrep_coo_##S(sgpu_i64 nnz, const int* row, const int* col, const T* val,          \
                                              const T* x, T* partial) {                                            \
@@ -217,13 +338,11 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
                                                         T alpha, T beta, T* y_part, T* shared) {                 \
         finish_partial<T>(n, partial, start_flag, end_flag, alpha, beta, y_part, shared);                        \
     }                                                                                                             \
-    extern "C" __global__ void msrep_scale_merged_##S(sgpu_i64 total, const int* starts, const sgpu_i64* offsets,  \
-                                                      int segments, T beta, T* y) {                               \
-        scale_merged_rows<T>(total, starts, offsets, segments, beta, y);                                          \
-    }                                                                                                             \
-    extern "C" __global__ void msrep_add_shared_##S(int count, const int* rows, const int* first, const int* slot, \
-                                                    const T* shared, T alpha, T* y) {                            \
-        add_shared_rows<T>(count, rows, first, slot, shared, alpha, y);                                           \
+    extern "C" __global__ void msrep_merge_rows_##S(sgpu_i64 total, const int* starts, const sgpu_i64* offsets,     \
+                                                    int segments, int shared_count, const int* rows,              \
+                                                    const int* first, const int* slot, const T* shared, T alpha,  \
+                                                    T beta, T* y) {                                               \
+        merge_rows<T>(total, starts, offsets, segments, shared_count, rows, first, slot, shared, alpha, beta, y);   \
     }                                                                                                             \
     extern "C" __global__ void msrep_csc_merge_##S(int rows, const T* const* sources, int count, T alpha, T beta,  \
                                                    T* y) {                                                        \

@@ -43,10 +43,10 @@ pub struct TestHooks {
     /// partitions of other devices run (own stream, events, x and partials copied between devices),
     /// so that one GPU exercises the multi-device path.
     pub msrep_stage_lead_partitions: bool,
-    /// MSREP matrices this executor makes resident give each pCSR row longer than the long-row
-    /// threshold a block of its own. Off: the row-group kernel processes every row, as before long
-    /// rows were split off (a benchmark compares the two).
-    pub msrep_long_row_blocks: bool,
+    /// MSREP matrices this executor makes resident cut each pCSR row longer than the long-row
+    /// threshold into chunks of a block each. Off: the row groups process every row, long ones in the
+    /// widest group (a benchmark compares the two).
+    pub msrep_long_row_chunks: bool,
 }
 
 impl Default for TestHooks {
@@ -55,7 +55,7 @@ impl Default for TestHooks {
             spamm_shares_on_one_device: 1,
             spamm_fewest_shared_memory: false,
             msrep_stage_lead_partitions: false,
-            msrep_long_row_blocks: true,
+            msrep_long_row_chunks: true,
         }
     }
 }

@@ -65,7 +65,8 @@ fn device_lists() -> Vec<Vec<i32>> {
 }
 
 /// 400 rows of 0..4 entries but every 50th of 1000..2200 (some next to each other), so partitions
-/// hold several rows past the long-row threshold, first / last / only rows of a partition included.
+/// hold several rows past the long-row threshold (1024 entries; chunks of 2048, so rows of one and of
+/// two chunks), first / last / only rows of a partition included.
 fn power_law_rows<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
     let cols = 2500;
     let mut triplets = Vec::new();
@@ -104,7 +105,7 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (long_rows_csr(rng, 83, 70), "long rows"),
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
-        (power_law_rows(rng), "short rows and a few of 1000+ (a block per long row)"),
+        (power_law_rows(rng), "short rows and a few of 1000+ (chunks of long rows)"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
     ]
 }
@@ -392,9 +393,9 @@ fn rmat_timing() {
     let h = Handle::new(BackendKind::Cuda, &[0]);
     let bytes = nnz as f64 * 12.0 + n as f64 * (4.0 + 8.0 + 8.0 + 8.0);
     let mut first: Option<Vec<f64>> = None;
-    // Before / after: the row-group kernel alone, then with a block per long row.
-    for (long_row_blocks, np) in [(false, 1), (false, 4), (true, 1), (true, 4)] {
-        h.set_test_hooks(|hooks| hooks.msrep_long_row_blocks = long_row_blocks);
+    // Before / after: the row groups alone, then with long rows cut into chunks.
+    for (long_row_chunks, np) in [(false, 1), (false, 4), (true, 1), (true, 4)] {
+        h.set_test_hooks(|hooks| hooks.msrep_long_row_chunks = long_row_chunks);
         let m = create(&h, n, n, &input, IndexBase::Zero, np);
         let (alpha, beta) = (1.0f64, 0.0f64);
         let call = || {
@@ -420,7 +421,7 @@ fn rmat_timing() {
         gpu.synchronize(cuda::Stream::DEFAULT).unwrap();
         let per_call = t.elapsed().as_secs_f64() / reps as f64;
         println!(
-            "msrepSpMV f64 CSR, {np} partition(s) on one GPU, block per long row {long_row_blocks}: {:.3} ms per \
+            "msrepSpMV f64 CSR, {np} partition(s) on one GPU, long rows in chunks {long_row_chunks}: {:.3} ms per \
              call, {:.0} GB/s",
             per_call * 1e3,
             bytes / per_call / 1e9
@@ -431,7 +432,7 @@ fn rmat_timing() {
             None => first = Some(y),
             Some(y1) => {
                 let diff: f64 = y.iter().zip(y1).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-                assert!(diff < 1e-9, "runs differ by {diff} ({np} partitions, long-row blocks {long_row_blocks})");
+                assert!(diff < 1e-9, "runs differ by {diff} ({np} partitions, long rows in chunks {long_row_chunks})");
             }
         }
     }

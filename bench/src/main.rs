@@ -3,6 +3,7 @@
 //!
 //!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
 //!                     [--mtx PATH]... [--suite [NAME,...]] [--devices K | K,K,...]
+//!                     [--partitions P,...] [--large]
 //!     sparsegpu-bench --demo [--quick] [--json PATH]
 //!
 //! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
@@ -42,7 +43,7 @@ const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing 
 const USAGE: &str = "\
 sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--suite [NAME,...]] [--widths N,N,...] [--devices K|K,...]
-                       [--block-size B] [--ratios R,R,...] [--types T,T,...]
+                       [--partitions P,...] [--large] [--block-size B] [--ratios R,R,...] [--types T,T,...]
                        [--decay algebraic|exponential|both] [--no-exact] [--square]
        sparsegpu-bench --demo [--quick] [--json PATH]";
 
@@ -99,7 +100,8 @@ pub struct Options {
     /// each but ergo's 0.36 M (1/16 with --quick; --n does not apply); NAME,... takes those matrices
     /// or classes only (`all`: every one). Types f16, bf16, f32, f64 and widths 32, 128, 512 unless
     /// --types / --widths say otherwise. SDDMM: the suite's matrices as the patterns S instead of
-    /// random ones. Reads bench/data under the current directory: run from the repository root
+    /// random ones. MSREP: the suite's matrices instead of the default inputs. Reads bench/data
+    /// under the current directory: run from the repository root
     #[arg(
         long,
         value_name = "NAME,...",
@@ -110,12 +112,20 @@ pub struct Options {
     pub suite: Option<std::vec::Vec<&'static str>>,
     /// SMaT: the columns n of B and C (default 128; 32,128,512 with --suite); SDDMM: the inner
     /// dimension k of A and B (default 64)
-    #[arg(long, value_name = "N,...", value_parser = parse_widths, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N,...", value_parser = parse_positive_list, allow_hyphen_values = true)]
     pub widths: Option<std::vec::Vec<usize>>,
     /// MSREP on 1..K devices (default: every visible device); SpAMM on 1..K (default 1); a list
     /// K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
     #[arg(long, value_name = "K|K,...", value_parser = parse_devices, allow_hyphen_values = true)]
     pub devices: Option<std::vec::Vec<usize>>,
+    /// MSREP: pCSR partitions per device, each number a run (default 1; e.g. 1,2,4,8)
+    #[arg(long, value_name = "P,...", value_parser = parse_positive_list, allow_hyphen_values = true)]
+    pub partitions: Option<std::vec::Vec<usize>>,
+    /// MSREP on large matrices instead of the default inputs: band (half-width 8, 3.2 M rows, 54 M
+    /// nonzeros), 3D 27-point stencil (140³, 74 M) and R-MAT scale 23 (edge factor 16, about 120 M);
+    /// 1/64 of that with --quick
+    #[arg(long)]
+    pub large: bool,
     /// SpAMM LoNum (default 32)
     #[arg(long, value_name = "B", allow_hyphen_values = true)]
     pub block_size: Option<usize>,
@@ -125,8 +135,8 @@ pub struct Options {
     /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
     #[arg(long)]
     pub no_exact: bool,
-    /// SpAMM, SMaT and SDDMM value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT f16,f32
-    /// or all four with --suite, SDDMM f32,f64)
+    /// SpAMM, SMaT, MSREP and SDDMM value types: f32, f16, bf16, f64 (default: SpAMM all four, SMaT
+    /// f16,f32 or all four with --suite, MSREP and SDDMM f32,f64)
     #[arg(long, value_name = "T,...", value_parser = parse_types, allow_hyphen_values = true)]
     pub types: Option<std::vec::Vec<ValueType>>,
     /// SMaT storage format (smatSetFormat): auto, tiles (every block row as tensor-core tiles) or csr
@@ -195,7 +205,7 @@ fn parse_devices(v: &str) -> Result<Vec<usize>, String> {
     })
 }
 
-fn parse_widths(v: &str) -> Result<Vec<usize>, String> {
+fn parse_positive_list(v: &str) -> Result<Vec<usize>, String> {
     v.split(',')
         .map(|w| w.trim().parse::<usize>().ok().filter(|&w| w > 0 && w <= i32::MAX as usize))
         .collect::<Option<Vec<usize>>>()

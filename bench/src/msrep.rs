@@ -1,12 +1,15 @@
-//! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, one per device)
-//! on 1..K devices (or the numbers `--devices` lists) vs cusparseSpMV (CSR,
-//! CUSPARSE_SPMV_ALG_DEFAULT) on device 0, the single-GPU baseline of the MSREP paper. x and y live on device 0 for both; our call spreads the work.
+//! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, `--partitions` per
+//! device) on 1..K devices (or the numbers `--devices` lists) vs the fastest of cusparseSpMV's CSR
+//! algorithms on device 0, the single-GPU baseline of the MSREP paper. x and y live on device 0 for
+//! both; our call spreads the work. Inputs: R-MAT and a band (default), the matrix suite (`--suite`)
+//! or large matrices of 50-130 M nonzeros (`--large`), and any `--mtx` files.
 
 use crate::gpu::Outcome;
+use crate::gpu::Timing;
 use crate::report::{Measurement, Verdict, table_header};
-use crate::vendor::{Scalar, SpMV};
+use crate::vendor::{Scalar, SpMV, SpmvAlg, VendorFailure};
 use crate::{
-    Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, tolerance, type_name, type_size,
+    Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, suite, tolerance, type_name, type_size,
     upload_as, upload_csr,
 };
 use sparsegpu::ValueType;
@@ -31,37 +34,45 @@ impl Drop for Matrix {
     }
 }
 
+/// An input: its name, class (suite matrices) and matrix, or why it could not be made.
+struct Input {
+    name: String,
+    class: &'static str,
+    matrix: Outcome<CsrMatrix<f64>>,
+}
+
 pub fn run(b: &mut Bench) {
     let counts = b.device_counts(b.device_count);
-    let (scale, band_n) = match b.opts.n {
-        Some(n) => ((n as f64).log2().ceil() as u32, n),
-        None if b.opts.quick => (16, 1 << 16),
-        None => (20, 1 << 20),
-    };
+    let partitions = b.opts.partitions.clone().unwrap_or_else(|| vec![1]);
+    let types = b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F32, ValueType::F64]);
     table_header(&format!(
-        "MSREP: y = A·x on {counts:?} device(s); vendor cusparseSpMV (CSR) on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth"
+        "MSREP: y = A·x on {counts:?} device(s), {partitions:?} pCSR partition(s) per device; vendor the fastest of cusparseSpMV's CSR algorithms on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth; creation from the host CSR in the note"
     ));
     let available = probe(b);
     announce_probe("MSREP", &available);
     let mut rng = Rng::new(b.seed ^ 0x4d);
-    let mut inputs: Vec<(String, CsrMatrix<f64>)> = vec![
-        (format!("R-MAT scale {scale} ef 16"), testgen::rmat_csr(&mut rng, scale, 16)),
-        ("band hw 8".into(), testgen::band_csr(&mut rng, band_n, 8)),
-    ];
-    for path in &b.opts.mtx.clone() {
-        match read_mtx(path) {
-            Ok(a) => inputs.push((mtx_name(path), a)),
-            Err(why) => {
-                let mut m = Measurement::new("msrep", "msrepSpMV", "cusparseSpMV", "-", &mtx_name(path), String::new());
-                m.not_available(why);
-                b.report.push(m);
-            }
-        }
+    let mut inputs = inputs(b, &mut rng);
+    for path in &b.opts.mtx {
+        inputs.push(Input { name: mtx_name(path), class: "", matrix: read_mtx(path) });
     }
-    for (input, a) in &inputs {
-        for ty in [ValueType::F32, ValueType::F64] {
-            if let Err(why) = case(b, &available, input, a, ty, &counts, &mut rng) {
-                let mut m = Measurement::new("msrep", "msrepSpMV", "cusparseSpMV", type_name(ty), input, shape(a));
+    for input in &inputs {
+        let a = match &input.matrix {
+            Ok(a) => a,
+            Err(why) => {
+                let mut m =
+                    Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV", "-", &input.name, String::new());
+                m.class = input.class;
+                m.not_available(format!("the matrix could not be made: {why}"));
+                b.report.push(m);
+                continue;
+            }
+        };
+        for &ty in &types {
+            let setup = Setup { counts: &counts, partitions: &partitions, class: input.class };
+            if let Err(why) = case(b, &available, &input.name, a, ty, &setup, &mut rng) {
+                let mut m =
+                    Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV", type_name(ty), &input.name, shape(a));
+                m.class = input.class;
                 m.not_available(format!("harness or vendor failure: {why}"));
                 b.report.push(m);
             }
@@ -69,8 +80,95 @@ pub fn run(b: &mut Bench) {
     }
 }
 
+/// The matrices to run: the suite's (`--suite`), the large ones (`--large`), or R-MAT and a band
+/// (sized by `--n`).
+fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
+    if let Some(names) = &b.opts.suite {
+        let scale = if b.opts.quick { suite::QUICK_SCALE } else { 1.0 };
+        return names
+            .iter()
+            .map(|name| {
+                let entry = suite::find(name).expect("--suite names entries of the suite");
+                Input { name: name.to_string(), class: entry.class.label(), matrix: entry.matrix(b.seed, scale) }
+            })
+            .collect();
+    }
+    let generated = |name: String, a: CsrMatrix<f64>| Input { name, class: "", matrix: Ok(a) };
+    if b.opts.large {
+        // Band and 3D stencil of at least 50 M nonzeros, and R-MAT scale 23: each well beyond the L2
+        // cache, as the roofline targets ask (1/64 of the rows with --quick).
+        let shrink = if b.opts.quick { 64 } else { 1 };
+        let side = if b.opts.quick { 35 } else { 140 };
+        return vec![
+            generated("band hw 8".into(), testgen::band_csr(rng, 3_200_000 / shrink, 8)),
+            generated(
+                format!("stencil3d 27-point {side}^3"),
+                testgen::stencil_csr(rng, &[side, side, side], testgen::Stencil::Box, 1),
+            ),
+            generated(
+                format!("R-MAT scale {} ef 16", if b.opts.quick { 17 } else { 23 }),
+                testgen::rmat_csr(rng, if b.opts.quick { 17 } else { 23 }, 16),
+            ),
+        ];
+    }
+    let (scale, band_n) = match b.opts.n {
+        Some(n) => ((n as f64).log2().ceil() as u32, n),
+        None if b.opts.quick => (16, 1 << 16),
+        None => (20, 1 << 20),
+    };
+    vec![
+        generated(format!("R-MAT scale {scale} ef 16"), testgen::rmat_csr(rng, scale, 16)),
+        generated("band hw 8".into(), testgen::band_csr(rng, band_n, 8)),
+    ]
+}
+
 fn shape(a: &CsrMatrix<f64>) -> String {
     format!("{}x{} nnz={}", a.rows, a.cols, a.nnz())
+}
+
+/// What each input runs on: the device counts, partitions per device, and the input's class.
+struct Setup<'a> {
+    counts: &'a [usize],
+    partitions: &'a [usize],
+    class: &'static str,
+}
+
+/// cusparseSpMV's fastest CSR algorithm on one product, and what each gave.
+struct VendorBest<'a> {
+    spmv: SpMV<'a>,
+    timing: Timing,
+    /// Each algorithm's median time, or why it gave none.
+    algorithms: String,
+}
+
+/// Times every CSR algorithm of cusparseSpMV that takes these operands (workspace and preprocessing
+/// set up outside the timing) and leaves the fastest one's result in y.
+fn fastest_spmv<'a>(b: &'a Bench, csr: &crate::vendor::DeviceCsr, x: u64, y: u64) -> Outcome<VendorBest<'a>> {
+    let mut best: Option<(SpMV, Timing)> = None;
+    let mut algorithms = Vec::new();
+    for alg in SpmvAlg::ALL {
+        let timed = (|| -> Result<(SpMV, Timing), VendorFailure> {
+            let spmv = SpMV::new(&b.sparse, &b.gpu, csr, x, y, alg)?;
+            spmv.run()?;
+            let timing = b.gpu.time(|| spmv.run().map_err(String::from)).map_err(VendorFailure::Failed)?;
+            Ok((spmv, timing))
+        })();
+        match timed {
+            Ok((spmv, timing)) => {
+                algorithms.push(format!("{} {:.3} ms", alg.name(), timing.gpu_ms));
+                if best.as_ref().is_none_or(|(_, fastest)| timing.gpu_ms < fastest.gpu_ms) {
+                    best = Some((spmv, timing));
+                }
+            }
+            Err(VendorFailure::NotSupported(_)) => algorithms.push(format!("{} not supported", alg.name())),
+            Err(VendorFailure::Failed(why)) => algorithms.push(format!("{} failed: {why}", alg.name())),
+        }
+    }
+    let algorithms = algorithms.join(", ");
+    let (spmv, timing) = best.ok_or_else(|| format!("no CSR algorithm of cusparseSpMV ran: {algorithms}"))?;
+    // The reference is the fastest algorithm's result: the one ours is timed against.
+    spmv.run()?;
+    Ok(VendorBest { spmv, timing, algorithms })
 }
 
 fn case(
@@ -79,94 +177,104 @@ fn case(
     input: &str,
     a: &CsrMatrix<f64>,
     ty: ValueType,
-    device_counts: &[usize],
+    setup: &Setup,
     rng: &mut Rng,
 ) -> Outcome<()> {
-    let gpu = &b.gpu;
     let s = type_size(ty);
-    let csr = upload_csr(gpu, ty, a)?;
-    let x = upload_as(gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
-    let y_vendor = gpu.zeros(a.rows * s, "y (cuSPARSE)")?;
-    let y_ours = gpu.zeros(a.rows * s, "y (ours)")?;
-    let spmv = SpMV::new(&b.sparse, gpu, &csr, x.ptr(), y_vendor.ptr())?;
-    spmv.run()?;
-    let vendor = gpu.time(|| spmv.run())?;
-    let reference = download_as(gpu, ty, &y_vendor, a.rows)?;
+    let csr = upload_csr(&b.gpu, ty, a)?;
+    let x = upload_as(&b.gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
+    let y_vendor = b.gpu.zeros(a.rows * s, "y (cuSPARSE)")?;
+    // NaN in y first: every row must be written (β = 0 does not read y).
+    let nan_y = vec![f64::NAN; a.rows];
+    let (vendor_alg, vendor, vendor_algorithms) = {
+        let best = fastest_spmv(b, &csr, x.ptr(), y_vendor.ptr())?;
+        (best.spmv.alg.name(), best.timing, best.algorithms)
+    };
+    let reference = download_as(&b.gpu, ty, &y_vendor, a.rows)?;
 
     let mut base =
-        Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV CSR (1 GPU)", type_name(ty), input, shape(a));
+        Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV CSR fastest", type_name(ty), input, shape(a));
+    base.class = setup.class;
+    base.vendor_alg = vendor_alg;
     base.density = Some(a.nnz() as f64 / (a.rows as f64 * a.cols as f64).max(1.0));
     base.vendor_ms = Some(vendor.gpu_ms);
     base.vendor_wall_ms = Some(vendor.wall_ms);
     // Values and column indices once, row pointers, x once, y written (β = 0).
     base.bytes = Some((a.nnz() * (4 + s) + (a.rows + 1) * 4 + (a.cols + a.rows) * s) as f64);
 
-    for &k in device_counts {
-        let mut m = base.clone();
-        m.devices = k;
-        m.peak = Some((b.peaks.copy_gbps * k as f64, "GB/s"));
-        let result = (|| -> Outcome<()> {
-            available.clone()?;
-            let handle = new_handle(b, k)?;
-            // Partitioning from the host CSR: setup, timed apart (in the note).
-            let values = HostArray::new(ty, &a.values);
-            let mut mat = std::ptr::null_mut();
-            let began = Instant::now();
-            check(
-                unsafe {
-                    msrepCreateCsr(
-                        handle.0,
-                        &mut mat,
-                        a.rows as i32,
-                        a.cols as i32,
-                        a.nnz() as i64,
-                        a.row_ptr.as_ptr(),
-                        a.col_ind.as_ptr(),
-                        values.ptr(),
-                        ty as i32,
-                        sparsegpu::IndexBase::Zero as i32,
-                        0,
-                    )
-                },
-                "msrepCreateCsr",
-            )?;
-            let matrix = Matrix(mat);
-            m.note = format!("{k} partition(s), created in {:.0} ms", began.elapsed().as_secs_f64() * 1e3);
-            let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
-            let spmv = || {
+    for &k in setup.counts {
+        for &per_device in setup.partitions {
+            let mut m = base.clone();
+            m.devices = k;
+            m.peak = Some((b.peaks.copy_gbps * k as f64, "GB/s"));
+            let result = (|| -> Outcome<()> {
+                available.clone()?;
+                let handle = new_handle(b, k)?;
+                // Partitioning from the host CSR and the upload: setup, timed apart.
+                let values = HostArray::new(ty, &a.values);
+                let y_ours = upload_as(&b.gpu, ty, &nan_y, "y (ours)")?;
+                let mut mat = std::ptr::null_mut();
+                let began = Instant::now();
                 check(
                     unsafe {
-                        msrepSpMV(
+                        msrepCreateCsr(
                             handle.0,
-                            matrix.0,
-                            alpha.ptr(),
-                            x.ptr() as *const _,
-                            beta.ptr(),
-                            y_ours.ptr() as *mut _,
+                            &mut mat,
+                            a.rows as i32,
+                            a.cols as i32,
+                            a.nnz() as i64,
+                            a.row_ptr.as_ptr(),
+                            a.col_ind.as_ptr(),
+                            values.ptr(),
+                            ty as i32,
+                            sparsegpu::IndexBase::Zero as i32,
+                            (k * per_device) as i32,
                         )
                     },
-                    "msrepSpMV",
-                )
-            };
-            spmv()?;
-            let t = b.gpu.time(spmv)?;
-            m.ours_ms = Some(t.gpu_ms);
-            m.ours_wall_ms = Some(t.wall_ms);
-            let got = download_as(&b.gpu, ty, &y_ours, a.rows)?;
-            let (err, _) = crate::gpu::relative_error(&got, &reference);
-            m.error = Some(err);
-            if !crate::gpu::within(err, tolerance(ty)) {
-                m.verdict = Verdict::Mismatch(format!(
-                    "relative error {err:.3e} against cusparseSpMV exceeds {:.0e}",
-                    tolerance(ty)
-                ));
+                    "msrepCreateCsr",
+                )?;
+                let matrix = Matrix(mat);
+                let created_ms = began.elapsed().as_secs_f64() * 1e3;
+                m.note = format!(
+                    "{} partition(s), created in {created_ms:.0} ms; vendor: {vendor_algorithms}",
+                    k * per_device
+                );
+                let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
+                let spmv = || {
+                    check(
+                        unsafe {
+                            msrepSpMV(
+                                handle.0,
+                                matrix.0,
+                                alpha.ptr(),
+                                x.ptr() as *const _,
+                                beta.ptr(),
+                                y_ours.ptr() as *mut _,
+                            )
+                        },
+                        "msrepSpMV",
+                    )
+                };
+                spmv()?;
+                let got = download_as(&b.gpu, ty, &y_ours, a.rows)?;
+                let t = b.gpu.time(spmv)?;
+                m.ours_ms = Some(t.gpu_ms);
+                m.ours_wall_ms = Some(t.wall_ms);
+                let (err, _) = crate::gpu::relative_error(&got, &reference);
+                m.error = Some(err);
+                if !crate::gpu::within(err, tolerance(ty)) {
+                    m.verdict = Verdict::Mismatch(format!(
+                        "relative error {err:.3e} against cusparseSpMV exceeds {:.0e}",
+                        tolerance(ty)
+                    ));
+                }
+                Ok(())
+            })();
+            if let Err(why) = result {
+                m.not_available(why);
             }
-            Ok(())
-        })();
-        if let Err(why) = result {
-            m.not_available(why);
+            b.report.push(m);
         }
-        b.report.push(m);
     }
     Ok(())
 }

@@ -486,7 +486,41 @@ impl<'a> SpMM<'a> {
     }
 }
 
-/// cusparseSpMV: y = α·A·x + β·y with A CSR, CUSPARSE_SPMV_ALG_DEFAULT, compute type = value type.
+/// The CSR algorithms of cusparseSpMV: the default, CSR_ALG1 (row-split) and CSR_ALG2 (merge-based,
+/// balanced by nonzeros). As for SpMM, which is fastest depends on the matrix and type, so the harness
+/// times each one cuSPARSE accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpmvAlg {
+    Default,
+    Csr1,
+    Csr2,
+}
+
+impl SpmvAlg {
+    pub const ALL: [SpmvAlg; 3] = [SpmvAlg::Default, SpmvAlg::Csr1, SpmvAlg::Csr2];
+
+    /// The enumerator's name without its `CUSPARSE_SPMV_` prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpmvAlg::Default => "ALG_DEFAULT",
+            SpmvAlg::Csr1 => "CSR_ALG1",
+            SpmvAlg::Csr2 => "CSR_ALG2",
+        }
+    }
+
+    fn raw(self) -> sp::cusparseSpMVAlg_t {
+        match self {
+            SpmvAlg::Default => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+            SpmvAlg::Csr1 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG1,
+            SpmvAlg::Csr2 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2,
+        }
+    }
+}
+
+/// cusparseSpMV: y = α·A·x + β·y with A CSR, one CSR algorithm, compute type = value type. The
+/// workspace and cusparseSpMV_preprocess (optional; it lets later calls reuse what an algorithm
+/// learns about the matrix) are set up at creation, outside the timing; where cuSPARSE does not offer
+/// preprocessing for the operands, the algorithm runs without, as a caller's would.
 pub struct SpMV<'a> {
     sparse: &'a Cusparse,
     descriptors: Descriptors,
@@ -496,22 +530,28 @@ pub struct SpMV<'a> {
     alpha: Scalar,
     beta: Scalar,
     compute: sp::cudaDataType,
+    pub alg: SpmvAlg,
     buffer: DeviceBuffer,
 }
 
-const SPMV_ALG: sp::cusparseSpMVAlg_t = sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT;
-
 impl<'a> SpMV<'a> {
-    pub fn new(sparse: &'a Cusparse, gpu: &Gpu, a: &DeviceCsr, x: u64, y: u64) -> Outcome<SpMV<'a>> {
+    pub fn new(
+        sparse: &'a Cusparse,
+        gpu: &Gpu,
+        a: &DeviceCsr,
+        x: u64,
+        y: u64,
+        alg: SpmvAlg,
+    ) -> Result<SpMV<'a>, VendorFailure> {
         let mut descriptors = Descriptors::default();
-        let da = descriptors.csr(a, a.values.ptr())?;
-        let dx = descriptors.vector(a.cols, x, a.ty)?;
-        let dy = descriptors.vector(a.rows, y, a.ty)?;
+        let da = descriptors.csr(a, a.values.ptr()).map_err(VendorFailure::Failed)?;
+        let dx = descriptors.vector(a.cols, x, a.ty).map_err(VendorFailure::Failed)?;
+        let dy = descriptors.vector(a.rows, y, a.ty).map_err(VendorFailure::Failed)?;
         let (alpha, beta) = (Scalar::new(a.ty, 1.0), Scalar::new(a.ty, 0.0));
         let compute = sparse_compute_type(a.ty);
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let mut bytes = 0usize;
-        cusparse_check(
+        cusparse_status(
             unsafe {
                 sp::cusparseSpMV_bufferSize(
                     sparse.handle,
@@ -522,20 +562,41 @@ impl<'a> SpMV<'a> {
                     beta.ptr(),
                     dy,
                     compute,
-                    SPMV_ALG,
+                    alg.raw(),
                     &mut bytes,
                 )
             },
             "cusparseSpMV_bufferSize",
         )?;
-        let buffer = workspace(gpu, bytes, "cusparseSpMV")?;
-        Ok(SpMV { sparse, descriptors, a: da, x: dx, y: dy, alpha, beta, compute, buffer })
+        let buffer = workspace(gpu, bytes, "cusparseSpMV").map_err(VendorFailure::Failed)?;
+        let preprocessed = cusparse_status(
+            unsafe {
+                sp::cusparseSpMV_preprocess(
+                    sparse.handle,
+                    op,
+                    alpha.ptr(),
+                    da as _,
+                    dx as _,
+                    beta.ptr(),
+                    dy,
+                    compute,
+                    alg.raw(),
+                    buffer.ptr() as *mut c_void,
+                )
+            },
+            "cusparseSpMV_preprocess",
+        );
+        match preprocessed {
+            Ok(()) | Err(VendorFailure::NotSupported(_)) => {}
+            Err(failure) => return Err(failure),
+        }
+        Ok(SpMV { sparse, descriptors, a: da, x: dx, y: dy, alpha, beta, compute, alg, buffer })
     }
 
-    pub fn run(&self) -> Outcome<()> {
+    pub fn run(&self) -> Result<(), VendorFailure> {
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let _ = &self.descriptors;
-        cusparse_check(
+        cusparse_status(
             unsafe {
                 sp::cusparseSpMV(
                     self.sparse.handle,
@@ -546,7 +607,7 @@ impl<'a> SpMV<'a> {
                     self.beta.ptr(),
                     self.y,
                     self.compute,
-                    SPMV_ALG,
+                    self.alg.raw(),
                     self.buffer.ptr() as *mut c_void,
                 )
             },

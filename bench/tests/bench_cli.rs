@@ -43,6 +43,8 @@ fn help_describes_every_option() {
         "--suite",
         "--widths",
         "--devices",
+        "--partitions",
+        "--large",
         "--demo",
         "spamm|smat|msrep|sddmm|all",
     ] {
@@ -57,6 +59,7 @@ fn bad_arguments_are_refused_with_usage() {
         &["--n", "zero"],
         &["--n"],
         &["--devices", "0"],
+        &["--partitions", "0"],
         &["--suite", "roads"],
         &["--widths", "0"],
         &["--frobnicate"],

@@ -101,6 +101,23 @@ impl DeviceBuffer {
         Ok(b)
     }
 
+    /// Copies host slices one after another into a new device allocation.
+    pub fn from_host_parts<T: Copy>(
+        device: &Arc<GpuDevice>,
+        parts: &[&[T]],
+        stream: Stream,
+        what: &str,
+    ) -> Result<Self> {
+        let bytes = parts.iter().map(|p| std::mem::size_of_val(*p)).sum();
+        let b = Self::alloc(device, bytes, stream, what)?;
+        let mut at = b.ptr;
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            unsafe { drv::memcpy_htod_async(at, part, stream.0) }.map_err(driver_error("copying to the device"))?;
+            at += std::mem::size_of_val(*part) as u64;
+        }
+        Ok(b)
+    }
+
     /// Marks data that outlives the call that made it (an analysed matrix, a plan, partitions): it
     /// may be used on other streams later, and the stream it was made on may be gone by the time it
     /// is freed, so a stream-ordered free on that stream would be unsafe. A resident buffer is freed

@@ -1,6 +1,7 @@
 //! MSREP SpMV on the GPUs: partitions resident on their devices, x sent to every device per call,
-//! one partition kernel after another on each device's stream (devices concurrently), and the merge
-//! of `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
+//! the pCSR partitions of a device in one launch ([`batch`]) and pCSC / pCOO partitions one kernel
+//! after another on each device's stream (devices concurrently), and the merge of
+//! `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
 //! lives and where y ends up).
 //!
 //! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
@@ -16,10 +17,11 @@
 //! metadata, x copies on other devices) is allocated when the matrix becomes resident, so an SpMV
 //! allocates only the staging of host x / y.
 
+mod batch;
+
 use super::kernels::MSREP;
 use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
 use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::try_push;
 use crate::error::Result;
 use crate::executor::TestHooks;
 use crate::kernel_args;
@@ -36,14 +38,6 @@ use std::any::Any;
 use std::sync::Arc;
 
 const BLOCK: u32 = 256;
-/// Threads of the block that takes one long pCSR row.
-const LONG_ROW_BLOCK: u32 = 1024;
-
-/// pCSR rows longer than this go to a whole block: 16 strides of the row's group (at least 256
-/// entries), so a row group never loops much longer than on an average row.
-fn long_row_threshold(group: u32) -> usize {
-    16 * group.max(16) as usize
-}
 
 /// A device that holds partitions, with the stream the matrix owns there.
 struct DeviceSide {
@@ -62,22 +56,17 @@ impl DeviceSide {
     }
 }
 
-/// One non-empty partition's resident data.
+/// One non-empty pCSC or pCOO partition's resident data.
 struct PartitionOnGpu {
     /// Index among all partitions (shared-row slots are 2·index and 2·index + 1).
     index: usize,
     side: usize,
     bounds: PartitionBounds,
-    /// Local pointers (pCSR / pCSC) or local rows (pCOO).
+    /// Local pointers (pCSC) or local rows (pCOO).
     major: DeviceBuffer,
     minor: DeviceBuffer,
     values: DeviceBuffer,
-    /// pCSR: local rows longer than `long_row` entries (one block each), absent when there are none.
-    long_rows: Option<DeviceBuffer>,
-    long_count: i32,
-    /// Rows longer than this are skipped by the row-group kernel (i32::MAX: none are).
-    long_row: i32,
-    /// Lanes per row (pCSR) or column (pCSC) of the row-group kernel.
+    /// pCSC: lanes per column.
     lanes: u32,
 }
 
@@ -95,9 +84,14 @@ struct LeadSide {
     /// pCSC: device pointers of the vectors summed by the merge, on the lead device.
     csc_sources: Option<DeviceBuffer>,
     csc_source_count: i32,
-    /// Per resident partition: raw row sums on its device (pCOO, or staged), and their lead copy.
+    /// Per pCOO partition: raw row sums on its device, and their lead copy when staged.
     raw: Vec<Option<DeviceBuffer>>,
     raw_staging: Vec<Option<DeviceBuffer>>,
+    /// Per pCSR batch of a staged side: raw sums of its virtual rows there, and their lead copy.
+    batch_raw: Vec<Option<DeviceBuffer>>,
+    batch_staging: Vec<Option<DeviceBuffer>>,
+    /// Per pCSR batch of a staged side: its partition table on the lead device, for the finish there.
+    batch_parts: Vec<Option<DeviceBuffer>>,
     /// Two slots per partition: raw sums of its split first and last row.
     shared_sums: Option<DeviceBuffer>,
     /// Merged rows as runs: start row and flat offset of each run, and their total.
@@ -124,6 +118,7 @@ struct LeadSide {
 pub struct GpuResident {
     lead: Option<LeadSide>,
     partitions: Vec<PartitionOnGpu>,
+    batches: Vec<batch::CsrBatch>,
     sides: Vec<DeviceSide>,
     stage_lead: bool,
 }
@@ -131,7 +126,12 @@ pub struct GpuResident {
 impl std::fmt::Debug for GpuResident {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let devices: Vec<_> = self.sides.iter().map(|s| s.gpu.ordinal).collect();
-        write!(f, "GpuResident {{ partitions: {}, devices: {devices:?} }}", self.partitions.len())
+        write!(
+            f,
+            "GpuResident {{ partitions: {}, pCSR batches: {}, devices: {devices:?} }}",
+            self.partitions.len(),
+            self.batches.len()
+        )
     }
 }
 
@@ -154,33 +154,7 @@ fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
 
-/// Lanes per row of a pCSR partition from its row lengths (`ptr`, local pointers). Regular rows
-/// (standard deviation of the lengths at most half their mean, as a band or stencil has): about
-/// REGULAR_ENTRIES_PER_LANE entries a lane, so that few lanes idle at the end of a row and a
-/// group's reduction is short (band, 17 entries a row: 4 lanes, 2.3x faster than 32 in f32, 1.9x in
-/// f64, measured on an H100); skewed rows (power-law graphs): [`group_size`], which measured faster
-/// there (R-MAT f64: 0.214 ms against 0.236 ms with 4 entries a lane).
-fn row_group_lanes(ptr: &[i32]) -> u32 {
-    use rayon::prelude::*;
-    let rows = ptr.len().saturating_sub(1);
-    let nnz = ptr.last().map_or(0, |&last| (last - ptr[0]) as usize);
-    if rows == 0 {
-        return 1;
-    }
-    let mean = nnz as f64 / rows as f64;
-    let squares: f64 = ptr.par_windows(2).map(|w| ((w[1] - w[0]) as f64 - mean).powi(2)).sum();
-    let deviation = (squares / rows as f64).sqrt();
-    if deviation <= mean / 2.0 {
-        (nnz.div_ceil(rows * REGULAR_ENTRIES_PER_LANE).max(1).next_power_of_two()).min(32) as u32
-    } else {
-        group_size(nnz, rows)
-    }
-}
-
-/// See [`row_group_lanes`].
-const REGULAR_ENTRIES_PER_LANE: usize = 8;
-
-/// Lanes per row (column): the next power of two of the average length, 1..32.
+/// Lanes per column of a pCSC partition: the next power of two of the average length, 1..32.
 fn group_size(nnz: usize, majors: usize) -> u32 {
     let avg = nnz.div_ceil(majors.max(1));
     (avg.max(1).next_power_of_two()).min(32) as u32
@@ -223,7 +197,7 @@ impl GpuResident {
     /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
     ///
     /// The test hooks [`TestHooks::msrep_stage_lead_partitions`] and
-    /// [`TestHooks::msrep_long_row_blocks`] of `hooks` apply to the matrix from now on.
+    /// [`TestHooks::msrep_long_row_chunks`] of `hooks` apply to the matrix from now on.
     pub fn upload<T: ComputeScalar>(
         a: &PartitionedMatrix<T>,
         lead: &Arc<GpuDevice>,
@@ -232,9 +206,12 @@ impl GpuResident {
         let mut resident = GpuResident {
             lead: None,
             partitions: Vec::new(),
+            batches: Vec::new(),
             sides: Vec::new(),
             stage_lead: hooks.msrep_stage_lead_partitions,
         };
+        // pCSR partitions of each side, gathered into batches once every side is known.
+        let mut csr_members: Vec<Vec<batch::Member<T>>> = Vec::new();
         for (index, p) in a.partitions.iter().enumerate() {
             if p.bounds.nnz() == 0 {
                 continue;
@@ -266,6 +243,7 @@ impl GpuResident {
                     lead.enable_peer_access(&gpu)?;
                     let stream = gpu.new_stream()?;
                     resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream, x_span });
+                    csr_members.push(Vec::new());
                     resident.sides.len() - 1
                 }
             };
@@ -273,27 +251,11 @@ impl GpuResident {
                 PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
             };
-            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
-            let mut long_list: Vec<i32> = Vec::new();
-            let mut long_row = i32::MAX;
-            let lanes = match a.format {
-                SparseFormat::Csr => row_group_lanes(major),
-                _ => group_size(p.bounds.nnz(), p.bounds.major_count()),
-            };
-            if a.format == SparseFormat::Csr && hooks.msrep_long_row_blocks {
-                let threshold = long_row_threshold(lanes);
-                long_row = threshold as i32;
-                for j in 0..major.len().saturating_sub(1) {
-                    if (major[j + 1] - major[j]) as usize > threshold {
-                        try_push(&mut long_list, j as i32, "MSREP long rows")?;
-                    }
-                }
+            if a.format == SparseFormat::Csr {
+                csr_members[side].push(batch::Member { index, bounds: p.bounds, local_ptr: major, minor, values });
+                continue;
             }
-            let long_rows = if long_list.is_empty() {
-                None
-            } else {
-                Some(DeviceBuffer::from_host(gpu, &long_list, stream, "MSREP long rows")?.resident())
-            };
+            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             resident.partitions.push(PartitionOnGpu {
                 index,
                 side,
@@ -301,11 +263,15 @@ impl GpuResident {
                 major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?.resident(),
                 minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
                 values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
-                long_rows,
-                long_count: long_list.len() as i32,
-                long_row,
-                lanes,
+                lanes: group_size(p.bounds.nnz(), p.bounds.major_count()),
             });
+        }
+        for (side, members) in csr_members.into_iter().enumerate() {
+            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
+            for group in batch::split_by_size(members) {
+                let b = batch::CsrBatch::upload(gpu, stream, side, &group, hooks.msrep_long_row_chunks)?;
+                resident.batches.push(b);
+            }
         }
         resident.ensure_lead(a, lead)?;
         for side in &resident.sides {
@@ -355,22 +321,42 @@ impl GpuResident {
             csc_source_count = sources.len() as i32;
             csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?.resident());
         }
+        let coo = a.format == SparseFormat::Coo;
         let mut raw = Vec::new();
         let mut raw_staging = Vec::new();
         for p in &self.partitions {
             let side = &self.sides[p.side];
-            let needs_raw = !csc && (a.format == SparseFormat::Coo || staged[p.side]);
             let bytes = p.bounds.major_count() * size;
-            raw.push(if needs_raw {
+            raw.push(if coo {
                 Some(DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident())
             } else {
                 None
             });
-            raw_staging.push(if !csc && staged[p.side] {
+            raw_staging.push(if coo && staged[p.side] {
                 Some(on_lead(bytes, "an MSREP partial vector's copy")?)
             } else {
                 None
             });
+        }
+        let mut batch_raw = Vec::new();
+        let mut batch_staging = Vec::new();
+        let mut batch_parts = Vec::new();
+        for b in &self.batches {
+            let side = &self.sides[b.side];
+            let bytes = b.rows * size;
+            if staged[b.side] {
+                batch_raw.push(Some(
+                    DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident(),
+                ));
+                batch_staging.push(Some(on_lead(bytes, "an MSREP partial vector's copy")?));
+                batch_parts.push(Some(
+                    DeviceBuffer::from_host(lead, b.part_table(), lead_stream, "MSREP partition table")?.resident(),
+                ));
+            } else {
+                batch_raw.push(None);
+                batch_staging.push(None);
+                batch_parts.push(None);
+            }
         }
 
         let mut merged_starts = None;
@@ -433,6 +419,9 @@ impl GpuResident {
             csc_source_count,
             raw,
             raw_staging,
+            batch_raw,
+            batch_staging,
+            batch_parts,
             shared_sums,
             merged_starts,
             merged_offsets,
@@ -537,20 +526,15 @@ impl GpuResident {
             }
             for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
                 let raw = ptr_of(&l.raw[k]);
-                launch_partition::<T>(
-                    format,
-                    &side.gpu,
-                    ss,
-                    p,
-                    x_copy.ptr(),
-                    ptr_of(&l.accumulators[s]),
-                    raw,
-                    None,
-                    sfx,
-                )?;
+                launch_partition::<T>(format, &side.gpu, ss, p, x_copy.ptr(), ptr_of(&l.accumulators[s]), raw, sfx)?;
                 if let Some(staging) = &l.raw_staging[k] {
                     peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
                 }
+            }
+            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
+                let raw = ptr_of(&l.batch_raw[k]);
+                b.launch(&side.gpu, ss, x_copy.ptr(), T::ONE, T::ZERO, 0, 0, raw, sfx)?;
+                peer_copy(ptr_of(&l.batch_staging[k]), lead, raw, &side.gpu, b.rows * size, ss)?;
             }
             if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
                 peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;
@@ -581,11 +565,13 @@ impl GpuResident {
             }
             for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
                 let raw = ptr_of(&l.raw[k]);
-                let finish = FinishInPlace { alpha, beta, y, shared_sums };
-                launch_partition::<T>(format, lead, stream, p, x, ptr_of(&l.accumulators[s]), raw, Some(finish), sfx)?;
+                launch_partition::<T>(format, lead, stream, p, x, ptr_of(&l.accumulators[s]), raw, sfx)?;
                 if format == SparseFormat::Coo {
                     finisher(p, raw)?;
                 }
+            }
+            for b in self.batches.iter().filter(|b| b.side == s) {
+                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx)?;
             }
         }
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
@@ -595,39 +581,43 @@ impl GpuResident {
                     finisher(p, staging.ptr())?;
                 }
             }
+            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
+                let (raw, parts) = (ptr_of(&l.batch_staging[k]), ptr_of(&l.batch_parts[k]));
+                b.finish(lead, stream, raw, parts, alpha, beta, y, shared_sums, sfx)?;
+            }
         }
 
         if format == SparseFormat::Csc {
             let f = lead.function(&MSREP, &format!("msrep_csc_merge_{sfx}"))?;
             let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), l.csc_source_count);
             unsafe { launch(&f, grid_for(lead, rows), stream, kernel_args![&r, &sources, &count, &alpha, &beta, &y]) }?;
-        } else {
-            if l.merged_total > 0 {
-                let f = lead.function(&MSREP, &format!("msrep_scale_merged_{sfx}"))?;
-                let (starts, offsets) = (ptr_of(&l.merged_starts), ptr_of(&l.merged_offsets));
-                let (total, runs) = (l.merged_total, l.merged_runs);
-                unsafe {
-                    launch(
-                        &f,
-                        grid_for(lead, total as usize),
-                        stream,
-                        kernel_args![&total, &starts, &offsets, &runs, &beta, &y],
-                    )
-                }?;
-            }
-            if l.shared_count > 0 {
-                let f = lead.function(&MSREP, &format!("msrep_add_shared_{sfx}"))?;
-                let (count, rows_ptr, first, slots) =
-                    (l.shared_count, ptr_of(&l.shared_rows), ptr_of(&l.shared_first), ptr_of(&l.shared_slots));
-                unsafe {
-                    launch(
-                        &f,
-                        grid_for(lead, count as usize),
-                        stream,
-                        kernel_args![&count, &rows_ptr, &first, &slots, &shared_sums, &alpha, &y],
-                    )
-                }?;
-            }
+        } else if l.merged_total > 0 {
+            let f = lead.function(&MSREP, &format!("msrep_merge_rows_{sfx}"))?;
+            let (starts, offsets) = (ptr_of(&l.merged_starts), ptr_of(&l.merged_offsets));
+            let (total, runs) = (l.merged_total, l.merged_runs);
+            let (count, rows_ptr, first, slots) =
+                (l.shared_count, ptr_of(&l.shared_rows), ptr_of(&l.shared_first), ptr_of(&l.shared_slots));
+            unsafe {
+                launch(
+                    &f,
+                    grid_for(lead, total as usize),
+                    stream,
+                    kernel_args![
+                        &total,
+                        &starts,
+                        &offsets,
+                        &runs,
+                        &count,
+                        &rows_ptr,
+                        &first,
+                        &slots,
+                        &shared_sums,
+                        &alpha,
+                        &beta,
+                        &y
+                    ],
+                )
+            }?;
         }
         l.done.record(stream)?;
         l.done_recorded = true;
@@ -635,17 +625,8 @@ impl GpuResident {
     }
 }
 
-/// Where a lead-device pCSR partition writes: y finished in place, split rows' sums to shared slots.
-struct FinishInPlace<T> {
-    alpha: T,
-    beta: T,
-    y: CUdeviceptr,
-    shared_sums: CUdeviceptr,
-}
-
-/// Queues one partition's kernel on `stream` of its device. pCSR finishes in place when `finish` is
-/// given and writes raw sums to `raw` otherwise; pCOO zeroes `raw` and accumulates into it; pCSC
-/// scatters into `accumulator`.
+/// Queues one pCSC or pCOO partition's kernel on `stream` of its device: pCOO zeroes `raw` and
+/// accumulates into it; pCSC scatters into `accumulator`.
 #[allow(clippy::too_many_arguments)]
 fn launch_partition<T: ComputeScalar>(
     format: SparseFormat,
@@ -655,7 +636,6 @@ fn launch_partition<T: ComputeScalar>(
     x: CUdeviceptr,
     accumulator: CUdeviceptr,
     raw: CUdeviceptr,
-    finish: Option<FinishInPlace<T>>,
     sfx: &str,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
@@ -663,53 +643,6 @@ fn launch_partition<T: ComputeScalar>(
     let nnz = p.bounds.nnz();
     let (major, minor, values) = (p.major.ptr(), p.minor.ptr(), p.values.ptr());
     match format {
-        SparseFormat::Csr => {
-            let g = p.lanes;
-            let f = gpu.function(&MSREP, &format!("msrep_csr_{sfx}_g{g}"))?;
-            crate::log::note(|| format!("msrep_csr_{sfx}_g{g} ({g} lanes per row)"));
-            let (sf, ef) = (p.bounds.start_flag as i32, p.bounds.end_flag as i32);
-            let (alpha, beta, out, do_finish, shared) = match finish {
-                Some(fi) => (
-                    fi.alpha,
-                    fi.beta,
-                    fi.y + (p.bounds.start_major * size) as u64,
-                    1i32,
-                    fi.shared_sums + (2 * p.index * size) as u64,
-                ),
-                None => (T::ONE, T::ZERO, raw, 0i32, 0u64),
-            };
-            if let Some(rows) = &p.long_rows {
-                // Queued first: the few long rows start while the row groups fill the rest of the GPU.
-                let long = gpu.function(&MSREP, &format!("msrep_csr_long_{sfx}"))?;
-                crate::log::note(|| format!("msrep_csr_long_{sfx} (a block per row longer than {})", p.long_row));
-                let blocks = (p.long_count as usize).min(gpu.multiprocessors * 32) as u32;
-                let cfg = Launch { grid: (blocks, 1, 1), block: (LONG_ROW_BLOCK, 1, 1), shared_bytes: 0 };
-                let (count, list) = (p.long_count, rows.ptr());
-                unsafe {
-                    launch(
-                        &long,
-                        cfg,
-                        stream,
-                        kernel_args![
-                            &count, &list, &n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef,
-                            &shared
-                        ],
-                    )
-                }?;
-            }
-            let long_row = p.long_row;
-            let cfg = grid_for(gpu, n as usize * g as usize);
-            unsafe {
-                launch(
-                    &f,
-                    cfg,
-                    stream,
-                    kernel_args![
-                        &n, &major, &minor, &values, &x, &alpha, &beta, &out, &do_finish, &sf, &ef, &shared, &long_row
-                    ],
-                )
-            }
-        }
         SparseFormat::Csc => {
             let g = p.lanes;
             let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
@@ -725,5 +658,6 @@ fn launch_partition<T: ComputeScalar>(
             let count = nnz as i64;
             unsafe { launch(&f, grid_for(gpu, nnz), stream, kernel_args![&count, &major, &minor, &values, &x, &raw]) }
         }
+        SparseFormat::Csr => unreachable!("pCSR partitions run as batches"),
     }
 }
