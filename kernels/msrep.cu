@@ -41,18 +41,6 @@ struct MsrepCsrPart {
     int end_flag;
 };
 
-// Rows of a batch by how many lanes each gets, passed by value. Class k holds positions
-// first[k]..first[k+1] of the row list (of the virtual rows themselves when there is no list: one
-// class), each row taken by a group of lanes[k] lanes, on blocks block_first[k]..block_first[k+1] of
-// the grid after the chunk blocks.
-#define MSREP_MAX_CLASSES 6
-struct MsrepRowClasses {
-    int count;
-    int lanes[MSREP_MAX_CLASSES];
-    int first[MSREP_MAX_CLASSES + 1];
-    int block_first[MSREP_MAX_CLASSES + 1];
-};
-
 // A piece of a long row, summed by one block. The chunks of a row are consecutive in the chunk list.
 struct MsrepChunk {
     int row;         // virtual row
@@ -96,54 +84,130 @@ __device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const
                shared + part.shared_slot);
 }
 
-// Vectorised CSR over one class: a group of G lanes (G = 1..32) per row; lanes stride over the
-// row's entries, then reduce by shuffles within the group. Rows are handed out grid-stride over the
-// class's blocks; a group's lanes always agree on the row, so the group mask is exact even when other
-// groups of the warp have finished. Rows longer than long_row belong to the chunk blocks.
+// Σ val[e]·x[idx[e]] over e = first, first + stride, … < end, added in that order. Entries are loaded
+// MSREP_IN_FLIGHT at a time before their x is gathered, so that a thread has that many loads in flight
+// instead of one dependent pair (index, then x) after another.
+#define MSREP_IN_FLIGHT 8
+template <typename T>
+__device__ __forceinline__ T strided_dot(int first, int end, int stride, const int* __restrict__ idx,
+                                         const T* __restrict__ val, const T* __restrict__ x) {
+    T s = 0;
+    for (int e0 = first; e0 < end; e0 += MSREP_IN_FLIGHT * stride) {
+        int col[MSREP_IN_FLIGHT];
+        T v[MSREP_IN_FLIGHT];
+#pragma unroll
+        for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
+            const int e = e0 + k * stride;
+            col[k] = e < end ? idx[e] : -1;
+            v[k] = e < end ? val[e] : (T)0;
+        }
+#pragma unroll
+        for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
+            if (col[k] >= 0) s += v[k] * x[col[k]];
+        }
+    }
+    return s;
+}
+
+// Regular rows (bands, stencils): a group of G lanes (G = 1..32) per row, in row order; lanes stride
+// over the row's entries, then reduce by shuffles within the group. Rows are handed out grid-stride
+// over the row blocks; a group's lanes always agree on the row, so the group mask is exact even when
+// other groups of the warp have finished. Rows longer than long_row belong to the chunk blocks.
 template <typename T, int G>
-__device__ void batch_rows(int block, int blocks, int first, int count, const int* __restrict__ row_list,
-                           const int* __restrict__ ptr, const int* __restrict__ idx, const T* __restrict__ val,
-                           const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count, T alpha,
-                           T beta, T* y, T* shared, T* raw, int long_row) {
+__device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const int* __restrict__ idx,
+                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                           int part_count, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
     const int group = (int)(((sgpu_i64)block * blockDim.x + threadIdx.x) / G);
     const int groups = (int)((sgpu_i64)blocks * blockDim.x / G);
     MsrepCsrPart part = no_part();
-    for (int i = group; i < count; i += groups) {
-        const int v = row_list ? row_list[first + i] : first + i;
+    for (int v = group; v < rows; v += groups) {
         const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
-        T s = 0;
-        for (int e = begin + (int)lane; e < end; e += G) s += val[e] * x[idx[e]];
+        T s = strided_dot(begin + (int)lane, end, G, idx, val, x);
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
         if (lane == 0) batch_emit(v, s, part, parts, part_count, alpha, beta, y, shared, raw);
     }
 }
 
-// One chunk of a long row per block: threads stride over the chunk, warps reduce by shuffles, thread 0
-// adds the warps' sums in warp order. A row of one chunk is emitted at once; otherwise each chunk
-// leaves its sum in chunk_sums, and the last of the row's blocks to finish (a counter per long row,
-// reset for the next call) adds them in chunk order and emits the row. No floating-point atomics: the
-// result is the same bits on every run, though summed in another order than the CPU backend's loop.
+// The sum of every thread's s, on thread 0: warps reduce by shuffles, thread 0 adds the warps' sums
+// in warp order (the same bits on every run). blockDim.x is a multiple of 32.
+template <typename T>
+__device__ __forceinline__ T block_sum(T s) {
+    __shared__ T warp_sums[32];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    T total = 0;
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += warp_sums[w];
+    }
+    return total;
+}
+
+// Skewed rows (graphs, circuits): consecutive rows r0..r1 with at most MSREP_STREAM_ENTRIES entries in
+// all, one block (CSR-stream): the block forms the products of all their entries with coalesced loads
+// into shared memory, then a group of lanes per row (as many as the block has for its rows, at most
+// 32) adds the row's products. Short rows thus cost their bytes, read in order, with every lane busy.
+// A block of one row (a row longer than that, up to long_row) is summed by the whole block directly.
+// blockDim.x is 256 (the kernel's launch bounds).
+#define MSREP_STREAM_ENTRIES 1024
+template <typename T>
+__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const int* __restrict__ idx,
+                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                             int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
+    __shared__ T products[MSREP_STREAM_ENTRIES];
+    MsrepCsrPart part = no_part();
+    const int base = ptr[r0], rows = r1 - r0;
+    if (rows == 1) {
+        const T total = block_sum(strided_dot(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, val, x));
+        if (threadIdx.x == 0) batch_emit(r0, total, part, parts, part_count, alpha, beta, y, shared, raw);
+        return;
+    }
+    const int count = ptr[r1] - base;
+    int col[MSREP_STREAM_ENTRIES / 256];
+    T v[MSREP_STREAM_ENTRIES / 256];
+#pragma unroll
+    for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
+        const int e = (int)threadIdx.x + k * 256;
+        col[k] = e < count ? idx[base + e] : -1;
+        v[k] = e < count ? val[base + e] : (T)0;
+    }
+#pragma unroll
+    for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
+        if (col[k] >= 0) products[threadIdx.x + k * 256] = v[k] * x[col[k]];
+    }
+    __syncthreads();
+    int lanes = 32;  // the widest power of two that gives every row a group
+    while (lanes > 1 && rows * lanes > (int)blockDim.x) lanes >>= 1;
+    const unsigned lane_in_warp = threadIdx.x & 31;
+    const unsigned lane = lane_in_warp % lanes;
+    const unsigned mask = lanes == 32 ? 0xffffffffu : (((1u << lanes) - 1u) << (lane_in_warp - lane));
+    const int row = (int)threadIdx.x / lanes;
+    if (row >= rows) return;  // whole groups: rows·lanes ≤ blockDim.x
+    const int begin = ptr[r0 + row] - base, end = ptr[r0 + row + 1] - base;
+    T s = 0;
+    for (int e = begin + (int)lane; e < end; e += lanes) s += products[e];
+    for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, lanes);
+    if (lane == 0) batch_emit(r0 + row, s, part, parts, part_count, alpha, beta, y, shared, raw);
+}
+
+// One chunk of a long row per block, summed by the whole block. A row of one chunk is emitted at once;
+// otherwise each chunk leaves its sum in chunk_sums, and the last of the row's blocks to finish (a
+// counter per long row, reset for the next call) adds them in chunk order and emits the row. No
+// floating-point atomics: the result is the same bits on every run, though summed in another order
+// than the CPU backend's loop.
 template <typename T>
 __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const int* __restrict__ idx,
                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                             int part_count, T alpha, T beta, T* y, T* shared, T* raw, T* chunk_sums,
                             unsigned* counters) {
-    __shared__ T warp_sums[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    T s = 0;
-    for (int e = c.begin + (int)threadIdx.x; e < c.end; e += blockDim.x) s += val[e] * x[idx[e]];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) warp_sums[warp] = s;
-    __syncthreads();
+    const T total = block_sum(strided_dot(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx, val, x));
     if (threadIdx.x != 0) return;
-    T total = 0;
-    for (int w = 0; w < warps; ++w) total += warp_sums[w];
     MsrepCsrPart part = no_part();
     if (c.count == 1) {
         batch_emit(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw);
@@ -159,11 +223,13 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const int* __re
     batch_emit(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw);
 }
 
-// A batch: blocks 0..chunk_count take one chunk each, the rest the row classes.
+// A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
+// (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
+// row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
 template <typename T>
 __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ idx, const T* __restrict__ val,
-                          const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count,
-                          const int* __restrict__ row_list, const MsrepRowClasses& classes,
+                          const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count, int rows,
+                          int lanes, int row_blocks, const int* __restrict__ stream, int stream_count,
                           const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums, unsigned* counters,
                           T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
     int b = blockIdx.x;
@@ -172,36 +238,26 @@ __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ i
         return;
     }
     b -= chunk_count;
-    // The block's class. Unrolled so that every index into the parameter is a constant: a dynamic
-    // index would copy the structure to local memory in every thread (ncu, the suite's band in f32: 35 µs
-    // a launch against 19).
-    int lanes = classes.lanes[0], first = classes.first[0], last = classes.first[1];
-    int block_first = classes.block_first[0], block_last = classes.block_first[1];
-#pragma unroll
-    for (int c = 1; c < MSREP_MAX_CLASSES; ++c) {
-        if (c < classes.count && b >= classes.block_first[c]) {
-            lanes = classes.lanes[c];
-            first = classes.first[c];
-            last = classes.first[c + 1];
-            block_first = classes.block_first[c];
-            block_last = classes.block_first[c + 1];
-        }
+    if (b < stream_count) {
+        batch_stream(stream[2 * b], stream[2 * b + 1], ptr, idx, val, x, parts, part_count, alpha, beta, y, shared,
+                     raw);
+        return;
     }
-    const int block = b - block_first, blocks = block_last - block_first, count = last - first;
-#define MSREP_CLASS(G)                                                                                              \
+    b -= stream_count;
+#define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
-        batch_rows<T, G>(block, blocks, first, count, row_list, ptr, idx, val, x, parts, part_count, alpha, beta, y, \
-                         shared, raw, long_row);                                                                    \
+        batch_rows<T, G>(b, row_blocks, rows, ptr, idx, val, x, parts, part_count, alpha, beta, y, shared, raw,    \
+                         long_row);                                                                                 \
         break;
     switch (lanes) {
-        MSREP_CLASS(1)
-        MSREP_CLASS(2)
-        MSREP_CLASS(4)
-        MSREP_CLASS(8)
-        MSREP_CLASS(16)
-        MSREP_CLASS(32)
+        MSREP_LANES(1)
+        MSREP_LANES(2)
+        MSREP_LANES(4)
+        MSREP_LANES(8)
+        MSREP_LANES(16)
+        MSREP_LANES(32)
     }
-#undef MSREP_CLASS
+#undef MSREP_LANES
 }
 
 // Raw sums of a batch of another device (copied to the lead device) finished into y / shared slots.
@@ -321,10 +377,11 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSC(T, S, 32)                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S(                                         \
         const int* ptr, const int* idx, const T* val, const T* x, const MsrepCsrPart* parts, int part_count,      \
-        const int* row_list, MsrepRowClasses classes, const MsrepChunk* chunks, int chunk_count, T* chunk_sums,   \
-        unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {                            \
-        csr_batch<T>(ptr, idx, val, x, parts, part_count, row_list, classes, chunks, chunk_count, chunk_sums,      \
-                     counters, alpha, beta, y, shared, raw, long_row);                                            \
+        int rows, int lanes, int row_blocks, const int* stream, int stream_count, const MsrepChunk* chunks,       \
+        int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw,            \
+        int long_row) {                                                                                           \
+        csr_batch<T>(ptr, idx, val, x, parts, part_count, rows, lanes, row_blocks, stream, stream_count, chunks,  \
+                     chunk_count, chunk_sums, counters, alpha, beta, y, shared, raw, long_row);                   \
     }                                                                                                             \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \

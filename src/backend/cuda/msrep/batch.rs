@@ -1,9 +1,9 @@
 //! pCSR batches: the pCSR partitions of one device concatenated into one CSR of "virtual" rows, so that
 //! one kernel launch (`msrep_csr_batch_*` in kernels/msrep.cu) covers them all, whatever the partition
-//! count. The rows are sorted at build time into classes by the lanes each gets (regular rows all
-//! alike, skewed rows by their length), and rows longer than a threshold are cut into chunks of a
-//! block each, so that a power-law row costs its bytes spread over the GPU rather than one block's
-//! time.
+//! count. How the rows are spread over the kernel's blocks is decided at build time from their
+//! lengths: regular rows in order with a group of lanes each, skewed rows in stream blocks of
+//! consecutive rows (CSR-stream), and rows longer than a threshold in chunks of a block each, so that
+//! a power-law row costs its bytes spread over the GPU rather than one block's time.
 
 use super::super::memory::DeviceBuffer;
 use super::super::{GpuDevice, Launch, Stream};
@@ -28,12 +28,12 @@ const ENTRIES_PER_CHUNK: usize = 2048;
 /// f64, measured on an H100).
 const REGULAR_ENTRIES_PER_LANE: usize = 8;
 
-/// Skewed rows (power-law graphs, circuits): each row gets lanes for about this many entries a lane,
-/// so that the many short rows do not leave most lanes of a wide group idle.
-const SKEWED_ENTRIES_PER_LANE: usize = 4;
+/// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
+/// (`MSREP_STREAM_ENTRIES`: the kernel stages their products in shared memory) ...
+const STREAM_ENTRIES: usize = 1024;
 
-/// Classes of rows at most: one per lane count 1, 2, 4, 8, 16, 32.
-const MAX_CLASSES: usize = 6;
+/// ... and at most one row per thread of the block.
+const STREAM_ROWS: usize = BLOCK as usize;
 
 /// One partition as the kernel sees it (`MsrepCsrPart`).
 #[repr(C)]
@@ -45,16 +45,6 @@ pub struct PartEntry {
     shared_slot: i32,
     start_flag: i32,
     end_flag: i32,
-}
-
-/// Row classes, passed to the kernel by value (`MsrepRowClasses`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RowClasses {
-    count: i32,
-    lanes: [i32; MAX_CLASSES],
-    first: [i32; MAX_CLASSES + 1],
-    block_first: [i32; MAX_CLASSES + 1],
 }
 
 /// A piece of a long row (`MsrepChunk`).
@@ -69,12 +59,15 @@ pub struct Chunk {
     long_index: i32,
 }
 
-/// How a batch's rows are spread over the kernel's blocks: the classes, the row list they index
-/// (absent when one class takes the rows in order), and the chunks of the long rows.
+/// How a batch's rows are spread over the kernel's blocks.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Schedule {
-    pub classes: RowClasses,
-    pub row_list: Option<Vec<i32>>,
+    /// Regular rows: lanes a row, and the blocks that stride over the rows in order (0: streamed).
+    pub lanes: usize,
+    pub row_blocks: usize,
+    /// Skewed rows: the first and one-past-last row of each stream block.
+    pub stream: Vec<[i32; 2]>,
+    /// Rows longer than the threshold, cut into chunks, and how many such rows.
     pub chunks: Vec<Chunk>,
     pub long_rows: usize,
 }
@@ -85,9 +78,9 @@ fn lanes_for(len: usize, per_lane: usize) -> usize {
 }
 
 /// The schedule of rows with pointer array `ptr` (zero-based, `ptr.len()` = rows + 1). Rows longer
-/// than `long_row` become chunks; the others go to one class (regular lengths, in row order) or to a
-/// class per lane count (skewed lengths, each class in row order). `max_blocks` bounds the blocks of a
-/// class, which then strides over its rows.
+/// than `long_row` become chunks. The others: regular lengths (standard deviation at most half the
+/// mean) go in order to groups of lanes, on at most `max_blocks` blocks that stride over them;
+/// skewed lengths to stream blocks.
 pub fn schedule(ptr: &[i32], long_row: usize, max_blocks: usize) -> Result<Schedule> {
     use rayon::prelude::*;
     let rows = ptr.len() - 1;
@@ -116,35 +109,32 @@ pub fn schedule(ptr: &[i32], long_row: usize, max_blocks: usize) -> Result<Sched
         long_rows += 1;
     }
 
-    let mut classes = RowClasses::default();
-    let mut add_class = |lanes: usize, first: usize, count: usize| {
-        let k = classes.count as usize;
-        let blocks = (count * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
-        classes.lanes[k] = lanes as i32;
-        classes.first[k] = first as i32;
-        classes.first[k + 1] = (first + count) as i32;
-        classes.block_first[k + 1] = classes.block_first[k] + blocks as i32;
-        classes.count += 1;
-    };
     if regular {
         // Long rows among regular ones (a dense block of rows) are skipped by the kernel's length test.
-        add_class(lanes_for(mean.ceil() as usize, REGULAR_ENTRIES_PER_LANE), 0, rows);
-        return Ok(Schedule { classes, row_list: None, chunks, long_rows });
+        let lanes = lanes_for(mean.ceil() as usize, REGULAR_ENTRIES_PER_LANE);
+        let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
+        return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
     }
-    let mut lists: [Vec<i32>; MAX_CLASSES] = Default::default();
-    for v in (0..rows).filter(|&v| len(v) <= long_row) {
-        let class = lanes_for(len(v), SKEWED_ENTRIES_PER_LANE).trailing_zeros() as usize;
-        try_push(&mut lists[class], v as i32, "MSREP row classes")?;
+    let mut stream = Vec::new();
+    // The block being filled: its first row and its entries so far.
+    let mut open: Option<(usize, usize)> = None;
+    for v in 0..rows {
+        let l = len(v);
+        if let Some((first, entries)) = open
+            && (l > long_row || v - first == STREAM_ROWS || entries + l > STREAM_ENTRIES)
+        {
+            try_push(&mut stream, [first as i32, v as i32], "MSREP stream blocks")?;
+            open = None;
+        }
+        if l <= long_row {
+            let (first, entries) = open.unwrap_or((v, 0));
+            open = Some((first, entries + l));
+        }
     }
-    let mut row_list = Vec::new();
-    row_list
-        .try_reserve_exact(lists.iter().map(Vec::len).sum())
-        .map_err(|_| Error::alloc_failed("MSREP row classes"))?;
-    for (class, list) in lists.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
-        add_class(1 << class, row_list.len(), list.len());
-        row_list.extend_from_slice(list);
+    if let Some((first, _)) = open {
+        try_push(&mut stream, [first as i32, rows as i32], "MSREP stream blocks")?;
     }
-    Ok(Schedule { classes, row_list: Some(row_list), chunks, long_rows })
+    Ok(Schedule { lanes: 1, row_blocks: 0, stream, chunks, long_rows })
 }
 
 /// The pCSR partitions of one device, resident and scheduled.
@@ -159,8 +149,10 @@ pub struct CsrBatch {
     parts: DeviceBuffer,
     part_table: Vec<PartEntry>,
     part_count: i32,
-    row_list: Option<DeviceBuffer>,
-    classes: RowClasses,
+    lanes: i32,
+    row_blocks: i32,
+    stream: Option<DeviceBuffer>,
+    stream_count: i32,
     chunks: Option<DeviceBuffer>,
     chunk_count: i32,
     /// Per chunk: its sum, for the last block of its row to add.
@@ -219,26 +211,18 @@ impl CsrBatch {
             |data: &[i32], what: &str| DeviceBuffer::from_host(gpu, data, stream, what).map(DeviceBuffer::resident);
         let minors: Vec<&[i32]> = members.iter().map(|m| m.minor).collect();
         let values: Vec<&[T]> = members.iter().map(|m| m.values).collect();
-        let summary = {
-            let classes: Vec<String> = (0..plan.classes.count as usize)
-                .map(|k| {
-                    format!(
-                        "{} rows × {} lanes",
-                        plan.classes.first[k + 1] - plan.classes.first[k],
-                        plan.classes.lanes[k]
-                    )
-                })
-                .collect();
-            format!(
-                "{} partition(s), {} rows: {}{}, {} long row(s) in {} chunk(s)",
-                members.len(),
-                rows,
-                classes.join(", "),
-                if plan.row_list.is_some() { " (by length)" } else { " (in order)" },
-                plan.long_rows,
-                plan.chunks.len()
-            )
-        };
+        let summary = format!(
+            "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s)",
+            members.len(),
+            rows,
+            if plan.row_blocks > 0 {
+                format!("{} lanes a row on {} blocks", plan.lanes, plan.row_blocks)
+            } else {
+                format!("{} stream blocks", plan.stream.len())
+            },
+            plan.long_rows,
+            plan.chunks.len()
+        );
         let size = std::mem::size_of::<T>();
         Ok(CsrBatch {
             side,
@@ -249,8 +233,14 @@ impl CsrBatch {
             parts: DeviceBuffer::from_host(gpu, &parts, stream, "MSREP partition table")?.resident(),
             part_count: parts.len() as i32,
             part_table: parts,
-            row_list: plan.row_list.as_deref().map(|l| upload(l, "MSREP row classes")).transpose()?,
-            classes: plan.classes,
+            lanes: plan.lanes as i32,
+            row_blocks: plan.row_blocks as i32,
+            stream: if plan.stream.is_empty() {
+                None
+            } else {
+                Some(DeviceBuffer::from_host(gpu, &plan.stream, stream, "MSREP stream blocks")?.resident())
+            },
+            stream_count: plan.stream.len() as i32,
             chunks: if plan.chunks.is_empty() {
                 None
             } else {
@@ -290,12 +280,13 @@ impl CsrBatch {
         let name = format!("msrep_csr_batch_{sfx}");
         let f = gpu.function(&super::super::kernels::MSREP, &name)?;
         crate::log::note(|| format!("{name}: {}", self.summary));
-        let blocks = self.chunk_count as u32 + self.classes.block_first[self.classes.count as usize] as u32;
+        let blocks = (self.chunk_count + self.stream_count + self.row_blocks) as u32;
         let cfg = Launch { grid: (blocks.max(1), 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
         let (ptr, idx, val, parts) = (self.ptr.ptr(), self.idx.ptr(), self.val.ptr(), self.parts.ptr());
         let opt = |b: &Option<DeviceBuffer>| b.as_ref().map_or(0, |b| b.ptr());
-        let (row_list, chunks, chunk_sums, counters) =
-            (opt(&self.row_list), opt(&self.chunks), opt(&self.chunk_sums), opt(&self.counters));
+        let (stream_blocks, chunks, chunk_sums, counters) =
+            (opt(&self.stream), opt(&self.chunks), opt(&self.chunk_sums), opt(&self.counters));
+        let rows = self.rows as i32;
         unsafe {
             super::super::launch(
                 &f,
@@ -308,8 +299,11 @@ impl CsrBatch {
                     &x,
                     &parts,
                     &self.part_count,
-                    &row_list,
-                    &self.classes,
+                    &rows,
+                    &self.lanes,
+                    &self.row_blocks,
+                    &stream_blocks,
+                    &self.stream_count,
                     &chunks,
                     &self.chunk_count,
                     &chunk_sums,
@@ -392,44 +386,43 @@ mod tests {
     }
 
     #[test]
-    fn regular_rows_are_one_class_in_order() {
-        let ptr = ptr_of(&[17; 1000]);
-        let s = schedule(&ptr, LONG_ROW, 4096).unwrap();
-        assert_eq!(s.row_list, None);
-        assert_eq!((s.classes.count, s.classes.lanes[0], s.classes.first[1]), (1, 4, 1000));
-        assert_eq!(s.classes.block_first[1], 16, "1000 rows × 4 lanes in blocks of 256");
-        assert!(s.chunks.is_empty());
+    fn regular_rows_go_in_order_to_groups_of_lanes() {
+        let s = schedule(&ptr_of(&[17; 1000]), LONG_ROW, 4096).unwrap();
+        assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
+        assert!(s.stream.is_empty() && s.chunks.is_empty());
+        let s = schedule(&ptr_of(&[8; 1 << 20]), LONG_ROW, 100).unwrap();
+        assert_eq!(s.row_blocks, 100, "blocks are bounded");
     }
 
     #[test]
-    fn skewed_rows_are_classed_by_length_and_long_rows_chunked() {
+    fn skewed_rows_stream_in_blocks_and_long_rows_are_chunked() {
         // Lengths 0..=5 repeated, and two long rows: one of three chunks, one of one.
         let mut lengths: Vec<usize> = (0..600).map(|i| i % 6).collect();
         lengths[100] = 2 * ENTRIES_PER_CHUNK + 1;
         lengths[400] = LONG_ROW + 1;
-        lengths[401] = 40;
+        lengths[402] = 1020;
         let ptr = ptr_of(&lengths);
         let s = schedule(&ptr, LONG_ROW, 4096).unwrap();
-        let list = s.row_list.as_ref().expect("skewed rows are listed");
-        // Every row but the long ones exactly once, each class in row order and of the right width.
-        let mut seen: Vec<i32> = list.clone();
-        seen.sort();
-        let want: Vec<i32> = (0..600).filter(|&v| v != 100 && v != 400).collect();
-        assert_eq!(seen, want);
-        for k in 0..s.classes.count as usize {
-            let rows = &list[s.classes.first[k] as usize..s.classes.first[k + 1] as usize];
-            assert!(rows.windows(2).all(|w| w[0] < w[1]));
-            for &v in rows {
-                assert_eq!(lanes_for(lengths[v as usize], SKEWED_ENTRIES_PER_LANE), s.classes.lanes[k] as usize);
-            }
+        assert_eq!(s.row_blocks, 0);
+        // The stream blocks cover every row but the long ones, in order, each within its limits.
+        let mut covered = Vec::new();
+        for &[first, end] in &s.stream {
+            assert!(first < end && (end - first) as usize <= STREAM_ROWS);
+            let entries = (ptr[end as usize] - ptr[first as usize]) as usize;
+            assert!(entries <= STREAM_ENTRIES, "block {first}..{end}: {entries} entries");
+            covered.extend(first..end);
         }
-        assert_eq!(s.classes.lanes[..s.classes.count as usize], [1, 2, 16]);
+        let want: Vec<i32> = (0..600).filter(|&v| v != 100 && v != 400).collect();
+        assert_eq!(covered, want);
+        // Blocks end before a long row, and where the next row would not fit (row 402, 1020 entries).
+        assert!(s.stream.iter().any(|b| b[1] == 100) && s.stream.iter().any(|b| b[0] == 101));
+        assert!(s.stream.iter().any(|b| b[0] == 401) && s.stream.iter().any(|b| b[0] == 402));
         assert_eq!(s.long_rows, 2);
-        let covered: Vec<(i32, i32, i32)> = s.chunks.iter().map(|c| (c.row, c.begin, c.end)).collect();
+        let chunks: Vec<(i32, i32, i32)> = s.chunks.iter().map(|c| (c.row, c.begin, c.end)).collect();
         let (a, b) = (ptr[100], ptr[400]);
         let chunk = ENTRIES_PER_CHUNK as i32;
         assert_eq!(
-            covered,
+            chunks,
             [
                 (100, a, a + chunk),
                 (100, a + chunk, a + 2 * chunk),
@@ -442,18 +435,11 @@ mod tests {
     }
 
     #[test]
-    fn without_chunks_long_rows_stay_in_the_widest_class() {
+    fn without_chunks_a_long_row_is_a_stream_block_of_its_own() {
         let mut lengths = vec![1usize; 300];
         lengths[7] = 5000;
         let s = schedule(&ptr_of(&lengths), usize::MAX, 4096).unwrap();
         assert!(s.chunks.is_empty());
-        assert_eq!(s.classes.lanes[..s.classes.count as usize], [1, 32]);
-        assert_eq!(s.row_list.unwrap()[s.classes.first[1] as usize], 7);
-    }
-
-    #[test]
-    fn class_blocks_are_bounded() {
-        let s = schedule(&ptr_of(&[8; 1 << 20]), LONG_ROW, 100).unwrap();
-        assert_eq!(s.classes.block_first[1], 100);
+        assert_eq!(s.stream, [[0, 7], [7, 8], [8, 264], [264, 300]]);
     }
 }
