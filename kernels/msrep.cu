@@ -110,9 +110,11 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const i
 }
 
 // Regular rows (bands, stencils): a group of G lanes (G = 1..32) per row, in row order; lanes stride
-// over the row's entries, then reduce by shuffles within the group. Rows are handed out grid-stride
-// over the row blocks; a group's lanes always agree on the row, so the group mask is exact even when
-// other groups of the warp have finished. Rows longer than long_row belong to the chunk blocks.
+// over the row's entries, then reduce by shuffles within the group. Each row block takes a contiguous
+// range of rows, its groups striding over it (neighbouring groups on neighbouring rows, so loads
+// coalesce, and a block meets at most a few partition boundaries); a group's lanes always agree on the
+// row, so the group mask is exact even when other groups of the warp have finished. Rows longer than
+// long_row belong to the chunk blocks.
 template <typename T, int G>
 __device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const int* __restrict__ idx,
                            const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
@@ -120,10 +122,11 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
-    const int group = (int)(((sgpu_i64)block * blockDim.x + threadIdx.x) / G);
-    const int groups = (int)((sgpu_i64)blocks * blockDim.x / G);
+    const sgpu_i64 per_block = ((sgpu_i64)rows + blocks - 1) / blocks;
+    const int start = (int)min((sgpu_i64)rows, block * per_block);
+    const int stop = (int)min((sgpu_i64)rows, (block + 1) * per_block);
     MsrepCsrPart part = no_part();
-    for (int v = group; v < rows; v += groups) {
+    for (int v = start + (int)(threadIdx.x / G); v < stop; v += (int)(blockDim.x / G)) {
         const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
         T s = strided_dot(begin + (int)lane, end, G, idx, val, x);

@@ -93,20 +93,24 @@ fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
             })
             .collect();
     }
-    let generated = |name: String, a: CsrMatrix<f64>| Input { name, class: "", matrix: Ok(a) };
+    // Labelled with the suite's classes, so that every row carries its class and vendor algorithm.
+    let generated =
+        |name: String, class: suite::Class, a: CsrMatrix<f64>| Input { name, class: class.label(), matrix: Ok(a) };
     if b.opts.large {
         // Band and 3D stencil of at least 50 M nonzeros, and R-MAT scale 23: each well beyond the L2
         // cache, as the roofline targets ask (1/64 of the rows with --quick).
         let shrink = if b.opts.quick { 64 } else { 1 };
         let side = if b.opts.quick { 35 } else { 140 };
         return vec![
-            generated("band hw 8".into(), testgen::band_csr(rng, 3_200_000 / shrink, 8)),
+            generated("band hw 8".into(), suite::Class::Band, testgen::band_csr(rng, 3_200_000 / shrink, 8)),
             generated(
                 format!("stencil3d 27-point {side}^3"),
+                suite::Class::Stencil,
                 testgen::stencil_csr(rng, &[side, side, side], testgen::Stencil::Box, 1),
             ),
             generated(
                 format!("R-MAT scale {} ef 16", if b.opts.quick { 17 } else { 23 }),
+                suite::Class::Graph,
                 testgen::rmat_csr(rng, if b.opts.quick { 17 } else { 23 }, 16),
             ),
         ];
@@ -117,8 +121,8 @@ fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
         None => (20, 1 << 20),
     };
     vec![
-        generated(format!("R-MAT scale {scale} ef 16"), testgen::rmat_csr(rng, scale, 16)),
-        generated("band hw 8".into(), testgen::band_csr(rng, band_n, 8)),
+        generated(format!("R-MAT scale {scale} ef 16"), suite::Class::Graph, testgen::rmat_csr(rng, scale, 16)),
+        generated("band hw 8".into(), suite::Class::Band, testgen::band_csr(rng, band_n, 8)),
     ]
 }
 

@@ -13,11 +13,11 @@ use crate::msrep::partition::PartitionBounds;
 use std::sync::Arc;
 
 /// Threads of every block of the batch kernel (its `__launch_bounds__`).
-pub const BLOCK: u32 = 256;
+const BLOCK: u32 = 256;
 
 /// Rows longer than this are cut into chunks: a group of 32 lanes would loop over them more than 32
 /// times while the rest of the GPU waits.
-pub const LONG_ROW: usize = 1024;
+const LONG_ROW: usize = 1024;
 
 /// Entries of a long row one block sums (8 per thread).
 const ENTRIES_PER_CHUNK: usize = 2048;
