@@ -2,12 +2,11 @@
 //! device) on 1..K devices (or the numbers `--devices` lists) vs the fastest of cusparseSpMV's CSR
 //! algorithms on device 0, the single-GPU baseline of the MSREP paper. x and y live on device 0 for
 //! both; our call spreads the work. Inputs: R-MAT and a band (default), the matrix suite (`--suite`)
-//! or large matrices of 50-130 M nonzeros (`--large`), and any `--mtx` files.
+//! or large matrices of 54-131 M nonzeros (`--large`), and any `--mtx` files.
 
 use crate::gpu::Outcome;
-use crate::gpu::Timing;
 use crate::report::{Measurement, Verdict, table_header};
-use crate::vendor::{Scalar, SpMV, SpmvAlg, VendorFailure};
+use crate::vendor::{DeviceCsr, Fastest, Scalar, SpMV, SpmvAlg};
 use crate::{
     Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, suite, tolerance, type_name, type_size,
     upload_as, upload_csr,
@@ -137,42 +136,18 @@ struct Setup<'a> {
     class: &'static str,
 }
 
-/// cusparseSpMV's fastest CSR algorithm on one product, and what each gave.
-struct VendorBest<'a> {
-    spmv: SpMV<'a>,
-    timing: Timing,
-    /// Each algorithm's median time, or why it gave none.
-    algorithms: String,
-}
-
 /// Times every CSR algorithm of cusparseSpMV that takes these operands (workspace and preprocessing
 /// set up outside the timing) and leaves the fastest one's result in y.
-fn fastest_spmv<'a>(b: &'a Bench, csr: &crate::vendor::DeviceCsr, x: u64, y: u64) -> Outcome<VendorBest<'a>> {
-    let mut best: Option<(SpMV, Timing)> = None;
-    let mut algorithms = Vec::new();
-    for alg in SpmvAlg::ALL {
-        let timed = (|| -> Result<(SpMV, Timing), VendorFailure> {
-            let spmv = SpMV::new(&b.sparse, &b.gpu, csr, x, y, alg)?;
-            spmv.run()?;
-            let timing = b.gpu.time(|| spmv.run().map_err(String::from)).map_err(VendorFailure::Failed)?;
-            Ok((spmv, timing))
-        })();
-        match timed {
-            Ok((spmv, timing)) => {
-                algorithms.push(format!("{} {:.3} ms", alg.name(), timing.gpu_ms));
-                if best.as_ref().is_none_or(|(_, fastest)| timing.gpu_ms < fastest.gpu_ms) {
-                    best = Some((spmv, timing));
-                }
-            }
-            Err(VendorFailure::NotSupported(_)) => algorithms.push(format!("{} not supported", alg.name())),
-            Err(VendorFailure::Failed(why)) => algorithms.push(format!("{} failed: {why}", alg.name())),
-        }
-    }
-    let algorithms = algorithms.join(", ");
-    let (spmv, timing) = best.ok_or_else(|| format!("no CSR algorithm of cusparseSpMV ran: {algorithms}"))?;
-    // The reference is the fastest algorithm's result: the one ours is timed against.
-    spmv.run()?;
-    Ok(VendorBest { spmv, timing, algorithms })
+fn fastest_spmv<'a>(b: &'a Bench, csr: &DeviceCsr, x: u64, y: u64) -> Outcome<Fastest<SpMV<'a>>> {
+    crate::vendor::fastest(
+        &b.gpu,
+        "cusparseSpMV (CSR)",
+        &SpmvAlg::ALL,
+        SpmvAlg::name,
+        |alg| SpMV::new(&b.sparse, &b.gpu, csr, x, y, alg),
+        SpMV::run,
+        |_| "",
+    )
 }
 
 fn case(
@@ -192,7 +167,7 @@ fn case(
     let nan_y = vec![f64::NAN; a.rows];
     let (vendor_alg, vendor, vendor_algorithms) = {
         let best = fastest_spmv(b, &csr, x.ptr(), y_vendor.ptr())?;
-        (best.spmv.alg.name(), best.timing, best.algorithms)
+        (best.op.alg.name(), best.timing, best.algorithms)
     };
     let reference = download_as(&b.gpu, ty, &y_vendor, a.rows)?;
 

@@ -5,10 +5,10 @@
 //! what a caller without a sparse library would do. Inputs: generated N×N matrices, or the matrix
 //! suite (`--suite`, suite.rs); and `--mtx` files.
 
-use crate::gpu::{DeviceBuffer, Outcome, Timing};
+use crate::gpu::{DeviceBuffer, Outcome};
 use crate::report::{Measurement, Verdict, table_header};
 use crate::suite;
-use crate::vendor::{Cublas, DeviceCsr, Scalar, SpMM, SpmmAlg, VendorFailure};
+use crate::vendor::{Cublas, DeviceCsr, Fastest, Scalar, SpMM, SpmmAlg};
 use crate::{
     Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, type_name, type_size, upload_csr,
 };
@@ -285,44 +285,18 @@ fn measure_type(b: &mut Bench, available: &Outcome<()>, input: &Input, ty: Value
     Ok(())
 }
 
-/// cusparseSpMM's fastest CSR algorithm on one product, and what each gave.
-struct VendorBest {
-    alg: SpmmAlg,
-    timing: Timing,
-    /// Each algorithm's median time, or why it gave none.
-    algorithms: String,
-}
-
 /// Times every CSR algorithm cuSPARSE accepts for these operands (each with its own workspace and
 /// preprocessing, set up outside the timing) and leaves the fastest one's result in C.
-fn fastest_spmm(b: &Bench, csr: &DeviceCsr, n: usize, bm: u64, c: u64) -> Outcome<VendorBest> {
-    let mut best: Option<(SpMM, Timing)> = None;
-    let mut algorithms = Vec::new();
-    for alg in SpmmAlg::ALL {
-        let timed = (|| -> Result<(SpMM, Timing), VendorFailure> {
-            let spmm = SpMM::new(&b.sparse, &b.gpu, csr, n, bm, c, alg)?;
-            spmm.run()?;
-            let timing = b.gpu.time(|| spmm.run().map_err(String::from)).map_err(VendorFailure::Failed)?;
-            Ok((spmm, timing))
-        })();
-        match timed {
-            Ok((spmm, timing)) => {
-                let unprepared =
-                    if alg.wants_preprocessing() && !spmm.preprocessed { " (no preprocessing)" } else { "" };
-                algorithms.push(format!("{}{unprepared} {:.3} ms", alg.name(), timing.gpu_ms));
-                if best.as_ref().is_none_or(|(_, fastest)| timing.gpu_ms < fastest.gpu_ms) {
-                    best = Some((spmm, timing));
-                }
-            }
-            Err(VendorFailure::NotSupported(_)) => algorithms.push(format!("{} not supported", alg.name())),
-            Err(VendorFailure::Failed(why)) => algorithms.push(format!("{} failed: {why}", alg.name())),
-        }
-    }
-    let algorithms = algorithms.join(", ");
-    let (spmm, timing) = best.ok_or_else(|| format!("no CSR algorithm of cusparseSpMM ran: {algorithms}"))?;
-    // The reference is the fastest algorithm's result: the one ours is timed against.
-    spmm.run()?;
-    Ok(VendorBest { alg: spmm.alg, timing, algorithms })
+fn fastest_spmm<'a>(b: &'a Bench, csr: &DeviceCsr, n: usize, bm: u64, c: u64) -> Outcome<Fastest<SpMM<'a>>> {
+    crate::vendor::fastest(
+        &b.gpu,
+        "cusparseSpMM (CSR)",
+        &SpmmAlg::ALL,
+        SpmmAlg::name,
+        |alg| SpMM::new(&b.sparse, &b.gpu, csr, n, bm, c, alg),
+        SpMM::run,
+        |spmm| if spmm.alg.wants_preprocessing() && !spmm.preprocessed { " (no preprocessing)" } else { "" },
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -382,7 +356,7 @@ fn measure_width(
     };
 
     let mut ours = base.clone();
-    ours.vendor_alg = vendor.alg.name();
+    ours.vendor_alg = vendor.op.alg.name();
     ours.csr_bytes = Some(csr_bytes(a, ty));
     ours.note = format!("cuSPARSE {}", vendor.algorithms);
     let result = (|| -> Outcome<()> {

@@ -2,7 +2,7 @@
 //! on the harness's stream, every operand device-resident. Each prepared operation owns its
 //! descriptors and workspace, so the timed call is the library call alone.
 
-use crate::gpu::{DeviceBuffer, Gpu, Outcome};
+use crate::gpu::{DeviceBuffer, Gpu, Outcome, Timing};
 use cudarc::cublas::sys as cb;
 use cudarc::cusparse::sys as sp;
 use sparsegpu::ValueType;
@@ -333,6 +333,55 @@ impl Drop for Descriptors {
 
 fn workspace(gpu: &Gpu, bytes: usize, call: &str) -> Outcome<DeviceBuffer> {
     gpu.zeros(bytes, &format!("the {call} workspace"))
+}
+
+/// The fastest of a vendor call's algorithms on one problem, and what each gave.
+pub struct Fastest<Op> {
+    /// The fastest algorithm's call, its result left in the output.
+    pub op: Op,
+    pub timing: Timing,
+    /// Each algorithm's median time, or why it gave none, e.g. "CSR_ALG1 0.031 ms, CSR_ALG2 not
+    /// supported".
+    pub algorithms: String,
+}
+
+/// Sets each of `algorithms` up with `make` (outside the timing), times `run` with it, and runs the
+/// fastest once more so that the output holds its result (the one ours is compared with). `label`
+/// adds to an algorithm's name in the summary (what its setup lacked, say). `call` names the vendor
+/// call in the error when none ran.
+pub fn fastest<A: Copy, Op>(
+    gpu: &Gpu,
+    call: &str,
+    algorithms: &[A],
+    name: impl Fn(A) -> &'static str,
+    make: impl Fn(A) -> Result<Op, VendorFailure>,
+    run: impl Fn(&Op) -> Result<(), VendorFailure>,
+    label: impl Fn(&Op) -> &'static str,
+) -> Outcome<Fastest<Op>> {
+    let mut best: Option<(Op, Timing)> = None;
+    let mut summary = Vec::new();
+    for &alg in algorithms {
+        let timed = (|| -> Result<(Op, Timing), VendorFailure> {
+            let op = make(alg)?;
+            run(&op)?;
+            let timing = gpu.time(|| run(&op).map_err(String::from)).map_err(VendorFailure::Failed)?;
+            Ok((op, timing))
+        })();
+        match timed {
+            Ok((op, timing)) => {
+                summary.push(format!("{}{} {:.3} ms", name(alg), label(&op), timing.gpu_ms));
+                if best.as_ref().is_none_or(|(_, fastest)| timing.gpu_ms < fastest.gpu_ms) {
+                    best = Some((op, timing));
+                }
+            }
+            Err(VendorFailure::NotSupported(_)) => summary.push(format!("{} not supported", name(alg))),
+            Err(VendorFailure::Failed(why)) => summary.push(format!("{} failed: {why}", name(alg))),
+        }
+    }
+    let algorithms = summary.join(", ");
+    let (op, timing) = best.ok_or_else(|| format!("no algorithm of {call} ran: {algorithms}"))?;
+    run(&op)?;
+    Ok(Fastest { op, timing, algorithms })
 }
 
 /// The CSR algorithms of cusparseSpMM. Which is fastest depends on the matrix, the width and the

@@ -7,6 +7,7 @@
 
 use super::super::memory::DeviceBuffer;
 use super::super::{GpuDevice, Launch, Stream};
+use super::ptr_of;
 use crate::alloc::try_push;
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
@@ -283,9 +284,8 @@ impl CsrBatch {
         let blocks = (self.chunk_count + self.stream_count + self.row_blocks) as u32;
         let cfg = Launch { grid: (blocks.max(1), 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
         let (ptr, idx, val, parts) = (self.ptr.ptr(), self.idx.ptr(), self.val.ptr(), self.parts.ptr());
-        let opt = |b: &Option<DeviceBuffer>| b.as_ref().map_or(0, |b| b.ptr());
         let (stream_blocks, chunks, chunk_sums, counters) =
-            (opt(&self.stream), opt(&self.chunks), opt(&self.chunk_sums), opt(&self.counters));
+            (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
         let rows = self.rows as i32;
         unsafe {
             super::super::launch(
