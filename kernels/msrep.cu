@@ -71,7 +71,7 @@ __device__ __forceinline__ MsrepCsrPart no_part() {
 }
 
 // Where virtual row v's sum goes: raw[v] (raw mode: partitions of another device), else finished
-// into y or a shared slot as msrep_emit says for its partition (`part`, kept between calls).
+// into y or a shared slot as msrep_emit says for its partition (`part`, kept from row to row).
 template <typename T>
 __device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const MsrepCsrPart* __restrict__ parts,
                                            int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
