@@ -100,6 +100,7 @@ fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
         // cache, as the roofline targets ask (1/64 of the rows with --quick).
         let shrink = if b.opts.quick { 64 } else { 1 };
         let side = if b.opts.quick { 35 } else { 140 };
+        let rmat_scale = if b.opts.quick { 17 } else { 23 };
         return vec![
             generated("band hw 8".into(), suite::Class::Band, testgen::band_csr(rng, 3_200_000 / shrink, 8)),
             generated(
@@ -108,9 +109,9 @@ fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
                 testgen::stencil_csr(rng, &[side, side, side], testgen::Stencil::Box, 1),
             ),
             generated(
-                format!("R-MAT scale {} ef 16", if b.opts.quick { 17 } else { 23 }),
+                format!("R-MAT scale {rmat_scale} ef 16"),
                 suite::Class::Graph,
-                testgen::rmat_csr(rng, if b.opts.quick { 17 } else { 23 }, 16),
+                testgen::rmat_csr(rng, rmat_scale, 16),
             ),
         ];
     }

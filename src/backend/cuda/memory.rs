@@ -94,11 +94,7 @@ impl DeviceBuffer {
 
     /// Copies a host slice into a new device allocation.
     pub fn from_host<T: Copy>(device: &Arc<GpuDevice>, data: &[T], stream: Stream, what: &str) -> Result<Self> {
-        let b = Self::alloc(device, std::mem::size_of_val(data), stream, what)?;
-        if !data.is_empty() {
-            unsafe { drv::memcpy_htod_async(b.ptr, data, stream.0) }.map_err(driver_error("copying to the device"))?;
-        }
-        Ok(b)
+        Self::from_host_parts(device, &[data], stream, what)
     }
 
     /// Copies host slices one after another into a new device allocation.

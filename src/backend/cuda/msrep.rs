@@ -154,12 +154,6 @@ fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
 
-/// Lanes per column of a pCSC partition: the next power of two of the average length, 1..32.
-fn group_size(nnz: usize, majors: usize) -> u32 {
-    let avg = nnz.div_ceil(majors.max(1));
-    (avg.max(1).next_power_of_two()).min(32) as u32
-}
-
 fn grid_for(gpu: &GpuDevice, threads: usize) -> Launch {
     let blocks = threads.div_ceil(BLOCK as usize).clamp(1, gpu.multiprocessors * 32);
     Launch { grid: (blocks as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }
@@ -263,7 +257,8 @@ impl GpuResident {
                 major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?.resident(),
                 minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
                 values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
-                lanes: group_size(p.bounds.nnz(), p.bounds.major_count()),
+                // pCSC: a lane per entry of the average column (a power of two, 1..32).
+                lanes: batch::lanes_for(p.bounds.nnz().div_ceil(p.bounds.major_count().max(1)), 1) as u32,
             });
         }
         for (side, members) in csr_members.into_iter().enumerate() {

@@ -74,7 +74,7 @@ pub struct Schedule {
 }
 
 /// Lanes for a row of `len` entries at `per_lane` entries a lane: a power of two, 1..32.
-fn lanes_for(len: usize, per_lane: usize) -> usize {
+pub(super) fn lanes_for(len: usize, per_lane: usize) -> usize {
     len.div_ceil(per_lane).max(1).next_power_of_two().min(32)
 }
 
@@ -340,8 +340,7 @@ impl CsrBatch {
         sfx: &str,
     ) -> Result<()> {
         let f = gpu.function(&super::super::kernels::MSREP, &format!("msrep_finish_batch_{sfx}"))?;
-        let blocks = self.rows.div_ceil(BLOCK as usize).clamp(1, gpu.multiprocessors * 32) as u32;
-        let cfg = Launch { grid: (blocks, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
+        let cfg = super::grid_for(gpu, self.rows);
         let rows = self.rows as i32;
         unsafe {
             super::super::launch(
