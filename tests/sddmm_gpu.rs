@@ -268,8 +268,9 @@ fn shapes_for<T: Element>(label: &str, shapes: &[(usize, usize, usize, f64)]) {
     }
 }
 
-/// Shapes with 0 and 1, sizes that are not multiples of the 64-row band, 64-column tile or 32-deep
-/// K slice, K below / at / above a vector and a slice, densities from 1e-5 to dense.
+/// Shapes with 0 and 1, sizes that are not multiples of a band (64 rows on the CPU, 256 on the
+/// GPU), a 64-column tile or a K slice, K below / at / above a vector and a slice, densities from
+/// 1e-5 to dense, and one whose bands span several thread blocks of the GPU's tiled algorithm.
 const SHAPES: &[(usize, usize, usize, f64)] = &[
     (0, 5, 3, 0.5),
     (5, 0, 3, 0.5),
@@ -285,6 +286,7 @@ const SHAPES: &[(usize, usize, usize, f64)] = &[
     (5000, 4000, 40, 1e-5),
     (1, 5000, 129, 0.2),
     (700, 2, 31, 0.9),
+    (1500, 800, 200, 0.05),
 ];
 
 #[test]

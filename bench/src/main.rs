@@ -43,7 +43,8 @@ const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing 
 const USAGE: &str = "\
 sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--suite [NAME,...]] [--widths N,N,...] [--devices K|K,...]
-                       [--partitions P,...] [--large] [--block-size B] [--ratios R,R,...] [--types T,T,...]
+                       [--partitions P,...] [--large] [--block-size B] [--ratios R,R,...] [--densities D,...]
+                       [--types T,T,...]
                        [--decay algebraic|exponential|both] [--no-exact] [--square]
        sparsegpu-bench --demo [--quick] [--json PATH]";
 
@@ -132,6 +133,9 @@ pub struct Options {
     /// SpAMM target valid ratios besides tau = 0 (default 0.3,0.2,0.1,0.05)
     #[arg(long, value_name = "R,...", value_parser = parse_ratios, allow_hyphen_values = true)]
     pub ratios: Option<std::vec::Vec<f64>>,
+    /// SDDMM densities of the random S (default 1e-5,1e-4,1e-3,1e-2,5e-2; 1e-4,1e-2 with --quick)
+    #[arg(long, value_name = "D,...", value_parser = parse_ratios, allow_hyphen_values = true)]
+    pub densities: Option<std::vec::Vec<f64>>,
     /// SpAMM without the tau = 0 rows (at large N they cost as much as dense GEMMs)
     #[arg(long)]
     pub no_exact: bool,
@@ -620,7 +624,8 @@ mod tests {
         assert_eq!((o.n, o.quick, o.no_exact, o.square, o.demo), (None, false, false, false, false));
         assert!(o.json.is_none() && o.mtx.is_empty() && o.devices.is_none());
         assert!(o.suite.is_none() && o.widths.is_none());
-        assert!(o.block_size.is_none() && o.ratios.is_none() && o.types.is_none() && o.decay.is_none());
+        assert!(o.block_size.is_none() && o.ratios.is_none() && o.densities.is_none());
+        assert!(o.types.is_none() && o.decay.is_none());
         assert!(o.smat_format.is_none() && o.smat_math.is_none());
     }
 
@@ -648,6 +653,8 @@ mod tests {
             "64",
             "--ratios",
             "0.3,0.05",
+            "--densities",
+            "1e-3,0.05",
             "--types",
             "bf16,f32",
             "--decay",
@@ -672,6 +679,7 @@ mod tests {
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
         assert_eq!(o.ratios, Some(vec![0.3, 0.05]));
+        assert_eq!(o.densities, Some(vec![1e-3, 0.05]));
         assert_eq!(o.types, Some(vec![ValueType::Bf16, ValueType::F32]));
         assert_eq!(o.decay.as_deref(), Some("algebraic"));
         assert_eq!(parse(&["--family", "all"]).unwrap().families.len(), 4);
@@ -728,6 +736,7 @@ mod tests {
             &["--ratios", "1.5"],
             &["--ratios", "0.1,x"],
             &["--ratios", "nan"],
+            &["--densities", "0"],
             &["--types", "F32"],
             &["--types", "f32,"],
             &["--suite", "roads"],

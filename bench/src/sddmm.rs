@@ -37,7 +37,8 @@ const FORCED: [(i32, &str); 2] = [(1, "tiled"), (2, "COO")];
 pub fn run(b: &mut Bench) {
     let size = b.opts.n.unwrap_or(if b.opts.quick { 4096 } else { 8192 });
     let widths = b.opts.widths.clone().unwrap_or_else(|| vec![64]);
-    let densities: &[f64] = if b.opts.quick { &[1e-4, 1e-2] } else { &[1e-5, 1e-4, 1e-3, 1e-2, 5e-2] };
+    let default_densities: &[f64] = if b.opts.quick { &[1e-4, 1e-2] } else { &[1e-5, 1e-4, 1e-3, 1e-2, 5e-2] };
+    let densities = b.opts.densities.clone().unwrap_or_else(|| default_densities.to_vec());
     let default_types: &[ValueType] = if b.opts.quick { &[ValueType::F32] } else { &[ValueType::F32, ValueType::F64] };
     let types = b.opts.types.clone().unwrap_or_else(|| default_types.to_vec());
     let widths_text = widths.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
@@ -64,7 +65,7 @@ pub fn run(b: &mut Bench) {
             }
         }
         None => {
-            for &density in densities {
+            for &density in &densities {
                 patterns.push(("random".into(), Ok(testgen::random_csr::<f64>(&mut rng, size, size, density))));
             }
         }
