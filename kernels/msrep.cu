@@ -84,12 +84,19 @@ __device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const
                shared + part.shared_slot);
 }
 
-// Σ val[e]·x[idx[e]] over e = first, first + stride, … < end, added in that order. Entries are loaded
-// MSREP_IN_FLIGHT at a time before their x is gathered, so that a thread has that many loads in flight
-// instead of one dependent pair (index, then x) after another.
+// Column indices of a batch: 32-bit columns (I = int), or 16-bit offsets from a diagonal (I = short,
+// where the batch's columns allow it): column = a + col_shift + idx[e], where the anchor a is the
+// entry's virtual row, or for a row of a stream block the block's first row (a stream block loads its
+// entries without their rows). `col_base` is what an index is added to: 0, or a + col_shift.
+__device__ __forceinline__ int batch_col_base(const int*, int, int) { return 0; }
+__device__ __forceinline__ int batch_col_base(const short*, int v, int col_shift) { return v + col_shift; }
+
+// Σ val[e]·x[col_base + idx[e]] over e = first, first + stride, … < end, added in that order. Entries
+// are loaded MSREP_IN_FLIGHT at a time before their x is gathered, so that a thread has that many loads
+// in flight instead of one dependent pair (index, then x) after another.
 #define MSREP_IN_FLIGHT 8
-template <typename T>
-__device__ __forceinline__ T strided_dot(int first, int end, int stride, const int* __restrict__ idx,
+template <typename T, typename I>
+__device__ __forceinline__ T strided_dot(int first, int end, int stride, const I* __restrict__ idx, int col_base,
                                          const T* __restrict__ val, const T* __restrict__ x) {
     T s = 0;
     for (int e0 = first; e0 < end; e0 += MSREP_IN_FLIGHT * stride) {
@@ -98,12 +105,12 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const i
 #pragma unroll
         for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
             const int e = e0 + k * stride;
-            col[k] = e < end ? idx[e] : -1;
+            col[k] = e < end ? col_base + (int)idx[e] : 0;
             v[k] = e < end ? val[e] : (T)0;
         }
 #pragma unroll
         for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
-            if (col[k] >= 0) s += v[k] * x[col[k]];
+            if (e0 + k * stride < end) s += v[k] * x[col[k]];
         }
     }
     return s;
@@ -115,10 +122,11 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const i
 // coalesce, and a block meets at most a few partition boundaries); a group's lanes always agree on the
 // row, so the group mask is exact even when other groups of the warp have finished. Rows longer than
 // long_row belong to the chunk blocks.
-template <typename T, int G>
-__device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const int* __restrict__ idx,
-                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
-                           int part_count, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
+template <typename T, int G, typename I>
+__device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
+                           int col_shift, const T* __restrict__ val, const T* __restrict__ x,
+                           const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
+                           T* raw, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
@@ -129,7 +137,7 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
     for (int v = start + (int)(threadIdx.x / G); v < stop; v += (int)(blockDim.x / G)) {
         const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
-        T s = strided_dot(begin + (int)lane, end, G, idx, val, x);
+        T s = strided_dot(begin + (int)lane, end, G, idx, batch_col_base(idx, v, col_shift), val, x);
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
         if (lane == 0) batch_emit(v, s, part, parts, part_count, alpha, beta, y, shared, raw);
@@ -159,15 +167,17 @@ __device__ __forceinline__ T block_sum(T s) {
 // A block of one row (a row longer than that, up to long_row) is summed by the whole block directly.
 // blockDim.x is 256 (the kernel's launch bounds).
 #define MSREP_STREAM_ENTRIES 1024
-template <typename T>
-__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const int* __restrict__ idx,
+template <typename T, typename I>
+__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
                              const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                              int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
     __shared__ T products[MSREP_STREAM_ENTRIES];
     MsrepCsrPart part = no_part();
     const int base = ptr[r0], rows = r1 - r0;
+    const int col_base = batch_col_base(idx, r0, col_shift);
     if (rows == 1) {
-        const T total = block_sum(strided_dot(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, val, x));
+        const T total =
+            block_sum(strided_dot(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, col_base, val, x));
         if (threadIdx.x == 0) batch_emit(r0, total, part, parts, part_count, alpha, beta, y, shared, raw);
         return;
     }
@@ -177,12 +187,12 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 #pragma unroll
     for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
         const int e = (int)threadIdx.x + k * 256;
-        col[k] = e < count ? idx[base + e] : -1;
+        col[k] = e < count ? col_base + (int)idx[base + e] : 0;
         v[k] = e < count ? val[base + e] : (T)0;
     }
 #pragma unroll
     for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
-        if (col[k] >= 0) products[threadIdx.x + k * 256] = v[k] * x[col[k]];
+        if ((int)threadIdx.x + k * 256 < count) products[threadIdx.x + k * 256] = v[k] * x[col[k]];
     }
     __syncthreads();
     int lanes = 32;  // the widest power of two that gives every row a group
@@ -204,12 +214,13 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 // counter per long row, reset for the next call) adds them in chunk order and emits the row. No
 // floating-point atomics: the result is the same bits on every run, though summed in another order
 // than the CPU backend's loop.
-template <typename T>
-__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const int* __restrict__ idx,
+template <typename T, typename I>
+__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, int col_shift,
                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                             int part_count, T alpha, T beta, T* y, T* shared, T* raw, T* chunk_sums,
                             unsigned* counters) {
-    const T total = block_sum(strided_dot(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx, val, x));
+    const T total = block_sum(strided_dot(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx,
+                                          batch_col_base(idx, c.row, col_shift), val, x));
     if (threadIdx.x != 0) return;
     MsrepCsrPart part = no_part();
     if (c.count == 1) {
@@ -229,28 +240,29 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const int* __re
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
 // (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
 // row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
-template <typename T>
-__device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ idx, const T* __restrict__ val,
-                          const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts, int part_count, int rows,
-                          int lanes, int row_blocks, const int* __restrict__ stream, int stream_count,
-                          const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums, unsigned* counters,
-                          T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
+template <typename T, typename I>
+__device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
+                          const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                          int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
+                          int stream_count, const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums,
+                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
     int b = blockIdx.x;
     if (b < chunk_count) {
-        batch_chunk(b, chunks[b], idx, val, x, parts, part_count, alpha, beta, y, shared, raw, chunk_sums, counters);
+        batch_chunk(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw, chunk_sums,
+                    counters);
         return;
     }
     b -= chunk_count;
     if (b < stream_count) {
-        batch_stream(stream[2 * b], stream[2 * b + 1], ptr, idx, val, x, parts, part_count, alpha, beta, y, shared,
-                     raw);
+        batch_stream(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count, alpha, beta,
+                     y, shared, raw);
         return;
     }
     b -= stream_count;
 #define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
-        batch_rows<T, G>(b, row_blocks, rows, ptr, idx, val, x, parts, part_count, alpha, beta, y, shared, raw,    \
-                         long_row);                                                                                 \
+        batch_rows<T, G>(b, row_blocks, rows, ptr, idx, col_shift, val, x, parts, part_count, alpha, beta, y,      \
+                         shared, raw, long_row);                                                                    \
         break;
     switch (lanes) {
         MSREP_LANES(1)
@@ -371,6 +383,18 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         csc_partition<T, G>(n, ptr, idx, val, x_part, acc);                                                       \
     }
 
+// msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets).
+#define MSREP_BATCH(T, S, I, SUFFIX)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S##SUFFIX(                                 \
+        const int* ptr, const I* idx, int col_shift, const T* val, const T* x, const MsrepCsrPart* parts,         \
+        int part_count, int rows, int lanes, int row_blocks, const int* stream, int stream_count,                 \
+        const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y,      \
+        T* shared, T* raw, int long_row) {                                                                        \
+        csr_batch<T, I>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, stream,           \
+                        stream_count, chunks, chunk_count, chunk_sums, counters, alpha, beta, y, shared, raw,      \
+                        long_row);                                                                                 \
+    }
+
 #define MSREP_TYPE(T, S)                                                                                            \
     MSREP_CSC(T, S, 1)                                                                                              \
     MSREP_CSC(T, S, 2)                                                                                              \
@@ -378,14 +402,8 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSC(T, S, 8)                                                                                              \
     MSREP_CSC(T, S, 16)                                                                                             \
     MSREP_CSC(T, S, 32)                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S(                                         \
-        const int* ptr, const int* idx, const T* val, const T* x, const MsrepCsrPart* parts, int part_count,      \
-        int rows, int lanes, int row_blocks, const int* stream, int stream_count, const MsrepChunk* chunks,       \
-        int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw,            \
-        int long_row) {                                                                                           \
-        csr_batch<T>(ptr, idx, val, x, parts, part_count, rows, lanes, row_blocks, stream, stream_count, chunks,  \
-                     chunk_count, chunk_sums, counters, alpha, beta, y, shared, raw, long_row);                   \
-    }                                                                                                             \
+    MSREP_BATCH(T, S, int, )                                                                                      \
+    MSREP_BATCH(T, S, short, _i16)                                                                                \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \

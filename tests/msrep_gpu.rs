@@ -66,9 +66,9 @@ fn device_lists() -> Vec<Vec<i32>> {
 
 /// 400 rows of 0..4 entries but every 50th of 1000..2200 (some next to each other), so partitions
 /// hold several rows past the long-row threshold (1024 entries; chunks of 2048, so rows of one and of
-/// two chunks), first / last / only rows of a partition included.
-fn power_law_rows<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
-    let cols = 2500;
+/// two chunks), first / last / only rows of a partition included; `cols` columns (past 32 K, a column
+/// is too far from its row for 16-bit offsets).
+fn power_law_rows<T: Element>(rng: &mut Rng, cols: usize) -> CsrMatrix<T> {
     let mut triplets = Vec::new();
     for r in 0..400 {
         if r % 50 == 7 || r == 8 || r == 399 {
@@ -85,8 +85,41 @@ fn power_law_rows<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
     CsrMatrix::from_triplets(400, cols, triplets)
 }
 
+/// A band of 70000 rows whose columns reach the ends of the 16-bit range about the diagonal (row r
+/// holds r - 32768, r - 1, r, r + 1, r + 32767 where they exist), so a regular batch stores them as
+/// 16-bit offsets; with `far`, row 0 also holds column 69999, which keeps the batch on 32-bit indices.
+fn wide_band<T: Element>(rng: &mut Rng, far: bool) -> CsrMatrix<T> {
+    let n = 70_000i64;
+    let mut triplets = Vec::new();
+    for r in 0..n {
+        for c in [r - 32768, r - 1, r, r + 1, r + 32767] {
+            if (0..n).contains(&c) {
+                triplets.push((r as usize, c as usize, T::from_f64(rng.range(-1.0, 1.0))));
+            }
+        }
+    }
+    if far {
+        triplets.push((0, n as usize - 1, T::from_f64(rng.range(-1.0, 1.0))));
+    }
+    CsrMatrix::from_triplets(n as usize, n as usize, triplets)
+}
+
+/// 1500 rows of 1100 entries about the diagonal: regular rows past the long-row threshold, chunked,
+/// in a batch of 16-bit offsets.
+fn long_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
+    let n = 1500usize;
+    let mut triplets = Vec::new();
+    for r in 0..n {
+        for c in r.saturating_sub(550)..(r + 550).min(n + 400) {
+            triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(n, n + 400, triplets)
+}
+
 /// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
-/// (one group of lanes per row must still sum it), and one with no nonzeros.
+/// (one group of lanes per row must still sum it), bands whose columns fit 16-bit offsets from the
+/// diagonal or not, and one with no nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
     let mut dense_row = Vec::new();
     for c in 0..3000 {
@@ -105,7 +138,11 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (long_rows_csr(rng, 83, 70), "long rows"),
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
-        (power_law_rows(rng), "short rows and a few of 1000+ (chunks of long rows)"),
+        (power_law_rows(rng, 2500), "short rows and a few of 1000+ (chunks of long rows)"),
+        (power_law_rows(rng, 100_000), "short and long rows with columns too far for 16-bit offsets"),
+        (wide_band(rng, false), "band with 16-bit column offsets"),
+        (wide_band(rng, true), "band with a column too far for 16-bit offsets"),
+        (long_band(rng), "long regular rows with 16-bit column offsets"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
     ]
 }

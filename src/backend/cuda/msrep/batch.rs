@@ -24,10 +24,12 @@ const LONG_ROW: usize = 1024;
 const ENTRIES_PER_CHUNK: usize = 2048;
 
 /// Regular rows (standard deviation of the lengths at most half their mean, as a band or stencil
-/// has): lanes for about this many entries a lane, so that few lanes idle at the end of a row and a
-/// group's reduction is short (band, 17 entries a row: 4 lanes, 2.3x faster than 32 in f32, 1.9x in
-/// f64, measured on an H100).
-const REGULAR_ENTRIES_PER_LANE: usize = 8;
+/// has): lanes for about this many bytes of values a lane (16 entries in f32, 8 in f64), so that few
+/// lanes idle at the end of a row and a group's reduction is short. Measured on an H100 (band of 17
+/// entries a row, 54 M nonzeros): 4 lanes a row 2.3x faster than 32 in f32 and 1.9x in f64; then in
+/// f32 2 lanes 11 % faster than 4, in f64 4 lanes 6 % faster than 2 (the 27-point stencil: 2 or 4
+/// lanes alike in f32, 4 lanes 9 % faster than 2 in f64).
+const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 
 /// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
 /// (`MSREP_STREAM_ENTRIES`: the kernel stages their products in shared memory) ...
@@ -78,11 +80,11 @@ pub(super) fn lanes_for(len: usize, per_lane: usize) -> usize {
     len.div_ceil(per_lane).max(1).next_power_of_two().min(32)
 }
 
-/// The schedule of rows with pointer array `ptr` (zero-based, `ptr.len()` = rows + 1). Rows longer
-/// than `long_row` become chunks. The others: regular lengths (standard deviation at most half the
-/// mean) go in order to groups of lanes, on at most `max_blocks` blocks that stride over them;
-/// skewed lengths to stream blocks.
-pub fn schedule(ptr: &[i32], long_row: usize, max_blocks: usize) -> Result<Schedule> {
+/// The schedule of rows with pointer array `ptr` (zero-based, `ptr.len()` = rows + 1) of values of
+/// `value_bytes` each. Rows longer than `long_row` become chunks. The others: regular lengths
+/// (standard deviation at most half the mean) go in order to groups of lanes, on at most `max_blocks`
+/// blocks that stride over them; skewed lengths to stream blocks.
+pub fn schedule(ptr: &[i32], value_bytes: usize, long_row: usize, max_blocks: usize) -> Result<Schedule> {
     use rayon::prelude::*;
     let rows = ptr.len() - 1;
     let len = |v: usize| (ptr[v + 1] - ptr[v]) as usize;
@@ -112,7 +114,7 @@ pub fn schedule(ptr: &[i32], long_row: usize, max_blocks: usize) -> Result<Sched
 
     if regular {
         // Long rows among regular ones (a dense block of rows) are skipped by the kernel's length test.
-        let lanes = lanes_for(mean.ceil() as usize, REGULAR_ENTRIES_PER_LANE);
+        let lanes = lanes_for(mean.ceil() as usize, (REGULAR_VALUE_BYTES_PER_LANE / value_bytes).max(1));
         let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
         return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
     }
@@ -145,7 +147,9 @@ pub struct CsrBatch {
     /// Virtual rows: the sum of the partitions' spans.
     pub rows: usize,
     ptr: DeviceBuffer,
+    /// Column indices: 32-bit, or 16-bit offsets from a diagonal with this shift ([`CompactColumns`]).
     idx: DeviceBuffer,
+    col_shift: Option<i32>,
     val: DeviceBuffer,
     parts: DeviceBuffer,
     part_table: Vec<PartEntry>,
@@ -206,14 +210,15 @@ impl CsrBatch {
         }
         ptr.push(entries);
         let long_row = if chunk_long_rows { LONG_ROW } else { usize::MAX };
-        let plan = schedule(&ptr, long_row, gpu.multiprocessors * 32)?;
+        let plan = schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32)?;
+        let compact = compact_columns(members, &parts, &plan.stream)?;
 
         let upload =
             |data: &[i32], what: &str| DeviceBuffer::from_host(gpu, data, stream, what).map(DeviceBuffer::resident);
         let minors: Vec<&[i32]> = members.iter().map(|m| m.minor).collect();
         let values: Vec<&[T]> = members.iter().map(|m| m.values).collect();
         let summary = format!(
-            "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s)",
+            "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s), {} column indices",
             members.len(),
             rows,
             if plan.row_blocks > 0 {
@@ -222,14 +227,20 @@ impl CsrBatch {
                 format!("{} stream blocks", plan.stream.len())
             },
             plan.long_rows,
-            plan.chunks.len()
+            plan.chunks.len(),
+            if compact.is_some() { "16-bit offsets from the diagonal" } else { "32-bit" }
         );
         let size = std::mem::size_of::<T>();
         Ok(CsrBatch {
             side,
             rows,
             ptr: upload(&ptr, "MSREP batch pointers")?,
-            idx: DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?.resident(),
+            idx: match &compact {
+                Some(c) => DeviceBuffer::from_host(gpu, &c.offsets, stream, "MSREP column offsets")?,
+                None => DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?,
+            }
+            .resident(),
+            col_shift: compact.map(|c| c.shift),
             val: DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?.resident(),
             parts: DeviceBuffer::from_host(gpu, &parts, stream, "MSREP partition table")?.resident(),
             part_count: parts.len() as i32,
@@ -278,7 +289,7 @@ impl CsrBatch {
         raw: u64,
         sfx: &str,
     ) -> Result<()> {
-        let name = format!("msrep_csr_batch_{sfx}");
+        let name = format!("msrep_csr_batch_{sfx}{}", if self.col_shift.is_some() { "_i16" } else { "" });
         let f = gpu.function(&super::super::kernels::MSREP, &name)?;
         crate::log::note(|| format!("{name}: {}", self.summary));
         let blocks = (self.chunk_count + self.stream_count + self.row_blocks) as u32;
@@ -287,6 +298,7 @@ impl CsrBatch {
         let (stream_blocks, chunks, chunk_sums, counters) =
             (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
         let rows = self.rows as i32;
+        let col_shift = self.col_shift.unwrap_or(0);
         unsafe {
             super::super::launch(
                 &f,
@@ -295,6 +307,7 @@ impl CsrBatch {
                 crate::kernel_args![
                     &ptr,
                     &idx,
+                    &col_shift,
                     &val,
                     &x,
                     &parts,
@@ -353,6 +366,68 @@ impl CsrBatch {
     }
 }
 
+/// A batch's columns as 16-bit offsets: entry e of virtual row v has column a + `shift` + offsets[e],
+/// where the anchor a is v, or for a row of a stream block the block's first row (the kernel forms a
+/// stream block's products without knowing each entry's row). Half the index bytes, which
+/// bandwidth-bound SpMV turns into time, wherever every column lies within ±32 K of its anchor's
+/// diagonal (bands, stencils, FEM meshes and road networks in a local order); `shift` carries a
+/// device's first row, since virtual rows count from 0 on each device.
+#[derive(Debug)]
+struct CompactColumns {
+    offsets: Vec<i16>,
+    shift: i32,
+}
+
+/// Rows per task when the offsets are computed in parallel.
+const ROWS_PER_TASK: usize = 4096;
+
+/// The members' columns as [`CompactColumns`] (`parts` their table, `stream` the schedule's stream
+/// blocks of virtual rows), or None when a column is too far from its anchor's diagonal.
+fn compact_columns<T>(
+    members: &[Member<T>],
+    parts: &[PartEntry],
+    stream: &[[i32; 2]],
+) -> Result<Option<CompactColumns>> {
+    use rayon::prelude::*;
+    let Some(first) = parts.first() else { return Ok(None) };
+    let shift = first.y_offset - first.row_base;
+    let rows: usize = members.iter().map(|m| m.bounds.major_count()).sum();
+    let mut anchors: Vec<i32> = crate::alloc::try_vec(rows, 0, "MSREP column anchors")?;
+    anchors.par_iter_mut().enumerate().for_each(|(v, a)| *a = v as i32);
+    for &[r0, r1] in stream {
+        anchors[r0 as usize..r1 as usize].fill(r0);
+    }
+    let entries: usize = members.iter().map(|m| m.minor.len()).sum();
+    let mut offsets = crate::alloc::try_vec(entries, 0i16, "MSREP column offsets")?;
+    // Disjoint pieces of `offsets`, each a run of at most ROWS_PER_TASK rows of one member.
+    let mut tasks = Vec::new();
+    let mut rest = &mut offsets[..];
+    for (m, part) in members.iter().zip(parts) {
+        let ptr = m.local_ptr;
+        let rows = m.bounds.major_count();
+        for r0 in (0..rows).step_by(ROWS_PER_TASK) {
+            let r1 = (r0 + ROWS_PER_TASK).min(rows);
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ptr[r1] - ptr[r0]) as usize);
+            rest = tail;
+            tasks.push((piece, ptr, m.minor, &anchors[part.row_base as usize..], r0, r1));
+        }
+    }
+    let fits = tasks.into_par_iter().all(|(piece, ptr, minor, anchors, r0, r1)| {
+        let entry = |j: usize| (ptr[j] - ptr[0]) as usize;
+        (r0..r1).all(|j| {
+            let diagonal = anchors[j] as i64 + shift as i64;
+            (entry(j)..entry(j + 1)).all(|e| match i16::try_from(minor[e] as i64 - diagonal) {
+                Ok(offset) => {
+                    piece[e - entry(r0)] = offset;
+                    true
+                }
+                Err(_) => false,
+            })
+        })
+    });
+    Ok(fits.then_some(CompactColumns { offsets, shift }))
+}
+
 /// Groups consecutive `members` into batches of at most i32::MAX entries and rows each (the kernel's
 /// 32-bit indices); normally all of a device's partitions make one batch.
 pub fn split_by_size<T>(members: Vec<Member<'_, T>>) -> Vec<Vec<Member<'_, T>>> {
@@ -386,10 +461,12 @@ mod tests {
 
     #[test]
     fn regular_rows_go_in_order_to_groups_of_lanes() {
-        let s = schedule(&ptr_of(&[17; 1000]), LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
+        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096).unwrap();
+        assert_eq!((s.lanes, s.row_blocks), (2, 8), "f32: 16 entries a lane");
         assert!(s.stream.is_empty() && s.chunks.is_empty());
-        let s = schedule(&ptr_of(&[8; 1 << 20]), LONG_ROW, 100).unwrap();
+        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
     }
 
@@ -401,7 +478,7 @@ mod tests {
         lengths[400] = LONG_ROW + 1;
         lengths[402] = 1020;
         let ptr = ptr_of(&lengths);
-        let s = schedule(&ptr, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr, 8, LONG_ROW, 4096).unwrap();
         assert_eq!(s.row_blocks, 0);
         // The stream blocks cover every row but the long ones, in order, each within its limits.
         let mut covered = Vec::new();
@@ -433,11 +510,81 @@ mod tests {
         assert_eq!((s.chunks[3].first, s.chunks[3].count, s.chunks[3].long_index), (3, 1, 1));
     }
 
+    /// A member holding rows `start..start + rows.len()` (whole rows) with these columns.
+    fn member<'a>(index: usize, start: usize, ptr: &'a [i32], minor: &'a [i32], values: &'a [f32]) -> Member<'a, f32> {
+        let rows = ptr.len() - 1;
+        let bounds = PartitionBounds {
+            start_idx: ptr[0] as usize,
+            end_idx: ptr[rows] as usize,
+            start_major: start,
+            end_major: start + rows,
+            start_flag: false,
+            end_flag: false,
+        };
+        Member { index, bounds, local_ptr: ptr, minor, values }
+    }
+
+    fn table(members: &[Member<f32>]) -> Vec<PartEntry> {
+        let mut row_base = 0;
+        members
+            .iter()
+            .map(|m| {
+                let entry = PartEntry {
+                    row_base,
+                    rows: m.bounds.major_count() as i32,
+                    y_offset: m.bounds.start_major as i32,
+                    shared_slot: 2 * m.index as i32,
+                    start_flag: 0,
+                    end_flag: 0,
+                };
+                row_base += entry.rows;
+                entry
+            })
+            .collect()
+    }
+
+    #[test]
+    fn columns_within_16_bits_of_the_diagonal_become_offsets_from_it() {
+        // Two members of one device: rows 40000..40002 and 40002..40004 (local pointers starting at
+        // 10, as a partition's do), columns at the extremes of the i16 range from each row's diagonal.
+        let values = [0f32; 8];
+        let (ptr_a, minor_a) = ([10, 12, 14], [40000 - 32768, 40000 + 32767, 40001, 40001 - 5]);
+        let (ptr_b, minor_b) = ([3, 5, 7], [40002 - 32768, 40002, 40003 + 32767, 40003 + 1]);
+        let members =
+            [member(0, 40000, &ptr_a, &minor_a, &values[..4]), member(1, 40002, &ptr_b, &minor_b, &values[4..])];
+        let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("every column fits");
+        assert_eq!(c.shift, 40000);
+        assert_eq!(c.offsets, [-32768, 32767, 0, -5, -32768, 0, 32767, 1]);
+        // Virtual row v, entry e: column v + shift + offset, as the kernel decodes it.
+        let rows = [0, 0, 1, 1, 2, 2, 3, 3];
+        let columns: Vec<i32> = c.offsets.iter().zip(rows).map(|(&o, v)| v + c.shift + o as i32).collect();
+        assert_eq!(columns, minor_a.iter().chain(&minor_b).copied().collect::<Vec<_>>());
+        // Rows of a stream block take their offsets from the block's first row: virtual rows 0..2
+        // from row 40000; then a block 2..4 whose second row's last column is 32768 past row 40002.
+        let c = compact_columns(&members, &table(&members), &[[0, 2]]).unwrap().expect("fits");
+        assert_eq!(c.offsets, [-32768, 32767, 1, -4, -32768, 0, 32767, 1]);
+        assert!(compact_columns(&members, &table(&members), &[[2, 4]]).unwrap().is_none());
+        // One column a step too far, either way, keeps the batch on 32-bit indices.
+        for far in [40001 + 32768, 40001 - 32769] {
+            let minor_far = [40000, 40000, far, 40001];
+            let members = [member(0, 40000, &ptr_a, &minor_far, &values[..4])];
+            assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none(), "column {far}");
+        }
+        // Many rows: the parallel pieces cover every entry once.
+        let rows = 3 * ROWS_PER_TASK + 17;
+        let ptr: Vec<i32> = (0..=rows as i32).map(|r| 5 + 3 * r).collect();
+        let minor: Vec<i32> = (0..rows as i32).flat_map(|r| [r - 1, r, r + 2]).collect();
+        let values = vec![0f32; minor.len()];
+        let members = [member(0, 0, &ptr, &minor, &values)];
+        let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("a band fits");
+        assert_eq!(c.offsets, [-1i16, 0, 2].repeat(rows));
+    }
+
     #[test]
     fn without_chunks_a_long_row_is_a_stream_block_of_its_own() {
         let mut lengths = vec![1usize; 300];
         lengths[7] = 5000;
-        let s = schedule(&ptr_of(&lengths), usize::MAX, 4096).unwrap();
+        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096).unwrap();
         assert!(s.chunks.is_empty());
         assert_eq!(s.stream, [[0, 7], [7, 8], [8, 264], [264, 300]]);
     }
