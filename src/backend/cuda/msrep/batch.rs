@@ -24,11 +24,18 @@ const LONG_ROW: usize = 1024;
 const ENTRIES_PER_CHUNK: usize = 2048;
 
 /// Regular rows (standard deviation of the lengths at most half their mean, as a band or stencil
-/// has): lanes for about this many bytes of values a lane (16 entries in f32, 8 in f64), so that few
-/// lanes idle at the end of a row and a group's reduction is short. Measured on an H100 (band of 17
-/// entries a row, 54 M nonzeros): 4 lanes a row 2.3x faster than 32 in f32 and 1.9x in f64; then in
-/// f32 2 lanes 11 % faster than 4, in f64 4 lanes 6 % faster than 2 (the 27-point stencil: 2 or 4
-/// lanes alike in f32, 4 lanes 9 % faster than 2 in f64).
+/// has): lanes for about this many entries a lane, so that few lanes idle at the end of a row and a
+/// group's reduction is short (band, 17 entries a row: 4 lanes, 2.3x faster than 32 in f32, 1.9x in
+/// f64, measured on an H100) ...
+const REGULAR_ENTRIES_PER_LANE: usize = 8;
+
+/// ... but in a batch of at least this many entries, which fills the GPU many times over, a lane takes
+/// about REGULAR_VALUE_BYTES_PER_LANE of values (16 entries in f32, 8 in f64): fewer shuffles for the
+/// same bytes. Measured on an H100: the band of 54 M nonzeros in f32 11 % faster with 2 lanes a row
+/// than with 4 (in f64, 4 lanes 6 % faster than 2; the 27-point stencil of 73 M: alike in f32, 4 lanes
+/// 9 % faster than 2 in f64), while on the suite's 2-4 M-nonzero matrices, a few waves of the GPU,
+/// 16 entries a lane in f32 made the block matrix 17 % slower.
+const LARGE_BATCH_ENTRIES: usize = 1 << 24;
 const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 
 /// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
@@ -114,7 +121,12 @@ pub fn schedule(ptr: &[i32], value_bytes: usize, long_row: usize, max_blocks: us
 
     if regular {
         // Long rows among regular ones (a dense block of rows) are skipped by the kernel's length test.
-        let lanes = lanes_for(mean.ceil() as usize, (REGULAR_VALUE_BYTES_PER_LANE / value_bytes).max(1));
+        let per_lane = if nnz >= LARGE_BATCH_ENTRIES {
+            (REGULAR_VALUE_BYTES_PER_LANE / value_bytes).max(1)
+        } else {
+            REGULAR_ENTRIES_PER_LANE
+        };
+        let lanes = lanes_for(mean.ceil() as usize, per_lane);
         let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
         return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
     }
@@ -464,7 +476,11 @@ mod tests {
         let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
         let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096).unwrap();
-        assert_eq!((s.lanes, s.row_blocks), (2, 8), "f32: 16 entries a lane");
+        assert_eq!(s.lanes, 4, "a small batch: 8 entries a lane in f32 too");
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096).unwrap();
+        assert_eq!(s.lanes, 2, "a large batch in f32: 16 entries a lane");
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096).unwrap();
+        assert_eq!(s.lanes, 4, "a large batch in f64: 8 entries a lane");
         assert!(s.stream.is_empty() && s.chunks.is_empty());
         let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
