@@ -393,6 +393,20 @@ struct CompactColumns {
 /// Rows per task when the offsets are computed in parallel.
 const ROWS_PER_TASK: usize = 4096;
 
+/// Up to ROWS_PER_TASK rows of one batch member: its pointers, columns and anchors (indexed by its
+/// rows), and the rows.
+type Run<'a> = (&'a [i32], &'a [i32], &'a [i32], usize, usize);
+
+/// The offsets of a run's entries from their anchors' diagonals (`shift` as in [`CompactColumns`]),
+/// in order; None for a column too far from it.
+fn run_offsets<'a>(&(ptr, minor, anchors, r0, r1): &Run<'a>, shift: i32) -> impl Iterator<Item = Option<i16>> + 'a {
+    (r0..r1).flat_map(move |j| {
+        let diagonal = anchors[j] as i64 + shift as i64;
+        let entries = (ptr[j] - ptr[0]) as usize..(ptr[j + 1] - ptr[0]) as usize;
+        entries.map(move |e| i16::try_from(minor[e] as i64 - diagonal).ok())
+    })
+}
+
 /// The members' columns as [`CompactColumns`] (`parts` their table, `stream` the schedule's stream
 /// blocks of virtual rows), or None when a column is too far from its anchor's diagonal.
 fn compact_columns<T>(
@@ -409,35 +423,35 @@ fn compact_columns<T>(
     for &[r0, r1] in stream {
         anchors[r0 as usize..r1 as usize].fill(r0);
     }
-    let entries: usize = members.iter().map(|m| m.minor.len()).sum();
-    let mut offsets = crate::alloc::try_vec(entries, 0i16, "MSREP column offsets")?;
-    // Disjoint pieces of `offsets`, each a run of at most ROWS_PER_TASK rows of one member.
-    let mut tasks = Vec::new();
-    let mut rest = &mut offsets[..];
+    let mut runs: Vec<Run> = Vec::new();
     for (m, part) in members.iter().zip(parts) {
-        let ptr = m.local_ptr;
         let rows = m.bounds.major_count();
         for r0 in (0..rows).step_by(ROWS_PER_TASK) {
             let r1 = (r0 + ROWS_PER_TASK).min(rows);
-            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ptr[r1] - ptr[r0]) as usize);
-            rest = tail;
-            tasks.push((piece, ptr, m.minor, &anchors[part.row_base as usize..], r0, r1));
+            try_push(&mut runs, (m.local_ptr, m.minor, &anchors[part.row_base as usize..], r0, r1), "MSREP runs")?;
         }
     }
-    let fits = tasks.into_par_iter().all(|(piece, ptr, minor, anchors, r0, r1)| {
-        let entry = |j: usize| (ptr[j] - ptr[0]) as usize;
-        (r0..r1).all(|j| {
-            let diagonal = anchors[j] as i64 + shift as i64;
-            (entry(j)..entry(j + 1)).all(|e| match i16::try_from(minor[e] as i64 - diagonal) {
-                Ok(offset) => {
-                    piece[e - entry(r0)] = offset;
-                    true
-                }
-                Err(_) => false,
-            })
-        })
+    // Whether every column fits first, so that a matrix that keeps 32-bit indices costs no memory.
+    if !runs.par_iter().all(|run| run_offsets(run, shift).all(|o| o.is_some())) {
+        return Ok(None);
+    }
+    let entries: usize = members.iter().map(|m| m.minor.len()).sum();
+    let mut offsets = crate::alloc::try_vec(entries, 0i16, "MSREP column offsets")?;
+    // Each run fills its own piece of `offsets`.
+    let mut pieces = Vec::with_capacity(runs.len());
+    let mut rest = &mut offsets[..];
+    for run in &runs {
+        let (ptr, _, _, r0, r1) = *run;
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ptr[r1] - ptr[r0]) as usize);
+        rest = tail;
+        pieces.push((piece, run));
+    }
+    pieces.into_par_iter().for_each(|(piece, run)| {
+        for (slot, offset) in piece.iter_mut().zip(run_offsets(run, shift)) {
+            *slot = offset.expect("every offset fits");
+        }
     });
-    Ok(fits.then_some(CompactColumns { offsets, shift }))
+    Ok(Some(CompactColumns { offsets, shift }))
 }
 
 /// Groups consecutive `members` into batches of at most i32::MAX entries and rows each (the kernel's
