@@ -98,6 +98,22 @@ fn the_disk_cache_is_keyed_by_source_and_architecture() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Asserts that `module`, compiled for every supported architecture, holds a kernel of each name.
+fn holds_entry_points(module: &kernels::KernelSource, names: &[String]) {
+    for arch in kernels::SUPPORTED_ARCHES {
+        let cubin = nvrtc::compile(module, arch).unwrap_or_else(|e| panic!("{}.cu for {arch}: {e}", module.name));
+        for name in names {
+            // The ELF symbol table's strings end with NUL.
+            let symbol = format!("{name}\0");
+            assert!(
+                cubin.windows(symbol.len()).any(|w| w == symbol.as_bytes()),
+                "{}.cu for {arch} has no kernel {name}",
+                module.name
+            );
+        }
+    }
+}
+
 /// kernels/sddmm.cu compiles with the validation of device-resident patterns fused into its
 /// conversion kernel, and holds every entry point the launchers (src/backend/cuda/sddmm.rs) name.
 #[test]
@@ -109,15 +125,23 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     for (ty, widths) in [("f32", &[1, 2, 4][..]), ("f64", &[1, 2]), ("f16", &[1, 2, 4, 8]), ("bf16", &[1, 2, 4, 8])] {
         names.extend(widths.iter().map(|v| format!("sddmm_coo_{ty}_v{v}")));
     }
-    for arch in kernels::SUPPORTED_ARCHES {
-        let cubin = nvrtc::compile(&kernels::SDDMM, arch).unwrap_or_else(|e| panic!("sddmm.cu for {arch}: {e}"));
-        for name in &names {
-            // The ELF symbol table's strings end with NUL.
-            let symbol = format!("{name}\0");
-            assert!(
-                cubin.windows(symbol.len()).any(|w| w == symbol.as_bytes()),
-                "sddmm.cu for {arch} has no kernel {name}"
-            );
-        }
+    holds_entry_points(&kernels::SDDMM, &names);
+}
+
+/// kernels/msrep.cu holds the pCSR batch kernel for both index widths of each value type
+/// (src/backend/cuda/msrep/batch.rs), and the other kernels src/backend/cuda/msrep.rs names.
+#[test]
+fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
+    if !nvrtc_or_skip() {
+        return;
     }
+    let mut names = Vec::new();
+    for ty in ["f32", "f64"] {
+        for kernel in ["csr_batch", "finish_batch", "coo", "finish_partial", "merge_rows", "csc_merge"] {
+            names.push(format!("msrep_{kernel}_{ty}"));
+        }
+        names.push(format!("msrep_csr_batch_{ty}_i16"));
+        names.extend([1, 2, 4, 8, 16, 32].map(|g| format!("msrep_csc_{ty}_g{g}")));
+    }
+    holds_entry_points(&kernels::MSREP, &names);
 }
