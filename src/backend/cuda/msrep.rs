@@ -499,9 +499,10 @@ impl GpuResident {
         if l.done_recorded {
             l.done.wait_on(stream)?;
         }
-        l.x_ready.record(stream)?;
-
+        // Only partitions on streams of their own wait for x; with none, recording would cost a
+        // driver call per SpMV for nothing.
         if l.staged.contains(&true) {
+            l.x_ready.record(stream)?;
             crate::log::note(|| {
                 let staged: Vec<usize> =
                     self.sides.iter().zip(&l.staged).filter(|(_, s)| **s).map(|(d, _)| d.gpu.ordinal).collect();
