@@ -29,8 +29,10 @@ const BAND_ROWS: usize = 256;
 const NNZ_THREADS: u32 = 256;
 const NNZ_BATCH: usize = 4;
 const NNZ_BLOCKS_PER_SM: usize = 8;
-/// Vectors of a row a lane loads per nonzero on a large problem: nnz·k at least NNZ_LARGE_PRODUCTS.
+/// Vectors of a row a lane loads per nonzero on a large problem: nnz·k at least NNZ_LARGE_PRODUCTS;
+/// but a nonzero gets at least NNZ_MIN_GROUP lanes where its row has that many vectors.
 const NNZ_VECTORS_PER_LANE: usize = 4;
+const NNZ_MIN_GROUP: usize = 4;
 const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
 /// Threads per block of the order kernel (its SD_THREADS).
 const ORDER_THREADS: u32 = 256;
@@ -217,10 +219,13 @@ fn nnz_balanced<T: Element>(
     let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", T::VALUE_TYPE.short_name()))?;
     // Lanes per nonzero, at most a warp: on a large problem, enough that each lane loads about
     // NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
-    // nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64); on a small
-    // one, where the GPU is not filled and the time is latency, one vector per lane.
+    // nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64), but at least
+    // NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes of 2 vectors 15 %
+    // faster than 2 lanes of 4 at densities 1e-2 and 5e-2); on a small one, where the GPU is not
+    // filled and the time is latency, one vector per lane.
     let per_lane = if op.nnz * op.k >= NNZ_LARGE_PRODUCTS { NNZ_VECTORS_PER_LANE } else { 1 };
-    let group = op.k.div_ceil(width * per_lane).next_power_of_two().clamp(1, 32);
+    let vectors = op.k.div_ceil(width).next_power_of_two();
+    let group = op.k.div_ceil(width * per_lane).next_power_of_two().max(vectors.min(NNZ_MIN_GROUP)).clamp(1, 32);
     let group_log2 = group.trailing_zeros() as i32;
     // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
     // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
