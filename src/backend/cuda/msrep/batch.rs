@@ -230,7 +230,7 @@ impl CsrBatch {
         let minors: Vec<&[i32]> = members.iter().map(|m| m.minor).collect();
         let values: Vec<&[T]> = members.iter().map(|m| m.values).collect();
         let summary = format!(
-            "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s), {} column indices",
+            "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s), column indices {}",
             members.len(),
             rows,
             if plan.row_blocks > 0 {
@@ -240,7 +240,7 @@ impl CsrBatch {
             },
             plan.long_rows,
             plan.chunks.len(),
-            if compact.is_some() { "16-bit offsets from the diagonal" } else { "32-bit" }
+            if compact.is_some() { "as 16-bit offsets from the diagonal" } else { "of 32 bits" }
         );
         let size = std::mem::size_of::<T>();
         Ok(CsrBatch {
@@ -393,18 +393,31 @@ struct CompactColumns {
 /// Rows per task when the offsets are computed in parallel.
 const ROWS_PER_TASK: usize = 4096;
 
-/// Up to ROWS_PER_TASK rows of one batch member: its pointers, columns and anchors (indexed by its
-/// rows), and the rows.
-type Run<'a> = (&'a [i32], &'a [i32], &'a [i32], usize, usize);
+/// Up to ROWS_PER_TASK rows of one batch member.
+struct Run<'a> {
+    /// The member's local pointers, columns and virtual rows' anchors, indexed by its rows.
+    ptr: &'a [i32],
+    minor: &'a [i32],
+    anchors: &'a [i32],
+    rows: std::ops::Range<usize>,
+}
 
-/// The offsets of a run's entries from their anchors' diagonals (`shift` as in [`CompactColumns`]),
-/// in order; None for a column too far from it.
-fn run_offsets<'a>(&(ptr, minor, anchors, r0, r1): &Run<'a>, shift: i32) -> impl Iterator<Item = Option<i16>> + 'a {
-    (r0..r1).flat_map(move |j| {
-        let diagonal = anchors[j] as i64 + shift as i64;
-        let entries = (ptr[j] - ptr[0]) as usize..(ptr[j + 1] - ptr[0]) as usize;
-        entries.map(move |e| i16::try_from(minor[e] as i64 - diagonal).ok())
-    })
+impl<'a> Run<'a> {
+    /// Its entries' positions in the member's columns.
+    fn entries(&self) -> std::ops::Range<usize> {
+        (self.ptr[self.rows.start] - self.ptr[0]) as usize..(self.ptr[self.rows.end] - self.ptr[0]) as usize
+    }
+
+    /// Its entries' offsets from their anchors' diagonals (`shift` as in [`CompactColumns`]), in
+    /// order; None for a column too far from it.
+    fn offsets(&self, shift: i32) -> impl Iterator<Item = Option<i16>> + 'a {
+        let Run { ptr, minor, anchors, .. } = *self;
+        self.rows.clone().flat_map(move |j| {
+            let diagonal = anchors[j] as i64 + shift as i64;
+            let entries = (ptr[j] - ptr[0]) as usize..(ptr[j + 1] - ptr[0]) as usize;
+            entries.map(move |e| i16::try_from(minor[e] as i64 - diagonal).ok())
+        })
+    }
 }
 
 /// The members' columns as [`CompactColumns`] (`parts` their table, `stream` the schedule's stream
@@ -428,11 +441,12 @@ fn compact_columns<T>(
         let rows = m.bounds.major_count();
         for r0 in (0..rows).step_by(ROWS_PER_TASK) {
             let r1 = (r0 + ROWS_PER_TASK).min(rows);
-            try_push(&mut runs, (m.local_ptr, m.minor, &anchors[part.row_base as usize..], r0, r1), "MSREP runs")?;
+            let anchors = &anchors[part.row_base as usize..];
+            try_push(&mut runs, Run { ptr: m.local_ptr, minor: m.minor, anchors, rows: r0..r1 }, "MSREP runs")?;
         }
     }
     // Whether every column fits first, so that a matrix that keeps 32-bit indices costs no memory.
-    if !runs.par_iter().all(|run| run_offsets(run, shift).all(|o| o.is_some())) {
+    if !runs.par_iter().all(|run| run.offsets(shift).all(|o| o.is_some())) {
         return Ok(None);
     }
     let entries: usize = members.iter().map(|m| m.minor.len()).sum();
@@ -441,13 +455,12 @@ fn compact_columns<T>(
     let mut pieces = Vec::with_capacity(runs.len());
     let mut rest = &mut offsets[..];
     for run in &runs {
-        let (ptr, _, _, r0, r1) = *run;
-        let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ptr[r1] - ptr[r0]) as usize);
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(run.entries().len());
         rest = tail;
         pieces.push((piece, run));
     }
     pieces.into_par_iter().for_each(|(piece, run)| {
-        for (slot, offset) in piece.iter_mut().zip(run_offsets(run, shift)) {
+        for (slot, offset) in piece.iter_mut().zip(run.offsets(shift)) {
             *slot = offset.expect("every offset fits");
         }
     });
