@@ -40,9 +40,18 @@ pub struct TestHooks {
     /// kernel's two pipeline stages), as on a device that cannot give them more.
     pub spamm_fewest_shared_memory: bool,
     /// MSREP matrices this executor makes resident run their lead-device partitions the way
-    /// partitions of other devices run (own stream, events, x and partials copied between devices),
-    /// so that one GPU exercises the multi-device path.
+    /// partitions of other devices run (own streams, events, x copied along the chain of devices,
+    /// results written into the lead device's memory), so that one GPU exercises the multi-device
+    /// path.
     pub msrep_stage_lead_partitions: bool,
+    /// MSREP matrices this executor makes resident spread each device's partitions round-robin
+    /// over this many sides, every side but the lead device's first on the multi-device path (own
+    /// streams, x along the chain of sides): one GPU then exercises a chain of several devices.
+    pub msrep_sides_per_device: usize,
+    /// MSREP matrices this executor makes resident send the raw row sums of other devices' pCSR
+    /// partitions to the lead device for it to finish, as where those devices cannot write the lead
+    /// device's memory, instead of writing y there directly.
+    pub msrep_partials_through_copies: bool,
     /// MSREP matrices this executor makes resident cut each pCSR row longer than the long-row
     /// threshold into chunks of a block each. Off: the row groups process every row, long ones in the
     /// widest group (a benchmark compares the two).
@@ -55,6 +64,8 @@ impl Default for TestHooks {
             spamm_shares_on_one_device: 1,
             spamm_fewest_shared_memory: false,
             msrep_stage_lead_partitions: false,
+            msrep_sides_per_device: 1,
+            msrep_partials_through_copies: false,
             msrep_long_row_chunks: true,
         }
     }

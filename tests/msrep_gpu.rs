@@ -54,12 +54,16 @@ impl Drop for Matrix {
     }
 }
 
-/// The device lists to test: [0], and [0, 1] where a second GPU exists.
+/// The device lists to test: [0], [0, 1] where a second GPU exists, and every GPU where there are
+/// more (a chain of several devices after the lead).
 fn device_lists() -> Vec<Vec<i32>> {
     let count = cuda::availability().clone().unwrap_or(1);
     let mut lists = vec![vec![0]];
     if count >= 2 {
         lists.push(vec![0, 1]);
+    }
+    if count >= 3 {
+        lists.push((0..count as i32).collect());
     }
     lists
 }
@@ -233,12 +237,29 @@ fn eps<T: Element>() -> f64 {
     }
 }
 
+/// How partitions of other devices run (the test hooks of the same names): [`Path::DIRECT`] is the
+/// default, where only other devices take the multi-device path.
+#[derive(Clone, Copy, Debug)]
+struct Path {
+    stage_lead: bool,
+    sides_per_device: usize,
+    partials_through_copies: bool,
+}
+
+impl Path {
+    const DIRECT: Path = Path { stage_lead: false, sides_per_device: 1, partials_through_copies: false };
+}
+
 /// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
 /// reference and against the CPU backend.
-fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
+fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
     let mut rng = Rng::fresh(label);
     let gpu_handle = Handle::new(BackendKind::Cuda, devices);
-    gpu_handle.set_test_hooks(|hooks| hooks.msrep_stage_lead_partitions = staged);
+    gpu_handle.set_test_hooks(|hooks| {
+        hooks.msrep_stage_lead_partitions = path.stage_lead;
+        hooks.msrep_sides_per_device = path.sides_per_device;
+        hooks.msrep_partials_through_copies = path.partials_through_copies;
+    });
     let cpu_handle = Handle::new(BackendKind::Cpu, devices);
     for (a, kind) in matrices::<T>(&mut rng) {
         let nnz = a.nnz();
@@ -263,7 +284,7 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], staged: bool) {
                     for memory in [Memory::Host, Memory::Device] {
                         let what = format!(
                             "{kind} {}x{} nnz {nnz} {:?} np {np} {base:?} α {alpha:?} β {beta:?} {memory:?} \
-                             devices {devices:?} staged {staged}",
+                             devices {devices:?} {path:?}",
                             a.rows, a.cols, input.format
                         );
                         let got = spmv(&gpu_handle, &on_gpu, alpha, &x, beta, &y0, memory);
@@ -297,7 +318,7 @@ fn every_format_and_partition_count_f64() {
         return;
     }
     for devices in device_lists() {
-        sweep::<f64>("msrep gpu f64", &devices, false);
+        sweep::<f64>("msrep gpu f64", &devices, Path::DIRECT);
     }
 }
 
@@ -307,7 +328,7 @@ fn every_format_and_partition_count_f32() {
         return;
     }
     for devices in device_lists() {
-        sweep::<f32>("msrep gpu f32", &devices, false);
+        sweep::<f32>("msrep gpu f32", &devices, Path::DIRECT);
     }
 }
 
@@ -317,8 +338,34 @@ fn multi_device_path_forced_on_the_lead_device() {
         return;
     }
     for devices in device_lists() {
-        sweep::<f64>("msrep gpu staged f64", &devices, true);
-        sweep::<f32>("msrep gpu staged f32", &devices, true);
+        sweep::<f64>("msrep gpu staged f64", &devices, Path { stage_lead: true, ..Path::DIRECT });
+        sweep::<f32>("msrep gpu staged f32", &devices, Path { stage_lead: true, ..Path::DIRECT });
+    }
+}
+
+/// Three sides per device, the lead's first on the caller's stream: x along a chain of two, and of
+/// more with several GPUs; pCSR results written straight into y.
+#[test]
+fn chain_of_sides_on_each_device() {
+    if !common::cuda_available("chain_of_sides_on_each_device") {
+        return;
+    }
+    for devices in device_lists() {
+        sweep::<f64>("msrep gpu chain f64", &devices, Path { sides_per_device: 3, ..Path::DIRECT });
+        sweep::<f32>("msrep gpu chain f32", &devices, Path { sides_per_device: 3, ..Path::DIRECT });
+    }
+}
+
+/// The path of devices that cannot write the lead device's memory: raw row sums copied to the lead
+/// device and finished there.
+#[test]
+fn raw_sums_through_copies() {
+    if !common::cuda_available("raw_sums_through_copies") {
+        return;
+    }
+    for devices in device_lists() {
+        let path = Path { stage_lead: true, sides_per_device: 2, partials_through_copies: true };
+        sweep::<f64>("msrep gpu copies f64", &devices, path);
     }
 }
 

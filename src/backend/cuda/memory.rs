@@ -39,6 +39,20 @@ pub fn locate(ptr: *const c_void) -> Location {
     Location::Device(ordinal as usize)
 }
 
+/// Whether kernels on `device` may write the memory at `ptr` (of another device): peer access to
+/// that device's context and memory pool covers `cudaMalloc` and `cudaMallocAsync` memory of its
+/// default pool, not other pools or memory mapped without access for `device`. Asked with
+/// `cuPointerGetAttributes`, which answers without raising an API error.
+pub fn writable_from(ptr: CUdeviceptr, device: &GpuDevice) -> Result<bool> {
+    device.bind()?;
+    let mut flags: u32 = sys::CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS::CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE as u32;
+    let mut attributes = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_ACCESS_FLAGS];
+    let mut values: [*mut c_void; 1] = [(&mut flags as *mut u32).cast()];
+    let r = unsafe { sys::cuPointerGetAttributes(1, attributes.as_mut_ptr(), values.as_mut_ptr(), ptr) };
+    Ok(r == cudaError_enum::CUDA_SUCCESS
+        && flags == sys::CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS::CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE as u32)
+}
+
 thread_local! {
     static FAILING_ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }

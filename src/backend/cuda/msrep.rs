@@ -1,26 +1,32 @@
-//! MSREP SpMV on the GPUs: partitions resident on their devices, x sent to every device per call,
-//! the pCSR partitions of a device in one launch ([`batch`]) and pCSC / pCOO partitions one kernel
-//! after another on each device's stream (devices concurrently), and the merge of
-//! `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
-//! lives and where y ends up).
+//! MSREP SpMV on the GPUs: partitions resident on their devices, the pCSR partitions of a device in
+//! one launch ([`batch`]) and pCSC / pCOO partitions one kernel after another on each device's
+//! stream (devices concurrently), and the merge of `crate::msrep::merge` on the lead device (the
+//! handle's first device, where the caller's stream lives and where y ends up).
 //!
 //! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
-//! in place. Partitions on any other device run on a stream the matrix owns on that device: the
-//! stream waits for an event recorded on the caller's stream once x is there, receives x by a peer
-//! copy, runs its partitions into raw partial vectors, copies those to staging buffers on the lead
-//! device and records its `ready` event, which the caller's stream waits for before merging. pCSC
-//! scatters with atomics into one rows-long accumulator per device (the one-phase variant: the
-//! paper's partial vector per GPU, shared by that GPU's partitions), summed on the lead device as
-//! y = α·Σ + β·y.
+//! in place. Every other device has two streams the matrix owns there. On its copy stream, x travels
+//! along the chain of devices in chunks: the first device receives from the lead device's x, each
+//! next one from the device before it, each chunk once it has arrived there, and each device only
+//! the columns it and the devices after it read, so the lead sends x once whatever the number of
+//! devices. Its compute stream starts once the chunks of its own columns are in. pCSR partitions then
+//! write their finished rows of y, and the raw sums of their split rows, straight into the lead
+//! device's memory (peer access); where the device cannot reach that memory, they write raw row sums
+//! that are copied to the lead device and finished there. pCSC scatters with atomics into one
+//! rows-long accumulator per device (the one-phase variant: the paper's partial vector per GPU,
+//! shared by that GPU's partitions), summed on the lead device as y = α·Σ + β·y; pCOO partitions'
+//! raw sums are copied and finished there too. Each device records its `ready` event, which the
+//! caller's stream waits for before merging the rows split between partitions.
 //!
 //! Everything a call needs besides x and y (partition data, partial vectors, staging, merge
 //! metadata, x copies on other devices) is allocated when the matrix becomes resident, so an SpMV
-//! allocates only the staging of host x / y.
+//! allocates only the staging of host x / y (and, once, the raw sums of a device that cannot write
+//! the caller's y).
 
 mod batch;
 
 use super::kernels::MSREP;
-use super::memory::{DeviceBuffer, DeviceInput, DeviceOutput};
+use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
+use super::timeline::Timeline;
 use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
 use crate::error::Result;
 use crate::executor::TestHooks;
@@ -35,25 +41,73 @@ use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
 use std::any::Any;
+use std::ops::Range;
 use std::sync::Arc;
 
 const BLOCK: u32 = 256;
 
-/// A device that holds partitions, with the stream the matrix owns there.
+/// x travels along the chain of devices in at most this many chunks (of the whole of x)...
+const X_CHUNKS: usize = 8;
+/// ...of at least this many bytes, so that a small x costs few copies and events.
+const X_CHUNK_MIN_BYTES: usize = 4 << 20;
+
+/// A device that holds partitions, with the streams the matrix owns there.
 struct DeviceSide {
     gpu: Arc<GpuDevice>,
-    /// Recorded on `stream` once this device's partial results are on their way to the lead device.
+    /// Which of its device's sides this is: 0, or more under [`TestHooks::msrep_sides_per_device`].
+    slot: usize,
+    /// Recorded on `stream` once this device's results are in the lead device's memory or on their
+    /// way there.
     ready: Event,
     stream: Arc<CudaStream>,
+    /// Receives x (and passes it on along the chain) beside the partitions' work on `stream`.
+    copy_stream: Arc<CudaStream>,
     /// The entries of x its partitions read (the union of their column ranges): all a copy of x on
     /// this device needs, so a banded matrix sends each device only its slice of x per call.
-    x_span: std::ops::Range<usize>,
+    x_span: Range<usize>,
+    /// Whether this device's kernels can reach the lead device's memory (peer access).
+    reaches_lead: bool,
 }
 
 impl DeviceSide {
     fn stream(&self) -> Stream {
         Stream(self.stream.cu_stream())
     }
+
+    fn copy_stream(&self) -> Stream {
+        Stream(self.copy_stream.cu_stream())
+    }
+}
+
+/// How x reaches a side on the multi-device path: chunk by chunk from the lead device's x or from
+/// the copy of the side before it in the chain.
+struct XRoute {
+    /// This side's copy of x (only `chunks`' columns are written).
+    copy: DeviceBuffer,
+    /// The side it receives from; `None`: the lead device's x.
+    from: Option<usize>,
+    /// The hull of this side's columns and those of every later side in the chain, cut at multiples
+    /// of the chunk width, in order; the first chunk's cell is `first_cell`.
+    chunks: Vec<XChunk>,
+    first_cell: usize,
+    /// `chunks[own]` is the last chunk holding columns this side reads: its partitions start once it
+    /// has arrived.
+    own: usize,
+}
+
+/// A piece of x on its way along the chain: its columns (within one cell of the chunk width), and
+/// the event recorded once it has arrived.
+struct XChunk {
+    cols: Range<usize>,
+    arrived: Event,
+}
+
+/// The raw row sums of a pCSR batch whose device cannot write the lead device's memory: on its
+/// device, their copy on the lead device, and the batch's partition table there for the finish.
+struct RawSums {
+    raw: DeviceBuffer,
+    staging: DeviceBuffer,
+    parts: DeviceBuffer,
 }
 
 /// One non-empty pCSC or pCOO partition's resident data.
@@ -76,8 +130,8 @@ struct LeadSide {
     /// Per side: its results travel to the lead device through staging (another device, or the
     /// test hook).
     staged: Vec<bool>,
-    /// Per side: x on that device, when staged.
-    x_copies: Vec<Option<DeviceBuffer>>,
+    /// Per side: how x reaches it, when staged.
+    x_routes: Vec<Option<XRoute>>,
     /// pCSC, per side: the rows-long accumulator its partitions scatter into, and its lead copy.
     accumulators: Vec<Option<DeviceBuffer>>,
     accumulator_staging: Vec<Option<DeviceBuffer>>,
@@ -87,11 +141,9 @@ struct LeadSide {
     /// Per pCOO partition: raw row sums on its device, and their lead copy when staged.
     raw: Vec<Option<DeviceBuffer>>,
     raw_staging: Vec<Option<DeviceBuffer>>,
-    /// Per pCSR batch of a staged side: raw sums of its virtual rows there, and their lead copy.
-    batch_raw: Vec<Option<DeviceBuffer>>,
-    batch_staging: Vec<Option<DeviceBuffer>>,
-    /// Per pCSR batch of a staged side: its partition table on the lead device, for the finish there.
-    batch_parts: Vec<Option<DeviceBuffer>>,
+    /// Per pCSR batch: its raw sums on the way to the lead device, made at the first call that
+    /// needs them (a staged side that cannot write y).
+    batch_raw_sums: Vec<Option<RawSums>>,
     /// Two slots per partition: raw sums of its split first and last row.
     shared_sums: Option<DeviceBuffer>,
     /// Merged rows as runs: start row and flat offset of each run, and their total.
@@ -121,6 +173,8 @@ pub struct GpuResident {
     batches: Vec<batch::CsrBatch>,
     sides: Vec<DeviceSide>,
     stage_lead: bool,
+    /// Test hook: other devices' pCSR results travel as raw sums even where they could write y.
+    partials_through_copies: bool,
 }
 
 impl std::fmt::Debug for GpuResident {
@@ -145,7 +199,12 @@ impl Drop for GpuResident {
             let _ = lead.done.synchronize();
         }
         for side in &self.sides {
-            let _ = side.gpu.bind().and_then(|_| side.stream.synchronize().map_err(driver_error("synchronizing")));
+            let _ = side.gpu.bind().and_then(|_| {
+                side.stream
+                    .synchronize()
+                    .and_then(|_| side.copy_stream.synchronize())
+                    .map_err(driver_error("synchronizing"))
+            });
         }
     }
 }
@@ -203,7 +262,11 @@ impl GpuResident {
             batches: Vec::new(),
             sides: Vec::new(),
             stage_lead: hooks.msrep_stage_lead_partitions,
+            partials_through_copies: hooks.msrep_partials_through_copies,
         };
+        let sides_per_device = hooks.msrep_sides_per_device.max(1);
+        // Non-empty partitions placed so far on each device, to spread them over its sides.
+        let mut placed: Vec<(usize, usize)> = Vec::new();
         // pCSR partitions of each side, gathered into batches once every side is known.
         let mut csr_members: Vec<Vec<batch::Member<T>>> = Vec::new();
         for (index, p) in a.partitions.iter().enumerate() {
@@ -224,7 +287,17 @@ impl GpuResident {
                 }
             };
             let ordinal = p.device as usize;
-            let side = match resident.sides.iter().position(|s| s.gpu.ordinal == ordinal) {
+            let slot = match placed.iter_mut().find(|(o, _)| *o == ordinal) {
+                Some((_, count)) => {
+                    *count += 1;
+                    (*count - 1) % sides_per_device
+                }
+                None => {
+                    placed.push((ordinal, 1));
+                    0
+                }
+            };
+            let side = match resident.sides.iter().position(|s| s.gpu.ordinal == ordinal && s.slot == slot) {
                 Some(s) => {
                     let span = &mut resident.sides[s].x_span;
                     *span = span.start.min(x_span.start)..span.end.max(x_span.end);
@@ -232,11 +305,13 @@ impl GpuResident {
                 }
                 None => {
                     let gpu = super::device(ordinal)?;
-                    // x and the partial results travel between this device and the lead by peer copies.
-                    gpu.enable_peer_access(lead)?;
+                    // x travels between devices by peer copies; results are written into the lead
+                    // device's memory where this device can reach it.
+                    let reaches_lead = gpu.enable_peer_access(lead)?;
                     lead.enable_peer_access(&gpu)?;
-                    let stream = gpu.new_stream()?;
-                    resident.sides.push(DeviceSide { ready: Event::new(&gpu)?, gpu, stream, x_span });
+                    let (stream, copy_stream) = (gpu.new_stream()?, gpu.new_stream()?);
+                    let ready = Event::new(&gpu)?;
+                    resident.sides.push(DeviceSide { gpu, slot, ready, stream, copy_stream, x_span, reaches_lead });
                     csr_members.push(Vec::new());
                     resident.sides.len() - 1
                 }
@@ -290,8 +365,9 @@ impl GpuResident {
         let lead_stream = Stream(alloc_stream.cu_stream());
         let on_lead =
             |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what).map(DeviceBuffer::resident);
-        let staged: Vec<bool> = self.sides.iter().map(|s| s.gpu.ordinal != lead.ordinal || self.stage_lead).collect();
-        let mut x_copies = Vec::new();
+        let staged: Vec<bool> =
+            self.sides.iter().map(|s| s.gpu.ordinal != lead.ordinal || s.slot > 0 || self.stage_lead).collect();
+        let x_routes = self.x_routes(&staged, a.cols, size)?;
         let mut accumulators = Vec::new();
         let mut accumulator_staging = Vec::new();
         let csc = a.format == SparseFormat::Csc;
@@ -299,7 +375,6 @@ impl GpuResident {
             let side_alloc = |bytes: usize, what: &str| {
                 DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what).map(DeviceBuffer::resident)
             };
-            x_copies.push(if staged[s] { Some(side_alloc(a.cols * size, "a copy of x")?) } else { None });
             accumulators.push(if csc { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
             accumulator_staging.push(if csc && staged[s] {
                 Some(on_lead(a.rows * size, "a pCSC partial vector's copy")?)
@@ -333,27 +408,6 @@ impl GpuResident {
                 None
             });
         }
-        let mut batch_raw = Vec::new();
-        let mut batch_staging = Vec::new();
-        let mut batch_parts = Vec::new();
-        for b in &self.batches {
-            let side = &self.sides[b.side];
-            let bytes = b.rows * size;
-            if staged[b.side] {
-                batch_raw.push(Some(
-                    DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident(),
-                ));
-                batch_staging.push(Some(on_lead(bytes, "an MSREP partial vector's copy")?));
-                batch_parts.push(Some(
-                    DeviceBuffer::from_host(lead, b.part_table(), lead_stream, "MSREP partition table")?.resident(),
-                ));
-            } else {
-                batch_raw.push(None);
-                batch_staging.push(None);
-                batch_parts.push(None);
-            }
-        }
-
         let mut merged_starts = None;
         let mut merged_offsets = None;
         let mut merged_runs = 0;
@@ -407,16 +461,14 @@ impl GpuResident {
         let lead_side = LeadSide {
             ordinal: lead.ordinal,
             staged,
-            x_copies,
+            x_routes,
             accumulators,
             accumulator_staging,
             csc_sources,
             csc_source_count,
             raw,
             raw_staging,
-            batch_raw,
-            batch_staging,
-            batch_parts,
+            batch_raw_sums: self.batches.iter().map(|_| None).collect(),
             shared_sums,
             merged_starts,
             merged_offsets,
@@ -495,10 +547,13 @@ impl GpuResident {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         let sfx = T::VALUE_TYPE.short_name();
+        let mut timeline =
+            Timeline::start(|| format!("MSREP SpMV, {rows} rows, partitions on {} device side(s)", self.sides.len()));
         let l = self.lead.as_mut().expect("ensure_lead ran");
         if l.done_recorded {
             l.done.wait_on(stream)?;
         }
+        timeline.stamp(lead, stream, || "called".into())?;
         // Only partitions on streams of their own wait for x; with none, recording would cost a
         // driver call per SpMV for nothing.
         if l.staged.contains(&true) {
@@ -506,40 +561,13 @@ impl GpuResident {
             crate::log::note(|| {
                 let staged: Vec<usize> =
                     self.sides.iter().zip(&l.staged).filter(|(_, s)| **s).map(|(d, _)| d.gpu.ordinal).collect();
-                format!("partitions of devices {staged:?} on streams of their own, x and partial sums copied")
+                format!("partitions of devices {staged:?} on streams of their own, x passed along them")
             });
         }
-        // Other devices first, so they run while the lead device works on its own partitions.
-        for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
-            side.gpu.bind()?;
-            let ss = side.stream();
-            l.x_ready.wait_on(ss)?;
-            let x_copy = l.x_copies[s].as_ref().expect("staged sides have x");
-            let (offset, len) = ((side.x_span.start * size) as u64, side.x_span.len() * size);
-            peer_copy(x_copy.ptr() + offset, &side.gpu, x + offset, lead, len, ss)?;
-            if let Some(acc) = &l.accumulators[s] {
-                zero(acc.ptr(), rows * size, ss)?;
-            }
-            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
-                let raw = ptr_of(&l.raw[k]);
-                launch_partition::<T>(format, &side.gpu, ss, p, x_copy.ptr(), ptr_of(&l.accumulators[s]), raw, sfx)?;
-                if let Some(staging) = &l.raw_staging[k] {
-                    peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
-                }
-            }
-            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
-                let raw = ptr_of(&l.batch_raw[k]);
-                b.launch(&side.gpu, ss, x_copy.ptr(), T::ONE, T::ZERO, 0, 0, raw, sfx)?;
-                peer_copy(ptr_of(&l.batch_staging[k]), lead, raw, &side.gpu, b.rows * size, ss)?;
-            }
-            if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
-                peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;
-            }
-            side.ready.record(ss)?;
-        }
-
-        lead.bind()?;
         let shared_sums = ptr_of(&l.shared_sums);
+        // The lead device's own partitions first: queued before the host spends its time on the
+        // other devices' copies and launches, they start at once.
+        lead.bind()?;
         let finisher = |p: &PartitionOnGpu, partial: CUdeviceptr| -> Result<()> {
             let f = lead.function(&MSREP, &format!("msrep_finish_partial_{sfx}"))?;
             let n = p.bounds.major_count() as i32;
@@ -570,6 +598,70 @@ impl GpuResident {
                 b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx)?;
             }
         }
+        timeline.stamp(lead, stream, || "the lead device's own partitions done".into())?;
+        // Other devices' partitions run while the lead device works on its own.
+        let mut through_copies = vec![false; self.sides.len()];
+        for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
+            side.gpu.bind()?;
+            let route = l.x_routes[s].as_ref().expect("staged sides have a route");
+            let cs = side.copy_stream();
+            if route.from.is_none() {
+                l.x_ready.wait_on(cs)?;
+            }
+            for (c, chunk) in route.chunks.iter().enumerate() {
+                let (source, source_gpu) = match route.from {
+                    None => (x, lead),
+                    Some(p) => {
+                        let before = l.x_routes[p].as_ref().expect("staged sides have a route");
+                        before.chunks[route.first_cell + c - before.first_cell].arrived.wait_on(cs)?;
+                        (before.copy.ptr(), &self.sides[p].gpu)
+                    }
+                };
+                let offset = (chunk.cols.start * size) as u64;
+                let (to, bytes) = (route.copy.ptr() + offset, chunk.cols.len() * size);
+                peer_copy(to, &side.gpu, source + offset, source_gpu, bytes, cs)?;
+                chunk.arrived.record(cs)?;
+            }
+            let ss = side.stream();
+            route.chunks[route.own].arrived.wait_on(ss)?;
+            timeline.stamp(&side.gpu, ss, || format!("side {s}: its columns of x in"))?;
+            let x_copy = route.copy.ptr();
+            if let Some(acc) = &l.accumulators[s] {
+                zero(acc.ptr(), rows * size, ss)?;
+            }
+            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
+                let raw = ptr_of(&l.raw[k]);
+                launch_partition::<T>(format, &side.gpu, ss, p, x_copy, ptr_of(&l.accumulators[s]), raw, sfx)?;
+                if let Some(staging) = &l.raw_staging[k] {
+                    peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
+                }
+            }
+            // pCSR rows are finished on this device and written into y where it can reach y.
+            through_copies[s] = self.batches.iter().any(|b| b.side == s)
+                && (self.partials_through_copies
+                    || !side.reaches_lead
+                    || (side.gpu.ordinal != lead.ordinal && !memory::writable_from(y, &side.gpu)?));
+            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
+                if !through_copies[s] {
+                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx)?;
+                    continue;
+                }
+                let sums = raw_sums(&mut l.batch_raw_sums[k], b, side, lead, &l.alloc_stream, size)?;
+                side.gpu.bind()?;
+                b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, sums.raw.ptr(), sfx)?;
+                peer_copy(sums.staging.ptr(), lead, sums.raw.ptr(), &side.gpu, b.rows * size, ss)?;
+            }
+            if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
+                peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;
+            }
+            timeline.stamp(&side.gpu, ss, || format!("side {s}: its partitions done"))?;
+            side.ready.record(ss)?;
+        }
+        if through_copies.contains(&true) {
+            crate::log::note(|| "raw sums of pCSR rows of other devices copied to the lead device".to_string());
+        }
+
+        lead.bind()?;
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
             side.ready.wait_on(stream)?;
             for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
@@ -577,9 +669,9 @@ impl GpuResident {
                     finisher(p, staging.ptr())?;
                 }
             }
-            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
-                let (raw, parts) = (ptr_of(&l.batch_staging[k]), ptr_of(&l.batch_parts[k]));
-                b.finish(lead, stream, raw, parts, alpha, beta, y, shared_sums, sfx)?;
+            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s && through_copies[s]) {
+                let sums = l.batch_raw_sums[k].as_ref().expect("made above");
+                b.finish(lead, stream, sums.staging.ptr(), sums.parts.ptr(), alpha, beta, y, shared_sums, sfx)?;
             }
         }
 
@@ -617,8 +709,70 @@ impl GpuResident {
         }
         l.done.record(stream)?;
         l.done_recorded = true;
-        Ok(())
+        timeline.stamp(lead, stream, || "merged".into())?;
+        timeline.print()
     }
+
+    /// How x reaches each staged side: along the chain of staged sides in order, each receiving the
+    /// hull of its own columns and those of every later side from the side before it (the first
+    /// from the lead device's x), in chunks of at most `cols / X_CHUNKS` columns (at least
+    /// `X_CHUNK_MIN_BYTES`), so that a side forwards a chunk while the next is on its way to it.
+    fn x_routes(&self, staged: &[bool], cols: usize, size: usize) -> Result<Vec<Option<XRoute>>> {
+        let chain: Vec<usize> = (0..self.sides.len()).filter(|&s| staged[s]).collect();
+        let cell = cols.div_ceil(X_CHUNKS).max(X_CHUNK_MIN_BYTES / size).max(1);
+        let mut routes: Vec<Option<XRoute>> = self.sides.iter().map(|_| None).collect();
+        for (i, &s) in chain.iter().enumerate() {
+            let side = &self.sides[s];
+            let hull = chain[i..]
+                .iter()
+                .map(|&t| self.sides[t].x_span.clone())
+                .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+                .expect("the chain holds s");
+            let from = i.checked_sub(1).map(|j| chain[j]);
+            if let Some(p) = from {
+                // Chunks pass from device to device: copies between their memory pools need peer
+                // access, or the driver stages them through host memory.
+                self.sides[p].gpu.enable_peer_access(&side.gpu)?;
+                side.gpu.enable_peer_access(&self.sides[p].gpu)?;
+            }
+            let first_cell = hull.start / cell;
+            let chunks = (first_cell..hull.end.div_ceil(cell))
+                .map(|c| {
+                    let cols = (c * cell).max(hull.start)..((c + 1) * cell).min(hull.end);
+                    Ok(XChunk { cols, arrived: Event::new(&side.gpu)? })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let own = (side.x_span.end - 1) / cell - first_cell;
+            let copy = DeviceBuffer::alloc(&side.gpu, cols * size, side.stream(), "a copy of x")?.resident();
+            routes[s] = Some(XRoute { copy, from, chunks, first_cell, own });
+        }
+        Ok(routes)
+    }
+}
+
+/// The raw sums of pCSR batch `b` of `side` in `slot`, made (and the batch's partition table copied
+/// to the lead device) the first time a call needs them.
+fn raw_sums<'a>(
+    slot: &'a mut Option<RawSums>,
+    b: &batch::CsrBatch,
+    side: &DeviceSide,
+    lead: &Arc<GpuDevice>,
+    lead_stream: &CudaStream,
+    size: usize,
+) -> Result<&'a RawSums> {
+    if slot.is_none() {
+        let on_lead = Stream(lead_stream.cu_stream());
+        let bytes = b.rows * size;
+        let sums = RawSums {
+            raw: DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident(),
+            staging: DeviceBuffer::alloc(lead, bytes, on_lead, "an MSREP partial vector's copy")?.resident(),
+            parts: DeviceBuffer::from_host(lead, b.part_table(), on_lead, "MSREP partition table")?.resident(),
+        };
+        // The lead device's buffers are used on other streams from now on.
+        sync_stream(lead, lead_stream)?;
+        *slot = Some(sums);
+    }
+    Ok(slot.as_ref().expect("made above"))
 }
 
 /// Queues one pCSC or pCOO partition's kernel on `stream` of its device: pCOO zeroes `raw` and
