@@ -124,7 +124,8 @@ pub struct Options {
     pub partitions: Option<std::vec::Vec<usize>>,
     /// MSREP on large matrices instead of the default inputs: band (half-width 8, 3.2 M rows, 54 M
     /// nonzeros), 3D 27-point stencil (140³, 74 M) and R-MAT scale 23 (edge factor 16, about 120 M);
-    /// 1/64 of that with --quick
+    /// 1/64 of that with --quick; with --n N, a band of N rows and a stencil and an R-MAT of about as
+    /// many nonzeros (--n 30000000: about 500 M each)
     #[arg(long)]
     pub large: bool,
     /// SpAMM LoNum (default 32)

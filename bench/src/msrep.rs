@@ -97,12 +97,19 @@ fn inputs(b: &Bench, rng: &mut Rng) -> Vec<Input> {
         |name: String, class: suite::Class, a: CsrMatrix<f64>| Input { name, class: class.label(), matrix: Ok(a) };
     if b.opts.large {
         // Band and 3D stencil of at least 50 M nonzeros, and R-MAT scale 23: each well beyond the L2
-        // cache, as the roofline targets ask (1/64 of the rows with --quick).
-        let shrink = if b.opts.quick { 64 } else { 1 };
-        let side = if b.opts.quick { 35 } else { 140 };
-        let rmat_scale = if b.opts.quick { 17 } else { 23 };
+        // cache, as the roofline targets ask (1/64 of the rows with --quick). With --n, the band's
+        // rows, and a stencil and an R-MAT of about as many nonzeros (17 a row in the band, 27 in the
+        // stencil, 16 edges a row before duplicates in R-MAT).
+        let (band_rows, side, rmat_scale) = match b.opts.n {
+            Some(n) => {
+                let nnz = n as f64 * 17.0;
+                (n, (nnz / 27.0).cbrt().round().max(3.0) as usize, (nnz / 16.0).log2().round().max(1.0) as u32)
+            }
+            None if b.opts.quick => (3_200_000 / 64, 35, 17),
+            None => (3_200_000, 140, 23),
+        };
         return vec![
-            generated("band hw 8".into(), suite::Class::Band, testgen::band_csr(rng, 3_200_000 / shrink, 8)),
+            generated("band hw 8".into(), suite::Class::Band, testgen::band_csr(rng, band_rows, 8)),
             generated(
                 format!("stencil3d 27-point {side}^3"),
                 suite::Class::Stencil,
