@@ -46,3 +46,14 @@ extern "C" __global__ void timeline_stamp(unsigned long long* slot) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     *slot = now;
 }
+
+// The first device's half of a timeline handshake: spins for `ns` nanoseconds of the global timer,
+// long enough for the host to queue the other device's half, then writes the timer's value.
+extern "C" __global__ void timeline_spin_stamp(unsigned long long ns, unsigned long long* slot) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+    *slot = now;
+}

@@ -4,10 +4,12 @@
 //! product is done. Events cost no SM, so a stamp on a copy stream does not wait for a busy device.
 //! Each device's first stamp also runs a one-thread kernel that reads the device's global nanosecond
 //! timer, which places that device's events on its own clock. The clocks of one host's GPUs need not
-//! agree (on a 4-GPU H100 host they differed by up to 3.6 ms), so every other device also reads its
-//! timer on an idle stream of its own that waits for the first device's reference: that read comes
-//! a few microseconds after the first device's, which gives the difference of the two clocks. Off
-//! (the default), a timeline queues nothing.
+//! agree (on a 4-GPU H100 host they differed by up to 3.6 ms), so each other device's first stamp
+//! also compares its clock with the first device's: on idle streams of their own, the first device
+//! spins for [`HANDSHAKE_NS`] and then reads its timer and records an event, and the other device
+//! reads its timer once that event has completed. The spin outlasts the host's queueing of the
+//! other half, so both reads follow the event's completion, the other one by the latency of an
+//! event between devices. Off (the default), a timeline queues nothing.
 
 use super::kernels::UTIL;
 use super::memory::DeviceBuffer;
@@ -16,14 +18,27 @@ use crate::error::Result;
 use crate::kernel_args;
 use std::sync::{Arc, OnceLock};
 
+/// How long the first device spins before its half of a handshake: far longer than the host takes
+/// to queue the other device's half.
+const HANDSHAKE_NS: u64 = 200_000;
+
 /// A device's reference: an event and the global timer read right after it; on any device but the
-/// first, also its timer read as soon as the first device's reference event has completed (on an idle
-/// stream of its own, kept until the timeline is printed).
+/// first, also the handshake that compares its clock with the first device's.
 struct Reference {
-    ordinal: usize,
+    device: Arc<GpuDevice>,
     event: Event,
     timer: DeviceBuffer,
-    handshake: Option<(DeviceBuffer, Arc<cudarc::driver::CudaStream>)>,
+    handshake: Option<Handshake>,
+}
+
+/// The first device's timer read at the end of its spin (`first`), and this device's read once the
+/// event recorded after the spin has completed (`this`); the streams and the event are kept until
+/// the timeline is printed.
+struct Handshake {
+    first: DeviceBuffer,
+    this: DeviceBuffer,
+    _gate: Event,
+    _streams: [Arc<cudarc::driver::CudaStream>; 2],
 }
 
 /// A step: its label, the device's ordinal, the event recorded after it.
@@ -49,27 +64,30 @@ impl Timeline {
     /// Marks the step `label` on `stream` of `device` (whose context is left current).
     pub fn stamp(&mut self, device: &Arc<GpuDevice>, stream: Stream, label: impl FnOnce() -> String) -> Result<()> {
         let Some((references, steps)) = self.steps.as_mut() else { return Ok(()) };
-        if !references.iter().any(|r| r.ordinal == device.ordinal) {
-            let f = device.function(&UTIL, "timeline_stamp")?;
+        if !references.iter().any(|r| r.device.ordinal == device.ordinal) {
             let one = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
-            let read_timer = |stream: Stream| -> Result<DeviceBuffer> {
-                let timer = DeviceBuffer::alloc(device, 8, stream, "a timeline reference")?;
-                let ptr = timer.ptr();
-                unsafe { launch(&f, one, stream, kernel_args![&ptr]) }?;
-                Ok(timer)
-            };
             let handshake = match references.first() {
-                Some(first) => {
+                Some(reference) => {
+                    let first = &reference.device;
+                    let first_idle = first.new_stream()?;
+                    let on_first = Stream(first_idle.cu_stream());
+                    let first_timer = DeviceBuffer::alloc(first, 8, on_first, "a timeline handshake")?;
+                    let (f, ns, ptr) = (first.function(&UTIL, "timeline_spin_stamp")?, HANDSHAKE_NS, first_timer.ptr());
+                    unsafe { launch(&f, one, on_first, kernel_args![&ns, &ptr]) }?;
+                    let gate = Event::new(first)?;
+                    gate.record(on_first)?;
                     let idle = device.new_stream()?;
-                    first.event.wait_on(Stream(idle.cu_stream()))?;
-                    Some((read_timer(Stream(idle.cu_stream()))?, idle))
+                    let on_this = Stream(idle.cu_stream());
+                    gate.wait_on(on_this)?;
+                    let this = read_timer(device, on_this)?;
+                    Some(Handshake { first: first_timer, this, _gate: gate, _streams: [first_idle, idle] })
                 }
                 None => None,
             };
             let event = Event::timed(device)?;
             event.record(stream)?;
-            let timer = read_timer(stream)?;
-            references.push(Reference { ordinal: device.ordinal, event, timer, handshake });
+            let timer = read_timer(device, stream)?;
+            references.push(Reference { device: device.clone(), event, timer, handshake });
         }
         let event = Event::timed(device)?;
         event.record(stream)?;
@@ -89,7 +107,7 @@ impl Timeline {
         let mut timers = Vec::with_capacity(references.len());
         for r in &references {
             let ahead = match &r.handshake {
-                Some((timer, _)) => read(timer)? - timers[0],
+                Some(h) => read(&h.this)? - read(&h.first)?,
                 None => 0.0,
             };
             timers.push(read(&r.timer)? - ahead);
@@ -97,7 +115,7 @@ impl Timeline {
         let mut times = Vec::with_capacity(steps.len());
         for (label, ordinal, event) in &steps {
             event.synchronize()?;
-            let r = references.iter().position(|r| r.ordinal == *ordinal).expect("a reference per device");
+            let r = references.iter().position(|r| r.device.ordinal == *ordinal).expect("a reference per device");
             times.push((timers[r] + references[r].event.elapsed_ms(event)? as f64, *ordinal, label.as_str()));
         }
         times.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -109,4 +127,13 @@ impl Timeline {
         eprint!("{out}");
         Ok(())
     }
+}
+
+/// Queues a read of `device`'s global timer on `stream`, into the returned word.
+fn read_timer(device: &Arc<GpuDevice>, stream: Stream) -> Result<DeviceBuffer> {
+    let timer = DeviceBuffer::alloc(device, 8, stream, "a timeline reference")?;
+    let f = device.function(&UTIL, "timeline_stamp")?;
+    let (one, ptr) = (Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 }, timer.ptr());
+    unsafe { launch(&f, one, stream, kernel_args![&ptr]) }?;
+    Ok(timer)
 }
