@@ -32,7 +32,34 @@ pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(
     })?;
     let bytes = byte_count::<T>(len, what)?;
     v.try_reserve_exact(additional)
-        .map_err(|_| Error::alloc_failed(format!("cannot allocate {bytes} bytes for {what}")))
+        .map_err(|_| Error::alloc_failed(format!("cannot allocate {bytes} bytes for {what}")))?;
+    advise_huge_pages(v.as_ptr().cast(), v.capacity() * size_of::<T>());
+    Ok(())
+}
+
+/// Allocations at least this large are backed by huge pages where the system allows it.
+const HUGE_PAGE_ADVICE_BYTES: usize = 4 << 20;
+
+/// Asks the kernel to back the `bytes` at `ptr` (a fresh allocation) by transparent huge pages
+/// (`MADV_HUGEPAGE`, what glibc's `glibc.malloc.hugetlb=1` asks for every allocation). A large array
+/// here is filled right after it is allocated, and with 4 KiB pages each first touch of a page is a
+/// page fault: they took about 60 % of building MSREP's partitions and a third of SMaT's analysis of
+/// a 3 M-entry matrix; a 2 MiB page takes one fault where 512 small ones took 512. Only advice:
+/// where transparent huge pages are off (or on other systems) nothing changes.
+fn advise_huge_pages(ptr: *const u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    if bytes >= HUGE_PAGE_ADVICE_BYTES {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + bytes) & !(PAGE - 1);
+        if end > start {
+            // SAFETY: the range lies inside an allocation this process owns; MADV_HUGEPAGE changes
+            // how it is backed, never its contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes);
 }
 
 /// An empty vector with room for exactly `capacity` elements.
@@ -77,6 +104,7 @@ pub fn try_zeros<T: ZeroBits>(len: usize, what: &str) -> Result<Vec<T>> {
     if ptr.is_null() {
         return Err(Error::alloc_failed(format!("cannot allocate {bytes} bytes for {what}")));
     }
+    advise_huge_pages(ptr.cast(), bytes);
     // SAFETY: `ptr` comes from the global allocator with the layout of `len` elements of T, all of
     // them valid zeros (ZeroBits).
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
@@ -87,6 +115,30 @@ pub fn try_collect<T>(len: usize, what: &str, item: impl FnMut(usize) -> T) -> R
     let mut v = try_with_capacity(len, what)?;
     v.extend((0..len).map(item));
     Ok(v)
+}
+
+/// Elements a task fills when a large array is filled in parallel.
+const PARALLEL_FILL_CHUNK: usize = 1 << 16;
+
+/// `item(0), …, item(len − 1)`, computed in parallel: arrays of many millions of elements (a
+/// partition's copy of a caller's matrix) take one thread a fraction of the memory bandwidth.
+pub fn try_collect_par<T: Send>(len: usize, what: &str, item: impl Fn(usize) -> T + Sync) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    let mut v = try_with_capacity(len, what)?;
+    v.spare_capacity_mut()[..len].par_chunks_mut(PARALLEL_FILL_CHUNK).enumerate().for_each(|(c, slots)| {
+        for (k, slot) in slots.iter_mut().enumerate() {
+            slot.write(item(c * PARALLEL_FILL_CHUNK + k));
+        }
+    });
+    // SAFETY: the capacity is at least `len`, and the loop above wrote each of the first `len`
+    // elements (a panic in `item` propagates before this, leaving `v` empty).
+    unsafe { v.set_len(len) };
+    Ok(v)
+}
+
+/// A copy of `items`, copied in parallel (see [`try_collect_par`]).
+pub fn try_copy_par<T: Copy + Send + Sync>(items: &[T], what: &str) -> Result<Vec<T>> {
+    try_collect_par(items.len(), what, |i| items[i])
 }
 
 /// A copy of `items`.
@@ -159,5 +211,19 @@ mod tests {
             (Status::AllocationFailed, "cannot allocate 1152921504606846976 bytes for the test array")
         );
         assert_eq!(try_zeros::<u64>(usize::MAX / 4, "x").unwrap_err().status, Status::InvalidSize);
+    }
+
+    #[test]
+    fn parallel_fills_match_the_serial_ones() {
+        // Several tasks' chunks and a partial last one; a large array is also advised huge pages.
+        for len in [0, 1, PARALLEL_FILL_CHUNK - 1, 3 * PARALLEL_FILL_CHUNK + 17, (5 << 20) / 8 + 3] {
+            let serial = try_collect(len, "x", |i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap();
+            assert_eq!(try_collect_par(len, "x", |i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap(), serial);
+            assert_eq!(try_copy_par(&serial, "x").unwrap(), serial);
+        }
+        assert_eq!(
+            try_collect_par::<u64>(1 << 57, "the test array", |i| i as u64).unwrap_err().status,
+            Status::AllocationFailed
+        );
     }
 }

@@ -9,7 +9,7 @@ pub mod contract;
 pub mod merge;
 pub mod partition;
 
-use crate::alloc::{try_collect, try_copy, try_vec};
+use crate::alloc::{try_collect_par, try_copy_par, try_vec};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::log;
@@ -197,7 +197,8 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
     ) -> Result<Self> {
         check_partition_count(partitions, devices)?;
         let base = a.base.offset();
-        let ptr = try_collect(a.outer_dim + 1, "the zero-based pointer array", |o| (a.ptr[o] as i64 - base) as usize)?;
+        let ptr =
+            try_collect_par(a.outer_dim + 1, "the zero-based pointer array", |o| (a.ptr[o] as i64 - base) as usize)?;
         let bounds = compressed_bounds(&ptr, partitions);
         let parts = bounds
             .par_iter()
@@ -209,10 +210,10 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                     device: device_of(i, devices),
                     data: PartitionData::Compressed {
                         local_ptr: local_pointers(&ptr, b)?,
-                        minor_ind: try_collect(range.len(), "partition indices", |k| {
+                        minor_ind: try_collect_par(range.len(), "partition indices", |k| {
                             (a.idx[b.start_idx + k] as i64 - base) as i32
                         })?,
-                        values: try_copy(&a.values[range], "partition values")?,
+                        values: try_copy_par(&a.values[range], "partition values")?,
                     },
                 })
             })
@@ -227,7 +228,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
     /// pCOO from a COO matrix sorted by row: Algorithm 6.
     pub fn from_coo(a: &CooRef<'_, T>, partitions: usize, devices: &[i32]) -> Result<Self> {
         check_partition_count(partitions, devices)?;
-        let row_of = try_collect(a.nnz(), "the zero-based row indices", |e| a.row(e))?;
+        let row_of = try_collect_par(a.nnz(), "the zero-based row indices", |e| a.row(e))?;
         let bounds = coo_bounds(&row_of, a.rows, partitions);
         let parts = bounds
             .par_iter()
@@ -238,11 +239,11 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                     bounds: *b,
                     device: device_of(i, devices),
                     data: PartitionData::Coordinate {
-                        local_row: try_collect(range.len(), "partition rows", |k| {
+                        local_row: try_collect_par(range.len(), "partition rows", |k| {
                             (row_of[b.start_idx + k] - b.start_major) as i32
                         })?,
-                        col_ind: try_collect(range.len(), "partition columns", |k| a.col(b.start_idx + k) as i32)?,
-                        values: try_copy(&a.values[range], "partition values")?,
+                        col_ind: try_collect_par(range.len(), "partition columns", |k| a.col(b.start_idx + k) as i32)?,
+                        values: try_copy_par(&a.values[range], "partition values")?,
                     },
                 })
             })
