@@ -7,7 +7,7 @@
 //! half-open (`end_*` exclusive), unlike the paper's inclusive `end_idx` / `end_row`, because empty
 //! partitions (more partitions than nonzeros) then need no special value: `start == end`.
 
-use crate::alloc::try_with_capacity;
+use crate::alloc::try_collect_par;
 use crate::error::Result;
 use std::ops::Range;
 
@@ -139,11 +139,10 @@ fn empty_bounds(at_idx: usize, at_major: usize) -> PartitionBounds {
 /// row starts at 0 and a split last row ends at the partition's nnz.
 pub fn local_pointers(ptr: &[usize], bounds: &PartitionBounds) -> Result<Vec<i32>> {
     let len = bounds.nnz();
-    let mut local = try_with_capacity(bounds.major_count() + 1, "a partition's local pointer array")?;
-    local.extend(
-        ptr[bounds.start_major..=bounds.end_major].iter().map(|&p| p.saturating_sub(bounds.start_idx).min(len) as i32),
-    );
-    Ok(local)
+    let majors = &ptr[bounds.start_major..=bounds.end_major];
+    try_collect_par(majors.len(), "a partition's local pointer array", |i| {
+        majors[i].saturating_sub(bounds.start_idx).min(len) as i32
+    })
 }
 
 /// Devices of partitions spread round-robin: partition `i` goes to `devices[i % devices.len()]`.

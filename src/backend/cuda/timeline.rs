@@ -22,6 +22,9 @@ use std::sync::{Arc, OnceLock};
 /// to queue the other device's half.
 const HANDSHAKE_NS: u64 = 200_000;
 
+/// The launch of a timer kernel: one thread.
+const ONE_THREAD: Launch = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
+
 /// A device's reference: an event and the global timer read right after it; on any device but the
 /// first, also the handshake that compares its clock with the first device's.
 struct Reference {
@@ -65,7 +68,6 @@ impl Timeline {
     pub fn stamp(&mut self, device: &Arc<GpuDevice>, stream: Stream, label: impl FnOnce() -> String) -> Result<()> {
         let Some((references, steps)) = self.steps.as_mut() else { return Ok(()) };
         if !references.iter().any(|r| r.device.ordinal == device.ordinal) {
-            let one = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
             let handshake = match references.first() {
                 Some(reference) => {
                     let first = &reference.device;
@@ -73,7 +75,7 @@ impl Timeline {
                     let on_first = Stream(first_idle.cu_stream());
                     let first_timer = DeviceBuffer::alloc(first, 8, on_first, "a timeline handshake")?;
                     let (f, ns, ptr) = (first.function(&UTIL, "timeline_spin_stamp")?, HANDSHAKE_NS, first_timer.ptr());
-                    unsafe { launch(&f, one, on_first, kernel_args![&ns, &ptr]) }?;
+                    unsafe { launch(&f, ONE_THREAD, on_first, kernel_args![&ns, &ptr]) }?;
                     let gate = Event::new(first)?;
                     gate.record(on_first)?;
                     let idle = device.new_stream()?;
@@ -133,7 +135,7 @@ impl Timeline {
 fn read_timer(device: &Arc<GpuDevice>, stream: Stream) -> Result<DeviceBuffer> {
     let timer = DeviceBuffer::alloc(device, 8, stream, "a timeline reference")?;
     let f = device.function(&UTIL, "timeline_stamp")?;
-    let (one, ptr) = (Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 }, timer.ptr());
-    unsafe { launch(&f, one, stream, kernel_args![&ptr]) }?;
+    let ptr = timer.ptr();
+    unsafe { launch(&f, ONE_THREAD, stream, kernel_args![&ptr]) }?;
     Ok(timer)
 }

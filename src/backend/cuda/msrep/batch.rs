@@ -431,8 +431,7 @@ fn compact_columns<T>(
     let Some(first) = parts.first() else { return Ok(None) };
     let shift = first.y_offset - first.row_base;
     let rows: usize = members.iter().map(|m| m.bounds.major_count()).sum();
-    let mut anchors: Vec<i32> = crate::alloc::try_vec(rows, 0, "MSREP column anchors")?;
-    anchors.par_iter_mut().enumerate().for_each(|(v, a)| *a = v as i32);
+    let mut anchors = crate::alloc::try_collect_par(rows, "MSREP column anchors", |v| v as i32)?;
     for &[r0, r1] in stream {
         anchors[r0 as usize..r1 as usize].fill(r0);
     }
@@ -450,7 +449,7 @@ fn compact_columns<T>(
         return Ok(None);
     }
     let entries: usize = members.iter().map(|m| m.minor.len()).sum();
-    let mut offsets = crate::alloc::try_vec(entries, 0i16, "MSREP column offsets")?;
+    let mut offsets: Vec<i16> = crate::alloc::try_zeros(entries, "MSREP column offsets")?;
     // Each run fills its own piece of `offsets`.
     let mut pieces = Vec::with_capacity(runs.len());
     let mut rest = &mut offsets[..];
