@@ -1158,7 +1158,7 @@ fn naive_jaccard_order(csr: &CsrMatrix<f64>, tile_cols: usize, threshold: f64, c
 
 #[test]
 fn indexed_clustering_equals_the_quadratic_scan() {
-    use sparsegpu::smat::reorder::{RowPatterns, jaccard_clusters, jaccard_row_order};
+    use sparsegpu::smat::reorder::{ClusterRun, RowPatterns, jaccard_clusters, jaccard_row_order};
     let mut rng = Rng::fresh("smat clustering");
     for case in 0..60 {
         let (csr, structure) = random_matrix::<f64>(&mut rng, &SIZES, SIZE_LIMIT);
@@ -1183,5 +1183,82 @@ fn indexed_clustering_equals_the_quadratic_scan() {
             sorted.sort_unstable();
             assert!(sorted.iter().copied().eq(0..csr.rows), "case {case}: not a permutation");
         }
+        // Formed in steps, as AUTO's trial does, the clusters are the same.
+        let mut run = ClusterRun::new(&patterns, threshold, cap).unwrap();
+        let (mut step, mut formed) = (0, Vec::new());
+        while step < csr.rows {
+            step += 1 + rng.below(2 * cap + 1);
+            run.advance(step, 1 + rng.below(3));
+            assert!(run.clustered().starts_with(&formed), "case {case}: a step changed earlier clusters");
+            formed = run.clustered().to_vec();
+            assert_eq!(formed.len() % cap, 0, "case {case}: a trial holds full clusters only");
+        }
+        let order = run.finish();
+        assert!(order.starts_with(&formed), "case {case}");
+        assert_eq!(order, jaccard_clusters(&patterns, threshold, cap).unwrap(), "case {case}: formed in steps");
+    }
+}
+
+/// Distinct columns, distinct `tile.cols`-wide column blocks and entries of each block row when
+/// stored row i is `order[i]`, counted with sets.
+fn naive_shapes<T>(csr: &CsrMatrix<T>, order: &[usize], tile: Tile) -> Vec<(usize, usize, usize)> {
+    order
+        .chunks(tile.rows)
+        .map(|rows| {
+            let mut columns = std::collections::BTreeSet::new();
+            let mut entries = 0;
+            for &r in rows {
+                let range = csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize;
+                entries += range.len();
+                columns.extend(csr.col_ind[range].iter().map(|&c| c as usize));
+            }
+            let blocks: std::collections::BTreeSet<usize> = columns.iter().map(|c| c / tile.cols).collect();
+            (columns.len(), blocks.len(), entries)
+        })
+        .collect()
+}
+
+#[test]
+fn block_row_shapes_and_fewest_blocks_match_a_direct_count() {
+    use sparsegpu::smat::reorder::{RowPatterns, block_row_shapes, fewest_blocks_of_any_order};
+    let mut rng = Rng::fresh("smat block-row shapes");
+    for case in 0..80 {
+        // Small random matrices, and wide sparse ones: both ways of counting (marking columns in a
+        // bitmap where the columns are few against the entries, sorting them otherwise).
+        let csr = if case % 4 == 3 {
+            let (rows, cols) = (1 + rng.below(300), 50_000 + rng.below(200_000));
+            random_csr::<f64>(&mut rng, rows, cols, 2e-5)
+        } else {
+            random_matrix::<f64>(&mut rng, &SIZES, SIZE_LIMIT).0
+        };
+        let csr = with_duplicates_and_unsorted_rows(&mut rng, &csr);
+        let tile = [Tile { rows: 16, cols: 16 }, Tile { rows: 16, cols: 8 }, Tile { rows: 8, cols: 4 }][rng.below(3)];
+        let mut permutation: Vec<usize> = (0..csr.rows).collect();
+        for i in (1..csr.rows).rev() {
+            permutation.swap(i, rng.below(i + 1));
+        }
+        let part = rng.below(csr.rows + 1);
+        let identity: Vec<usize> = (0..csr.rows).collect();
+        for (order, what) in
+            [(None, "original"), (Some(&permutation[..]), "permuted"), (Some(&permutation[..part]), "part")]
+        {
+            let shapes = block_row_shapes(&csr.view(), order, tile).unwrap();
+            let got: Vec<_> = shapes.iter().map(|s| (s.columns, s.blocks, s.entries)).collect();
+            assert_eq!(got, naive_shapes(&csr, order.unwrap_or(&identity), tile), "case {case} {what}");
+        }
+        let patterns = RowPatterns::new(&csr.view(), tile.cols).unwrap();
+        let mut rows_in = std::collections::HashMap::<usize, usize>::new();
+        for r in 0..csr.rows {
+            let blocks: std::collections::BTreeSet<usize> = csr.col_ind
+                [csr.row_ptr[r] as usize..csr.row_ptr[r + 1] as usize]
+                .iter()
+                .map(|&c| c as usize / tile.cols)
+                .collect();
+            for b in blocks {
+                *rows_in.entry(b).or_default() += 1;
+            }
+        }
+        let fewest: usize = rows_in.values().map(|k| k.div_ceil(tile.rows)).sum();
+        assert_eq!(fewest_blocks_of_any_order(&patterns, tile.rows).unwrap(), fewest, "case {case}");
     }
 }

@@ -152,7 +152,9 @@ impl SmatHandle {
         let call = log::Call::open();
         let placement = if call.is_open() { self.core.describe_placement() } else { String::new() };
         let backend = T::backend(self.core.executor_mut());
+        let began = std::time::Instant::now();
         let host = unsafe { backend.csr_to_host(csr) }?;
+        let read = began.elapsed();
         let view = CompressedRef::new(
             csr.rows,
             csr.cols,
@@ -164,8 +166,20 @@ impl SmatHandle {
             CSR_NAMES,
         )?;
         let Analysis { info, storage } = analyse(&view, &self.settings)?;
+        let analysed = began.elapsed();
         let blocks = backend.prepare(&info, storage)?;
-        call.finish(|| describe_analysis(&info, &self.settings, &placement));
+        let prepared = began.elapsed();
+        call.finish(|| {
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+            format!(
+                "{}; {:.1} ms: reading the CSR {:.1}, analysis {:.1}, preparing the blocks {:.1}",
+                describe_analysis(&info, &self.settings, &placement),
+                ms(prepared),
+                ms(read),
+                ms(analysed - read),
+                ms(prepared - analysed)
+            )
+        });
         Ok(SmatMatrix { info, blocks })
     }
 
@@ -372,6 +386,13 @@ pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
 /// touches at most this many times the fewest column blocks any order could give.
 pub const NEAR_FEWEST: f64 = 1.25;
 
+/// The clustering's trial (see `analyse`) takes 1 / TRIAL_SHARE of the rows, but at least
+/// TRIAL_BLOCK_ROWS block rows, within 1 / TRIAL_SHARE of the clustering's work budget, and goes on
+/// only when they cost TRIAL_GAIN less per entry than the original order.
+const TRIAL_SHARE: usize = 64;
+const TRIAL_BLOCK_ROWS: usize = 64;
+const TRIAL_GAIN: f64 = 0.1;
+
 /// An analysis's result on the host, before a backend prepares it. Values are in the compute type
 /// (f32 for f16 / bf16 / f32, f64 for f64): halves are widened once at analysis so duplicates in a
 /// tile sum without rounding and the CPU kernels read them directly.
@@ -426,13 +447,30 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
                 // AUTO closes a cluster at one block row (see jaccard_clusters); TILES clusters as the
                 // paper does.
                 let max_cluster = if format == StorageFormat::Auto { tile.rows } else { usize::MAX };
-                let order = reorder::jaccard_clusters(&patterns, settings.jaccard_threshold, max_cluster)?;
-                let identity = order.iter().enumerate().all(|(i, &r)| i == r);
-                if identity {
+                let mut run = reorder::ClusterRun::new(&patterns, settings.jaccard_threshold, max_cluster)?;
+                // AUTO tries first (see TRIAL_SHARE): the first clusters must cost TRIAL_GAIN less
+                // per entry than the original order, or no more are formed. The trial's rows left
+                // out of full clusters count at the original order's cost.
+                let promising = format != StorageFormat::Auto || mode != ReorderMode::Auto || {
+                    run.advance((rows / TRIAL_SHARE).max(TRIAL_BLOCK_ROWS * tile.rows), TRIAL_SHARE);
+                    let trial = reorder::block_row_shapes(csr, Some(run.clustered()), tile)?;
+                    let clustered: usize = trial.iter().map(|s| s.entries).sum();
+                    let unclustered: usize = run.unclustered().iter().map(|&r| csr.range(r).len()).sum();
+                    let original_per_entry = cost(&original) / csr.nnz().max(1) as f64;
+                    let trial_cost = cost(&trial) + original_per_entry * unclustered as f64;
+                    trial_cost < (1.0 - TRIAL_GAIN) * original_per_entry * (clustered + unclustered) as f64
+                };
+                if !promising {
                     None
                 } else {
-                    let shapes = reorder::block_row_shapes(csr, Some(&order), tile)?;
-                    (mode == ReorderMode::Always || cost(&shapes) < cost(&original)).then_some((order, shapes))
+                    let order = run.finish();
+                    let identity = order.iter().enumerate().all(|(i, &r)| i == r);
+                    if identity {
+                        None
+                    } else {
+                        let shapes = reorder::block_row_shapes(csr, Some(&order), tile)?;
+                        (mode == ReorderMode::Always || cost(&shapes) < cost(&original)).then_some((order, shapes))
+                    }
                 }
             }
         }
