@@ -240,13 +240,16 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
 // (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
 // row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
+// A launch runs the batch's blocks first_block.. (one launch may run a part of the batch, as x
+// arrives).
 template <typename T, typename I>
 __device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                           int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
                           int stream_count, const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums,
-                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row) {
-    int b = blockIdx.x;
+                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row,
+                          int first_block) {
+    int b = (int)blockIdx.x + first_block;
     if (b < chunk_count) {
         batch_chunk(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw, chunk_sums,
                     counters);
@@ -389,10 +392,10 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         const int* ptr, const I* idx, int col_shift, const T* val, const T* x, const MsrepCsrPart* parts,         \
         int part_count, int rows, int lanes, int row_blocks, const int* stream, int stream_count,                 \
         const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y,      \
-        T* shared, T* raw, int long_row) {                                                                        \
+        T* shared, T* raw, int long_row, int first_block) {                                                       \
         csr_batch<T, I>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, stream,           \
                         stream_count, chunks, chunk_count, chunk_sums, counters, alpha, beta, y, shared, raw,      \
-                        long_row);                                                                                 \
+                        long_row, first_block);                                                                    \
     }
 
 #define MSREP_TYPE(T, S)                                                                                            \

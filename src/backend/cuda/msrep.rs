@@ -621,11 +621,46 @@ impl GpuResident {
                 let (to, bytes) = (route.copy.ptr() + offset, chunk.cols.len() * size);
                 peer_copy(to, &side.gpu, source + offset, source_gpu, bytes, cs)?;
                 chunk.arrived.record(cs)?;
+                if c == route.own {
+                    timeline.stamp(&side.gpu, cs, || format!("side {s}: its columns of x in"))?;
+                }
             }
             let ss = side.stream();
-            route.chunks[route.own].arrived.wait_on(ss)?;
-            timeline.stamp(&side.gpu, ss, || format!("side {s}: its columns of x in"))?;
             let x_copy = route.copy.ptr();
+            // pCSR rows are finished on this device and written into y where it can reach y;
+            // otherwise their raw sums go to the lead device.
+            through_copies[s] = self.batches.iter().any(|b| b.side == s)
+                && (self.partials_through_copies
+                    || !side.reaches_lead
+                    || (side.gpu.ordinal != lead.ordinal && !memory::writable_from(y, &side.gpu)?));
+            let mut batch_raw: Vec<u64> = vec![0; self.batches.len()];
+            for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s && through_copies[s]) {
+                batch_raw[k] = raw_sums(&mut l.batch_raw_sums[k], b, side, lead, &l.alloc_stream, size)?.raw.ptr();
+            }
+            side.gpu.bind()?;
+            let launch_batch = |k: usize, blocks: Range<u32>| -> Result<()> {
+                let b = &self.batches[k];
+                if batch_raw[k] == 0 {
+                    b.launch_blocks(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks)
+                } else {
+                    b.launch_blocks(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks)
+                }
+            };
+            // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk
+            // (a band's or a stencil's rows read only the columns near them), instead of all of
+            // them waiting for the side's last chunk; the rest (stream blocks of skewed rows,
+            // long-row chunks, pCSC and pCOO partitions) wait for all of the side's columns.
+            let mut started: Vec<Range<u32>> = self.batches.iter().map(|b| b.row_blocks_ready(0)).collect();
+            for chunk in &route.chunks[..=route.own] {
+                chunk.arrived.wait_on(ss)?;
+                for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
+                    let ready = b.row_blocks_ready(chunk.cols.end);
+                    if ready.end > started[k].end {
+                        launch_batch(k, started[k].end..ready.end)?;
+                        started[k].end = ready.end;
+                    }
+                }
+            }
             if let Some(acc) = &l.accumulators[s] {
                 zero(acc.ptr(), rows * size, ss)?;
             }
@@ -636,20 +671,19 @@ impl GpuResident {
                     peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
                 }
             }
-            // pCSR rows are finished on this device and written into y where it can reach y.
-            through_copies[s] = self.batches.iter().any(|b| b.side == s)
-                && (self.partials_through_copies
-                    || !side.reaches_lead
-                    || (side.gpu.ordinal != lead.ordinal && !memory::writable_from(y, &side.gpu)?));
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
-                if !through_copies[s] {
-                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx)?;
-                    continue;
+                // The leading blocks (long-row chunks, stream blocks) and the row blocks not yet
+                // started.
+                if started[k].start > 0 {
+                    launch_batch(k, 0..started[k].start)?;
                 }
-                let sums = raw_sums(&mut l.batch_raw_sums[k], b, side, lead, &l.alloc_stream, size)?;
-                side.gpu.bind()?;
-                b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, sums.raw.ptr(), sfx)?;
-                peer_copy(sums.staging.ptr(), lead, sums.raw.ptr(), &side.gpu, b.rows * size, ss)?;
+                if started[k].end < b.blocks() {
+                    launch_batch(k, started[k].end..b.blocks())?;
+                }
+                if batch_raw[k] != 0 {
+                    let sums = l.batch_raw_sums[k].as_ref().expect("made above");
+                    peer_copy(sums.staging.ptr(), lead, sums.raw.ptr(), &side.gpu, b.rows * size, ss)?;
+                }
             }
             if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
                 peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;

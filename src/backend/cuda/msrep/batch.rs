@@ -8,9 +8,10 @@
 use super::super::memory::DeviceBuffer;
 use super::super::{GpuDevice, Launch, Stream};
 use super::ptr_of;
-use crate::alloc::try_push;
+use crate::alloc::{try_push, try_zeros};
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Threads of every block of the batch kernel (its `__launch_bounds__`).
@@ -177,8 +178,37 @@ pub struct CsrBatch {
     /// Per long row: how many of its chunks have finished (zero between calls).
     counters: Option<DeviceBuffer>,
     long_row: i32,
+    /// Per row block, one past the largest column read by it or any row block before it: the row
+    /// blocks that may start once x's columns below some end have arrived are a prefix.
+    row_block_cols_end: Vec<usize>,
     /// What the batch runs, for the log.
     summary: String,
+}
+
+/// Per row block of a batch of `rows` rows on `row_blocks` blocks (block b takes the rows the kernel's
+/// `batch_rows` gives it), one past the largest column its rows or an earlier block's read.
+fn row_block_cols_end<T>(members: &[Member<T>], rows: usize, row_blocks: usize) -> Result<Vec<usize>> {
+    use rayon::prelude::*;
+    // The batch's virtual rows as (member, local row), one past each row's largest column.
+    let mut row_end: Vec<usize> = try_zeros(rows, "the MSREP row-block columns")?;
+    let mut at = 0;
+    for m in members {
+        let n = m.bounds.major_count();
+        let base = m.local_ptr[0];
+        row_end[at..at + n].par_iter_mut().enumerate().for_each(|(r, end)| {
+            let entries = (m.local_ptr[r] - base) as usize..(m.local_ptr[r + 1] - base) as usize;
+            *end = m.minor[entries].iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+        });
+        at += n;
+    }
+    let per_block = rows.div_ceil(row_blocks.max(1)).max(1);
+    let mut ends: Vec<usize> =
+        row_end.par_chunks(per_block).map(|block| block.iter().copied().max().unwrap_or(0)).collect();
+    ends.resize(row_blocks, 0);
+    for b in 1..ends.len() {
+        ends[b] = ends[b].max(ends[b - 1]);
+    }
+    Ok(ends)
 }
 
 /// A member of a batch: the partition's index among all partitions, its bounds, and its local
@@ -224,6 +254,7 @@ impl CsrBatch {
         let long_row = if chunk_long_rows { LONG_ROW } else { usize::MAX };
         let plan = schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32)?;
         let compact = compact_columns(members, &parts, &plan.stream)?;
+        let row_block_cols_end = row_block_cols_end(members, rows, plan.row_blocks)?;
 
         let upload =
             |data: &[i32], what: &str| DeviceBuffer::from_host(gpu, data, stream, what).map(DeviceBuffer::resident);
@@ -282,8 +313,21 @@ impl CsrBatch {
                 Some(DeviceBuffer::zeroed(gpu, plan.long_rows * 4, stream, "MSREP long-row counters")?.resident())
             },
             long_row: long_row.min(i32::MAX as usize) as i32,
+            row_block_cols_end,
             summary,
         })
+    }
+
+    /// The batch's thread blocks: long-row chunks and stream blocks first, then the row blocks.
+    pub fn blocks(&self) -> u32 {
+        (self.chunk_count + self.stream_count + self.row_blocks) as u32
+    }
+
+    /// The row blocks (from the first) whose rows read only columns below `cols_end`, as thread
+    /// blocks of the batch: those that may start once x up to `cols_end` is in.
+    pub fn row_blocks_ready(&self, cols_end: usize) -> Range<u32> {
+        let first = (self.chunk_count + self.stream_count) as u32;
+        first..first + self.row_block_cols_end.partition_point(|&end| end <= cols_end) as u32
     }
 
     /// Queues the batch on `stream` of `gpu` (its device): with `raw` (non-zero) every virtual row's
@@ -301,11 +345,29 @@ impl CsrBatch {
         raw: u64,
         sfx: &str,
     ) -> Result<()> {
+        self.launch_blocks(gpu, stream, x, alpha, beta, y, shared, raw, sfx, 0..self.blocks().max(1))
+    }
+
+    /// [`Self::launch`] of the batch's thread blocks `blocks` only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_blocks<T: Copy>(
+        &self,
+        gpu: &GpuDevice,
+        stream: Stream,
+        x: u64,
+        alpha: T,
+        beta: T,
+        y: u64,
+        shared: u64,
+        raw: u64,
+        sfx: &str,
+        blocks: Range<u32>,
+    ) -> Result<()> {
         let name = format!("msrep_csr_batch_{sfx}{}", if self.col_shift.is_some() { "_i16" } else { "" });
         let f = gpu.function(&super::super::kernels::MSREP, &name)?;
         crate::log::note(|| format!("{name}: {}", self.summary));
-        let blocks = (self.chunk_count + self.stream_count + self.row_blocks) as u32;
-        let cfg = Launch { grid: (blocks.max(1), 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
+        let first_block = blocks.start as i32;
+        let cfg = Launch { grid: (blocks.len() as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
         let (ptr, idx, val, parts) = (self.ptr.ptr(), self.idx.ptr(), self.val.ptr(), self.parts.ptr());
         let (stream_blocks, chunks, chunk_sums, counters) =
             (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
@@ -338,7 +400,8 @@ impl CsrBatch {
                     &y,
                     &shared,
                     &raw,
-                    &self.long_row
+                    &self.long_row,
+                    &first_block
                 ],
             )
         }
@@ -620,6 +683,32 @@ mod tests {
         let members = [member(0, 0, &ptr, &minor, &values)];
         let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("a band fits");
         assert_eq!(c.offsets, [-1i16, 0, 2].repeat(rows));
+    }
+
+    #[test]
+    fn row_blocks_know_the_columns_they_and_earlier_blocks_read() {
+        // Two members: rows 0..3 and 3..5 (pointers from 4, as a partition's may start), 5 rows on
+        // 3 blocks of 2, 2 and 1 rows; row 1 reads far ahead (column 90), row 4 nothing.
+        let values = [0f32; 8];
+        let (ptr_a, minor_a) = ([4, 6, 8, 9], [0, 1, 90, 2, 3]);
+        let (ptr_b, minor_b) = ([0, 3, 3], [5, 7, 6]);
+        let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
+        assert_eq!(row_block_cols_end(&members, 5, 3).unwrap(), [91, 91, 91]);
+        let minor_a = [0, 1, 9, 2, 3];
+        let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
+        assert_eq!(row_block_cols_end(&members, 5, 3).unwrap(), [10, 10, 10]);
+        // One block per row: each block's own end, kept at least the earlier blocks'.
+        assert_eq!(row_block_cols_end(&members, 5, 5).unwrap(), [2, 10, 10, 10, 10]);
+        // More blocks than rows: the blocks without rows keep the end before them.
+        assert_eq!(row_block_cols_end(&members, 5, 7).unwrap(), [2, 10, 10, 10, 10, 10, 10]);
+        // A band: each block's end follows its last row.
+        let rows = 1000;
+        let ptr: Vec<i32> = (0..=rows as i32).map(|r| 3 * r).collect();
+        let minor: Vec<i32> =
+            (0..rows as i32).flat_map(|r| [(r - 1).max(0), r, (r + 1).min(rows as i32 - 1)]).collect();
+        let values = vec![0f32; minor.len()];
+        let ends = row_block_cols_end(&[member(0, 0, &ptr, &minor, &values)], rows, 10).unwrap();
+        assert_eq!(ends, (1..=10).map(|b| (100 * b + 1).min(rows)).collect::<Vec<_>>());
     }
 
     #[test]
