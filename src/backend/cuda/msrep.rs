@@ -595,7 +595,7 @@ impl GpuResident {
                 }
             }
             for b in self.batches.iter().filter(|b| b.side == s) {
-                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx)?;
+                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks())?;
             }
         }
         timeline.stamp(lead, stream, || "the lead device's own partitions done".into())?;
@@ -641,9 +641,9 @@ impl GpuResident {
             let launch_batch = |k: usize, blocks: Range<u32>| -> Result<()> {
                 let b = &self.batches[k];
                 if batch_raw[k] == 0 {
-                    b.launch_blocks(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks)
+                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks)
                 } else {
-                    b.launch_blocks(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks)
+                    b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks)
                 }
             };
             // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk

@@ -323,6 +323,11 @@ impl CsrBatch {
         (self.chunk_count + self.stream_count + self.row_blocks) as u32
     }
 
+    /// All of the batch's thread blocks, as [`Self::launch`] takes them (at least one).
+    pub fn all_blocks(&self) -> Range<u32> {
+        0..self.blocks().max(1)
+    }
+
     /// The row blocks (from the first) whose rows read only columns below `cols_end`, as thread
     /// blocks of the batch: those that may start once x up to `cols_end` is in.
     pub fn row_blocks_ready(&self, cols_end: usize) -> Range<u32> {
@@ -330,27 +335,11 @@ impl CsrBatch {
         first..first + self.row_block_cols_end.partition_point(|&end| end <= cols_end) as u32
     }
 
-    /// Queues the batch on `stream` of `gpu` (its device): with `raw` (non-zero) every virtual row's
-    /// sum goes there; otherwise rows are finished into `y` and split rows' sums into `shared`.
+    /// Queues the batch's thread blocks `blocks` (all: [`Self::all_blocks`]) on `stream` of `gpu` (its
+    /// device): with `raw` (non-zero) every virtual row's sum goes there; otherwise rows are finished
+    /// into `y` and split rows' sums into `shared`.
     #[allow(clippy::too_many_arguments)]
     pub fn launch<T: Copy>(
-        &self,
-        gpu: &GpuDevice,
-        stream: Stream,
-        x: u64,
-        alpha: T,
-        beta: T,
-        y: u64,
-        shared: u64,
-        raw: u64,
-        sfx: &str,
-    ) -> Result<()> {
-        self.launch_blocks(gpu, stream, x, alpha, beta, y, shared, raw, sfx, 0..self.blocks().max(1))
-    }
-
-    /// [`Self::launch`] of the batch's thread blocks `blocks` only.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch_blocks<T: Copy>(
         &self,
         gpu: &GpuDevice,
         stream: Stream,
