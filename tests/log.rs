@@ -172,6 +172,9 @@ fn info_reports_each_successful_call_of_every_family_in_one_line() {
             " tiles of 16x8 (fill 1.000), ",
             " rows in CSR (0 entries); ",
             " bytes (",
+            " ms: reading the CSR ",
+            ", analysis ",
+            ", preparing the blocks ",
         ],
     );
     assert_says(
