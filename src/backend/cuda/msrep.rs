@@ -8,10 +8,11 @@
 //! along the chain of devices in chunks: the first device receives from the lead device's x, each
 //! next one from the device before it, each chunk once it has arrived there, and each device only
 //! the columns it and the devices after it read, so the lead sends x once whatever the number of
-//! devices. Its compute stream starts once the chunks of its own columns are in. pCSR partitions then
-//! write their finished rows of y, and the raw sums of their split rows, straight into the lead
-//! device's memory (peer access); where the device cannot reach that memory, they write raw row sums
-//! that are copied to the lead device and finished there. pCSC scatters with atomics into one
+//! devices. On its compute stream, the row blocks of its pCSR partitions start as the chunks holding
+//! the columns they read arrive, the rest of its work once all of its columns are in. pCSR
+//! partitions write their finished rows of y, and the raw sums of their split rows, straight into
+//! the lead device's memory (peer access); where the device cannot reach that memory, they write raw
+//! row sums that are copied to the lead device and finished there. pCSC scatters with atomics into one
 //! rows-long accumulator per device (the one-phase variant: the paper's partial vector per GPU,
 //! shared by that GPU's partitions), summed on the lead device as y = α·Σ + β·y; pCOO partitions'
 //! raw sums are copied and finished there too. Each device records its `ready` event, which the
@@ -90,8 +91,8 @@ struct XRoute {
     /// of the chunk width, in order; the first chunk's cell is `first_cell`.
     chunks: Vec<XChunk>,
     first_cell: usize,
-    /// `chunks[own]` is the last chunk holding columns this side reads: its partitions start once it
-    /// has arrived.
+    /// `chunks[own]` is the last chunk holding columns this side reads: the work that reads columns
+    /// anywhere (stream blocks, long-row chunks, pCSC and pCOO partitions) starts once it has arrived.
     own: usize,
 }
 
@@ -650,14 +651,15 @@ impl GpuResident {
             // (a band's or a stencil's rows read only the columns near them), instead of all of
             // them waiting for the side's last chunk; the rest (stream blocks of skewed rows,
             // long-row chunks, pCSC and pCOO partitions) wait for all of the side's columns.
-            let mut started: Vec<Range<u32>> = self.batches.iter().map(|b| b.row_blocks_ready(0)).collect();
+            // Per batch, its first row block not launched yet.
+            let mut next: Vec<u32> = self.batches.iter().map(|b| b.row_blocks().start).collect();
             for chunk in &route.chunks[..=route.own] {
                 chunk.arrived.wait_on(ss)?;
                 for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
-                    let ready = b.row_blocks_ready(chunk.cols.end);
-                    if ready.end > started[k].end {
-                        launch_batch(k, started[k].end..ready.end)?;
-                        started[k].end = ready.end;
+                    let ready = b.row_blocks_ready(chunk.cols.end).end;
+                    if ready > next[k] {
+                        launch_batch(k, next[k]..ready)?;
+                        next[k] = ready;
                     }
                 }
             }
@@ -673,12 +675,13 @@ impl GpuResident {
             }
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
                 // The leading blocks (long-row chunks, stream blocks) and the row blocks not yet
-                // started.
-                if started[k].start > 0 {
-                    launch_batch(k, 0..started[k].start)?;
+                // launched.
+                let leading = 0..b.row_blocks().start;
+                if !leading.is_empty() {
+                    launch_batch(k, leading)?;
                 }
-                if started[k].end < b.blocks() {
-                    launch_batch(k, started[k].end..b.blocks())?;
+                if next[k] < b.blocks() {
+                    launch_batch(k, next[k]..b.blocks())?;
                 }
                 if batch_raw[k] != 0 {
                     let sums = l.batch_raw_sums[k].as_ref().expect("made above");

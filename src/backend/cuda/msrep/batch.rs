@@ -328,10 +328,15 @@ impl CsrBatch {
         0..self.blocks().max(1)
     }
 
+    /// The row blocks, as thread blocks of the batch (after its long-row chunks and stream blocks).
+    pub fn row_blocks(&self) -> Range<u32> {
+        (self.chunk_count + self.stream_count) as u32..self.blocks()
+    }
+
     /// The row blocks (from the first) whose rows read only columns below `cols_end`, as thread
     /// blocks of the batch: those that may start once x up to `cols_end` is in.
     pub fn row_blocks_ready(&self, cols_end: usize) -> Range<u32> {
-        let first = (self.chunk_count + self.stream_count) as u32;
+        let first = self.row_blocks().start;
         first..first + self.row_block_cols_end.partition_point(|&end| end <= cols_end) as u32
     }
 
