@@ -15,7 +15,7 @@ use sparsegpu::capi::msrep::*;
 use sparsegpu::executor::TestHooks;
 use sparsegpu::scalar::{ComputeScalar, Element};
 use sparsegpu::sparse::CsrMatrix;
-use sparsegpu::testgen::{random_csr, rmat_csr};
+use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -123,7 +123,8 @@ fn long_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
 
 /// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
 /// (one group of lanes per row must still sum it), bands whose columns fit 16-bit offsets from the
-/// diagonal or not, and one with no nonzeros.
+/// diagonal or not, a narrow band whose devices read nearly disjoint columns, and one with no
+/// nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
     let mut dense_row = Vec::new();
     for c in 0..3000 {
@@ -147,6 +148,7 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (wide_band(rng, false), "band with 16-bit column offsets"),
         (wide_band(rng, true), "band with a column too far for 16-bit offsets"),
         (long_band(rng), "long regular rows with 16-bit column offsets"),
+        (band_csr(rng, 40_000, 2), "narrow band (each device's columns sent to it directly)"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
     ]
 }
@@ -343,11 +345,12 @@ fn multi_device_path_forced_on_the_lead_device() {
     }
 }
 
-/// Three sides per device, the lead's first on the caller's stream: x along a chain of two, and of
-/// more with several GPUs; pCSR results written straight into y.
+/// Three sides per device, the lead's first on the caller's stream: x sent to each other side by the
+/// lead device (the bands, whose sides read different columns) or along a chain of two, and of more
+/// with several GPUs (the random matrices and R-MAT); pCSR results written straight into y.
 #[test]
-fn chain_of_sides_on_each_device() {
-    if !common::cuda_available("chain_of_sides_on_each_device") {
+fn several_sides_on_each_device() {
+    if !common::cuda_available("several_sides_on_each_device") {
         return;
     }
     for devices in device_lists() {

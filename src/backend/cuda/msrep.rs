@@ -4,19 +4,22 @@
 //! handle's first device, where the caller's stream lives and where y ends up).
 //!
 //! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
-//! in place. Every other device has two streams the matrix owns there. On its copy stream, x travels
-//! along the chain of devices in chunks: the first device receives from the lead device's x, each
-//! next one from the device before it, each chunk once it has arrived there, and each device only
-//! the columns it and the devices after it read, so the lead sends x once whatever the number of
-//! devices. On its compute stream, the row blocks of its pCSR partitions start as the chunks holding
-//! the columns they read arrive, the rest of its work once all of its columns are in. pCSR
-//! partitions write their finished rows of y, and the raw sums of their split rows, straight into
-//! the lead device's memory (peer access); where the device cannot reach that memory, they write raw
-//! row sums that are copied to the lead device and finished there. pCSC scatters with atomics into one
-//! rows-long accumulator per device (the one-phase variant: the paper's partial vector per GPU,
-//! shared by that GPU's partitions), summed on the lead device as y = α·Σ + β·y; pCOO partitions'
-//! raw sums are copied and finished there too. Each device records its `ready` event, which the
-//! caller's stream waits for before merging the rows split between partitions.
+//! in place. Every other device has two streams the matrix owns there. x reaches it in chunks, each
+//! pushed by its sender. Where the devices read mostly different columns of x (a band, a stencil),
+//! the lead device sends each device its own columns, on a stream of its own per device, all
+//! devices at once. Otherwise x travels along the chain of devices: the first device receives from
+//! the lead device's x, each next one from the device before it (which sends on its copy stream),
+//! each chunk once it has arrived there, and each device only the columns it and the devices after
+//! it read, so the lead sends x once whatever the number of devices. On its compute stream, the row
+//! blocks of its pCSR partitions start as the chunks holding the columns they read arrive, the rest
+//! of its work once all of its columns are in. pCSR partitions write their finished rows of y, and
+//! the raw sums of their split rows, straight into the lead device's memory (peer access); where
+//! the device cannot reach that memory, they write raw row sums that are copied to the lead device
+//! and finished there. pCSC scatters with atomics into one rows-long accumulator per device (the
+//! one-phase variant: the paper's partial vector per GPU, shared by that GPU's partitions), summed
+//! on the lead device as y = α·Σ + β·y; pCOO partitions' raw sums are copied and finished there
+//! too. Each device records its `ready` event, which the caller's stream waits for before merging
+//! the rows split between partitions.
 //!
 //! Everything a call needs besides x and y (partition data, partial vectors, staging, merge
 //! metadata, x copies on other devices) is allocated when the matrix becomes resident, so an SpMV
@@ -51,6 +54,10 @@ const BLOCK: u32 = 256;
 const X_CHUNKS: usize = 8;
 /// ...of at least this many bytes, so that a small x costs few copies and events.
 const X_CHUNK_MIN_BYTES: usize = 4 << 20;
+/// The lead device sends each side its own columns directly (a star) where the sides' column spans
+/// add up to at most this multiple of their hull, so that a star sends hardly more of x out of the
+/// lead device than the chain does; otherwise x passes along the chain.
+const STAR_OVERLAP: f64 = 1.25;
 
 /// A device that holds partitions, with the streams the matrix owns there.
 struct DeviceSide {
@@ -61,7 +68,7 @@ struct DeviceSide {
     /// way there.
     ready: Event,
     stream: Arc<CudaStream>,
-    /// Receives x (and passes it on along the chain) beside the partitions' work on `stream`.
+    /// Passes x on to the next device of the chain, beside the partitions' work on `stream`.
     copy_stream: Arc<CudaStream>,
     /// The entries of x its partitions read (the union of their column ranges): all a copy of x on
     /// this device needs, so a banded matrix sends each device only its slice of x per call.
@@ -85,10 +92,11 @@ impl DeviceSide {
 struct XRoute {
     /// This side's copy of x (only `chunks`' columns are written).
     copy: DeviceBuffer,
-    /// The side it receives from; `None`: the lead device's x.
-    from: Option<usize>,
-    /// The hull of this side's columns and those of every later side in the chain, cut at multiples
-    /// of the chunk width, in order; the first chunk's cell is `first_cell`.
+    /// Where its chunks come from, and the stream that sends them.
+    from: XSource,
+    /// This side's columns (sent by the lead device) or the hull of its columns and those of every
+    /// later side in the chain, cut at multiples of the chunk width, in order; the first chunk's
+    /// cell is `first_cell`.
     chunks: Vec<XChunk>,
     first_cell: usize,
     /// `chunks[own]` is the last chunk holding columns this side reads: the work that reads columns
@@ -96,7 +104,16 @@ struct XRoute {
     own: usize,
 }
 
-/// A piece of x on its way along the chain: its columns (within one cell of the chunk width), and
+/// The sender of a side's chunks of x, which pushes them on a stream of its own device (measured a
+/// little faster than the receiving device pulling them).
+enum XSource {
+    /// The lead device's x, sent on a stream of the lead device kept for this side.
+    Lead(Arc<CudaStream>),
+    /// The copy of x of the side before it in the chain, sent on that side's copy stream.
+    Side(usize),
+}
+
+/// A piece of x on its way to a side: its columns (within one cell of the chunk width), and
 /// the event recorded once it has arrived.
 struct XChunk {
     cols: Range<usize>,
@@ -368,7 +385,7 @@ impl GpuResident {
             |bytes: usize, what: &str| DeviceBuffer::alloc(lead, bytes, lead_stream, what).map(DeviceBuffer::resident);
         let staged: Vec<bool> =
             self.sides.iter().map(|s| s.gpu.ordinal != lead.ordinal || s.slot > 0 || self.stage_lead).collect();
-        let x_routes = self.x_routes(&staged, a.cols, size)?;
+        let x_routes = self.x_routes(&staged, a.cols, size, lead)?;
         let mut accumulators = Vec::new();
         let mut accumulator_staging = Vec::new();
         let csc = a.format == SparseFormat::Csc;
@@ -605,14 +622,18 @@ impl GpuResident {
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
             side.gpu.bind()?;
             let route = l.x_routes[s].as_ref().expect("staged sides have a route");
-            let cs = side.copy_stream();
-            if route.from.is_none() {
+            let (cs, sender) = match &route.from {
+                XSource::Lead(stream) => (Stream(stream.cu_stream()), lead),
+                XSource::Side(p) => (self.sides[*p].copy_stream(), &self.sides[*p].gpu),
+            };
+            sender.bind()?;
+            if let XSource::Lead(_) = route.from {
                 l.x_ready.wait_on(cs)?;
             }
             for (c, chunk) in route.chunks.iter().enumerate() {
                 let (source, source_gpu) = match route.from {
-                    None => (x, lead),
-                    Some(p) => {
+                    XSource::Lead(_) => (x, lead),
+                    XSource::Side(p) => {
                         let before = l.x_routes[p].as_ref().expect("staged sides have a route");
                         before.chunks[route.first_cell + c - before.first_cell].arrived.wait_on(cs)?;
                         (before.copy.ptr(), &self.sides[p].gpu)
@@ -623,9 +644,10 @@ impl GpuResident {
                 peer_copy(to, &side.gpu, source + offset, source_gpu, bytes, cs)?;
                 chunk.arrived.record(cs)?;
                 if c == route.own {
-                    timeline.stamp(&side.gpu, cs, || format!("side {s}: its columns of x in"))?;
+                    timeline.stamp(sender, cs, || format!("side {s}: its columns of x in"))?;
                 }
             }
+            side.gpu.bind()?;
             let ss = side.stream();
             let x_copy = route.copy.ptr();
             // pCSR rows are finished on this device and written into y where it can reach y;
@@ -750,33 +772,59 @@ impl GpuResident {
         timeline.print()
     }
 
-    /// How x reaches each staged side: along the chain of staged sides in order, each receiving the
-    /// hull of its own columns and those of every later side from the side before it (the first
-    /// from the lead device's x), in chunks of at most `cols / X_CHUNKS` columns (at least
-    /// `X_CHUNK_MIN_BYTES`), so that a side forwards a chunk while the next is on its way to it.
-    fn x_routes(&self, staged: &[bool], cols: usize, size: usize) -> Result<Vec<Option<XRoute>>> {
+    /// How x reaches each staged side, in chunks of at most `cols / X_CHUNKS` columns (at least
+    /// `X_CHUNK_MIN_BYTES`). Where the sides read mostly disjoint columns (a band, a stencil: their
+    /// spans add up to at most `STAR_OVERLAP` times their hull), the lead device sends each its own
+    /// columns at once, all sides in parallel. Otherwise (a graph, whose every side reads nearly all
+    /// of x) along the chain of staged sides in order, each receiving the hull of its own columns
+    /// and those of every later side from the side before it (the first from the lead device's x),
+    /// so that the lead device sends x once and a side forwards a chunk while the next is on its way
+    /// to it.
+    fn x_routes(
+        &self,
+        staged: &[bool],
+        cols: usize,
+        size: usize,
+        lead: &Arc<GpuDevice>,
+    ) -> Result<Vec<Option<XRoute>>> {
         let chain: Vec<usize> = (0..self.sides.len()).filter(|&s| staged[s]).collect();
         let cell = cols.div_ceil(X_CHUNKS).max(X_CHUNK_MIN_BYTES / size).max(1);
+        let spans: usize = chain.iter().map(|&s| self.sides[s].x_span.len()).sum();
+        let hull_of = |sides: &[usize]| {
+            sides.iter().map(|&t| self.sides[t].x_span.clone()).reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+        };
+        let star = hull_of(&chain).is_some_and(|hull| spans as f64 <= STAR_OVERLAP * hull.len() as f64);
+        if chain.len() > 1 {
+            crate::log::note(|| match star {
+                true => format!("x sent to each of {} device sides by the lead device", chain.len()),
+                false => format!("x passed along a chain of {} device sides", chain.len()),
+            });
+        }
         let mut routes: Vec<Option<XRoute>> = self.sides.iter().map(|_| None).collect();
         for (i, &s) in chain.iter().enumerate() {
             let side = &self.sides[s];
-            let hull = chain[i..]
-                .iter()
-                .map(|&t| self.sides[t].x_span.clone())
-                .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
-                .expect("the chain holds s");
-            let from = i.checked_sub(1).map(|j| chain[j]);
+            let (hull, from) = if star {
+                (side.x_span.clone(), None)
+            } else {
+                (hull_of(&chain[i..]).expect("the chain holds s"), i.checked_sub(1).map(|j| chain[j]))
+            };
             if let Some(p) = from {
                 // Chunks pass from device to device: copies between their memory pools need peer
                 // access, or the driver stages them through host memory.
                 self.sides[p].gpu.enable_peer_access(&side.gpu)?;
                 side.gpu.enable_peer_access(&self.sides[p].gpu)?;
             }
+            // The arrival events are the sender's: recorded on the stream that copies.
+            let sender = from.map_or(lead, |p| &self.sides[p].gpu);
+            let from = match from {
+                None => XSource::Lead(lead.new_stream()?),
+                Some(p) => XSource::Side(p),
+            };
             let first_cell = hull.start / cell;
             let chunks = (first_cell..hull.end.div_ceil(cell))
                 .map(|c| {
                     let cols = (c * cell).max(hull.start)..((c + 1) * cell).min(hull.end);
-                    Ok(XChunk { cols, arrived: Event::new(&side.gpu)? })
+                    Ok(XChunk { cols, arrived: Event::new(sender)? })
                 })
                 .collect::<Result<Vec<_>>>()?;
             let own = (side.x_span.end - 1) / cell - first_cell;
