@@ -7,7 +7,7 @@
 mod common;
 use common::last_error;
 
-use common::smat::{Dense, Handle, Matrix, dense_abs, random_matrix, roundoffs};
+use common::smat::{Dense, Handle, Matrix, random_matrix, roundoffs};
 use common::{POISON, Rng};
 use cudarc::driver::sys::CUstream;
 use half::{bf16, f16};
@@ -147,18 +147,20 @@ impl<T: Element> Problem<T> {
     /// `u_product`: the relative error of each product a·b beyond exact (3xTF32: 2⁻²⁰).
     fn check(&self, got: &[T], what: &str, tiles_rounded: bool, u_product: f64) {
         let (rows, cols, n) = (self.csr.rows, self.csr.cols, self.db.cols);
-        let (dense_a, abs_a) = (self.csr.to_dense_f64(), dense_abs(&self.csr));
+        let csr = &self.csr;
         let (alpha, beta) = (self.alpha.to_f64(), self.beta.to_f64());
         let (u_out, u_compute) = roundoffs(T::VALUE_TYPE);
         let u_a = if tiles_rounded { u_out } else { 0.0 };
         let tiny = if T::VALUE_TYPE == ValueType::F16 { 2f64.powi(-24) } else { 0.0 };
         for i in 0..rows {
             for j in 0..n {
+                // Over the row's entries (duplicates one by one, as they sum): the matrices here
+                // may have too many rows and columns to hold densely.
                 let (mut exact, mut magnitude) = (0.0, 0.0);
-                for k in 0..cols {
-                    let bkj = self.b[self.db.index(k, j)].to_f64();
-                    exact += dense_a[i * cols + k] * bkj;
-                    magnitude += abs_a[i * cols + k] * bkj.abs();
+                for e in csr.row_ptr[i] as usize..csr.row_ptr[i + 1] as usize {
+                    let (a, bkj) = (csr.values[e].to_f64(), self.b[self.db.index(csr.col_ind[e] as usize, j)].to_f64());
+                    exact += a * bkj;
+                    magnitude += a.abs() * bkj.abs();
                 }
                 let mut want = alpha * exact;
                 let mut bound = alpha.abs() * magnitude;
@@ -296,7 +298,8 @@ fn spmm_matches_cpu_and_reference_f64() {
 
 /// The CSR kernels' two forms (16-byte loads for row-major B and C with aligned rows, strided loads
 /// otherwise) at widths around their lanes' coverage, and rows long enough to be cut into segments
-/// (with empty rows, a row of A with every column, and short rows around them).
+/// (with empty rows, a row of A with every column, and short rows around them); then a matrix of
+/// many short rows, which groups of lanes take several at a time.
 fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     let cols = 2500;
     let mut triplets = Vec::new();
@@ -338,6 +341,22 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
             let what = format!("{:?} long rows n {n} {layout:?} ldb {} ldc {}", T::VALUE_TYPE, p.db.ld, p.dc.ld);
             compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
         }
+    }
+    // Many short rows (0–6 entries, a few long ones among them), a row count that is not a multiple
+    // of the rows a group takes: the kernel for short rows.
+    let short_rows = 70_003;
+    let mut triplets = Vec::new();
+    for r in 0..short_rows {
+        let length = if r % 10_007 == 5 { 700 } else { rng.below(7) };
+        for _ in 0..length {
+            triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    let short = CsrMatrix::from_triplets(short_rows, cols, triplets);
+    for (n, layout) in [(1, Layout::RowMajor), (33, Layout::ColMajor), (128, Layout::RowMajor)] {
+        let p = Problem::new(rng, short.clone(), n, layout, n == 33);
+        let what = format!("{:?} short rows n {n} {layout:?}", T::VALUE_TYPE);
+        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &what);
     }
 }
 

@@ -63,7 +63,7 @@ fn class(x: f64) -> &'static str {
     }
 }
 
-/// The smallest case: A and B all ones (32 × 32), A[0] = NaN, τ = 0: as GEMM, row 0 of C is
+/// The smallest case: A and B all ones (32 × 32), A[0] = NaN, τ = 0: as GEMM, row 0 of C is
 /// NaN and every other element is 32.
 fn nan_in_one_element<T: SpammGemm>(backend: BackendKind, mode: MathMode) {
     let what = format!("{:?} {backend:?} {mode:?}", T::VALUE_TYPE);

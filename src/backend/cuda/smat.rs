@@ -39,6 +39,13 @@ const STRIP: usize = 32;
 const MAX_GRID_Y: usize = 65535;
 /// Threads per block of the CSR kernels (their `__launch_bounds__`).
 const ROW_THREADS: usize = 256;
+/// Rows a group of lanes takes in the `smat_short_rows_*` kernels (their SMAT_SHORT_ROWS), for
+/// matrices of at least SHORT_ROWS_MIN_ROWS rows (a grid of a few thousand blocks) whose CSR rows
+/// hold at most SHORT_ROW_MEAN_ENTRIES entries on average (long rows aside): docs/methods.md has
+/// the measurements (rows of 3–6 entries 2–22 % faster than a row a group, longer rows slower).
+const SHORT_ROWS: usize = 8;
+const SHORT_ROWS_MIN_ROWS: usize = 65536;
+const SHORT_ROW_MEAN_ENTRIES: usize = 8;
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
 const STAGED_WARPS: usize = 4;
 
@@ -127,6 +134,9 @@ struct DeviceRows {
     values: CUdeviceptr,
     /// Rows with more entries are left to the segment kernels.
     long_limit: usize,
+    /// Rows a group of lanes takes one after another: `SHORT_ROWS` (the `smat_short_rows_*`
+    /// kernels) where the rows are short and many, else 1 (`smat_rows_*`).
+    rows_per_group: usize,
     /// Segments of the long rows: (first entry, end) pairs (i32), each inside one long row.
     segments: usize,
     seg_bounds: CUdeviceptr,
@@ -296,9 +306,11 @@ impl DeviceStorage {
         let long_limit = DeviceRows::long_limit(csr.entries());
         // Long rows are few (at most entries / long_limit of them): these lists stay small.
         let (mut seg_bounds, mut long_seg_ptr, mut long_out_rows) = (Vec::new(), vec![0i32], Vec::new());
+        let mut long_entries = 0;
         for i in 0..csr.rows() {
             let (first, last) = (csr.row_ptr[i], csr.row_ptr[i + 1]);
             if last - first > long_limit {
+                long_entries += last - first;
                 let pieces = (last - first).div_ceil(long_limit / 2);
                 for p in 0..pieces {
                     seg_bounds.push((first + (last - first) * p / pieces) as i32);
@@ -351,8 +363,11 @@ impl DeviceStorage {
             slots: schedule.slots,
             partials: Mutex::new(None),
         };
+        let short_rows =
+            csr.rows() >= SHORT_ROWS_MIN_ROWS && csr.entries() - long_entries <= SHORT_ROW_MEAN_ENTRIES * csr.rows();
         let rows = DeviceRows {
             rows: csr.rows(),
+            rows_per_group: if short_rows { SHORT_ROWS } else { 1 },
             row_ptr: at(rows[0]),
             out_rows: at(rows[1]),
             col_ind: at(rows[2]),
@@ -607,8 +622,11 @@ unsafe fn spmm<T: GpuSpmmElement>(
             shared_bytes: 0,
         };
 
-        let f = gpu.function(&SMAT, &format!("smat_rows_{}{suffix}", T::NAME))?;
-        crate::log::note(|| format!("CSR rows: smat_rows_{}{suffix}, {lanes} lanes per row", T::NAME));
+        let kernel = if csr.rows_per_group > 1 { "smat_short_rows" } else { "smat_rows" };
+        let f = gpu.function(&SMAT, &format!("{kernel}_{}{suffix}", T::NAME))?;
+        crate::log::note(|| {
+            format!("CSR rows: {kernel}_{}{suffix}, {lanes} lanes a row, {} rows a group", T::NAME, csr.rows_per_group)
+        });
         let (rows_i, long_limit) = (csr.rows as i32, csr.long_limit as i32);
         let (row_ptr, out_rows, col_ind, values) = (csr.row_ptr, csr.out_rows, csr.col_ind, csr.values);
         // SAFETY: the argument list matches smat_rows_*; every pointer covers what the kernel reads
@@ -616,7 +634,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
         unsafe {
             launch(
                 &f,
-                launch_cfg(csr.rows),
+                launch_cfg(csr.rows.div_ceil(csr.rows_per_group)),
                 stream,
                 kernel_args![
                     &rows_i,
