@@ -620,12 +620,12 @@ impl GpuResident {
         // Other devices' partitions run while the lead device works on its own.
         let mut through_copies = vec![false; self.sides.len()];
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
-            side.gpu.bind()?;
             let route = l.x_routes[s].as_ref().expect("staged sides have a route");
             let (cs, sender) = match &route.from {
                 XSource::Lead(stream) => (Stream(stream.cu_stream()), lead),
                 XSource::Side(p) => (self.sides[*p].copy_stream(), &self.sides[*p].gpu),
             };
+            // The sender's device while its copies are queued, then the side's for its work.
             sender.bind()?;
             if let XSource::Lead(_) = route.from {
                 l.x_ready.wait_on(cs)?;
