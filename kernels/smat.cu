@@ -349,6 +349,155 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
                                  c_cs);
 }
 
+// f32 tiles in exact FP32, panel form: row-major B and C whose rows are 16-byte aligned. The kernel
+// above gives a lane one column and loads each tile element once per FMA, so it issues about three
+// instructions per FMA and a warp's few loads in flight leave it waiting on L1 (ncu on ergo's
+// overlap matrix at n = 128: 0.42 instructions a cycle per scheduler, 58 % of cycles with no warp
+// eligible). Here a lane owns CPL columns of all 16 tile rows and a thread block of
+// SMAT_WARPS_PER_BLOCK warps owns a work item and a panel of 32·CPL columns; its warps take the
+// item's tiles in turn (warp w: tiles first + w, first + w + 4, …), so that a short item still
+// keeps four warps busy, and their sums are added in warp order through shared memory at the end
+// (the result does not depend on scheduling). Per tile a lane loads its CPL columns of the tile's
+// 8 rows of B and one float4 of the tile, which the warp stages in shared memory and reads back as
+// broadcasts: a tile element costs one shared load per 4·CPL FMAs.
+#define SMAT_F32_TILE_ROWS 16
+#define SMAT_F32_TILE_COLS 8
+
+// CPL consecutive floats of a row from column j (zeros for columns ≥ n, or where `valid` is false).
+template <int CPL>
+__device__ __forceinline__ void smat_load_f32(float (&v)[CPL], const float* __restrict__ row, int j, int n, bool valid) {
+    if (valid && j + CPL <= n) {
+        if (CPL == 4) {
+            const float4 t = __ldg(reinterpret_cast<const float4*>(row + j));
+            v[0] = t.x, v[1] = t.y, v[2 % CPL] = t.z, v[3 % CPL] = t.w;
+        } else if (CPL == 2) {
+            const float2 t = __ldg(reinterpret_cast<const float2*>(row + j));
+            v[0] = t.x, v[1 % CPL] = t.y;
+        } else {
+            v[0] = __ldg(row + j);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) v[q] = (valid && j + q < n) ? __ldg(row + j + q) : 0.0f;
+    }
+}
+
+// CPL floats to dst[0 … CPL − 1], one vector store where `vector` says dst is CPL-aligned.
+template <int CPL>
+__device__ __forceinline__ void smat_store_f32(float* dst, const float (&v)[CPL], int count, bool vector) {
+    if (vector && count >= CPL) {
+        if (CPL == 4)
+            *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1 % CPL], v[2 % CPL], v[3 % CPL]);
+        else if (CPL == 2)
+            *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1 % CPL]);
+        else
+            dst[0] = v[0];
+    } else {
+#pragma unroll
+        for (int q = 0; q < CPL; ++q)
+            if (q < count) dst[q] = v[q];
+    }
+}
+
+template <int CPL>
+__device__ void smat_tiles_f32_panel(int n, const int4* __restrict__ items, const int* __restrict__ columns,
+                                     const float* __restrict__ tiles, float* __restrict__ partial,
+                                     const int* __restrict__ out_rows, float alpha, const float* __restrict__ b,
+                                     sgpu_i64 ldb, float beta, float* __restrict__ c, sgpu_i64 ldc) {
+    const int W = SMAT_WARPS_PER_BLOCK, TR = SMAT_F32_TILE_ROWS, TC = SMAT_F32_TILE_COLS, PANEL = 32 * CPL;
+    __shared__ float4 staged[W][2][32];  // each warp's tile, double-buffered: one __syncwarp a tile
+    __shared__ __align__(16) float sums[W][TR][PANEL];  // the warps' sums of the panel
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int4 item = items[blockIdx.x];
+    const int first = item.y, last = item.z;
+    for (int panel = blockIdx.y; panel * PANEL < n; panel += gridDim.y) {
+        const int j = panel * PANEL + lane * CPL;
+        float acc[TR][CPL];
+#pragma unroll
+        for (int r = 0; r < TR; ++r)
+#pragma unroll
+            for (int q = 0; q < CPL; ++q) acc[r][q] = 0.0f;
+        // Lane q < TC holds column q of a tile (−1: padding, or past the item).
+        auto column_of = [&](int s) { return (s < last && lane < TC) ? __ldg(columns + (sgpu_i64)s * TC + lane) : -1; };
+        float bv[TC][CPL];
+        float4 tv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        auto load_tile = [&](int s, int column) {
+#pragma unroll
+            for (int q = 0; q < TC; ++q) {
+                const int k = __shfl_sync(0xffffffffu, column, q);
+                smat_load_f32<CPL>(bv[q], b + (sgpu_i64)(k >= 0 ? k : 0) * ldb, j, n, k >= 0);
+            }
+            if (s < last) tv = __ldg(reinterpret_cast<const float4*>(tiles + (sgpu_i64)s * (TR * TC)) + lane);
+        };
+        // Tile s's B rows and elements are loaded at the top of its iteration; other warps cover
+        // their latency (keeping the next tile's in registers as well took 168 registers, three
+        // thread blocks an SM, and measured 5-25 % slower).
+        int s = first + warp;
+        int column = column_of(s);
+        for (int buf = 0; s < last; s += W, buf ^= 1) {
+            load_tile(s, column);
+            column = column_of(s + W);
+            staged[warp][buf][lane] = tv;
+            __syncwarp();
+#pragma unroll
+            for (int r = 0; r < TR; ++r) {
+                const float4 lo = staged[warp][buf][2 * r], hi = staged[warp][buf][2 * r + 1];
+                const float a[TC] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                for (int q = 0; q < TC; ++q)
+#pragma unroll
+                    for (int e = 0; e < CPL; ++e) acc[r][e] = fmaf(a[q], bv[q][e], acc[r][e]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < TR; ++r) smat_store_f32<CPL>(&sums[warp][r][lane * CPL], acc[r], CPL, true);
+        __syncthreads();
+        // Warp w finishes rows 4w … 4w + 3 of the panel, adding the warps' sums in warp order.
+        const int live = j < n ? min(CPL, n - j) : 0;  // this lane's columns inside C
+#pragma unroll
+        for (int i = 0; i < TR / W; ++i) {
+            const int r = warp * (TR / W) + i;
+            float v[CPL];
+#pragma unroll
+            for (int e = 0; e < CPL; ++e) v[e] = sums[0][r][lane * CPL + e];
+#pragma unroll
+            for (int w = 1; w < W; ++w)
+#pragma unroll
+                for (int e = 0; e < CPL; ++e) v[e] += sums[w][r][lane * CPL + e];
+            if (live == 0) continue;
+            if (item.w >= 0) {
+                // A run of a split block row: the unscaled sums into its partial slot (TR rows × n).
+                smat_store_f32<CPL>(partial + ((sgpu_i64)item.w * TR + r) * n + j, v, live, n % CPL == 0);
+                continue;
+            }
+            const sgpu_i64 out_row = out_rows[(sgpu_i64)item.x * TR + r];
+            if (out_row < 0) continue;
+            float* dst = c + out_row * ldc + j;
+            if (beta != 0.0f) {
+#pragma unroll
+                for (int e = 0; e < CPL; ++e) v[e] = alpha * v[e] + (e < live ? beta * dst[e] : 0.0f);
+            } else {
+#pragma unroll
+                for (int e = 0; e < CPL; ++e) v[e] = alpha * v[e];
+            }
+            smat_store_f32<CPL>(dst, v, live, true);
+        }
+        __syncthreads();  // the sums are read before the next panel writes them
+    }
+}
+
+// Four thread blocks an SM (128 registers a thread): the tile schedule's work items fill one wave.
+#define SMAT_TILES_F32_PANEL(CPL)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32, 4)                                        \
+        smat_tiles_f32_panel##CPL(int n, const int4* items, const int* columns, const float* tiles, float* partial,   \
+                                  const int* out_rows, float alpha, const float* b, sgpu_i64 ldb, float beta,         \
+                                  float* c, sgpu_i64 ldc) {                                                           \
+        smat_tiles_f32_panel<CPL>(n, items, columns, tiles, partial, out_rows, alpha, b, ldb, beta, c, ldc);          \
+    }
+SMAT_TILES_F32_PANEL(1)
+SMAT_TILES_F32_PANEL(2)
+SMAT_TILES_F32_PANEL(4)
+
 // f32 and f64 on tensor cores, unstaged like smat_tiles_half: one warp per 8·HALVES tile rows × 32
 // columns, A fragments and B read directly (B rows by the tile's column indices), the next tile's
 // column indices loaded while the current one is multiplied.

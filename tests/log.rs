@@ -168,7 +168,7 @@ fn info_reports_each_successful_call_of_every_family_in_one_line() {
         &lines[2],
         &[
             "smat analysis f32 64x64, nnz ",
-            "on cpu: format auto, tiles where fuller than 0.500, reorder auto: rows ",
+            "on cpu: format auto, tiles where fuller than 0.250, reorder auto: rows ",
             " tiles of 16x8 (fill 1.000), ",
             " rows in CSR (0 entries); ",
             " bytes (",

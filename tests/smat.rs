@@ -538,10 +538,11 @@ fn value_with_low_bits(r: usize, q: usize) -> f32 {
     1.0 + (r * 12 + q) as f32 / 997.0
 }
 
-/// SMAT_MATH_MODE_TF32X3: f32 tiles in 3xTF32 stay within FP32-level error of the f64 product, and
-/// AUTO gives f32 block rows to tiles at the fill that pays on tensor cores, not the FMA one.
+/// SMAT_MATH_MODE_TF32X3: f32 tiles in 3xTF32 stay within FP32-level error of the f64 product; AUTO
+/// gives f32 block rows to tiles from fill 1/4 in either math mode (3xTF32 on tensor cores, exact
+/// FP32 by FMA four columns a lane) and leaves emptier ones to CSR.
 #[test]
-fn tf32x3_tiles_are_accurate_and_chosen_at_a_lower_fill() {
+fn tf32x3_tiles_are_accurate_and_chosen_where_they_pay() {
     let mut rng = Rng::fresh("smat 3xtf32");
     let tf32x3 = |format| {
         let h = Handle::with_format(BackendKind::Cpu, ReorderMode::Auto, format);
@@ -553,18 +554,57 @@ fn tf32x3_tiles_are_accurate_and_chosen_at_a_lower_fill() {
         let format = StorageFormat::variants()[rng.below(3)];
         check_spmm(&mut rng, &tf32x3(format), &csr, &format!("case {case} {structure} 3xTF32 {format:?}"));
     }
-    // Block rows of 16 rows × 12 of the same 32 columns, 16 × 8 tiles 3/8 full: too empty for FMA
-    // tiles (1/2), worth tiles in 3xTF32 (1/12).
+    // Block rows of 16 rows × `per_row` of the same 32 columns: 16 × 8 tiles per_row/32 full.
     let tile = Tile::for_value_type(ValueType::F32);
-    let triplets = (0..4 * tile.rows)
-        .flat_map(|r| (0..12).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q))))
-        .collect();
-    let partly_full = CsrMatrix::from_triplets(4 * tile.rows, 4 * 32, triplets);
-    let auto = |h: &Handle| create_matrix(h, &partly_full, IndexBase::Zero).info();
-    let (exact, split) = (auto(&Handle::new(BackendKind::Cpu, ReorderMode::Never)), auto(&tf32x3(StorageFormat::Auto)));
-    assert_eq!((exact.rowsInTiles, split.rowsInTiles), (0, 4 * tile.rows as i64));
-    assert_eq!(split.fillRatio, 0.375);
-    check_spmm(&mut rng, &tf32x3(StorageFormat::Auto), &partly_full, "3/8-full tiles in 3xTF32");
+    let partly_full = |per_row: usize| {
+        let triplets = (0..4 * tile.rows)
+            .flat_map(|r| {
+                (0..per_row).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q)))
+            })
+            .collect();
+        CsrMatrix::from_triplets(4 * tile.rows, 4 * 32, triplets)
+    };
+    for (per_row, rows_in_tiles) in [(12, 4 * tile.rows as i64), (6, 0)] {
+        let csr = partly_full(per_row);
+        let auto = |h: &Handle| create_matrix(h, &csr, IndexBase::Zero).info();
+        let (exact, split) =
+            (auto(&Handle::new(BackendKind::Cpu, ReorderMode::Never)), auto(&tf32x3(StorageFormat::Auto)));
+        assert_eq!((exact.rowsInTiles, split.rowsInTiles), (rows_in_tiles, rows_in_tiles), "{per_row} a row");
+        if rows_in_tiles > 0 {
+            assert_eq!((exact.fillRatio, split.fillRatio), (0.375, 0.375));
+        }
+        check_spmm(&mut rng, &tf32x3(StorageFormat::Auto), &csr, &format!("{per_row}/32-full tiles in 3xTF32"));
+    }
+}
+
+/// AUTO gives a CSR part beside the tiles to the tiles when it is small (a quarter of the entries or
+/// less, few rows) and each of its block rows (the last one partial) at least half as full as pays,
+/// and keeps a larger one as CSR.
+#[test]
+fn auto_folds_a_small_csr_part_into_the_tiles() {
+    let mut rng = Rng::fresh("smat small csr part");
+    let tile = Tile::for_value_type(ValueType::F32);
+    // Block rows of 16 rows × `per_row` of the same 32 columns (16 × 8 tiles per_row/32 full, 1/4
+    // pays for f32): `full` of 12 a row, then `sparse` of 6 a row, then 3 more rows of 6.
+    let stacked = |full: usize, sparse: usize| {
+        let rows = (full + sparse) * tile.rows + 3;
+        let per_row = |r: usize| if r / tile.rows < full { 12 } else { 6 };
+        let triplets = (0..rows)
+            .flat_map(|r| {
+                (0..per_row(r)).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q)))
+            })
+            .collect();
+        CsrMatrix::from_triplets(rows, rows.div_ceil(tile.rows) * 32, triplets)
+    };
+    let auto = Handle::new(BackendKind::Cpu, ReorderMode::Never);
+    for (full, sparse, rows_in_tiles) in [(12, 2, 14 * tile.rows + 3), (4, 4, 4 * tile.rows)] {
+        let csr = stacked(full, sparse);
+        let info = create_matrix(&auto, &csr, IndexBase::Zero).info();
+        let what = format!("{full} block rows 3/8 full, {sparse} and 3 rows 3/16 full");
+        assert_eq!(info.rowsInTiles, rows_in_tiles as i64, "{what}");
+        assert_consistent(&info, StorageFormat::Auto, &what);
+        check_spmm(&mut rng, &auto, &csr, &what);
+    }
 }
 
 #[test]

@@ -360,9 +360,10 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     }
 }
 
-/// The tile kernel that stages B through shared memory (row-major B with 16-byte aligned rows, C
-/// with even leading dimension): widths around its 32-column warps and 8-column chunks, a last block
-/// column sticking out of A, and the strided tile kernel on the same matrix for other layouts.
+/// The tile kernels for row-major B with 16-byte aligned rows (the half types' staged kernel, C with
+/// even leading dimension; f32's panel kernel, C's rows 16-byte aligned too): widths around their
+/// 32-column warps, 8-column chunks and panels of 32 to 128 columns, a last block column sticking
+/// out of A, and the strided tile kernel on the same matrix for other layouts.
 /// Tiles of nearly full aligned blocks, tiles gathering columns scattered over the whole width, and
 /// a few block rows of so many tiles that the GPU cuts each into runs summed by a second kernel.
 ///
@@ -378,13 +379,15 @@ fn staged_tiles<T: Element>(rng: &mut Rng, math_mode: SmatMathMode) {
     };
     let (gpu_handle, cpu_handle) = (tiles_only(BackendKind::Cuda), tiles_only(BackendKind::Cpu));
     let matrices = [&blocks, &scattered, &long_block_rows];
-    for (csr, n) in [1, 8, 17, 32, 33, 64, 100, 128, 130, 257].into_iter().flat_map(|n| matrices.map(|m| (m, n))) {
+    for (csr, n) in
+        [1, 8, 17, 20, 32, 33, 44, 64, 100, 128, 130, 257].into_iter().flat_map(|n| matrices.map(|m| (m, n)))
+    {
         for layout in [Layout::RowMajor, Layout::ColMajor] {
             let beta_zero = rng.below(2) == 0;
             let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
             if layout == Layout::RowMajor && rng.below(4) != 0 {
-                let (db, dc) =
-                    (Dense { ld: n.next_multiple_of(8), ..p.db }, Dense { ld: n.next_multiple_of(2), ..p.dc });
+                let ldc = n.next_multiple_of(if rng.below(2) == 0 { 4 } else { 2 });
+                let (db, dc) = (Dense { ld: n.next_multiple_of(8), ..p.db }, Dense { ld: ldc, ..p.dc });
                 p = p.with_shapes(db, dc, rng);
             }
             let what = format!(

@@ -336,6 +336,18 @@ impl MatrixInfo {
     }
 }
 
+/// [`StorageFormat::Auto`] gives the block rows left to CSR beside tiles to the tiles as well when
+/// they hold less than a quarter of the entries and fewer rows than this, and every one of them is
+/// at least half as full as [`tile_fill_worth`]. Such a CSR part cannot fill the GPU (this is about
+/// the groups of lanes an H100 runs at once), and its kernels (rows, and the segments of long rows)
+/// add their latency to the tiles' instead of hiding it; a part only partly given to the tiles
+/// would keep its kernels. Measured on H100 at n = 32 / 128 / 512 against the fastest cuSPARSE
+/// CSR algorithm: ergo's overlap matrix in f32 (384 of 1625 rows as CSR, their block rows of fill
+/// 0.16–0.25) 0.50× / 0.67× / 0.73× → 1.12× / 1.09× / 0.95×, in f64 (65 rows) 0.50× / 0.80× /
+/// 1.15× → 0.64× / 0.99× / 1.23×; fem3x3 with permuted rows in f64, where 1568 of 7312 such rows
+/// qualified, 1.30× / 1.85× / 2.01× → 0.99× / 1.68× / 1.87× when those alone were given.
+pub const SMALL_CSR_PART_ROWS: usize = 8192;
+
 /// The most bytes [`StorageFormat::Auto`] spends on an analysed matrix, in sizes of its CSR: tiles
 /// trade padding for speed, and a caller with a large matrix must still be able to afford them.
 pub const MEMORY_BUDGET: usize = 2;
@@ -373,12 +385,15 @@ fn analysed_bytes(
 ///   stencil) 1.1× faster.
 /// - f32 in 3xTF32 (three mma per product) and f64 on DMMA, both unstaged, need 1/4: tiles of fill
 ///   0.09–0.18 ran 0.75–1.05× as fast as CSR, of fill 0.24–0.55 1.2–2.2× faster.
-/// - f32 in exact FP32 is multiplied by FMA, padding included, so its tiles must be half full.
+/// - f32 in exact FP32 is multiplied by FMA, padding included; with row-major B and C (the panel
+///   kernel, a lane four columns of all 16 tile rows) it needs 1/4 as well: at n = 128, tiles of
+///   fill 0.17–0.19 ran 0.9–1.1× as fast as CSR, of fill 0.34–0.37 1.6–1.7× faster (at n = 32, a
+///   column a lane, fill 0.37 ran at 0.93×). Other layouts take a kernel of a column a lane that
+///   loads each tile element once per FMA and trails CSR below fill 1/2.
 pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
     match (value_type, math_mode) {
         (ValueType::F16 | ValueType::Bf16, _) => 1.0 / 12.0,
-        (ValueType::F32, SmatMathMode::Tf32x3) | (ValueType::F64, _) => 0.25,
-        (ValueType::F32, SmatMathMode::Default) => 0.5,
+        (ValueType::F32, _) | (ValueType::F64, _) => 0.25,
     }
 }
 
@@ -506,8 +521,9 @@ fn analyse<T: Element>(csr: &CsrRef<'_, T>, settings: &AnalysisSettings) -> Resu
 }
 
 /// Which block rows become tiles. [`StorageFormat::Auto`] takes those fuller than
-/// [`tile_fill_worth`], then, while the storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the
-/// emptiest back to CSR. Block rows without entries are always CSR (rows that only get β·C).
+/// [`tile_fill_worth`] (and a small CSR part beside them: [`SMALL_CSR_PART_ROWS`]), then, while the
+/// storage would exceed [`MEMORY_BUDGET`] CSR sizes, hands the emptiest back to CSR. Block rows
+/// without entries are always CSR (rows that only get β·C).
 fn choose_tiles(
     value_type: ValueType,
     tile: Tile,
@@ -531,9 +547,25 @@ fn choose_tiles(
         })
         .collect();
     if format == StorageFormat::Auto {
-        let budget = MEMORY_BUDGET * csr_bytes(value_type, rows, nnz);
         // Rows of block row b: the last one may be partial.
         let rows_of = |b: usize| tile.rows.min(rows - b * tile.rows);
+        // A small CSR part beside the tiles goes to the tiles, whole or not at all.
+        let csr_part: Vec<usize> = (0..shapes.len()).filter(|&b| !in_tiles[b] && shapes[b].entries > 0).collect();
+        let csr_part_rows: usize = csr_part.iter().map(|&b| rows_of(b)).sum();
+        let csr_part_entries: usize = csr_part.iter().map(|&b| shapes[b].entries).sum();
+        let half_worth = tile_fill_worth(value_type, settings.math_mode) / 2.0;
+        // Counted over the block row's own rows: the last block row may be partial.
+        let own_fill = |b: usize| shapes[b].entries as f64 / (tiles_of(&shapes[b]) * rows_of(b) * tile.cols) as f64;
+        if in_tiles.contains(&true)
+            && csr_part_rows < SMALL_CSR_PART_ROWS
+            && 4 * csr_part_entries < nnz
+            && csr_part.iter().all(|&b| own_fill(b) > half_worth)
+        {
+            for b in csr_part {
+                in_tiles[b] = true;
+            }
+        }
+        let budget = MEMORY_BUDGET * csr_bytes(value_type, rows, nnz);
         let (mut rows_in_tiles, mut blocks, mut entries_in_tiles) = (0, 0, 0);
         for (b, s) in shapes.iter().enumerate().filter(|(b, _)| in_tiles[*b]) {
             (rows_in_tiles, blocks, entries_in_tiles) =

@@ -496,6 +496,10 @@ unsafe fn spmm<T: GpuSpmmElement>(
     let (c_rs, c_cs) = strides(op.layout, op.ldc);
     let n_i = n as i32;
 
+    // The 16-byte forms need row-major B and C whose rows all start 16-byte aligned.
+    let aligned = |ptr: u64, ld: usize| ptr.is_multiple_of(16) && ld.is_multiple_of(T::COLUMNS_PER_LOAD);
+    let vectorised = op.layout == Layout::RowMajor && aligned(b_ptr, op.ldb) && aligned(c_ptr, op.ldc);
+
     let tiles = &resident.tiles;
     if tiles.items > 0 {
         // Only a matrix with split block rows needs the partial sums.
@@ -544,8 +548,39 @@ unsafe fn spmm<T: GpuSpmmElement>(
                     ],
                 )
             }?;
+        } else if T::VALUE_TYPE == ValueType::F32 && op.math_mode != SmatMathMode::Tf32x3 && vectorised {
+            // Exact FP32 by FMA, a lane 1, 2 or 4 columns of all 16 tile rows (4 from n = 65 up).
+            let columns_per_lane = match n {
+                0..=32 => 1,
+                33..=64 => 2,
+                _ => 4,
+            };
+            let name = format!("smat_tiles_f32_panel{columns_per_lane}");
+            let f = gpu.function(&SMAT, &name)?;
+            let panel = STRIP * columns_per_lane;
+            crate::log::note(|| format!("tiles: {name} (panels of {panel} columns), {} work items", tiles.items));
+            let cfg = Launch {
+                grid: (tiles.items as u32, n.div_ceil(panel).min(MAX_GRID_Y) as u32, 1),
+                block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
+                shared_bytes: 0,
+            };
+            let (ldb, ldc) = (op.ldb as i64, op.ldc as i64);
+            // SAFETY: the argument list matches smat_tiles_f32_panel*; B and C are row-major with
+            // 16-byte aligned rows (`vectorised`), and every pointer covers what the kernel reads or
+            // writes for these sizes (the partial sums: slots × tile rows × n).
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &n_i, &items, &columns, &values, &partial, &out_rows, &alpha, &b_ptr, &ldb, &beta, &c_ptr, &ldc
+                    ],
+                )
+            }?;
         } else {
-            // f32 tiles in 3xTF32 on tensor cores when the handle asks; exact FP32 by FMA otherwise.
+            // f32 tiles in 3xTF32 on tensor cores when the handle asks; exact FP32 by FMA, a column a
+            // lane, for other layouts.
             let mode =
                 if T::VALUE_TYPE == ValueType::F32 && op.math_mode == SmatMathMode::Tf32x3 { "_3xtf32" } else { "" };
             let name = format!("smat_tiles_{}{mode}", T::NAME);
@@ -606,11 +641,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
     let csr = &resident.rows;
     if csr.rows > 0 {
-        // The 16-byte form needs row-major B and C whose rows all start 16-byte aligned.
-        let per_load = T::COLUMNS_PER_LOAD;
-        let aligned = |ptr: u64, ld: usize| ptr.is_multiple_of(16) && ld.is_multiple_of(per_load);
-        let vectorised = op.layout == Layout::RowMajor && aligned(b_ptr, op.ldb) && aligned(c_ptr, op.ldc);
-        let (suffix, columns_per_lane) = if vectorised { ("_vec", per_load) } else { ("", 1) };
+        let (suffix, columns_per_lane) = if vectorised { ("_vec", T::COLUMNS_PER_LOAD) } else { ("", 1) };
         let lanes = lanes_per_row(n, columns_per_lane);
         let lanes_i = lanes as i32;
         let blocks_for = |items: usize| (items * lanes).div_ceil(ROW_THREADS) as u32;
