@@ -346,7 +346,7 @@ impl MatrixInfo {
 /// 0.16–0.25) 0.50× / 0.67× / 0.73× → 1.12× / 1.09× / 0.95×, in f64 (65 rows) 0.50× / 0.80× /
 /// 1.15× → 0.64× / 0.99× / 1.23×; fem3x3 with permuted rows in f64, where 1568 of 7312 such rows
 /// qualified, 1.30× / 1.85× / 2.01× → 0.99× / 1.68× / 1.87× when those alone were given.
-pub const SMALL_CSR_PART_ROWS: usize = 8192;
+const SMALL_CSR_PART_ROWS: usize = 8192;
 
 /// The most bytes [`StorageFormat::Auto`] spends on an analysed matrix, in sizes of its CSR: tiles
 /// trade padding for speed, and a caller with a large matrix must still be able to afford them.
