@@ -1160,6 +1160,28 @@ fn empty_rows_and_beta_zero_ignore_nan_in_c() {
     assert!(c.iter().all(|&x| x == -3.0));
 }
 
+/// A tile's padding zeros meet B as on the tensor cores: where B's row holds an Inf, 0 · Inf makes
+/// NaN in the tile's other rows; where it is finite they change nothing (the CPU skips them).
+#[test]
+fn tile_padding_times_nonfinite_b_is_nan_as_on_tensor_cores() {
+    // One block row: row 0 reads columns 0 and 1, row 1 only column 0; one tile gathers both.
+    let csr = CsrMatrix::<f64>::from_triplets(2, 4, vec![(0, 0, 1.0), (0, 1, 2.0), (1, 0, 3.0)]);
+    let db = Dense { rows: 4, cols: 3, ld: 3, layout: Layout::RowMajor };
+    let dc = Dense { rows: 2, cols: 3, ld: 3, layout: Layout::RowMajor };
+    let mut b = vec![1.0f64; db.len()];
+    b[db.index(1, 2)] = f64::INFINITY;
+    for format in [StorageFormat::Tiles, StorageFormat::Csr] {
+        let h = Handle::with_format(BackendKind::Cpu, ReorderMode::Never, format);
+        let a = create_matrix(&h, &csr, IndexBase::Zero);
+        let mut c = vec![0.0f64; dc.len()];
+        assert_eq!(spmm(&h, &a, 1.0, &b, db, 0.0, &mut c, dc), SUCCESS, "{}", last_error());
+        let row_1_col_2 = if format == StorageFormat::Tiles { f64::NAN } else { 3.0 };
+        let expected = [3.0, 3.0, f64::INFINITY, 3.0, 3.0, row_1_col_2];
+        let same = |x: f64, y: f64| x == y || (x.is_nan() && y.is_nan());
+        assert!(c.iter().zip(expected).all(|(&x, y)| same(x, y)), "{format:?}: {c:?}");
+    }
+}
+
 /// Sylos Labini's scan written the obvious quadratic way, with sets: clusters of at most `cap` rows
 /// (`usize::MAX`: the paper's, unbounded); with a cap, the full clusters first, then the smaller ones.
 fn naive_jaccard_order(csr: &CsrMatrix<f64>, tile_cols: usize, threshold: f64, cap: usize) -> Vec<usize> {
