@@ -353,13 +353,13 @@ extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32)
 // above gives a lane one column and loads each tile element once per FMA, so it issues about three
 // instructions per FMA and a warp's few loads in flight leave it waiting on L1 (ncu on ergo's
 // overlap matrix at n = 128: 0.42 instructions a cycle per scheduler, 58 % of cycles with no warp
-// eligible). Here a lane owns CPL columns of all 16 tile rows and a thread block of
-// SMAT_WARPS_PER_BLOCK warps owns a work item and a panel of 32·CPL columns; its warps take the
-// item's tiles in turn (warp w: tiles first + w, first + w + 4, …), so that a short item still
-// keeps four warps busy, and their sums are added in warp order through shared memory at the end
-// (the result does not depend on scheduling). Per tile a lane loads its CPL columns of the tile's
-// 8 rows of B and one float4 of the tile, which the warp stages in shared memory and reads back as
-// broadcasts: a tile element costs one shared load per 4·CPL FMAs.
+// eligible). Here a lane owns 4 columns of all 16 tile rows, a group of L lanes a panel of 4·L
+// columns (a warp: one group of 32 lanes, or two of 16 / four of 8 for narrow C), and a thread block
+// of SMAT_WARPS_PER_BLOCK warps a work item; the block's groups take the item's tiles in turn, so
+// that a short item still keeps them all busy, and their sums are added at the end, by shuffles
+// within a warp and in warp order through shared memory (the result does not depend on scheduling).
+// Per tile a lane loads its 4 columns of the tile's 8 rows of B and its share of the tile, which
+// the group stages in shared memory and reads back as broadcasts: one shared load per 16 FMAs.
 #define SMAT_F32_TILE_ROWS 16
 #define SMAT_F32_TILE_COLS 8
 
@@ -399,71 +399,95 @@ __device__ __forceinline__ void smat_store_f32(float* dst, const float (&v)[CPL]
     }
 }
 
-template <int CPL>
+template <int GROUPS>
 __device__ void smat_tiles_f32_panel(int n, const int4* __restrict__ items, const int* __restrict__ columns,
                                      const float* __restrict__ tiles, float* __restrict__ partial,
                                      const int* __restrict__ out_rows, float alpha, const float* __restrict__ b,
                                      sgpu_i64 ldb, float beta, float* __restrict__ c, sgpu_i64 ldc) {
-    const int W = SMAT_WARPS_PER_BLOCK, TR = SMAT_F32_TILE_ROWS, TC = SMAT_F32_TILE_COLS, PANEL = 32 * CPL;
-    __shared__ float4 staged[W][2][32];  // each warp's tile, double-buffered: one __syncwarp a tile
+    const int W = SMAT_WARPS_PER_BLOCK, TR = SMAT_F32_TILE_ROWS, TC = SMAT_F32_TILE_COLS, CPL = 4;
+    const int L = 32 / GROUPS, PANEL = L * CPL;  // lanes of a group, and the columns they cover
+    const int TILE_VECTORS = TR * TC / 4;        // float4s of a tile
+    // Each group's tile, double-buffered (one __syncwarp a tile); a group's tile 16 bytes past the
+    // one before, so that the groups' broadcasts of the same element fall in different banks.
+    __shared__ float4 staged[W][2][GROUPS][TILE_VECTORS + 1];
     __shared__ __align__(16) float sums[W][TR][PANEL];  // the warps' sums of the panel
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = lane / L, glane = lane % L;
     const int4 item = items[blockIdx.x];
     const int first = item.y, last = item.z;
     for (int panel = blockIdx.y; panel * PANEL < n; panel += gridDim.y) {
-        const int j = panel * PANEL + lane * CPL;
+        const int j = panel * PANEL + glane * CPL;
         float acc[TR][CPL];
 #pragma unroll
         for (int r = 0; r < TR; ++r)
 #pragma unroll
             for (int q = 0; q < CPL; ++q) acc[r][q] = 0.0f;
-        // Lane q < TC holds column q of a tile (−1: padding, or past the item).
-        auto column_of = [&](int s) { return (s < last && lane < TC) ? __ldg(columns + (sgpu_i64)s * TC + lane) : -1; };
+        // Lane q < TC of a group holds column q of the group's tile (−1: padding, or past the item).
+        auto column_of = [&](int s) {
+            return (s < last && glane < TC) ? __ldg(columns + (sgpu_i64)s * TC + glane) : -1;
+        };
         float bv[TC][CPL];
-        float4 tv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float4 tv[TILE_VECTORS / L];
         auto load_tile = [&](int s, int column) {
 #pragma unroll
             for (int q = 0; q < TC; ++q) {
-                const int k = __shfl_sync(0xffffffffu, column, q);
+                const int k = __shfl_sync(0xffffffffu, column, q, L);
                 smat_load_f32<CPL>(bv[q], b + (sgpu_i64)(k >= 0 ? k : 0) * ldb, j, n, k >= 0);
             }
-            if (s < last) tv = __ldg(reinterpret_cast<const float4*>(tiles + (sgpu_i64)s * (TR * TC)) + lane);
+            if (s < last)
+#pragma unroll
+                for (int t = 0; t < TILE_VECTORS / L; ++t)
+                    tv[t] = __ldg(reinterpret_cast<const float4*>(tiles + (sgpu_i64)s * (TR * TC)) + glane + t * L);
         };
-        // Tile s's B rows and elements are loaded at the top of its iteration; other warps cover
-        // their latency (keeping the next tile's in registers as well took 168 registers, three
-        // thread blocks an SM, and measured 5-25 % slower).
-        int s = first + warp;
+        // The warps' groups take the item's tiles in turn. A tile's B rows and elements are loaded at
+        // the top of its iteration; other warps cover their latency (keeping the next tile's in
+        // registers as well took 168 registers, three thread blocks an SM, and measured 5–25 %
+        // slower).
+        const int stride = W * GROUPS;
+        int s = first + warp * GROUPS + group;
         int column = column_of(s);
-        for (int buf = 0; s < last; s += W, buf ^= 1) {
+        // Every lane of the warp loops as long as its furthest group, which has the most tiles.
+        const int rounds = (last - first - warp * GROUPS + stride - 1) / stride;
+        for (int round = 0, buf = 0; round < rounds; ++round, s += stride, buf ^= 1) {
             load_tile(s, column);
-            column = column_of(s + W);
-            staged[warp][buf][lane] = tv;
+            column = column_of(s + stride);
+#pragma unroll
+            for (int t = 0; t < TILE_VECTORS / L; ++t) staged[warp][buf][group][glane + t * L] = tv[t];
             __syncwarp();
+            if (s < last) {
 #pragma unroll
-            for (int r = 0; r < TR; ++r) {
-                const float4 lo = staged[warp][buf][2 * r], hi = staged[warp][buf][2 * r + 1];
-                const float a[TC] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+                for (int r = 0; r < TR; ++r) {
+                    const float4 lo = staged[warp][buf][group][2 * r], hi = staged[warp][buf][group][2 * r + 1];
+                    const float a[TC] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-                for (int q = 0; q < TC; ++q)
+                    for (int q = 0; q < TC; ++q)
 #pragma unroll
-                    for (int e = 0; e < CPL; ++e) acc[r][e] = fmaf(a[q], bv[q][e], acc[r][e]);
+                        for (int e = 0; e < CPL; ++e) acc[r][e] = fmaf(a[q], bv[q][e], acc[r][e]);
+                }
             }
         }
+        // The groups' sums, in the same order on every lane.
 #pragma unroll
-        for (int r = 0; r < TR; ++r) smat_store_f32<CPL>(&sums[warp][r][lane * CPL], acc[r], CPL, true);
+        for (int offset = L; offset < 32; offset *= 2)
+#pragma unroll
+            for (int r = 0; r < TR; ++r)
+#pragma unroll
+                for (int e = 0; e < CPL; ++e) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], offset);
+        if (group == 0)
+#pragma unroll
+            for (int r = 0; r < TR; ++r) smat_store_f32<CPL>(&sums[warp][r][glane * CPL], acc[r], CPL, true);
         __syncthreads();
-        // Warp w finishes rows 4w … 4w + 3 of the panel, adding the warps' sums in warp order.
+        // Warp w finishes rows 4w … 4w + 3 of the panel, adding the warps' sums in warp order; its
+        // groups take the rows in turn.
         const int live = j < n ? min(CPL, n - j) : 0;  // this lane's columns inside C
-#pragma unroll
-        for (int i = 0; i < TR / W; ++i) {
-            const int r = warp * (TR / W) + i;
+        for (int r = warp * (TR / W) + group; r < (warp + 1) * (TR / W); r += GROUPS) {
             float v[CPL];
 #pragma unroll
-            for (int e = 0; e < CPL; ++e) v[e] = sums[0][r][lane * CPL + e];
+            for (int e = 0; e < CPL; ++e) v[e] = sums[0][r][glane * CPL + e];
 #pragma unroll
             for (int w = 1; w < W; ++w)
 #pragma unroll
-                for (int e = 0; e < CPL; ++e) v[e] += sums[w][r][lane * CPL + e];
+                for (int e = 0; e < CPL; ++e) v[e] += sums[w][r][glane * CPL + e];
             if (live == 0) continue;
             if (item.w >= 0) {
                 // A run of a split block row: the unscaled sums into its partial slot (TR rows × n).
@@ -487,16 +511,17 @@ __device__ void smat_tiles_f32_panel(int n, const int4* __restrict__ items, cons
 }
 
 // Four thread blocks an SM (128 registers a thread): the tile schedule's work items fill one wave.
-#define SMAT_TILES_F32_PANEL(CPL)                                                                                     \
+// Panels of 128, 64 and 32 columns: one, two or four groups of lanes a warp.
+#define SMAT_TILES_F32_PANEL(PANEL, GROUPS)                                                                           \
     extern "C" __global__ void __launch_bounds__(SMAT_WARPS_PER_BLOCK * 32, 4)                                        \
-        smat_tiles_f32_panel##CPL(int n, const int4* items, const int* columns, const float* tiles, float* partial,   \
-                                  const int* out_rows, float alpha, const float* b, sgpu_i64 ldb, float beta,         \
-                                  float* c, sgpu_i64 ldc) {                                                           \
-        smat_tiles_f32_panel<CPL>(n, items, columns, tiles, partial, out_rows, alpha, b, ldb, beta, c, ldc);          \
+        smat_tiles_f32_panel##PANEL(int n, const int4* items, const int* columns, const float* tiles,                 \
+                                    float* partial, const int* out_rows, float alpha, const float* b, sgpu_i64 ldb,   \
+                                    float beta, float* c, sgpu_i64 ldc) {                                             \
+        smat_tiles_f32_panel<GROUPS>(n, items, columns, tiles, partial, out_rows, alpha, b, ldb, beta, c, ldc);       \
     }
-SMAT_TILES_F32_PANEL(1)
-SMAT_TILES_F32_PANEL(2)
-SMAT_TILES_F32_PANEL(4)
+SMAT_TILES_F32_PANEL(128, 1)
+SMAT_TILES_F32_PANEL(64, 2)
+SMAT_TILES_F32_PANEL(32, 4)
 
 // f32 and f64 on tensor cores, unstaged like smat_tiles_half: one warp per 8·HALVES tile rows × 32
 // columns, A fragments and B read directly (B rows by the tile's column indices), the next tile's

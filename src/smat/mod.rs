@@ -387,9 +387,9 @@ fn analysed_bytes(
 ///   0.09–0.18 ran 0.75–1.05× as fast as CSR, of fill 0.24–0.55 1.2–2.2× faster.
 /// - f32 in exact FP32 is multiplied by FMA, padding included; with row-major B and C (the panel
 ///   kernel, a lane four columns of all 16 tile rows) it needs 1/4 as well: at n = 128, tiles of
-///   fill 0.17–0.19 ran 0.9–1.1× as fast as CSR, of fill 0.34–0.37 1.6–1.7× faster (at n = 32, a
-///   column a lane, fill 0.37 ran at 0.93×). Other layouts take a kernel of a column a lane that
-///   loads each tile element once per FMA and trails CSR below fill 1/2.
+///   fill 0.17–0.19 ran 0.9–1.1× as fast as CSR, of fill 0.34–0.37 1.6–1.7× faster (at n = 32
+///   fill 0.37 ran 1.17× faster). Other layouts take a kernel of a column a lane that loads each
+///   tile element once per FMA and trails CSR below fill 1/2.
 pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
     match (value_type, math_mode) {
         (ValueType::F16 | ValueType::Bf16, _) => 1.0 / 12.0,

@@ -549,15 +549,15 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 )
             }?;
         } else if T::VALUE_TYPE == ValueType::F32 && op.math_mode != SmatMathMode::Tf32x3 && vectorised {
-            // Exact FP32 by FMA, a lane 1, 2 or 4 columns of all 16 tile rows (4 from n = 65 up).
-            let columns_per_lane = match n {
-                0..=32 => 1,
-                33..=64 => 2,
-                _ => 4,
+            // Exact FP32 by FMA, a lane four columns of all 16 tile rows; panels of 128 columns, or of
+            // 64 / 32 (two / four groups of lanes a warp, each on its own tiles) for narrow C.
+            let panel = match n {
+                0..=32 => 32,
+                33..=64 => 64,
+                _ => 128,
             };
-            let name = format!("smat_tiles_f32_panel{columns_per_lane}");
+            let name = format!("smat_tiles_f32_panel{panel}");
             let f = gpu.function(&SMAT, &name)?;
-            let panel = STRIP * columns_per_lane;
             crate::log::note(|| format!("tiles: {name} (panels of {panel} columns), {} work items", tiles.items));
             let cfg = Launch {
                 grid: (tiles.items as u32, n.div_ceil(panel).min(MAX_GRID_Y) as u32, 1),
