@@ -520,11 +520,12 @@ unsafe fn spmm<T: GpuSpmmElement>(
             && c_ptr.is_multiple_of(4)
             && op.ldc.is_multiple_of(2)
             && n.div_ceil(STAGED_WARPS * STRIP) <= MAX_GRID_Y;
-        if staged {
+        // The kernels for row-major B and C with leading dimensions: the half types' staged kernel, or
+        // f32's panel kernel for exact FP32 (both take the same arguments).
+        let row_major = if staged {
             // Warps per thread block: as many 32-column strips as n needs, up to 4.
             let warps = n.div_ceil(STRIP).next_power_of_two().min(STAGED_WARPS);
             let name = format!("smat_tiles_{}_staged{warps}", T::NAME);
-            let f = gpu.function(&SMAT, &name)?;
             let panel = warps * STRIP;
             crate::log::note(|| {
                 format!("tiles: {name} (B staged in panels of {panel} columns), {} work items", tiles.items)
@@ -534,20 +535,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 block: ((warps * 32) as u32, 1, 1),
                 shared_bytes: staged_shared_bytes(panel) as u32,
             };
-            let (ldb, ldc) = (op.ldb as i64, op.ldc as i64);
-            // SAFETY: the argument list matches smat_tiles_*_staged*; every pointer covers what the
-            // kernel reads or writes for these sizes (the partial sums: slots × tile rows × n), and
-            // the shared memory is what it lays out.
-            unsafe {
-                launch(
-                    &f,
-                    cfg,
-                    stream,
-                    kernel_args![
-                        &n_i, &items, &columns, &values, &partial, &out_rows, &alpha, &b_ptr, &ldb, &beta, &c_ptr, &ldc
-                    ],
-                )
-            }?;
+            Some((name, cfg))
         } else if T::VALUE_TYPE == ValueType::F32 && op.math_mode != SmatMathMode::Tf32x3 && vectorised {
             // Exact FP32 by FMA, a lane four columns of all 16 tile rows; panels of 128 columns, or of
             // 64 / 32 (two / four groups of lanes a warp, each on its own tiles) for narrow C.
@@ -557,17 +545,23 @@ unsafe fn spmm<T: GpuSpmmElement>(
                 _ => 128,
             };
             let name = format!("smat_tiles_f32_panel{panel}");
-            let f = gpu.function(&SMAT, &name)?;
             crate::log::note(|| format!("tiles: {name} (panels of {panel} columns), {} work items", tiles.items));
             let cfg = Launch {
                 grid: (tiles.items as u32, n.div_ceil(panel).min(MAX_GRID_Y) as u32, 1),
                 block: ((WARPS_PER_BLOCK * 32) as u32, 1, 1),
                 shared_bytes: 0,
             };
+            Some((name, cfg))
+        } else {
+            None
+        };
+        if let Some((name, cfg)) = row_major {
+            let f = gpu.function(&SMAT, &name)?;
             let (ldb, ldc) = (op.ldb as i64, op.ldc as i64);
-            // SAFETY: the argument list matches smat_tiles_f32_panel*; B and C are row-major with
-            // 16-byte aligned rows (`vectorised`), and every pointer covers what the kernel reads or
-            // writes for these sizes (the partial sums: slots × tile rows × n).
+            // SAFETY: the argument list matches smat_tiles_*_staged* and smat_tiles_f32_panel*; B and
+            // C are row-major with the alignment each kernel needs (`staged`, `vectorised`), every
+            // pointer covers what the kernel reads or writes for these sizes (the partial sums:
+            // slots × tile rows × n), and the shared memory is what the staged kernel lays out.
             unsafe {
                 launch(
                     &f,
