@@ -343,9 +343,10 @@ impl MatrixInfo {
 /// add their latency to the tiles' instead of hiding it; a part only partly given to the tiles
 /// would keep its kernels. Measured on H100 at n = 32 / 128 / 512 against the fastest cuSPARSE
 /// CSR algorithm: ergo's overlap matrix in f32 (384 of 1625 rows as CSR, their block rows of fill
-/// 0.16–0.25) 0.50× / 0.67× / 0.73× → 1.12× / 1.09× / 0.95×, in f64 (65 rows) 0.50× / 0.80× /
-/// 1.15× → 0.64× / 0.99× / 1.23×; fem3x3 with permuted rows in f64, where 1568 of 7312 such rows
-/// qualified, 1.30× / 1.85× / 2.01× → 0.99× / 1.68× / 1.87× when those alone were given.
+/// 0.16–0.25) 0.50× / 0.67× / 0.73× → 1.17× / 1.09× / 1.00×, in f64 (65 rows) 0.50× / 0.80× /
+/// 1.15× → 0.92× / 1.38× / 1.51× (suite runs before and after); fem3x3 with permuted rows in f64,
+/// where 1568 of 7312 such rows qualified, 1.30× / 1.85× / 2.01× → 0.99× / 1.68× / 1.87× when
+/// those alone were given.
 const SMALL_CSR_PART_ROWS: usize = 8192;
 
 /// The most bytes [`StorageFormat::Auto`] spends on an analysed matrix, in sizes of its CSR: tiles
