@@ -181,19 +181,6 @@ fn tile_panels<S: ComputeScalar>(
                         b_small.push(S::from_f64(small as f64));
                     }
                 }
-                if !tf32x3 && b.col_stride == 1 {
-                    // Row-major B: the panel of row k once for the tile's rows, a loop that vectorises.
-                    let start = b.index(k as usize, first_col);
-                    let b_row = &b.data[start..start + width];
-                    for (row, &v) in acc.chunks_exact_mut(width).zip(block.iter().skip(q).step_by(tile.cols)) {
-                        if !(skip_zeros && v == S::ZERO) {
-                            for (x, &bk) in row.iter_mut().zip(b_row) {
-                                *x += v * bk;
-                            }
-                        }
-                    }
-                    continue;
-                }
                 for i in 0..height {
                     let (row, v) = (&mut acc[i * width..(i + 1) * width], block[i * tile.cols + q]);
                     if skip_zeros && v == S::ZERO {
