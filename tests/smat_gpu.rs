@@ -299,7 +299,7 @@ fn spmm_matches_cpu_and_reference_f64() {
 /// The CSR kernels' two forms (16-byte loads for row-major B and C with aligned rows, strided loads
 /// otherwise) at widths around their lanes' coverage, and rows long enough to be cut into segments
 /// (with empty rows, a row of A with every column, and short rows around them); then a matrix of
-/// many short rows, which groups of lanes take several at a time.
+/// many short rows, which groups of lanes take several at a time, and one of skewed row lengths.
 fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     let cols = 2500;
     let mut triplets = Vec::new();
@@ -357,6 +357,26 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
         let p = Problem::new(rng, short.clone(), n, layout, n == 33);
         let what = format!("{:?} short rows n {n} {layout:?}", T::VALUE_TYPE);
         compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &what);
+    }
+    // Row lengths of a power law (most rows 0–3 entries, every 97th 100–127, one long row): the
+    // device keeps such rows longest first, and C's rows must still land in the caller's order.
+    let skewed_rows = 3001;
+    let mut triplets = Vec::new();
+    for r in 0..skewed_rows {
+        let length = match r {
+            1234 => 700,
+            _ if r % 97 == 3 => 100 + rng.below(28),
+            _ => rng.below(4),
+        };
+        for _ in 0..length {
+            triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    let skewed = CsrMatrix::from_triplets(skewed_rows, cols, triplets);
+    for (n, layout) in [(1, Layout::ColMajor), (40, Layout::RowMajor), (128, Layout::RowMajor)] {
+        let p = Problem::new(rng, skewed.clone(), n, layout, n == 40);
+        let what = format!("{:?} skewed rows n {n} {layout:?}", T::VALUE_TYPE);
+        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
     }
 }
 

@@ -16,12 +16,13 @@
 use super::kernels::SMAT;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{byte_count, element_count, try_vec, try_zeros};
+use crate::alloc::{byte_count, element_count, try_collect, try_vec, try_with_capacity, try_zeros};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
+use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
 use crate::types::{Layout, ValueType};
 use cudarc::driver::result as drv;
@@ -46,6 +47,13 @@ const ROW_THREADS: usize = 256;
 const SHORT_ROWS: usize = 8;
 const SHORT_ROWS_MIN_ROWS: usize = 65536;
 const SHORT_ROW_MEAN_ENTRIES: usize = 8;
+/// CSR rows whose lengths spread this much (standard deviation over mean, long rows left out) are
+/// stored on the device longest first, so that the rows a thread block takes together are about as
+/// long and the block does not hold its place on the multiprocessor while one warp finishes a row
+/// far longer than the others' (a power-law graph's rows: ncu measured 32 % achieved occupancy
+/// against 50 % possible in caller order). Rows of similar lengths keep the caller's order, whose
+/// neighbouring rows share rows of B through the caches.
+const SKEWED_ROW_LENGTHS: f64 = 1.0;
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
 const STAGED_WARPS: usize = 4;
 
@@ -290,6 +298,50 @@ fn as_i32_index(index: u32) -> i32 {
     if index == NO_ROW || index == NO_COLUMN { -1 } else { index as i32 }
 }
 
+/// `csr`'s rows longest first (ties in caller order; rows longer than `long_limit`, which the segment
+/// kernels take, last) where their lengths are skewed ([`SKEWED_ROW_LENGTHS`]); `None` otherwise.
+fn longest_first<S: Copy>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<RowsCsr<S>>> {
+    let length = |i: usize| csr.row_ptr[i + 1] - csr.row_ptr[i];
+    let (mut rows, mut sum, mut squares) = (0usize, 0f64, 0f64);
+    for i in (0..csr.rows()).filter(|&i| length(i) <= long_limit) {
+        rows += 1;
+        sum += length(i) as f64;
+        squares += (length(i) as f64).powi(2);
+    }
+    let mean = sum / rows.max(1) as f64;
+    let deviation = (squares / rows.max(1) as f64 - mean * mean).max(0.0).sqrt();
+    if rows == 0 || mean == 0.0 || deviation <= SKEWED_ROW_LENGTHS * mean {
+        return Ok(None);
+    }
+    // A counting sort by length, longest first; long rows share the bucket past the shortest.
+    let bucket = |i: usize| if length(i) > long_limit { long_limit + 1 } else { long_limit - length(i) };
+    let mut starts = try_vec(long_limit + 3, 0usize, "the CSR row order")?;
+    for i in 0..csr.rows() {
+        starts[bucket(i) + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut order = try_vec(csr.rows(), 0u32, "the CSR row order")?;
+    for i in 0..csr.rows() {
+        order[starts[bucket(i)]] = i as u32;
+        starts[bucket(i)] += 1;
+    }
+    let mut row_ptr = try_vec(csr.rows() + 1, 0usize, "the CSR row pointers")?;
+    for (at, &i) in order.iter().enumerate() {
+        row_ptr[at + 1] = row_ptr[at] + length(i as usize);
+    }
+    let mut col_ind = try_with_capacity(csr.entries(), "the CSR column indices")?;
+    let mut values = try_with_capacity(csr.entries(), "the CSR values")?;
+    for &i in &order {
+        let entries = csr.row_ptr[i as usize]..csr.row_ptr[i as usize + 1];
+        col_ind.extend_from_slice(&csr.col_ind[entries.clone()]);
+        values.extend_from_slice(&csr.values[entries]);
+    }
+    let out_rows = try_collect(csr.rows(), "the CSR rows", |at| csr.out_rows[order[at] as usize])?;
+    Ok(Some(RowsCsr { out_rows, row_ptr, col_ind, values }))
+}
+
 impl DeviceStorage {
     /// Uploads an analysed matrix of element type `T` to `device` on `stream`, and waits for the
     /// copy so that later calls may run on any stream of the device. Values in the compute type are
@@ -302,8 +354,9 @@ impl DeviceStorage {
     ) -> Result<DeviceStorage> {
         let Bcsr { block_row_ptr, columns, values, out_rows, .. } = &storage.tiles;
         let schedule = TileSchedule::new(block_row_ptr);
-        let csr = &storage.rows;
-        let long_limit = DeviceRows::long_limit(csr.entries());
+        let long_limit = DeviceRows::long_limit(storage.rows.entries());
+        let longest_first = longest_first(&storage.rows, long_limit)?;
+        let csr = longest_first.as_ref().unwrap_or(&storage.rows);
         // Long rows are few (at most entries / long_limit of them): these lists stay small.
         let (mut seg_bounds, mut long_seg_ptr, mut long_out_rows) = (Vec::new(), vec![0i32], Vec::new());
         let mut long_entries = 0;
@@ -828,5 +881,41 @@ mod tests {
             next_tile = item[2];
         }
         assert_eq!(next_tile as usize, ptr[10_000]);
+    }
+
+    /// A CSR part whose rows have the given lengths; entry e of caller row r holds column r·100 + e
+    /// and value −e, so that the test can tell where each entry went.
+    fn rows_of_lengths(lengths: &[usize]) -> RowsCsr<f64> {
+        let mut csr = RowsCsr { out_rows: vec![], row_ptr: vec![0], col_ind: vec![], values: vec![] };
+        for (r, &length) in lengths.iter().enumerate() {
+            csr.out_rows.push(2 * r as u32);
+            for e in 0..length {
+                csr.col_ind.push((r * 100 + e) as u32);
+                csr.values.push(-(e as f64));
+            }
+            csr.row_ptr.push(csr.col_ind.len());
+        }
+        csr
+    }
+
+    #[test]
+    fn skewed_rows_go_longest_first_with_their_entries_and_long_rows_last() {
+        // Lengths 1, 1, 1, 1, 1, 30 (deviation 11.2 over mean 5.8) and one long row (50 > 40).
+        let csr = rows_of_lengths(&[1, 30, 50, 1, 0, 1, 1, 1]);
+        let sorted = longest_first(&csr, 40).unwrap().expect("skewed");
+        assert_eq!(sorted.out_rows, [2, 0, 6, 10, 12, 14, 8, 4]);
+        assert_eq!(sorted.row_ptr, [0, 30, 31, 32, 33, 34, 35, 35, 85]);
+        for (at, &out) in sorted.out_rows.iter().enumerate() {
+            let r = out as usize / 2;
+            let entries = sorted.row_ptr[at]..sorted.row_ptr[at + 1];
+            assert_eq!(entries.len(), csr.row_ptr[r + 1] - csr.row_ptr[r]);
+            for (e, at) in entries.enumerate() {
+                assert_eq!((sorted.col_ind[at], sorted.values[at]), ((r * 100 + e) as u32, -(e as f64)));
+            }
+        }
+        // Lengths that spread less than their mean keep the caller's order; so do empty parts.
+        assert!(longest_first(&rows_of_lengths(&[3, 5, 4, 9, 2, 60]), 40).unwrap().is_none());
+        assert!(longest_first(&rows_of_lengths(&[0, 0, 0]), 40).unwrap().is_none());
+        assert!(longest_first(&rows_of_lengths(&[]), 40).unwrap().is_none());
     }
 }
