@@ -299,7 +299,8 @@ fn spmm_matches_cpu_and_reference_f64() {
 /// The CSR kernels' two forms (16-byte loads for row-major B and C with aligned rows, strided loads
 /// otherwise) at widths around their lanes' coverage, and rows long enough to be cut into segments
 /// (with empty rows, a row of A with every column, and short rows around them); then a matrix of
-/// many short rows, which groups of lanes take several at a time, and one of skewed row lengths.
+/// many short rows, which groups of lanes take several at a time, one of skewed row lengths and a
+/// band whose rows were shuffled (both stored in another row order on the device).
 fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     let cols = 2500;
     let mut triplets = Vec::new();
@@ -377,6 +378,28 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
         let p = Problem::new(rng, skewed.clone(), n, layout, n == 40);
         let what = format!("{:?} skewed rows n {n} {layout:?}", T::VALUE_TYPE);
         compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
+    }
+    // A band whose rows were shuffled (some left empty): the device keeps its rows by first column.
+    let band_rows = 4000;
+    let mut shuffled: Vec<usize> = (0..band_rows).collect();
+    for i in 0..band_rows {
+        shuffled.swap(i, i + rng.below(band_rows - i));
+    }
+    let mut triplets = Vec::new();
+    for (r, &band_row) in shuffled.iter().enumerate() {
+        if band_row % 9 == 4 {
+            continue;
+        }
+        let center = band_row * cols / band_rows;
+        for c in center.saturating_sub(3)..(center + 4).min(cols) {
+            triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    let permuted = CsrMatrix::from_triplets(band_rows, cols, triplets);
+    for (n, layout) in [(3, Layout::RowMajor), (64, Layout::ColMajor), (128, Layout::RowMajor)] {
+        let p = Problem::new(rng, permuted.clone(), n, layout, n == 64);
+        let what = format!("{:?} shuffled band rows n {n} {layout:?}", T::VALUE_TYPE);
+        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &what);
     }
 }
 

@@ -16,7 +16,7 @@
 //! caller's row order.
 
 pub mod bcsr;
-mod chunks;
+pub(crate) mod chunks;
 pub mod contract;
 pub mod reorder;
 pub mod rows;

@@ -16,12 +16,13 @@
 use super::kernels::SMAT;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{byte_count, element_count, try_collect, try_vec, try_with_capacity, try_zeros};
+use crate::alloc::{ZeroBits, byte_count, element_count, try_collect, try_collect_par, try_vec, try_zeros};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
+use crate::smat::chunks;
 use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
 use crate::types::{Layout, ValueType};
@@ -54,6 +55,17 @@ const SHORT_ROW_MEAN_ENTRIES: usize = 8;
 /// against 50 % possible in caller order). Rows of similar lengths keep the caller's order, whose
 /// neighbouring rows share rows of B through the caches.
 const SKEWED_ROW_LENGTHS: f64 = 1.0;
+/// CSR rows out of order: where more than `caller_far_apart` (a fraction) of neighbouring rows start
+/// over `local_columns` columns apart in the caller's order, and sorting the rows by their first
+/// column brings that under `sorted_far_apart`, the device stores them in that order, so that rows
+/// run together that read nearby rows of B (a structured matrix whose rows were permuted).
+struct ScatteredRows {
+    local_columns: u32,
+    caller_far_apart: (usize, usize),
+    sorted_far_apart: (usize, usize),
+}
+const SCATTERED_ROWS: ScatteredRows =
+    ScatteredRows { local_columns: 64, caller_far_apart: (1, 2), sorted_far_apart: (1, 10) };
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
 const STAGED_WARPS: usize = 4;
 
@@ -298,9 +310,25 @@ fn as_i32_index(index: u32) -> i32 {
     if index == NO_ROW || index == NO_COLUMN { -1 } else { index as i32 }
 }
 
-/// `csr`'s rows longest first (ties in caller order; rows longer than `long_limit`, which the segment
-/// kernels take, last) where their lengths are skewed ([`SKEWED_ROW_LENGTHS`]); `None` otherwise.
-fn longest_first<S: Copy>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<RowsCsr<S>>> {
+/// The order in which the device stores `csr`'s rows (positions to caller rows), where it is not
+/// the caller's: longest first where their lengths are skewed ([`SKEWED_ROW_LENGTHS`]), else by
+/// their first column where neighbouring rows lie far apart but would not in that order
+/// ([`SCATTERED_ROWS`]); `None` keeps the caller's order.
+fn device_row_order<S: Sync>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u32>>> {
+    if let Some(order) = longest_first(csr, long_limit)? {
+        crate::log::note(|| "CSR rows stored longest first (skewed lengths)".to_string());
+        return Ok(Some(order));
+    }
+    let order = by_first_column(csr)?;
+    if order.is_some() {
+        crate::log::note(|| "CSR rows stored by first column (neighbouring rows far apart)".to_string());
+    }
+    Ok(order)
+}
+
+/// `csr`'s rows longest first (ties in caller order; rows longer than `long_limit`, which the
+/// segment kernels take, last) where their lengths are skewed; `None` otherwise.
+fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u32>>> {
     let length = |i: usize| csr.row_ptr[i + 1] - csr.row_ptr[i];
     let (mut rows, mut sum, mut squares) = (0usize, 0f64, 0f64);
     for i in (0..csr.rows()).filter(|&i| length(i) <= long_limit) {
@@ -313,33 +341,84 @@ fn longest_first<S: Copy>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<
     if rows == 0 || mean == 0.0 || deviation <= SKEWED_ROW_LENGTHS * mean {
         return Ok(None);
     }
-    // A counting sort by length, longest first; long rows share the bucket past the shortest.
+    // Long rows share the bucket past the shortest.
     let bucket = |i: usize| if length(i) > long_limit { long_limit + 1 } else { long_limit - length(i) };
-    let mut starts = try_vec(long_limit + 3, 0usize, "the CSR row order")?;
-    for i in 0..csr.rows() {
+    counting_order(csr.rows(), long_limit + 2, bucket).map(Some)
+}
+
+/// `csr`'s rows by their first (smallest) column, empty rows last, ties in caller order, where more
+/// than half of the caller's neighbouring rows start over `local_columns` columns apart and that
+/// order brings under a tenth those that start or end that far apart (rows of random columns, whose
+/// ends stay apart, keep the caller's order); `None` otherwise.
+fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
+    let columns = |i: usize| csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter().copied();
+    let first: Vec<u32> = try_collect_par(csr.rows(), "the CSR row order", |i| columns(i).min().unwrap_or(u32::MAX))?;
+    let last: Vec<u32> = try_collect_par(csr.rows(), "the CSR row order", |i| columns(i).max().unwrap_or(u32::MAX))?;
+    // Neighbouring rows, both with entries, that start far apart: (pairs, far apart).
+    let far_apart = |rows: &mut dyn Iterator<Item = u32>| {
+        let (mut pairs, mut far) = (0usize, 0usize);
+        let mut before = u32::MAX;
+        for column in rows {
+            if column != u32::MAX && before != u32::MAX {
+                pairs += 1;
+                far += usize::from(column.abs_diff(before) > SCATTERED_ROWS.local_columns);
+            }
+            before = column;
+        }
+        (pairs, far)
+    };
+    let (pairs, far) = far_apart(&mut first.iter().copied());
+    if pairs == 0 || far * SCATTERED_ROWS.caller_far_apart.1 <= pairs * SCATTERED_ROWS.caller_far_apart.0 {
+        return Ok(None);
+    }
+    let columns = first.iter().filter(|&&c| c != u32::MAX).max().map_or(0, |&c| c as usize + 1);
+    let order = counting_order(csr.rows(), columns + 1, |i| (first[i] as usize).min(columns))?;
+    let (most, of) = SCATTERED_ROWS.sorted_far_apart;
+    let near_once_sorted = |ends: &[u32]| far_apart(&mut order.iter().map(|&i| ends[i as usize])).1 * of < pairs * most;
+    Ok((near_once_sorted(&first) && near_once_sorted(&last)).then_some(order))
+}
+
+/// The positions 0..rows sorted by `bucket` (below `buckets`), ties in increasing order: as caller
+/// rows in device order.
+fn counting_order(rows: usize, buckets: usize, bucket: impl Fn(usize) -> usize) -> Result<Vec<u32>> {
+    let mut starts = try_vec(buckets + 1, 0usize, "the CSR row order")?;
+    for i in 0..rows {
         starts[bucket(i) + 1] += 1;
     }
     for b in 1..starts.len() {
         starts[b] += starts[b - 1];
     }
-    let mut order = try_vec(csr.rows(), 0u32, "the CSR row order")?;
-    for i in 0..csr.rows() {
+    let mut order = try_vec(rows, 0u32, "the CSR row order")?;
+    for i in 0..rows {
         order[starts[bucket(i)]] = i as u32;
         starts[bucket(i)] += 1;
     }
+    Ok(order)
+}
+
+/// `csr` with its rows in `order` (device position to caller row): `out_rows` still names each row's
+/// row of C, but no longer increases. Copied in parallel over runs of rows.
+fn reordered<S: ZeroBits + Sync>(csr: &RowsCsr<S>, order: &[u32]) -> Result<RowsCsr<S>> {
+    let caller = |at: usize| csr.row_ptr[order[at] as usize]..csr.row_ptr[order[at] as usize + 1];
     let mut row_ptr = try_vec(csr.rows() + 1, 0usize, "the CSR row pointers")?;
-    for (at, &i) in order.iter().enumerate() {
-        row_ptr[at + 1] = row_ptr[at] + length(i as usize);
+    for at in 0..csr.rows() {
+        row_ptr[at + 1] = row_ptr[at] + caller(at).len();
     }
-    let mut col_ind = try_with_capacity(csr.entries(), "the CSR column indices")?;
-    let mut values = try_with_capacity(csr.entries(), "the CSR values")?;
-    for &i in &order {
-        let entries = csr.row_ptr[i as usize]..csr.row_ptr[i as usize + 1];
-        col_ind.extend_from_slice(&csr.col_ind[entries.clone()]);
-        values.extend_from_slice(&csr.values[entries]);
-    }
+    let mut col_ind: Vec<u32> = try_zeros(csr.entries(), "the CSR column indices")?;
+    let mut values: Vec<S> = try_zeros(csr.entries(), "the CSR values")?;
+    let bounds = chunks::runs(csr.rows(), |at| row_ptr[at]);
+    let col_runs = chunks::split_by_runs(&mut col_ind, &bounds, |at| row_ptr[at]);
+    let value_runs = chunks::split_by_runs(&mut values, &bounds, |at| row_ptr[at]);
+    col_runs.into_par_iter().zip(value_runs).zip(bounds.par_windows(2)).for_each(|((cols, vals), run)| {
+        let first = row_ptr[run[0]];
+        for at in run[0]..run[1] {
+            let (to, from) = (row_ptr[at] - first..row_ptr[at + 1] - first, caller(at));
+            cols[to.clone()].copy_from_slice(&csr.col_ind[from.clone()]);
+            vals[to].copy_from_slice(&csr.values[from]);
+        }
+    });
     let out_rows = try_collect(csr.rows(), "the CSR rows", |at| csr.out_rows[order[at] as usize])?;
-    Ok(Some(RowsCsr { out_rows, row_ptr, col_ind, values }))
+    Ok(RowsCsr { out_rows, row_ptr, col_ind, values })
 }
 
 impl DeviceStorage {
@@ -355,8 +434,11 @@ impl DeviceStorage {
         let Bcsr { block_row_ptr, columns, values, out_rows, .. } = &storage.tiles;
         let schedule = TileSchedule::new(block_row_ptr);
         let long_limit = DeviceRows::long_limit(storage.rows.entries());
-        let longest_first = longest_first(&storage.rows, long_limit)?;
-        let csr = longest_first.as_ref().unwrap_or(&storage.rows);
+        let reordered = match device_row_order(&storage.rows, long_limit)? {
+            Some(order) => Some(reordered(&storage.rows, &order)?),
+            None => None,
+        };
+        let csr = reordered.as_ref().unwrap_or(&storage.rows);
         // Long rows are few (at most entries / long_limit of them): these lists stay small.
         let (mut seg_bounds, mut long_seg_ptr, mut long_out_rows) = (Vec::new(), vec![0i32], Vec::new());
         let mut long_entries = 0;
@@ -902,7 +984,8 @@ mod tests {
     fn skewed_rows_go_longest_first_with_their_entries_and_long_rows_last() {
         // Lengths 1, 1, 1, 1, 1, 30 (deviation 11.2 over mean 5.8) and one long row (50 > 40).
         let csr = rows_of_lengths(&[1, 30, 50, 1, 0, 1, 1, 1]);
-        let sorted = longest_first(&csr, 40).unwrap().expect("skewed");
+        let order = device_row_order(&csr, 40).unwrap().expect("skewed");
+        let sorted = reordered(&csr, &order).unwrap();
         assert_eq!(sorted.out_rows, [2, 0, 6, 10, 12, 14, 8, 4]);
         assert_eq!(sorted.row_ptr, [0, 30, 31, 32, 33, 34, 35, 35, 85]);
         for (at, &out) in sorted.out_rows.iter().enumerate() {
@@ -917,5 +1000,61 @@ mod tests {
         assert!(longest_first(&rows_of_lengths(&[3, 5, 4, 9, 2, 60]), 40).unwrap().is_none());
         assert!(longest_first(&rows_of_lengths(&[0, 0, 0]), 40).unwrap().is_none());
         assert!(longest_first(&rows_of_lengths(&[]), 40).unwrap().is_none());
+    }
+
+    /// A band of half-width 2 over 1000 rows whose caller row i is band row `perm[i]`, every 7th row
+    /// empty.
+    fn permuted_band(perm: &[usize]) -> RowsCsr<f64> {
+        let mut csr = RowsCsr { out_rows: vec![], row_ptr: vec![0], col_ind: vec![], values: vec![] };
+        for (i, &r) in perm.iter().enumerate() {
+            csr.out_rows.push(i as u32);
+            if r % 7 != 3 {
+                // Columns in decreasing order: the first is not the first given.
+                for c in (r.saturating_sub(2)..(r + 3).min(perm.len())).rev() {
+                    csr.col_ind.push(c as u32);
+                    csr.values.push(r as f64);
+                }
+            }
+            csr.row_ptr.push(csr.col_ind.len());
+        }
+        csr
+    }
+
+    #[test]
+    fn rows_out_of_order_go_by_their_first_column() {
+        let identity: Vec<usize> = (0..1000).collect();
+        assert!(device_row_order(&permuted_band(&identity), 100).unwrap().is_none());
+        // A fixed scrambling: caller row i is band row 387·i mod 1000.
+        let perm: Vec<usize> = (0..1000).map(|i| 387 * i % 1000).collect();
+        let csr = permuted_band(&perm);
+        let order = device_row_order(&csr, 100).unwrap().expect("scattered");
+        let sorted = reordered(&csr, &order).unwrap();
+        // The band's rows by first column (rows 0–2 all start at column 0), then the empty ones in
+        // caller order; each with its own entries.
+        let band_rows: Vec<usize> = order.iter().map(|&i| perm[i as usize]).collect();
+        let empty: Vec<usize> = perm.iter().copied().filter(|r| r % 7 == 3).collect();
+        let (full, tail) = band_rows.split_at(band_rows.len() - empty.len());
+        assert_eq!(tail, empty);
+        let mut expected: Vec<usize> = identity.iter().copied().filter(|r| r % 7 != 3).collect();
+        assert!(full.windows(2).all(|w| w[0].saturating_sub(2) <= w[1].saturating_sub(2)), "{full:?}");
+        assert_eq!(full[3..], expected.split_off(3));
+        // Rows of random columns: sorted by their first, their last ones stay apart; no new order.
+        let mut random = RowsCsr { out_rows: vec![], row_ptr: vec![0], col_ind: vec![], values: vec![] };
+        let mut state = 12345u64;
+        for i in 0..1000 {
+            random.out_rows.push(i);
+            for _ in 0..5 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                random.col_ind.push((state >> 33) as u32 % 100_000);
+                random.values.push(1.0);
+            }
+            random.row_ptr.push(random.col_ind.len());
+        }
+        assert!(device_row_order(&random, 100).unwrap().is_none());
+        for (at, &i) in order.iter().enumerate() {
+            assert_eq!(sorted.out_rows[at], i);
+            let entries = sorted.row_ptr[at]..sorted.row_ptr[at + 1];
+            assert!(sorted.values[entries].iter().all(|&v| v == perm[i as usize] as f64));
+        }
     }
 }
