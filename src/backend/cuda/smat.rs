@@ -58,14 +58,16 @@ const SKEWED_ROW_LENGTHS: f64 = 1.0;
 /// CSR rows out of order: where more than `caller_far_apart` (a fraction) of neighbouring rows start
 /// over `local_columns` columns apart in the caller's order, and sorting the rows by their first
 /// column brings that under `sorted_far_apart`, the device stores them in that order, so that rows
-/// run together that read nearby rows of B (a structured matrix whose rows were permuted).
+/// run together that read nearby rows of B (a structured matrix whose rows were permuted). Rows that
+/// span more than `1 / widest_mean_span` of the columns on average are not tried.
 struct ScatteredRows {
     local_columns: u32,
     caller_far_apart: (usize, usize),
+    widest_mean_span: usize,
     sorted_far_apart: (usize, usize),
 }
 const SCATTERED_ROWS: ScatteredRows =
-    ScatteredRows { local_columns: 64, caller_far_apart: (1, 2), sorted_far_apart: (1, 10) };
+    ScatteredRows { local_columns: 64, caller_far_apart: (1, 2), widest_mean_span: 8, sorted_far_apart: (1, 10) };
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
 const STAGED_WARPS: usize = 4;
 
@@ -347,35 +349,46 @@ fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u3
 }
 
 /// `csr`'s rows by their first (smallest) column, empty rows last, ties in caller order, where more
-/// than half of the caller's neighbouring rows start over `local_columns` columns apart and that
-/// order brings under a tenth those that start or end that far apart (rows of random columns, whose
-/// ends stay apart, keep the caller's order); `None` otherwise.
+/// than half of the caller's neighbouring rows start over `local_columns` columns apart, the rows
+/// span on average at most `1 / widest_mean_span` of the columns (rows of random columns, which no
+/// order brings together, span most of them), and that order brings under a tenth the neighbours
+/// that start or end that far apart; `None` otherwise.
 fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
-    let columns = |i: usize| csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter().copied();
-    let first: Vec<u32> = try_collect_par(csr.rows(), "the CSR row order", |i| columns(i).min().unwrap_or(u32::MAX))?;
-    let last: Vec<u32> = try_collect_par(csr.rows(), "the CSR row order", |i| columns(i).max().unwrap_or(u32::MAX))?;
-    // Neighbouring rows, both with entries, that start far apart: (pairs, far apart).
-    let far_apart = |rows: &mut dyn Iterator<Item = u32>| {
-        let (mut pairs, mut far) = (0usize, 0usize);
-        let mut before = u32::MAX;
-        for column in rows {
-            if column != u32::MAX && before != u32::MAX {
+    // Each row's first and last column; (u32::MAX, 0) for an empty row.
+    let ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
+        let columns = csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter();
+        columns.fold((u32::MAX, 0), |(first, last), &c| (first.min(c), last.max(c)))
+    })?;
+    let has_entries = |(first, last): (u32, u32)| first <= last;
+    let far = |a: u32, b: u32| a.abs_diff(b) > SCATTERED_ROWS.local_columns;
+    // Neighbouring rows, both with entries, in an order: (pairs, pairs far apart by `apart`).
+    let neighbours = |rows: &mut dyn Iterator<Item = (u32, u32)>, apart: &dyn Fn((u32, u32), (u32, u32)) -> bool| {
+        let (mut pairs, mut far_apart) = (0usize, 0usize);
+        let mut before = None;
+        for row in rows.filter(|&row| has_entries(row)) {
+            if let Some(previous) = before {
                 pairs += 1;
-                far += usize::from(column.abs_diff(before) > SCATTERED_ROWS.local_columns);
+                far_apart += usize::from(apart(previous, row));
             }
-            before = column;
+            before = Some(row);
         }
-        (pairs, far)
+        (pairs, far_apart)
     };
-    let (pairs, far) = far_apart(&mut first.iter().copied());
-    if pairs == 0 || far * SCATTERED_ROWS.caller_far_apart.1 <= pairs * SCATTERED_ROWS.caller_far_apart.0 {
+    let (pairs, far_apart) = neighbours(&mut ends.iter().copied(), &|a, b| far(a.0, b.0));
+    let (most, of) = SCATTERED_ROWS.caller_far_apart;
+    if pairs == 0 || far_apart * of <= pairs * most {
         return Ok(None);
     }
-    let columns = first.iter().filter(|&&c| c != u32::MAX).max().map_or(0, |&c| c as usize + 1);
-    let order = counting_order(csr.rows(), columns + 1, |i| (first[i] as usize).min(columns))?;
+    let columns = ends.iter().map(|&(_, last)| last as usize + 1).max().unwrap_or(0);
+    let span: usize = ends.iter().filter(|&&row| has_entries(row)).map(|&(first, last)| (last - first) as usize).sum();
+    if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
+        return Ok(None);
+    }
+    let order = counting_order(csr.rows(), columns + 1, |i| (ends[i].0 as usize).min(columns))?;
+    let (_, far_sorted) =
+        neighbours(&mut order.iter().map(|&i| ends[i as usize]), &|a, b| far(a.0, b.0) || far(a.1, b.1));
     let (most, of) = SCATTERED_ROWS.sorted_far_apart;
-    let near_once_sorted = |ends: &[u32]| far_apart(&mut order.iter().map(|&i| ends[i as usize])).1 * of < pairs * most;
-    Ok((near_once_sorted(&first) && near_once_sorted(&last)).then_some(order))
+    Ok((far_sorted * of < pairs * most).then_some(order))
 }
 
 /// The positions 0..rows sorted by `bucket` (below `buckets`), ties in increasing order: as caller
