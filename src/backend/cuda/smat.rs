@@ -349,44 +349,46 @@ fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u3
 }
 
 /// `csr`'s rows by their first (smallest) column, empty rows last, ties in caller order, where more
-/// than half of the caller's neighbouring rows start over `local_columns` columns apart, the rows
-/// span on average at most `1 / widest_mean_span` of the columns (rows of random columns, which no
-/// order brings together, span most of them), and that order brings under a tenth the neighbours
-/// that start or end that far apart; `None` otherwise.
+/// than half of the caller's neighbouring rows start over `local_columns` columns apart (judged by
+/// the first entry each row holds, which costs a read a row), the rows span on average at most
+/// `1 / widest_mean_span` of the columns (rows of random columns, which no order brings together,
+/// span most of them), and that order brings under a tenth the neighbours that start or end that far
+/// apart; `None` otherwise.
 fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
-    // Each row's first and last column; (u32::MAX, 0) for an empty row.
-    let ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
-        let columns = csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter();
-        columns.fold((u32::MAX, 0), |(first, last), &c| (first.min(c), last.max(c)))
-    })?;
+    const EMPTY: (u32, u32) = (u32::MAX, 0);
     let has_entries = |(first, last): (u32, u32)| first <= last;
     let far = |a: u32, b: u32| a.abs_diff(b) > SCATTERED_ROWS.local_columns;
-    // Neighbouring rows, both with entries, in an order: (pairs, pairs far apart by `apart`).
-    let neighbours = |rows: &mut dyn Iterator<Item = (u32, u32)>, apart: &dyn Fn((u32, u32), (u32, u32)) -> bool| {
-        let (mut pairs, mut far_apart) = (0usize, 0usize);
-        let mut before = None;
-        for row in rows.filter(|&row| has_entries(row)) {
-            if let Some(previous) = before {
-                pairs += 1;
-                far_apart += usize::from(apart(previous, row));
-            }
-            before = Some(row);
-        }
-        (pairs, far_apart)
-    };
-    let (pairs, far_apart) = neighbours(&mut ends.iter().copied(), &|a, b| far(a.0, b.0));
+    // Neighbouring rows, both with entries: (pairs, pairs far apart by `apart`).
+    fn neighbours(rows: &[(u32, u32)], apart: impl Fn((u32, u32), (u32, u32)) -> bool) -> (usize, usize) {
+        let has_entries = |(first, last): (u32, u32)| first <= last;
+        let pairs = rows.windows(2).filter(|w| has_entries(w[0]) && has_entries(w[1]));
+        pairs.fold((0, 0), |(count, far), w| (count + 1, far + usize::from(apart(w[0], w[1]))))
+    }
+    let stored_first: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
+        let (begin, end) = (csr.row_ptr[i], csr.row_ptr[i + 1]);
+        if begin < end { (csr.col_ind[begin], csr.col_ind[begin]) } else { EMPTY }
+    })?;
+    let (pairs, far_apart) = neighbours(&stored_first, |a, b| far(a.0, b.0));
     let (most, of) = SCATTERED_ROWS.caller_far_apart;
     if pairs == 0 || far_apart * of <= pairs * most {
         return Ok(None);
     }
+    // Each row's first and last column.
+    let ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
+        let columns = csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter();
+        columns.fold(EMPTY, |(first, last), &c| (first.min(c), last.max(c)))
+    })?;
     let columns = ends.iter().map(|&(_, last)| last as usize + 1).max().unwrap_or(0);
     let span: usize = ends.iter().filter(|&&row| has_entries(row)).map(|&(first, last)| (last - first) as usize).sum();
     if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
         return Ok(None);
     }
-    let order = counting_order(csr.rows(), columns + 1, |i| (ends[i].0 as usize).min(columns))?;
-    let (_, far_sorted) =
-        neighbours(&mut order.iter().map(|&i| ends[i as usize]), &|a, b| far(a.0, b.0) || far(a.1, b.1));
+    // By first column, ties in caller order (empty rows, first column u32::MAX, last).
+    let mut keys = try_collect_par(csr.rows(), "the CSR row order", |i| ((ends[i].0 as u64) << 32) | i as u64)?;
+    keys.par_sort_unstable();
+    let order = try_collect_par(csr.rows(), "the CSR row order", |at| keys[at] as u32)?;
+    let sorted = try_collect_par(csr.rows(), "the CSR row order", |at| ends[order[at] as usize])?;
+    let (_, far_sorted) = neighbours(&sorted, |a, b| far(a.0, b.0) || far(a.1, b.1));
     let (most, of) = SCATTERED_ROWS.sorted_far_apart;
     Ok((far_sorted * of < pairs * most).then_some(order))
 }
