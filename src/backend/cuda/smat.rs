@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
-use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::chunks;
+use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
 use crate::types::{Layout, ValueType};
@@ -349,11 +349,11 @@ fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u3
 }
 
 /// `csr`'s rows by their first (smallest) column, empty rows last, ties in caller order, where more
-/// than half of the caller's neighbouring rows start over `local_columns` columns apart (judged by
-/// the first entry each row holds, which costs a read a row), the rows span on average at most
-/// `1 / widest_mean_span` of the columns (rows of random columns, which no order brings together,
-/// span most of them), and that order brings under a tenth the neighbours that start or end that far
-/// apart; `None` otherwise.
+/// than half of the caller's neighbouring rows start over `local_columns` columns apart and the rows
+/// span on average at most `1 / widest_mean_span` of the columns (rows of random columns, which no
+/// order brings together, span most of them), both judged by the first and last entry each row
+/// holds, and that order brings under a tenth the neighbours that start or end that far apart;
+/// `None` otherwise. Rows in order, or of random columns, cost a read or two a row.
 fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
     const EMPTY: (u32, u32) = (u32::MAX, 0);
     let has_entries = |(first, last): (u32, u32)| first <= last;
@@ -364,13 +364,24 @@ fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
         let pairs = rows.windows(2).filter(|w| has_entries(w[0]) && has_entries(w[1]));
         pairs.fold((0, 0), |(count, far), w| (count + 1, far + usize::from(apart(w[0], w[1]))))
     }
-    let stored_first: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
+    // The columns of each row's first and last stored entries, in increasing order: a read or two a
+    // row. Their distance is at most the row's span, and near it for rows of random columns.
+    let stored_ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
         let (begin, end) = (csr.row_ptr[i], csr.row_ptr[i + 1]);
-        if begin < end { (csr.col_ind[begin], csr.col_ind[begin]) } else { EMPTY }
+        if begin == end {
+            return EMPTY;
+        }
+        let (a, b) = (csr.col_ind[begin], csr.col_ind[end - 1]);
+        (a.min(b), a.max(b))
     })?;
-    let (pairs, far_apart) = neighbours(&stored_first, |a, b| far(a.0, b.0));
+    let (pairs, far_apart) = neighbours(&stored_ends, |a, b| far(a.0, b.0));
     let (most, of) = SCATTERED_ROWS.caller_far_apart;
     if pairs == 0 || far_apart * of <= pairs * most {
+        return Ok(None);
+    }
+    let columns = stored_ends.iter().filter(|&&row| has_entries(row)).map(|&(_, b)| b as usize + 1).max().unwrap_or(0);
+    let span: usize = stored_ends.iter().filter(|&&row| has_entries(row)).map(|&(a, b)| (b - a) as usize).sum();
+    if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
         return Ok(None);
     }
     // Each row's first and last column.
@@ -378,11 +389,6 @@ fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
         let columns = csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter();
         columns.fold(EMPTY, |(first, last), &c| (first.min(c), last.max(c)))
     })?;
-    let columns = ends.iter().map(|&(_, last)| last as usize + 1).max().unwrap_or(0);
-    let span: usize = ends.iter().filter(|&&row| has_entries(row)).map(|&(first, last)| (last - first) as usize).sum();
-    if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
-        return Ok(None);
-    }
     // By first column, ties in caller order (empty rows, first column u32::MAX, last).
     let mut keys = try_collect_par(csr.rows(), "the CSR row order", |i| ((ends[i].0 as u64) << 32) | i as u64)?;
     keys.par_sort_unstable();
