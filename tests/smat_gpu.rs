@@ -345,40 +345,18 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     }
     // Many short rows (0–6 entries, a few long ones among them), a row count that is not a multiple
     // of the rows a group takes: the kernel for short rows.
-    let short_rows = 70_003;
-    let mut triplets = Vec::new();
-    for r in 0..short_rows {
-        let length = if r % 10_007 == 5 { 700 } else { rng.below(7) };
-        for _ in 0..length {
-            triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
-        }
-    }
-    let short = CsrMatrix::from_triplets(short_rows, cols, triplets);
-    for (n, layout) in [(1, Layout::RowMajor), (33, Layout::ColMajor), (128, Layout::RowMajor)] {
-        let p = Problem::new(rng, short.clone(), n, layout, n == 33);
-        let what = format!("{:?} short rows n {n} {layout:?}", T::VALUE_TYPE);
-        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &what);
-    }
+    let short = random_rows::<T>(rng, 70_003, cols, |rng, r| if r % 10_007 == 5 { 700 } else { rng.below(7) });
+    let cases = [(1, Layout::RowMajor), (33, Layout::ColMajor), (128, Layout::RowMajor)];
+    compare_cases(rng, &short, cases, IndexBase::One, "short rows", (&gpu_handle, &cpu_handle));
     // Row lengths of a power law (most rows 0–3 entries, every 97th 100–127, one long row): the
     // device keeps such rows longest first, and C's rows must still land in the caller's order.
-    let skewed_rows = 3001;
-    let mut triplets = Vec::new();
-    for r in 0..skewed_rows {
-        let length = match r {
-            1234 => 700,
-            _ if r % 97 == 3 => 100 + rng.below(28),
-            _ => rng.below(4),
-        };
-        for _ in 0..length {
-            triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
-        }
-    }
-    let skewed = CsrMatrix::from_triplets(skewed_rows, cols, triplets);
-    for (n, layout) in [(1, Layout::ColMajor), (40, Layout::RowMajor), (128, Layout::RowMajor)] {
-        let p = Problem::new(rng, skewed.clone(), n, layout, n == 40);
-        let what = format!("{:?} skewed rows n {n} {layout:?}", T::VALUE_TYPE);
-        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
-    }
+    let skewed = random_rows::<T>(rng, 3001, cols, |rng, r| match r {
+        1234 => 700,
+        _ if r % 97 == 3 => 100 + rng.below(28),
+        _ => rng.below(4),
+    });
+    let cases = [(1, Layout::ColMajor), (40, Layout::RowMajor), (128, Layout::RowMajor)];
+    compare_cases(rng, &skewed, cases, IndexBase::Zero, "skewed rows", (&gpu_handle, &cpu_handle));
     // A band whose rows were shuffled (some left empty): the device keeps its rows by first column.
     let band_rows = 4000;
     let mut shuffled: Vec<usize> = (0..band_rows).collect();
@@ -396,10 +374,40 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
         }
     }
     let permuted = CsrMatrix::from_triplets(band_rows, cols, triplets);
-    for (n, layout) in [(3, Layout::RowMajor), (64, Layout::ColMajor), (128, Layout::RowMajor)] {
-        let p = Problem::new(rng, permuted.clone(), n, layout, n == 64);
-        let what = format!("{:?} shuffled band rows n {n} {layout:?}", T::VALUE_TYPE);
-        compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::One, &what);
+    let cases = [(3, Layout::RowMajor), (64, Layout::ColMajor), (128, Layout::RowMajor)];
+    compare_cases(rng, &permuted, cases, IndexBase::One, "shuffled band rows", (&gpu_handle, &cpu_handle));
+}
+
+/// A rows × cols matrix whose row r holds `length(rng, r)` entries in random columns.
+fn random_rows<T: Element>(
+    rng: &mut Rng,
+    rows: usize,
+    cols: usize,
+    length: impl Fn(&mut Rng, usize) -> usize,
+) -> CsrMatrix<T> {
+    let mut triplets = Vec::new();
+    for r in 0..rows {
+        for _ in 0..length(rng, r) {
+            triplets.push((r, rng.below(cols), T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(rows, cols, triplets)
+}
+
+/// The GPU against the CPU and the reference on `csr` at each (width, layout) of `cases`, β = 0 at
+/// the second.
+fn compare_cases<T: Element>(
+    rng: &mut Rng,
+    csr: &CsrMatrix<T>,
+    cases: [(usize, Layout); 3],
+    base: IndexBase,
+    name: &str,
+    (gpu_handle, cpu_handle): (&Handle, &Handle),
+) {
+    for (k, (n, layout)) in cases.into_iter().enumerate() {
+        let p = Problem::new(rng, csr.clone(), n, layout, k == 1);
+        let what = format!("{:?} {name} n {n} {layout:?}", T::VALUE_TYPE);
+        compare_backends(&p, gpu_handle, cpu_handle, base, &what);
     }
 }
 
