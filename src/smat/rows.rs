@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 #[derive(Clone, Debug)]
 pub struct RowsCsr<S> {
-    /// The caller's row of each stored row, increasing.
+    /// The caller's row of each stored row (increasing as [`build`] makes them).
     pub out_rows: Vec<u32>,
     /// `row_ptr[i]..row_ptr[i + 1]` are stored row `i`'s entries.
     pub row_ptr: Vec<usize>,

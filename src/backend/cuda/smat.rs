@@ -7,6 +7,10 @@
 //! matrix holds them as the backend's own type. All indices and pointers are 32-bit: `smatCreateCsr`
 //! takes `int` row pointers, so no matrix has 2³¹ entries.
 //!
+//! The CSR rows may be stored in another order than the caller's ([`device_row_order`]: longest
+//! first where their lengths are skewed, by first column where neighbouring rows lie far apart), C's
+//! row of each kept beside it.
+//!
 //! Both parts get one more thing here, a schedule that is the kernels' business: rows longer than
 //! [`DeviceRows::long_limit`] are cut into segments that separate groups of lanes multiply, and block
 //! rows of more tiles than their share of the work ([`TileSchedule`]) into runs that separate thread
@@ -355,12 +359,14 @@ fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u3
 /// holds, and that order brings under a tenth the neighbours that start or end that far apart;
 /// `None` otherwise. Rows in order, or of random columns, cost a read or two a row.
 fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
+    // A row's first and last column, (u32::MAX, 0) for an empty row.
     const EMPTY: (u32, u32) = (u32::MAX, 0);
-    let has_entries = |(first, last): (u32, u32)| first <= last;
+    fn has_entries((first, last): (u32, u32)) -> bool {
+        first <= last
+    }
     let far = |a: u32, b: u32| a.abs_diff(b) > SCATTERED_ROWS.local_columns;
     // Neighbouring rows, both with entries: (pairs, pairs far apart by `apart`).
     fn neighbours(rows: &[(u32, u32)], apart: impl Fn((u32, u32), (u32, u32)) -> bool) -> (usize, usize) {
-        let has_entries = |(first, last): (u32, u32)| first <= last;
         let pairs = rows.windows(2).filter(|w| has_entries(w[0]) && has_entries(w[1]));
         pairs.fold((0, 0), |(count, far), w| (count + 1, far + usize::from(apart(w[0], w[1]))))
     }
@@ -379,8 +385,9 @@ fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
     if pairs == 0 || far_apart * of <= pairs * most {
         return Ok(None);
     }
-    let columns = stored_ends.iter().filter(|&&row| has_entries(row)).map(|&(_, b)| b as usize + 1).max().unwrap_or(0);
-    let span: usize = stored_ends.iter().filter(|&&row| has_entries(row)).map(|&(a, b)| (b - a) as usize).sum();
+    let with_entries = || stored_ends.iter().copied().filter(|&row| has_entries(row));
+    let columns = with_entries().map(|(_, b)| b as usize + 1).max().unwrap_or(0);
+    let span: usize = with_entries().map(|(a, b)| (b - a) as usize).sum();
     if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
         return Ok(None);
     }
@@ -1059,7 +1066,7 @@ mod tests {
         let mut expected: Vec<usize> = identity.iter().copied().filter(|r| r % 7 != 3).collect();
         assert!(full.windows(2).all(|w| w[0].saturating_sub(2) <= w[1].saturating_sub(2)), "{full:?}");
         assert_eq!(full[3..], expected.split_off(3));
-        // Rows of random columns: sorted by their first, their last ones stay apart; no new order.
+        // Rows of random columns span most of the columns: no new order.
         let mut random = RowsCsr { out_rows: vec![], row_ptr: vec![0], col_ind: vec![], values: vec![] };
         let mut state = 12345u64;
         for i in 0..1000 {
