@@ -16,7 +16,7 @@
 //! caller's row order.
 
 pub mod bcsr;
-pub(crate) mod chunks;
+mod chunks;
 pub mod contract;
 pub mod reorder;
 pub mod rows;

@@ -20,12 +20,11 @@
 use super::kernels::SMAT;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{ZeroBits, byte_count, element_count, try_collect, try_collect_par, try_vec, try_zeros};
+use crate::alloc::{byte_count, element_count, try_collect_par, try_vec, try_zeros};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
 use crate::smat::bcsr::{Bcsr, NO_COLUMN, NO_ROW};
-use crate::smat::chunks;
 use crate::smat::contract::{HostCsr, PreparedBlocks, Product, RawCsr, SmatBackend, foreign_matrix};
 use crate::smat::rows::RowsCsr;
 use crate::smat::{MatrixInfo, SmatMathMode, SmatMatrix, Storage};
@@ -424,31 +423,6 @@ fn counting_order(rows: usize, buckets: usize, bucket: impl Fn(usize) -> usize) 
     Ok(order)
 }
 
-/// `csr` with its rows in `order` (device position to caller row): `out_rows` still names each row's
-/// row of C, but no longer increases. Copied in parallel over runs of rows.
-fn reordered<S: ZeroBits + Sync>(csr: &RowsCsr<S>, order: &[u32]) -> Result<RowsCsr<S>> {
-    let caller = |at: usize| csr.row_ptr[order[at] as usize]..csr.row_ptr[order[at] as usize + 1];
-    let mut row_ptr = try_vec(csr.rows() + 1, 0usize, "the CSR row pointers")?;
-    for at in 0..csr.rows() {
-        row_ptr[at + 1] = row_ptr[at] + caller(at).len();
-    }
-    let mut col_ind: Vec<u32> = try_zeros(csr.entries(), "the CSR column indices")?;
-    let mut values: Vec<S> = try_zeros(csr.entries(), "the CSR values")?;
-    let bounds = chunks::runs(csr.rows(), |at| row_ptr[at]);
-    let col_runs = chunks::split_by_runs(&mut col_ind, &bounds, |at| row_ptr[at]);
-    let value_runs = chunks::split_by_runs(&mut values, &bounds, |at| row_ptr[at]);
-    col_runs.into_par_iter().zip(value_runs).zip(bounds.par_windows(2)).for_each(|((cols, vals), run)| {
-        let first = row_ptr[run[0]];
-        for at in run[0]..run[1] {
-            let (to, from) = (row_ptr[at] - first..row_ptr[at + 1] - first, caller(at));
-            cols[to.clone()].copy_from_slice(&csr.col_ind[from.clone()]);
-            vals[to].copy_from_slice(&csr.values[from]);
-        }
-    });
-    let out_rows = try_collect(csr.rows(), "the CSR rows", |at| csr.out_rows[order[at] as usize])?;
-    Ok(RowsCsr { out_rows, row_ptr, col_ind, values })
-}
-
 impl DeviceStorage {
     /// Uploads an analysed matrix of element type `T` to `device` on `stream`, and waits for the
     /// copy so that later calls may run on any stream of the device. Values in the compute type are
@@ -463,7 +437,7 @@ impl DeviceStorage {
         let schedule = TileSchedule::new(block_row_ptr);
         let long_limit = DeviceRows::long_limit(storage.rows.entries());
         let reordered = match device_row_order(&storage.rows, long_limit)? {
-            Some(order) => Some(reordered(&storage.rows, &order)?),
+            Some(order) => Some(storage.rows.reordered(&order)?),
             None => None,
         };
         let csr = reordered.as_ref().unwrap_or(&storage.rows);
@@ -1013,7 +987,7 @@ mod tests {
         // Lengths 1, 1, 1, 1, 1, 30 (deviation 11.2 over mean 5.8) and one long row (50 > 40).
         let csr = rows_of_lengths(&[1, 30, 50, 1, 0, 1, 1, 1]);
         let order = device_row_order(&csr, 40).unwrap().expect("skewed");
-        let sorted = reordered(&csr, &order).unwrap();
+        let sorted = csr.reordered(&order).unwrap();
         assert_eq!(sorted.out_rows, [2, 0, 6, 10, 12, 14, 8, 4]);
         assert_eq!(sorted.row_ptr, [0, 30, 31, 32, 33, 34, 35, 35, 85]);
         for (at, &out) in sorted.out_rows.iter().enumerate() {
@@ -1056,7 +1030,7 @@ mod tests {
         let perm: Vec<usize> = (0..1000).map(|i| 387 * i % 1000).collect();
         let csr = permuted_band(&perm);
         let order = device_row_order(&csr, 100).unwrap().expect("scattered");
-        let sorted = reordered(&csr, &order).unwrap();
+        let sorted = csr.reordered(&order).unwrap();
         // The band's rows by first column (rows 0–2 all start at column 0), then the empty ones in
         // caller order; each with its own entries.
         let band_rows: Vec<usize> = order.iter().map(|&i| perm[i as usize]).collect();
