@@ -538,6 +538,18 @@ fn value_with_low_bits(r: usize, q: usize) -> f32 {
     1.0 + (r * 12 + q) as f32 / 997.0
 }
 
+/// `rows` rows in f32 block rows of 16, row r holding `per_row(r)` of the same 32 columns of its block
+/// row (so 16 × 8 tiles are per_row/32 full), values with low mantissa bits set.
+fn partly_full_block_rows(rows: usize, per_row: impl Fn(usize) -> usize) -> CsrMatrix<f32> {
+    let tile = Tile::for_value_type(ValueType::F32);
+    let triplets = (0..rows)
+        .flat_map(|r| {
+            (0..per_row(r)).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q)))
+        })
+        .collect();
+    CsrMatrix::from_triplets(rows, rows.div_ceil(tile.rows) * 32, triplets)
+}
+
 /// SMAT_MATH_MODE_TF32X3: f32 tiles in 3xTF32 stay within FP32-level error of the f64 product; AUTO
 /// gives f32 block rows to tiles from fill 1/4 in either math mode (3xTF32 on tensor cores, exact
 /// FP32 by FMA four columns a lane) and leaves emptier ones to CSR.
@@ -554,18 +566,10 @@ fn tf32x3_tiles_are_accurate_and_chosen_where_they_pay() {
         let format = StorageFormat::variants()[rng.below(3)];
         check_spmm(&mut rng, &tf32x3(format), &csr, &format!("case {case} {structure} 3xTF32 {format:?}"));
     }
-    // Block rows of 16 rows × `per_row` of the same 32 columns: 16 × 8 tiles per_row/32 full.
+    // Four block rows of `per_row` entries a row: 16 × 8 tiles per_row/32 full.
     let tile = Tile::for_value_type(ValueType::F32);
-    let partly_full = |per_row: usize| {
-        let triplets = (0..4 * tile.rows)
-            .flat_map(|r| {
-                (0..per_row).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q)))
-            })
-            .collect();
-        CsrMatrix::from_triplets(4 * tile.rows, 4 * 32, triplets)
-    };
     for (per_row, rows_in_tiles) in [(12, 4 * tile.rows as i64), (6, 0)] {
-        let csr = partly_full(per_row);
+        let csr = partly_full_block_rows(4 * tile.rows, |_| per_row);
         let auto = |h: &Handle| create_matrix(h, &csr, IndexBase::Zero).info();
         let (exact, split) =
             (auto(&Handle::new(BackendKind::Cpu, ReorderMode::Never)), auto(&tf32x3(StorageFormat::Auto)));
@@ -584,17 +588,10 @@ fn tf32x3_tiles_are_accurate_and_chosen_where_they_pay() {
 fn auto_folds_a_small_csr_part_into_the_tiles() {
     let mut rng = Rng::fresh("smat small csr part");
     let tile = Tile::for_value_type(ValueType::F32);
-    // Block rows of 16 rows × `per_row` of the same 32 columns (16 × 8 tiles per_row/32 full, 1/4
-    // pays for f32): `full` of 12 a row, then `sparse` of 6 a row, then 3 more rows of 6.
+    // Block rows 3/8 full (1/4 pays for f32): `full` of 12 entries a row, then `sparse` of 6 a row,
+    // then 3 more rows of 6.
     let stacked = |full: usize, sparse: usize| {
-        let rows = (full + sparse) * tile.rows + 3;
-        let per_row = |r: usize| if r / tile.rows < full { 12 } else { 6 };
-        let triplets = (0..rows)
-            .flat_map(|r| {
-                (0..per_row(r)).map(move |q| (r, (r / tile.rows) * 32 + (r + 3 * q) % 32, value_with_low_bits(r, q)))
-            })
-            .collect();
-        CsrMatrix::from_triplets(rows, rows.div_ceil(tile.rows) * 32, triplets)
+        partly_full_block_rows((full + sparse) * tile.rows + 3, |r| if r / tile.rows < full { 12 } else { 6 })
     };
     let auto = Handle::new(BackendKind::Cpu, ReorderMode::Never);
     for (full, sparse, rows_in_tiles) in [(12, 2, 14 * tile.rows + 3), (4, 4, 4 * tile.rows)] {
