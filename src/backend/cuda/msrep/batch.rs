@@ -1,9 +1,10 @@
 //! pCSR batches: the pCSR partitions of one device concatenated into one CSR of "virtual" rows, so that
 //! one kernel launch (`msrep_csr_batch_*` in kernels/msrep.cu) covers them all, whatever the partition
 //! count. How the rows are spread over the kernel's blocks is decided at build time from their
-//! lengths: regular rows in order with a group of lanes each, skewed rows in stream blocks of
-//! consecutive rows (CSR-stream), and rows longer than a threshold in chunks of a block each, so that
-//! a power-law row costs its bytes spread over the GPU rather than one block's time.
+//! lengths: regular rows in order with a group of lanes each, skewed rows (and short regular rows that
+//! read columns far from their neighbours') in stream blocks of consecutive rows (CSR-stream), and
+//! rows longer than a threshold in chunks of a block each, so that a power-law row costs its bytes
+//! spread over the GPU rather than one block's time.
 
 use super::super::memory::DeviceBuffer;
 use super::super::{GpuDevice, Launch, Stream};
@@ -38,6 +39,25 @@ const REGULAR_ENTRIES_PER_LANE: usize = 8;
 /// 16 entries a lane in f32 made the block matrix 17 % slower.
 const LARGE_BATCH_ENTRIES: usize = 1 << 24;
 const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
+
+/// Regular rows of at most this many lanes go to stream blocks too where their neighbours read distant
+/// columns ([`SCATTERED_ROWS`]): with few lanes a row, a warp's loads of values and column indices
+/// spread over several rows, and where the gathers of x do not hit L1 (random rows, a stencil whose
+/// rows were permuted) those extra sectors are what the kernel waits for in L2 (ncu, random 1e-4 in
+/// f64 with 2 lanes a row: L2 77 % busy for 33 µs where cusparseSpMV takes 26 µs at 73 %). A stream
+/// block loads them coalesced. Measured on an H100 (suite, f64): random 1e-4 0.042 → 0.037 ms, the
+/// permuted 2D stencil 0.050 → 0.041 ms; rows whose neighbours read nearby columns (stencils, band,
+/// FEM, blocks) were 5–20 % slower in stream blocks, and with 16 or 32 lanes a row (the permuted FEM
+/// operator, random 1e-2) no faster.
+const STREAM_SCATTERED_MAX_LANES: usize = 8;
+
+/// Neighbouring rows are scattered where more than `far_apart` (a fraction) of the pairs of
+/// consecutive rows with entries start over `columns` columns apart.
+struct ScatteredRows {
+    columns: u32,
+    far_apart: (usize, usize),
+}
+const SCATTERED_ROWS: ScatteredRows = ScatteredRows { columns: 64, far_apart: (1, 2) };
 
 /// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
 /// (`MSREP_STREAM_ENTRIES`: the kernel stages their products in shared memory) ...
@@ -91,8 +111,15 @@ pub(super) fn lanes_for(len: usize, per_lane: usize) -> usize {
 /// The schedule of rows with pointer array `ptr` (zero-based, `ptr.len()` = rows + 1) of values of
 /// `value_bytes` each. Rows longer than `long_row` become chunks. The others: regular lengths
 /// (standard deviation at most half the mean) go in order to groups of lanes, on at most `max_blocks`
-/// blocks that stride over them; skewed lengths to stream blocks.
-pub fn schedule(ptr: &[i32], value_bytes: usize, long_row: usize, max_blocks: usize) -> Result<Schedule> {
+/// blocks that stride over them, unless they take few lanes and `scattered` (asked only then) says
+/// that neighbouring rows read distant columns; skewed lengths and those to stream blocks.
+pub fn schedule(
+    ptr: &[i32],
+    value_bytes: usize,
+    long_row: usize,
+    max_blocks: usize,
+    scattered: impl FnOnce() -> bool,
+) -> Result<Schedule> {
     use rayon::prelude::*;
     let rows = ptr.len() - 1;
     let len = |v: usize| (ptr[v + 1] - ptr[v]) as usize;
@@ -128,8 +155,10 @@ pub fn schedule(ptr: &[i32], value_bytes: usize, long_row: usize, max_blocks: us
             REGULAR_ENTRIES_PER_LANE
         };
         let lanes = lanes_for(mean.ceil() as usize, per_lane);
-        let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
-        return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
+        if lanes > STREAM_SCATTERED_MAX_LANES || !scattered() {
+            let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
+            return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
+        }
     }
     let mut stream = Vec::new();
     // The block being filled: its first row and its entries so far.
@@ -221,6 +250,28 @@ pub struct Member<'a, T> {
     pub values: &'a [T],
 }
 
+/// Whether neighbouring rows of the members read distant columns ([`SCATTERED_ROWS`]), judged by
+/// the column of each row's first stored entry.
+fn scattered_rows<T>(members: &[Member<T>]) -> bool {
+    use rayon::prelude::*;
+    let (pairs, far) = members
+        .iter()
+        .map(|m| {
+            let first_column = |j: usize| {
+                let (begin, end) = (m.local_ptr[j], m.local_ptr[j + 1]);
+                (begin < end).then(|| m.minor[(begin - m.local_ptr[0]) as usize])
+            };
+            (1..m.bounds.major_count())
+                .into_par_iter()
+                .filter_map(|j| Some((first_column(j - 1)?, first_column(j)?)))
+                .map(|(a, b)| (1, (a.abs_diff(b) > SCATTERED_ROWS.columns) as usize))
+                .reduce(|| (0, 0), |x, y| (x.0 + y.0, x.1 + y.1))
+        })
+        .fold((0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
+    let (most, of) = SCATTERED_ROWS.far_apart;
+    far * of > pairs * most
+}
+
 impl CsrBatch {
     /// Uploads `members` (partitions of one device, in order; together at most i32::MAX entries and
     /// rows) to `gpu` on `stream`. Rows longer than [`LONG_ROW`] are chunked unless `chunk_long_rows`
@@ -252,7 +303,8 @@ impl CsrBatch {
         }
         ptr.push(entries);
         let long_row = if chunk_long_rows { LONG_ROW } else { usize::MAX };
-        let plan = schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32)?;
+        let plan =
+            schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32, || scattered_rows(members))?;
         let compact = compact_columns(members, &parts, &plan.stream)?;
         let row_block_cols_end = row_block_cols_end(members, rows, plan.row_blocks)?;
 
@@ -556,17 +608,52 @@ mod tests {
 
     #[test]
     fn regular_rows_go_in_order_to_groups_of_lanes() {
-        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || false).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
-        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, || false).unwrap();
         assert_eq!(s.lanes, 4, "a small batch: 8 entries a lane in f32 too");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, || false).unwrap();
         assert_eq!(s.lanes, 2, "a large batch in f32: 16 entries a lane");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096, || false).unwrap();
         assert_eq!(s.lanes, 4, "a large batch in f64: 8 entries a lane");
         assert!(s.stream.is_empty() && s.chunks.is_empty());
-        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100).unwrap();
+        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, || false).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
+    }
+
+    #[test]
+    fn short_regular_rows_stream_where_neighbours_read_distant_columns() {
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || true).unwrap();
+        assert_eq!((s.lanes, s.row_blocks), (1, 0), "4 lanes a row, scattered: stream blocks");
+        assert_eq!(s.stream.len(), 1000usize.div_ceil(STREAM_ENTRIES / 17));
+        let s = schedule(&ptr_of(&[100; 1000]), 8, LONG_ROW, 4096, || panic!("not asked")).unwrap();
+        assert_eq!(s.lanes, 16, "16 lanes a row load coalesced: scattered or not, in order");
+    }
+
+    #[test]
+    fn rows_are_scattered_when_most_neighbours_start_far_apart() {
+        // Three entries a row. A band: each row starts one column after the one before.
+        let ptr: Vec<i32> = (0..=300).map(|r| 3 * r).collect();
+        let band: Vec<i32> = (0..300).flat_map(|r| [r, r + 1, r + 2]).collect();
+        assert!(!scattered_rows(&[member(0, 0, &ptr, &band, &[])]));
+        // The same rows in a shuffled order: neighbours start about a third of the columns apart.
+        let shuffled: Vec<i32> = (0..300)
+            .flat_map(|r| {
+                let s = (r * 7919) % 300;
+                [s, s + 1, s + 2]
+            })
+            .collect();
+        assert!(scattered_rows(&[member(0, 0, &ptr, &shuffled, &[])]));
+        // Empty rows in between are not pairs: only the rows with entries are compared.
+        let gapped_ptr: Vec<i32> = (0..=600).map(|r| 3 * (r / 2)).collect();
+        assert!(!scattered_rows(&[member(0, 0, &gapped_ptr, &band, &[])]));
+        // More than half of the pairs must be far apart: two of four are not, two of three are.
+        let rows_starting_at = |starts: &[i32]| -> bool {
+            let ptr: Vec<i32> = (0..=starts.len() as i32).collect();
+            scattered_rows(&[member(0, 0, &ptr, starts, &[])])
+        };
+        assert!(!rows_starting_at(&[0, 1, 1000, 1001, 2000]));
+        assert!(rows_starting_at(&[0, 1000, 2000, 2001]));
     }
 
     #[test]
@@ -577,7 +664,7 @@ mod tests {
         lengths[400] = LONG_ROW + 1;
         lengths[402] = 1020;
         let ptr = ptr_of(&lengths);
-        let s = schedule(&ptr, 8, LONG_ROW, 4096).unwrap();
+        let s = schedule(&ptr, 8, LONG_ROW, 4096, || false).unwrap();
         assert_eq!(s.row_blocks, 0);
         // The stream blocks cover every row but the long ones, in order, each within its limits.
         let mut covered = Vec::new();
@@ -709,7 +796,7 @@ mod tests {
     fn without_chunks_a_long_row_is_a_stream_block_of_its_own() {
         let mut lengths = vec![1usize; 300];
         lengths[7] = 5000;
-        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096).unwrap();
+        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096, || false).unwrap();
         assert!(s.chunks.is_empty());
         assert_eq!(s.stream, [[0, 7], [7, 8], [8, 264], [264, 300]]);
     }
