@@ -121,10 +121,36 @@ fn long_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
     CsrMatrix::from_triplets(n, n + 400, triplets)
 }
 
-/// Test matrices: empty shapes, tiny, empty rows, long rows, R-MAT (power law), a dense row of 3000
-/// (one group of lanes per row must still sum it), bands whose columns fit 16-bit offsets from the
-/// diagonal or not, a narrow band whose devices read nearly disjoint columns, and one with no
-/// nonzeros.
+/// A band of 3000 rows, 7 entries each, in a shuffled row order: regular rows whose neighbours read
+/// distant columns, which the batch kernel sums in stream blocks.
+fn shuffled_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
+    let n = 3000usize;
+    let mut triplets = Vec::new();
+    for r in 0..n {
+        let band_row = (r * 1999) % n;
+        for c in band_row.saturating_sub(3)..(band_row + 4).min(n) {
+            triplets.push((r, c, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(n, n, triplets)
+}
+
+/// 200 rows of which only 20..60, 90..100 and 150..170 have entries: empty rows before the first
+/// partition, between partitions and after the last, which the pCSR partitions beside them cover.
+fn empty_row_runs<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
+    let mut triplets = Vec::new();
+    for r in (20..60).chain(90..100).chain(150..170) {
+        for c in 0..1 + r % 5 {
+            triplets.push((r, (r * 7 + c * 13) % 90, T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(200, 90, triplets)
+}
+
+/// Test matrices: empty shapes, tiny, empty rows (also in runs at both ends), long rows, a shuffled
+/// band, R-MAT (power law), a dense row of 3000 (one group of lanes per row must still sum it), bands
+/// whose columns fit 16-bit offsets from the diagonal or not, a narrow band whose devices read nearly
+/// disjoint columns, and one with no nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
     let mut dense_row = Vec::new();
     for c in 0..3000 {
@@ -140,6 +166,8 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (random_csr(rng, 1, 1, 1.0), "1x1"),
         (random_csr(rng, 3, 2, 0.7), "tiny"),
         (random_csr(rng, 97, 61, 0.08), "random with empty rows"),
+        (empty_row_runs(rng), "runs of empty rows at both ends and between partitions"),
+        (shuffled_band(rng), "band in shuffled row order (regular rows in stream blocks)"),
         (long_rows_csr(rng, 83, 70), "long rows"),
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),

@@ -187,6 +187,9 @@ struct LeadSide {
 /// side and lead streams), partition data (side streams), then the side streams themselves.
 pub struct GpuResident {
     lead: Option<LeadSide>,
+    /// Every partition's bounds as the devices compute them: pCSR partitions stretched over the rows
+    /// in no partition beside them ([`stretched_over_empty_rows`]).
+    bounds: Vec<PartitionBounds>,
     partitions: Vec<PartitionOnGpu>,
     batches: Vec<batch::CsrBatch>,
     sides: Vec<DeviceSide>,
@@ -259,6 +262,41 @@ fn peer_copy(
         .map_err(driver_error("copying between devices"))
 }
 
+/// pCSR bounds with each non-empty partition's rows stretched over the rows in no partition before
+/// it (empty rows after the previous partition's last entry, or at the top) and, for the last one,
+/// after it: the batch kernel then finishes those rows (β·y) itself, so that unless rows are split
+/// between partitions no merge kernel runs (R-MAT's empty leading rows cost a 3 µs merge a call
+/// otherwise, ncu on an H100). A partition whose first row is split keeps its start.
+fn stretched_over_empty_rows(bounds: &[PartitionBounds], rows: usize) -> Vec<PartitionBounds> {
+    let mut stretched = bounds.to_vec();
+    let mut covered = 0;
+    let mut last = None;
+    for (k, b) in stretched.iter_mut().enumerate().filter(|(_, b)| b.nnz() > 0) {
+        if !b.start_flag {
+            b.start_major = covered;
+        }
+        covered = b.end_major;
+        last = Some(k);
+    }
+    if let Some(k) = last {
+        stretched[k].end_major = rows;
+    }
+    stretched
+}
+
+/// A partition's local pointer array for `stretched` bounds: as many empty rows before and after
+/// as its span grew.
+fn padded_pointers(local_ptr: &[i32], bounds: &PartitionBounds, stretched: &PartitionBounds) -> Result<Vec<i32>> {
+    let before = bounds.start_major - stretched.start_major;
+    let after = stretched.end_major - bounds.end_major;
+    let mut padded = crate::alloc::try_zeros::<i32>(before + local_ptr.len() + after, "MSREP partition pointers")?;
+    let (first, last) = (local_ptr[0], *local_ptr.last().expect("a pointer array has at least one entry"));
+    padded[..before].fill(first);
+    padded[before..before + local_ptr.len()].copy_from_slice(local_ptr);
+    padded[before + local_ptr.len()..].fill(last);
+    Ok(padded)
+}
+
 fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {
     b.as_ref().map_or(0, |b| b.ptr())
 }
@@ -274,8 +312,25 @@ impl GpuResident {
         lead: &Arc<GpuDevice>,
         hooks: &TestHooks,
     ) -> Result<Self> {
+        let original: Vec<PartitionBounds> = a.partitions.iter().map(|p| p.bounds).collect();
+        let bounds = match a.format {
+            SparseFormat::Csr => stretched_over_empty_rows(&original, a.rows),
+            _ => original,
+        };
+        let stretched_pointers: Vec<Option<Vec<i32>>> = a
+            .partitions
+            .iter()
+            .zip(&bounds)
+            .map(|(p, b)| match &p.data {
+                PartitionData::Compressed { local_ptr, .. } if *b != p.bounds => {
+                    padded_pointers(local_ptr, &p.bounds, b).map(Some)
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
         let mut resident = GpuResident {
             lead: None,
+            bounds,
             partitions: Vec::new(),
             batches: Vec::new(),
             sides: Vec::new(),
@@ -339,7 +394,9 @@ impl GpuResident {
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
             };
             if a.format == SparseFormat::Csr {
-                csr_members[side].push(batch::Member { index, bounds: p.bounds, local_ptr: major, minor, values });
+                let (bounds, local_ptr) =
+                    (resident.bounds[index], stretched_pointers[index].as_deref().unwrap_or(major));
+                csr_members[side].push(batch::Member { index, bounds, local_ptr, minor, values });
                 continue;
             }
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
@@ -436,10 +493,10 @@ impl GpuResident {
         let mut shared_slots = None;
         let mut shared_count = 0;
         if !csc {
-            let bounds: Vec<_> = a.partitions.iter().map(|p| p.bounds).collect();
+            let bounds = &self.bounds;
             let mut starts = Vec::new();
             let mut offsets = vec![0i64];
-            for segment in row_segments(&bounds, a.rows) {
+            for segment in row_segments(bounds, a.rows) {
                 if let RowSegment::Merged { rows } = segment {
                     starts.push(rows.start as i32);
                     merged_total += rows.len() as i64;
@@ -894,5 +951,61 @@ fn launch_partition<T: ComputeScalar>(
             unsafe { launch(&f, grid_for(gpu, nnz), stream, kernel_args![&count, &major, &minor, &values, &x, &raw]) }
         }
         SparseFormat::Csr => unreachable!("pCSR partitions run as batches"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msrep::partition::{compressed_bounds, local_pointers};
+
+    #[test]
+    fn pcsr_partitions_cover_the_empty_rows_beside_them() {
+        // 10 rows: 0-1 empty, 2-3 three entries each, 4 empty, 5 four entries, 6-9 empty.
+        let ptr = [0, 0, 0, 3, 6, 6, 10, 10, 10, 10, 10];
+        for np in 1..=12 {
+            let bounds = compressed_bounds(&ptr, np);
+            let stretched = stretched_over_empty_rows(&bounds, 10);
+            let segments = row_segments(&stretched, 10);
+            // Only split rows are left to the merge.
+            for segment in &segments {
+                if let RowSegment::Merged { rows } = segment {
+                    assert!(
+                        rows.clone().all(|r| stretched
+                            .iter()
+                            .filter(|b| b.nnz() > 0 && (b.start_major..b.end_major).contains(&r))
+                            .count()
+                            > 1),
+                        "np {np}: merged rows {rows:?} are not all split rows"
+                    );
+                }
+            }
+            for (b, s) in bounds.iter().zip(&stretched) {
+                assert_eq!(
+                    (b.start_idx, b.end_idx, b.start_flag, b.end_flag),
+                    (s.start_idx, s.end_idx, s.start_flag, s.end_flag)
+                );
+                if b.nnz() == 0 {
+                    assert_eq!(b, s, "empty partitions stay as they are");
+                    continue;
+                }
+                let local: Vec<i32> = local_pointers(&ptr, b).unwrap();
+                let padded = padded_pointers(&local, b, s).unwrap();
+                assert_eq!(padded.len(), s.major_count() + 1);
+                // Row r of the stretched span has the entries the original gives it (none outside).
+                for r in s.start_major..s.end_major {
+                    let entries = padded[r - s.start_major + 1] - padded[r - s.start_major];
+                    let expected = if (b.start_major..b.end_major).contains(&r) {
+                        local[r - b.start_major + 1] - local[r - b.start_major]
+                    } else {
+                        0
+                    };
+                    assert_eq!(entries, expected, "np {np}, row {r}");
+                }
+            }
+        }
+        let one = stretched_over_empty_rows(&compressed_bounds(&ptr, 1), 10);
+        assert_eq!((one[0].start_major, one[0].end_major), (0, 10));
+        assert!(row_segments(&one, 10).iter().all(|s| matches!(s, RowSegment::Exclusive { .. })));
     }
 }
