@@ -71,10 +71,14 @@ __device__ __forceinline__ MsrepCsrPart no_part() {
 }
 
 // Where virtual row v's sum goes: raw[v] (raw mode: partitions of another device), else finished
-// into y or a shared slot as msrep_emit says for its partition (`part`, kept from row to row).
-template <typename T>
+// into y or a shared slot as msrep_emit says for its partition (`part`, kept from row to row). A
+// batch whose rows the device stores in another order than its partitions' maps each stored row to
+// its virtual row in `row_map` (Mapped; otherwise stored rows are virtual rows).
+template <bool Mapped, typename T>
 __device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const MsrepCsrPart* __restrict__ parts,
-                                           int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
+                                           int part_count, T alpha, T beta, T* y, T* shared, T* raw,
+                                           const int* __restrict__ row_map) {
+    if (Mapped) v = row_map[v];
     if (raw) {
         raw[v] = s;
         return;
@@ -122,11 +126,11 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const I
 // coalesce, and a block meets at most a few partition boundaries); a group's lanes always agree on the
 // row, so the group mask is exact even when other groups of the warp have finished. Rows longer than
 // long_row belong to the chunk blocks.
-template <typename T, int G, typename I>
+template <typename T, int G, bool Mapped, typename I>
 __device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
                            int col_shift, const T* __restrict__ val, const T* __restrict__ x,
                            const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
-                           T* raw, int long_row) {
+                           T* raw, const int* __restrict__ row_map, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
     const unsigned lane = lane_in_warp % G;
     const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane_in_warp - lane));
@@ -140,7 +144,7 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
         T s = strided_dot(begin + (int)lane, end, G, idx, batch_col_base(idx, v, col_shift), val, x);
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
-        if (lane == 0) batch_emit(v, s, part, parts, part_count, alpha, beta, y, shared, raw);
+        if (lane == 0) batch_emit<Mapped>(v, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
     }
 }
 
@@ -167,10 +171,11 @@ __device__ __forceinline__ T block_sum(T s) {
 // A block of one row (a row longer than that, up to long_row) is summed by the whole block directly.
 // blockDim.x is 256 (the kernel's launch bounds).
 #define MSREP_STREAM_ENTRIES 1024
-template <typename T, typename I>
+template <bool Mapped, typename T, typename I>
 __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
                              const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
-                             int part_count, T alpha, T beta, T* y, T* shared, T* raw) {
+                             int part_count, T alpha, T beta, T* y, T* shared, T* raw,
+                             const int* __restrict__ row_map) {
     __shared__ T products[MSREP_STREAM_ENTRIES];
     MsrepCsrPart part = no_part();
     const int base = ptr[r0], rows = r1 - r0;
@@ -178,7 +183,9 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
     if (rows == 1) {
         const T total =
             block_sum(strided_dot(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, col_base, val, x));
-        if (threadIdx.x == 0) batch_emit(r0, total, part, parts, part_count, alpha, beta, y, shared, raw);
+        if (threadIdx.x == 0) {
+            batch_emit<Mapped>(r0, total, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+        }
         return;
     }
     const int count = ptr[r1] - base;
@@ -206,7 +213,7 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
     T s = 0;
     for (int e = begin + (int)lane; e < end; e += lanes) s += products[e];
     for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, lanes);
-    if (lane == 0) batch_emit(r0 + row, s, part, parts, part_count, alpha, beta, y, shared, raw);
+    if (lane == 0) batch_emit<Mapped>(r0 + row, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
 }
 
 // One chunk of a long row per block, summed by the whole block. A row of one chunk is emitted at once;
@@ -214,17 +221,17 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 // counter per long row, reset for the next call) adds them in chunk order and emits the row. No
 // floating-point atomics: the result is the same bits on every run, though summed in another order
 // than the CPU backend's loop.
-template <typename T, typename I>
+template <bool Mapped, typename T, typename I>
 __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, int col_shift,
                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
-                            int part_count, T alpha, T beta, T* y, T* shared, T* raw, T* chunk_sums,
-                            unsigned* counters) {
+                            int part_count, T alpha, T beta, T* y, T* shared, T* raw, const int* __restrict__ row_map,
+                            T* chunk_sums, unsigned* counters) {
     const T total = block_sum(strided_dot(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx,
                                           batch_col_base(idx, c.row, col_shift), val, x));
     if (threadIdx.x != 0) return;
     MsrepCsrPart part = no_part();
     if (c.count == 1) {
-        batch_emit(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw);
+        batch_emit<Mapped>(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
         return;
     }
     chunk_sums[chunk_index] = total;
@@ -234,7 +241,7 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
     T row_sum = 0;
     for (int k = 0; k < c.count; ++k) row_sum += __ldcg(chunk_sums + c.first + k);
     counters[c.long_index] = 0;
-    batch_emit(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw);
+    batch_emit<Mapped>(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
 }
 
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
@@ -242,30 +249,30 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
 // A launch runs the batch's blocks first_block.. (one launch may run a part of the batch, as x
 // arrives).
-template <typename T, typename I>
+template <typename T, typename I, bool Mapped>
 __device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                           int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
                           int stream_count, const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums,
-                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw, int long_row,
-                          int first_block) {
+                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw,
+                          const int* __restrict__ row_map, int long_row, int first_block) {
     int b = (int)blockIdx.x + first_block;
     if (b < chunk_count) {
-        batch_chunk(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw, chunk_sums,
-                    counters);
+        batch_chunk<Mapped>(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw,
+                            row_map, chunk_sums, counters);
         return;
     }
     b -= chunk_count;
     if (b < stream_count) {
-        batch_stream(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count, alpha, beta,
-                     y, shared, raw);
+        batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count,
+                             alpha, beta, y, shared, raw, row_map);
         return;
     }
     b -= stream_count;
 #define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
-        batch_rows<T, G>(b, row_blocks, rows, ptr, idx, col_shift, val, x, parts, part_count, alpha, beta, y,      \
-                         shared, raw, long_row);                                                                    \
+        batch_rows<T, G, Mapped>(b, row_blocks, rows, ptr, idx, col_shift, val, x, parts, part_count, alpha, beta, \
+                                 y, shared, raw, row_map, long_row);                                               \
         break;
     switch (lanes) {
         MSREP_LANES(1)
@@ -284,7 +291,7 @@ __device__ void finish_batch(int rows, const T* __restrict__ raw, const MsrepCsr
                              T alpha, T beta, T* y, T* shared) {
     MsrepCsrPart part = no_part();
     for (sgpu_i64 v = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; v < rows; v += (sgpu_i64)gridDim.x * blockDim.x) {
-        batch_emit((int)v, raw[v], part, parts, part_count, alpha, beta, y, shared, (T*)nullptr);
+        batch_emit<false>((int)v, raw[v], part, parts, part_count, alpha, beta, y, shared, (T*)nullptr, nullptr);
     }
 }
 
@@ -386,16 +393,17 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         csc_partition<T, G>(n, ptr, idx, val, x_part, acc);                                                       \
     }
 
-// msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets).
-#define MSREP_BATCH(T, S, I, SUFFIX)                                                                                \
-    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S##SUFFIX(                                 \
+// msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets), each
+// also as _mapped (rows stored in another order, row_map given).
+#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX(                  \
         const int* ptr, const I* idx, int col_shift, const T* val, const T* x, const MsrepCsrPart* parts,         \
         int part_count, int rows, int lanes, int row_blocks, const int* stream, int stream_count,                 \
         const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y,      \
-        T* shared, T* raw, int long_row, int first_block) {                                                       \
-        csr_batch<T, I>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, stream,           \
-                        stream_count, chunks, chunk_count, chunk_sums, counters, alpha, beta, y, shared, raw,      \
-                        long_row, first_block);                                                                    \
+        T* shared, T* raw, const int* row_map, int long_row, int first_block) {                                   \
+        csr_batch<T, I, MAPPED>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, stream,   \
+                                stream_count, chunks, chunk_count, chunk_sums, counters, alpha, beta, y, shared,   \
+                                raw, row_map, long_row, first_block);                                              \
     }
 
 #define MSREP_TYPE(T, S)                                                                                            \
@@ -405,8 +413,10 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSC(T, S, 8)                                                                                              \
     MSREP_CSC(T, S, 16)                                                                                             \
     MSREP_CSC(T, S, 32)                                                                                             \
-    MSREP_BATCH(T, S, int, )                                                                                      \
-    MSREP_BATCH(T, S, short, _i16)                                                                                \
+    MSREP_BATCH(T, S, int, , false, )                                                                             \
+    MSREP_BATCH(T, S, short, _i16, false, )                                                                       \
+    MSREP_BATCH(T, S, int, , true, _mapped)                                                                       \
+    MSREP_BATCH(T, S, short, _i16, true, _mapped)                                                                 \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \

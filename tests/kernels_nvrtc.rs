@@ -128,8 +128,9 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     holds_entry_points(&kernels::SDDMM, &names);
 }
 
-/// kernels/msrep.cu holds the pCSR batch kernel for both index widths of each value type
-/// (src/backend/cuda/msrep/batch.rs), and the other kernels src/backend/cuda/msrep.rs names.
+/// kernels/msrep.cu holds the pCSR batch kernel for both index widths of each value type, with and
+/// without a row map (src/backend/cuda/msrep/batch.rs), and the other kernels src/backend/cuda/msrep.rs
+/// names.
 #[test]
 fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
     if !nvrtc_or_skip() {
@@ -140,7 +141,9 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
         for kernel in ["csr_batch", "finish_batch", "coo", "finish_partial", "merge_rows", "csc_merge"] {
             names.push(format!("msrep_{kernel}_{ty}"));
         }
-        names.push(format!("msrep_csr_batch_{ty}_i16"));
+        for suffix in ["_i16", "_mapped", "_i16_mapped"] {
+            names.push(format!("msrep_csr_batch_{ty}{suffix}"));
+        }
         names.extend([1, 2, 4, 8, 16, 32].map(|g| format!("msrep_csc_{ty}_g{g}")));
     }
     holds_entry_points(&kernels::MSREP, &names);

@@ -121,8 +121,8 @@ fn long_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
     CsrMatrix::from_triplets(n, n + 400, triplets)
 }
 
-/// A band of 3000 rows, 7 entries each, in a shuffled row order: regular rows whose neighbours read
-/// distant columns, which the batch kernel sums in stream blocks.
+/// A band of 3000 rows, 7 entries each, in a shuffled row order: rows whose neighbours read distant
+/// columns, which the device stores by first column (and writes back to their rows of y).
 fn shuffled_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
     let n = 3000usize;
     let mut triplets = Vec::new();
@@ -167,7 +167,7 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (random_csr(rng, 3, 2, 0.7), "tiny"),
         (random_csr(rng, 97, 61, 0.08), "random with empty rows"),
         (empty_row_runs(rng), "runs of empty rows at both ends and between partitions"),
-        (shuffled_band(rng), "band in shuffled row order (regular rows in stream blocks)"),
+        (shuffled_band(rng), "band in shuffled row order (stored by first column)"),
         (long_rows_csr(rng, 83, 70), "long rows"),
         (rmat_csr(rng, 9, 6), "R-MAT"),
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),

@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod memory;
 pub mod msrep;
 pub mod nvrtc;
+pub mod row_order;
 pub mod sddmm;
 pub mod smat;
 pub mod spamm;

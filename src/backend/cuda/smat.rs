@@ -19,8 +19,9 @@
 
 use super::kernels::SMAT;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, Location, locate};
+use super::row_order;
 use super::{CudaExecutor, GpuDevice, Launch, Stream, driver_error, launch};
-use crate::alloc::{byte_count, element_count, try_collect_par, try_vec, try_zeros};
+use crate::alloc::{byte_count, element_count, try_vec, try_zeros};
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::{ComputeScalar, Element};
@@ -58,19 +59,6 @@ const SHORT_ROW_MEAN_ENTRIES: usize = 8;
 /// against 50 % possible in caller order). Rows of similar lengths keep the caller's order, whose
 /// neighbouring rows share rows of B through the caches.
 const SKEWED_ROW_LENGTHS: f64 = 1.0;
-/// CSR rows out of order: where more than `caller_far_apart` (a fraction) of neighbouring rows start
-/// over `local_columns` columns apart in the caller's order, and sorting the rows by their first
-/// column brings that under `sorted_far_apart`, the device stores them in that order, so that rows
-/// run together that read nearby rows of B (a structured matrix whose rows were permuted). Rows that
-/// span more than `1 / widest_mean_span` of the columns on average are not tried.
-struct ScatteredRows {
-    local_columns: u32,
-    caller_far_apart: (usize, usize),
-    widest_mean_span: usize,
-    sorted_far_apart: (usize, usize),
-}
-const SCATTERED_ROWS: ScatteredRows =
-    ScatteredRows { local_columns: 64, caller_far_apart: (1, 2), widest_mean_span: 8, sorted_far_apart: (1, 10) };
 /// The most warps per thread block of the staged tile kernels (smat_tiles_*_staged{1,2,4}).
 const STAGED_WARPS: usize = 4;
 
@@ -318,13 +306,13 @@ fn as_i32_index(index: u32) -> i32 {
 /// The order in which the device stores `csr`'s rows (positions to caller rows), where it is not
 /// the caller's: longest first where their lengths are skewed ([`SKEWED_ROW_LENGTHS`]), else by
 /// their first column where neighbouring rows lie far apart but would not in that order
-/// ([`SCATTERED_ROWS`]); `None` keeps the caller's order.
+/// ([`row_order::by_first_column`]); `None` keeps the caller's order.
 fn device_row_order<S: Sync>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u32>>> {
     if let Some(order) = longest_first(csr, long_limit)? {
         crate::log::note(|| "CSR rows stored longest first (skewed lengths)".to_string());
         return Ok(Some(order));
     }
-    let order = by_first_column(csr)?;
+    let order = row_order::by_first_column(csr.rows(), |i| &csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]])?;
     if order.is_some() {
         crate::log::note(|| "CSR rows stored by first column (neighbouring rows far apart)".to_string());
     }
@@ -349,60 +337,6 @@ fn longest_first<S>(csr: &RowsCsr<S>, long_limit: usize) -> Result<Option<Vec<u3
     // Long rows share the bucket past the shortest.
     let bucket = |i: usize| if length(i) > long_limit { long_limit + 1 } else { long_limit - length(i) };
     counting_order(csr.rows(), long_limit + 2, bucket).map(Some)
-}
-
-/// `csr`'s rows by their first (smallest) column, empty rows last, ties in caller order, where more
-/// than half of the caller's neighbouring rows start over `local_columns` columns apart and the rows
-/// span on average at most `1 / widest_mean_span` of the columns (rows of random columns, which no
-/// order brings together, span most of them), both judged by the first and last entry each row
-/// holds, and that order brings under a tenth the neighbours that start or end that far apart;
-/// `None` otherwise. Rows in order, or of random columns, cost a read or two a row.
-fn by_first_column<S: Sync>(csr: &RowsCsr<S>) -> Result<Option<Vec<u32>>> {
-    // A row's first and last column, (u32::MAX, 0) for an empty row.
-    const EMPTY: (u32, u32) = (u32::MAX, 0);
-    fn has_entries((first, last): (u32, u32)) -> bool {
-        first <= last
-    }
-    let far = |a: u32, b: u32| a.abs_diff(b) > SCATTERED_ROWS.local_columns;
-    // Neighbouring rows, both with entries: (pairs, pairs far apart by `apart`).
-    fn neighbours(rows: &[(u32, u32)], apart: impl Fn((u32, u32), (u32, u32)) -> bool) -> (usize, usize) {
-        let pairs = rows.windows(2).filter(|w| has_entries(w[0]) && has_entries(w[1]));
-        pairs.fold((0, 0), |(count, far), w| (count + 1, far + usize::from(apart(w[0], w[1]))))
-    }
-    // The columns of each row's first and last stored entries, in increasing order: a read or two a
-    // row. Their distance is at most the row's span, and near it for rows of random columns.
-    let stored_ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
-        let (begin, end) = (csr.row_ptr[i], csr.row_ptr[i + 1]);
-        if begin == end {
-            return EMPTY;
-        }
-        let (a, b) = (csr.col_ind[begin], csr.col_ind[end - 1]);
-        (a.min(b), a.max(b))
-    })?;
-    let (pairs, far_apart) = neighbours(&stored_ends, |a, b| far(a.0, b.0));
-    let (most, of) = SCATTERED_ROWS.caller_far_apart;
-    if pairs == 0 || far_apart * of <= pairs * most {
-        return Ok(None);
-    }
-    let with_entries = || stored_ends.iter().copied().filter(|&row| has_entries(row));
-    let columns = with_entries().map(|(_, b)| b as usize + 1).max().unwrap_or(0);
-    let span: usize = with_entries().map(|(a, b)| (b - a) as usize).sum();
-    if span * SCATTERED_ROWS.widest_mean_span > (pairs + 1) * columns {
-        return Ok(None);
-    }
-    // Each row's first and last column.
-    let ends: Vec<(u32, u32)> = try_collect_par(csr.rows(), "the CSR row order", |i| {
-        let columns = csr.col_ind[csr.row_ptr[i]..csr.row_ptr[i + 1]].iter();
-        columns.fold(EMPTY, |(first, last), &c| (first.min(c), last.max(c)))
-    })?;
-    // By first column, ties in caller order (empty rows, first column u32::MAX, last).
-    let mut keys = try_collect_par(csr.rows(), "the CSR row order", |i| ((ends[i].0 as u64) << 32) | i as u64)?;
-    keys.par_sort_unstable();
-    let order = try_collect_par(csr.rows(), "the CSR row order", |at| keys[at] as u32)?;
-    let sorted = try_collect_par(csr.rows(), "the CSR row order", |at| ends[order[at] as usize])?;
-    let (_, far_sorted) = neighbours(&sorted, |a, b| far(a.0, b.0) || far(a.1, b.1));
-    let (most, of) = SCATTERED_ROWS.sorted_far_apart;
-    Ok((far_sorted * of < pairs * most).then_some(order))
 }
 
 /// The positions 0..rows sorted by `bucket` (below `buckets`), ties in increasing order: as caller

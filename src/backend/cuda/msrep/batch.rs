@@ -7,6 +7,7 @@
 //! spread over the GPU rather than one block's time.
 
 use super::super::memory::DeviceBuffer;
+use super::super::row_order;
 use super::super::{GpuDevice, Launch, Stream};
 use super::ptr_of;
 use crate::alloc::{try_push, try_zeros};
@@ -41,7 +42,7 @@ const LARGE_BATCH_ENTRIES: usize = 1 << 24;
 const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 
 /// Regular rows of at most this many lanes go to stream blocks too where their neighbours read distant
-/// columns ([`SCATTERED_ROWS`]): with few lanes a row, a warp's loads of values and column indices
+/// columns ([`row_order::scattered`]): with few lanes a row, a warp's loads of values and column indices
 /// spread over several rows, and where the gathers of x do not hit L1 (random rows, a stencil whose
 /// rows were permuted) those extra sectors are what the kernel waits for in L2 (ncu, random 1e-4 in
 /// f64 with 2 lanes a row: L2 77 % busy for 33 µs where cusparseSpMV takes 26 µs at 73 %). A stream
@@ -50,14 +51,6 @@ const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 /// FEM, blocks) were 5–20 % slower in stream blocks, and with 16 or 32 lanes a row (the permuted FEM
 /// operator, random 1e-2) no faster.
 const STREAM_SCATTERED_MAX_LANES: usize = 8;
-
-/// Neighbouring rows are scattered where more than `far_apart` (a fraction) of the pairs of
-/// consecutive rows with entries start over `columns` columns apart.
-struct ScatteredRows {
-    columns: u32,
-    far_apart: (usize, usize),
-}
-const SCATTERED_ROWS: ScatteredRows = ScatteredRows { columns: 64, far_apart: (1, 2) };
 
 /// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
 /// (`MSREP_STREAM_ENTRIES`: the kernel stages their products in shared memory) ...
@@ -118,7 +111,7 @@ pub fn schedule(
     value_bytes: usize,
     long_row: usize,
     max_blocks: usize,
-    scattered: impl FnOnce() -> bool,
+    scattered: impl FnOnce() -> Result<bool>,
 ) -> Result<Schedule> {
     use rayon::prelude::*;
     let rows = ptr.len() - 1;
@@ -155,7 +148,7 @@ pub fn schedule(
             REGULAR_ENTRIES_PER_LANE
         };
         let lanes = lanes_for(mean.ceil() as usize, per_lane);
-        if lanes > STREAM_SCATTERED_MAX_LANES || !scattered() {
+        if lanes > STREAM_SCATTERED_MAX_LANES || !scattered()? {
             let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
             return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
         }
@@ -196,6 +189,9 @@ pub struct CsrBatch {
     parts: DeviceBuffer,
     part_table: Vec<PartEntry>,
     part_count: i32,
+    /// Where the device stores some partitions' rows by first column ([`ReorderedRows`]): each
+    /// stored virtual row's virtual row in the partitions' order.
+    row_map: Option<DeviceBuffer>,
     lanes: i32,
     row_blocks: i32,
     stream: Option<DeviceBuffer>,
@@ -242,6 +238,7 @@ fn row_block_cols_end<T>(members: &[Member<T>], rows: usize, row_blocks: usize) 
 
 /// A member of a batch: the partition's index among all partitions, its bounds, and its local
 /// pointers, column indices and values.
+#[derive(Clone, Copy)]
 pub struct Member<'a, T> {
     pub index: usize,
     pub bounds: PartitionBounds,
@@ -250,39 +247,86 @@ pub struct Member<'a, T> {
     pub values: &'a [T],
 }
 
-/// Whether neighbouring rows of the members read distant columns ([`SCATTERED_ROWS`]), judged by
-/// the column of each row's first stored entry.
-fn scattered_rows<T>(members: &[Member<T>]) -> bool {
-    use rayon::prelude::*;
-    let (pairs, far) = members
-        .iter()
-        .map(|m| {
-            let first_column = |j: usize| {
-                let (begin, end) = (m.local_ptr[j], m.local_ptr[j + 1]);
-                (begin < end).then(|| m.minor[(begin - m.local_ptr[0]) as usize])
-            };
-            (1..m.bounds.major_count())
-                .into_par_iter()
-                .filter_map(|j| Some((first_column(j - 1)?, first_column(j)?)))
-                .map(|(a, b)| (1, (a.abs_diff(b) > SCATTERED_ROWS.columns) as usize))
-                .reduce(|| (0, 0), |x, y| (x.0 + y.0, x.1 + y.1))
-        })
-        .fold((0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
-    let (most, of) = SCATTERED_ROWS.far_apart;
-    far * of > pairs * most
+/// Whether neighbouring rows of the members read distant columns ([`row_order::scattered`]).
+fn scattered_rows<T: Sync>(members: &[Member<T>]) -> Result<bool> {
+    let mut counts = (0, 0);
+    for m in members {
+        let (pairs, far) = row_order::neighbours_far_apart(m.bounds.major_count(), |j| m.row(j))?;
+        counts = (counts.0 + pairs, counts.1 + far);
+    }
+    Ok(row_order::scattered(counts))
+}
+
+/// A member's rows in the order [`row_order::by_first_column`] gives its rows between a split first
+/// and a split last row (which stay first and last, where the merge expects them): the local
+/// pointers, columns and values in that order, and at each position the local row it holds.
+struct ReorderedRows<T> {
+    local_ptr: Vec<i32>,
+    minor: Vec<i32>,
+    values: Vec<T>,
+    local_rows: Vec<i32>,
+}
+
+impl<T: Copy + Sync> ReorderedRows<T> {
+    fn by_first_column(m: &Member<T>) -> Result<Option<Self>> {
+        let rows = m.bounds.major_count();
+        let first = usize::from(m.bounds.start_flag).min(rows);
+        let end = rows - usize::from(m.bounds.end_flag && rows > first);
+        let Some(order) = row_order::by_first_column(end - first, |j| m.row(first + j))? else { return Ok(None) };
+        let local_rows: Vec<i32> =
+            (0..first).chain(order.iter().map(|&j| first + j as usize)).chain(end..rows).map(|j| j as i32).collect();
+        let base = m.local_ptr[0];
+        let mut local_ptr = crate::alloc::try_zeros::<i32>(rows + 1, "MSREP reordered rows")?;
+        for (at, &j) in local_rows.iter().enumerate() {
+            let j = j as usize;
+            local_ptr[at + 1] = local_ptr[at] + (m.local_ptr[j + 1] - m.local_ptr[j]);
+        }
+        let entries = (m.local_ptr[rows] - base) as usize;
+        let mut minor = crate::alloc::try_zeros::<i32>(entries, "MSREP reordered rows")?;
+        let mut values = Vec::new();
+        values.try_reserve_exact(entries).map_err(|_| Error::alloc_failed("MSREP reordered rows"))?;
+        for &j in &local_rows {
+            let (begin, end) =
+                ((m.local_ptr[j as usize] - base) as usize, (m.local_ptr[j as usize + 1] - base) as usize);
+            values.extend_from_slice(&m.values[begin..end]);
+        }
+        for (at, &j) in local_rows.iter().enumerate() {
+            minor[local_ptr[at] as usize..local_ptr[at + 1] as usize].copy_from_slice(m.row(j as usize));
+        }
+        Ok(Some(ReorderedRows { local_ptr, minor, values, local_rows }))
+    }
+}
+
+impl<T> Member<'_, T> {
+    /// The column indices of local row `j`.
+    fn row(&self, j: usize) -> &[i32] {
+        let base = self.local_ptr[0];
+        &self.minor[(self.local_ptr[j] - base) as usize..(self.local_ptr[j + 1] - base) as usize]
+    }
 }
 
 impl CsrBatch {
     /// Uploads `members` (partitions of one device, in order; together at most i32::MAX entries and
     /// rows) to `gpu` on `stream`. Rows longer than [`LONG_ROW`] are chunked unless `chunk_long_rows`
     /// is off.
-    pub fn upload<T: Copy>(
+    pub fn upload<T: Copy + Sync>(
         gpu: &Arc<GpuDevice>,
         stream: Stream,
         side: usize,
         members: &[Member<T>],
         chunk_long_rows: bool,
     ) -> Result<CsrBatch> {
+        let reordered: Vec<Option<ReorderedRows<T>>> =
+            members.iter().map(ReorderedRows::by_first_column).collect::<Result<_>>()?;
+        let members: Vec<Member<T>> = members
+            .iter()
+            .zip(&reordered)
+            .map(|(m, r)| match r {
+                Some(r) => Member { local_ptr: &r.local_ptr, minor: &r.minor, values: &r.values, ..*m },
+                None => Member { ..*m },
+            })
+            .collect();
+        let members = &members[..];
         let rows: usize = members.iter().map(|m| m.bounds.major_count()).sum();
         let mut ptr: Vec<i32> = Vec::new();
         ptr.try_reserve_exact(rows + 1).map_err(|_| Error::alloc_failed("MSREP batch pointers"))?;
@@ -302,6 +346,19 @@ impl CsrBatch {
             entries += m.local_ptr[m.bounds.major_count()] - base;
         }
         ptr.push(entries);
+        let row_map = match reordered.iter().any(Option::is_some) {
+            true => {
+                let mut map = try_zeros::<i32>(rows, "MSREP row order")?;
+                for (p, r) in parts.iter().zip(&reordered) {
+                    let base = p.row_base as usize;
+                    for at in 0..p.rows as usize {
+                        map[base + at] = p.row_base + r.as_ref().map_or(at as i32, |r| r.local_rows[at]);
+                    }
+                }
+                Some(map)
+            }
+            false => None,
+        };
         let long_row = if chunk_long_rows { LONG_ROW } else { usize::MAX };
         let plan =
             schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32, || scattered_rows(members))?;
@@ -324,7 +381,7 @@ impl CsrBatch {
             plan.long_rows,
             plan.chunks.len(),
             if compact.is_some() { "as 16-bit offsets from the diagonal" } else { "of 32 bits" }
-        );
+        ) + if row_map.is_some() { ", rows by first column (neighbouring rows far apart)" } else { "" };
         let size = std::mem::size_of::<T>();
         Ok(CsrBatch {
             side,
@@ -340,6 +397,10 @@ impl CsrBatch {
             parts: DeviceBuffer::from_host(gpu, &parts, stream, "MSREP partition table")?.resident(),
             part_count: parts.len() as i32,
             part_table: parts,
+            row_map: match &row_map {
+                Some(map) => Some(upload(map, "MSREP row order")?),
+                None => None,
+            },
             lanes: plan.lanes as i32,
             row_blocks: plan.row_blocks as i32,
             stream: if plan.stream.is_empty() {
@@ -409,7 +470,11 @@ impl CsrBatch {
         sfx: &str,
         blocks: Range<u32>,
     ) -> Result<()> {
-        let name = format!("msrep_csr_batch_{sfx}{}", if self.col_shift.is_some() { "_i16" } else { "" });
+        let name = format!(
+            "msrep_csr_batch_{sfx}{}{}",
+            if self.col_shift.is_some() { "_i16" } else { "" },
+            if self.row_map.is_some() { "_mapped" } else { "" }
+        );
         let f = gpu.function(&super::super::kernels::MSREP, &name)?;
         crate::log::note(|| format!("{name}: {}", self.summary));
         let first_block = blocks.start as i32;
@@ -417,6 +482,7 @@ impl CsrBatch {
         let (ptr, idx, val, parts) = (self.ptr.ptr(), self.idx.ptr(), self.val.ptr(), self.parts.ptr());
         let (stream_blocks, chunks, chunk_sums, counters) =
             (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
+        let row_map = ptr_of(&self.row_map);
         let rows = self.rows as i32;
         let col_shift = self.col_shift.unwrap_or(0);
         unsafe {
@@ -446,6 +512,7 @@ impl CsrBatch {
                     &y,
                     &shared,
                     &raw,
+                    &row_map,
                     &self.long_row,
                     &first_block
                 ],
@@ -608,22 +675,22 @@ mod tests {
 
     #[test]
     fn regular_rows_go_in_order_to_groups_of_lanes() {
-        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || false).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
-        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, || false).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 4, "a small batch: 8 entries a lane in f32 too");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, || false).unwrap();
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 2, "a large batch in f32: 16 entries a lane");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096, || false).unwrap();
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 4, "a large batch in f64: 8 entries a lane");
         assert!(s.stream.is_empty() && s.chunks.is_empty());
-        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, || false).unwrap();
+        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, || Ok(false)).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
     }
 
     #[test]
     fn short_regular_rows_stream_where_neighbours_read_distant_columns() {
-        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || true).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || Ok(true)).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (1, 0), "4 lanes a row, scattered: stream blocks");
         assert_eq!(s.stream.len(), 1000usize.div_ceil(STREAM_ENTRIES / 17));
         let s = schedule(&ptr_of(&[100; 1000]), 8, LONG_ROW, 4096, || panic!("not asked")).unwrap();
@@ -631,11 +698,53 @@ mod tests {
     }
 
     #[test]
+    fn scattered_rows_are_stored_by_first_column_between_split_ends() {
+        // 200 rows of a band of half-width 1 in a scrambled order (row j holds band row 77·j mod 200),
+        // the first and last rows split with other partitions.
+        let band_row = |j: usize| 77 * j % 200;
+        let mut ptr = vec![0i32];
+        let (mut minor, mut values) = (Vec::new(), Vec::new());
+        for j in 0..200 {
+            for c in band_row(j).saturating_sub(1)..(band_row(j) + 2).min(200) {
+                minor.push(c as i32);
+                values.push(j as f32);
+            }
+            ptr.push(minor.len() as i32);
+        }
+        let mut m = member(3, 10, &ptr, &minor, &values);
+        (m.bounds.start_flag, m.bounds.end_flag) = (true, true);
+        let r = ReorderedRows::by_first_column(&m).unwrap().expect("scattered rows of a band");
+        assert_eq!((r.local_rows[0], r.local_rows[199]), (0, 199), "split rows stay first and last");
+        let mut seen = r.local_rows.clone();
+        seen.sort();
+        assert_eq!(seen, (0..200).collect::<Vec<i32>>());
+        let firsts: Vec<i32> = (1..199).map(|at| r.minor[r.local_ptr[at] as usize]).collect();
+        assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "by first column between the split rows");
+        for (at, &j) in r.local_rows.iter().enumerate() {
+            let entries = r.local_ptr[at] as usize..r.local_ptr[at + 1] as usize;
+            assert_eq!(&r.minor[entries.clone()], m.row(j as usize));
+            assert!(r.values[entries].iter().all(|&v| v == j as f32), "each row keeps its values");
+        }
+        // In band order they stay as they are.
+        let identity: Vec<i32> =
+            (0..200).flat_map(|r: i32| (r.max(1) - 1..(r + 2).min(200)).collect::<Vec<_>>()).collect();
+        let mut ptr = vec![0i32];
+        for r in 0..200 {
+            ptr.push(ptr[r] + (r.min(1) + 1 + usize::from(r < 199)) as i32);
+        }
+        assert!(
+            ReorderedRows::by_first_column(&member(0, 0, &ptr, &identity, &vec![0.0; identity.len()]))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn rows_are_scattered_when_most_neighbours_start_far_apart() {
         // Three entries a row. A band: each row starts one column after the one before.
         let ptr: Vec<i32> = (0..=300).map(|r| 3 * r).collect();
         let band: Vec<i32> = (0..300).flat_map(|r| [r, r + 1, r + 2]).collect();
-        assert!(!scattered_rows(&[member(0, 0, &ptr, &band, &[])]));
+        assert!(!scattered_rows(&[member(0, 0, &ptr, &band, &[])]).unwrap());
         // The same rows in a shuffled order: neighbours start about a third of the columns apart.
         let shuffled: Vec<i32> = (0..300)
             .flat_map(|r| {
@@ -643,14 +752,14 @@ mod tests {
                 [s, s + 1, s + 2]
             })
             .collect();
-        assert!(scattered_rows(&[member(0, 0, &ptr, &shuffled, &[])]));
+        assert!(scattered_rows(&[member(0, 0, &ptr, &shuffled, &[])]).unwrap());
         // Empty rows in between are not pairs: only the rows with entries are compared.
         let gapped_ptr: Vec<i32> = (0..=600).map(|r| 3 * (r / 2)).collect();
-        assert!(!scattered_rows(&[member(0, 0, &gapped_ptr, &band, &[])]));
+        assert!(!scattered_rows(&[member(0, 0, &gapped_ptr, &band, &[])]).unwrap());
         // More than half of the pairs must be far apart: two of four are not, two of three are.
         let rows_starting_at = |starts: &[i32]| -> bool {
             let ptr: Vec<i32> = (0..=starts.len() as i32).collect();
-            scattered_rows(&[member(0, 0, &ptr, starts, &[])])
+            scattered_rows(&[member(0, 0, &ptr, starts, &[])]).unwrap()
         };
         assert!(!rows_starting_at(&[0, 1, 1000, 1001, 2000]));
         assert!(rows_starting_at(&[0, 1000, 2000, 2001]));
@@ -664,7 +773,7 @@ mod tests {
         lengths[400] = LONG_ROW + 1;
         lengths[402] = 1020;
         let ptr = ptr_of(&lengths);
-        let s = schedule(&ptr, 8, LONG_ROW, 4096, || false).unwrap();
+        let s = schedule(&ptr, 8, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!(s.row_blocks, 0);
         // The stream blocks cover every row but the long ones, in order, each within its limits.
         let mut covered = Vec::new();
@@ -796,7 +905,7 @@ mod tests {
     fn without_chunks_a_long_row_is_a_stream_block_of_its_own() {
         let mut lengths = vec![1usize; 300];
         lengths[7] = 5000;
-        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096, || false).unwrap();
+        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096, || Ok(false)).unwrap();
         assert!(s.chunks.is_empty());
         assert_eq!(s.stream, [[0, 7], [7, 8], [8, 264], [264, 300]]);
     }
