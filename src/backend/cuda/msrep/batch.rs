@@ -47,9 +47,9 @@ const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 /// rows were permuted) those extra sectors are what the kernel waits for in L2 (ncu, random 1e-4 in
 /// f64 with 2 lanes a row: L2 77 % busy for 33 µs where cusparseSpMV takes 26 µs at 73 %). A stream
 /// block loads them coalesced. Measured on an H100 (suite, f64): random 1e-4 0.042 → 0.037 ms, the
-/// permuted 2D stencil 0.050 → 0.041 ms; rows whose neighbours read nearby columns (stencils, band,
-/// FEM, blocks) were 5–20 % slower in stream blocks, and with 16 or 32 lanes a row (the permuted FEM
-/// operator, random 1e-2) no faster.
+/// permuted 2D stencil 0.050 → 0.041 ms (now stored by first column instead, [`ReorderedRows`], and
+/// so no longer scattered); rows whose neighbours read nearby columns (stencils, band, FEM, blocks)
+/// were 5–20 % slower in stream blocks, and with 16 or 32 lanes a row (random 1e-2) no faster.
 const STREAM_SCATTERED_MAX_LANES: usize = 8;
 
 /// Skewed rows go to stream blocks of consecutive rows with at most this many entries in all
