@@ -10,6 +10,7 @@
 pub mod alloc;
 pub mod backend;
 pub mod capi;
+pub(crate) mod chunks;
 pub mod dense;
 pub mod error;
 pub mod executor;

@@ -7,8 +7,8 @@
 //! column index per tile column. Metadata grows with the tiles and the block rows only.
 
 use super::Tile;
-use super::chunks;
 use crate::alloc::{element_count, try_vec, try_zeros};
+use crate::chunks;
 use crate::error::{Error, Result};
 use crate::scalar::Element;
 use crate::sparse::CsrRef;

@@ -16,7 +16,6 @@
 //! caller's row order.
 
 pub mod bcsr;
-mod chunks;
 pub mod contract;
 pub mod reorder;
 pub mod rows;

@@ -7,8 +7,8 @@
 //! tensor-core tiles are cut at.
 
 use super::Tile;
-use super::chunks;
 use crate::alloc::{try_collect_par, try_copy, try_vec, try_with_capacity, try_zeros};
+use crate::chunks;
 use crate::error::Result;
 use crate::sparse::CsrRef;
 use rayon::prelude::*;

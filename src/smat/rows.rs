@@ -2,12 +2,11 @@
 //! increasing caller order, each row's entries as the caller gave them (duplicates are summed when
 //! the kernel accumulates). Rows without entries are here too: they still get C = β·C.
 
-use super::chunks;
-use crate::alloc::{ZeroBits, try_collect, try_vec, try_zeros};
+use crate::alloc::{ZeroBits, try_collect};
+use crate::chunks::gather_rows;
 use crate::error::Result;
 use crate::scalar::Element;
 use crate::sparse::CsrRef;
-use rayon::prelude::*;
 
 #[derive(Clone, Debug)]
 pub struct RowsCsr<S> {
@@ -36,7 +35,7 @@ impl<S: ZeroBits + Sync> RowsCsr<S> {
     /// row of C, but no longer increases.
     pub fn reordered(&self, order: &[u32]) -> Result<RowsCsr<S>> {
         let entries = |at: usize| self.row_ptr[order[at] as usize]..self.row_ptr[order[at] as usize + 1];
-        let (row_ptr, col_ind, values) = gather(
+        let (row_ptr, col_ind, values) = gather_rows(
             order.len(),
             |at| entries(at).len(),
             |at, cols, vals| {
@@ -52,7 +51,7 @@ impl<S: ZeroBits + Sync> RowsCsr<S> {
 /// The CSR of `csr`'s rows `out_rows` (increasing).
 pub fn build<T: Element>(csr: &CsrRef<'_, T>, out_rows: Vec<u32>) -> Result<RowsCsr<T::Compute>> {
     let range = |i: usize| csr.range(out_rows[i] as usize);
-    let (row_ptr, col_ind, values) = gather(
+    let (row_ptr, col_ind, values) = gather_rows(
         out_rows.len(),
         |i| range(i).len(),
         |i, cols, vals| {
@@ -63,31 +62,4 @@ pub fn build<T: Element>(csr: &CsrRef<'_, T>, out_rows: Vec<u32>) -> Result<Rows
         },
     )?;
     Ok(RowsCsr { out_rows, row_ptr, col_ind, values })
-}
-
-/// The row pointers, columns and values of `rows` rows, row i holding `length(i)` entries that
-/// `fill(i, columns, values)` writes, filled in parallel over runs of rows.
-fn gather<S: ZeroBits>(
-    rows: usize,
-    length: impl Fn(usize) -> usize,
-    fill: impl Fn(usize, &mut [u32], &mut [S]) + Sync,
-) -> Result<(Vec<usize>, Vec<u32>, Vec<S>)> {
-    let mut row_ptr = try_vec(rows + 1, 0usize, "the CSR row pointers")?;
-    for i in 0..rows {
-        row_ptr[i + 1] = row_ptr[i] + length(i);
-    }
-    let entries = row_ptr[rows];
-    let mut col_ind: Vec<u32> = try_zeros(entries, "the CSR column indices")?;
-    let mut values: Vec<S> = try_zeros(entries, "the CSR values")?;
-    let bounds = chunks::runs(rows, |i| row_ptr[i]);
-    let col_runs = chunks::split_by_runs(&mut col_ind, &bounds, |i| row_ptr[i]);
-    let value_runs = chunks::split_by_runs(&mut values, &bounds, |i| row_ptr[i]);
-    col_runs.into_par_iter().zip(value_runs).zip(bounds.par_windows(2)).for_each(|((cols, vals), run)| {
-        let first = row_ptr[run[0]];
-        for i in run[0]..run[1] {
-            let at = row_ptr[i] - first..row_ptr[i + 1] - first;
-            fill(i, &mut cols[at.clone()], &mut vals[at]);
-        }
-    });
-    Ok((row_ptr, col_ind, values))
 }

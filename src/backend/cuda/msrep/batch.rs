@@ -10,7 +10,8 @@ use super::super::memory::DeviceBuffer;
 use super::super::row_order;
 use super::super::{GpuDevice, Launch, Stream};
 use super::ptr_of;
-use crate::alloc::{try_push, try_zeros};
+use crate::alloc::{ZeroBits, try_collect_par, try_push, try_zeros};
+use crate::chunks;
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
 use std::ops::Range;
@@ -269,7 +270,7 @@ struct ReorderedRows<T> {
     local_rows: Vec<i32>,
 }
 
-impl<T: Copy + Sync> ReorderedRows<T> {
+impl<T: ZeroBits + Sync> ReorderedRows<T> {
     fn by_first_column(m: &Member<T>) -> Result<Option<Self>> {
         let rows = m.bounds.major_count();
         let first = usize::from(m.bounds.start_flag).min(rows);
@@ -277,24 +278,20 @@ impl<T: Copy + Sync> ReorderedRows<T> {
         let Some(order) = row_order::by_first_column(end - first, |j| m.row(first + j))? else { return Ok(None) };
         let local_rows: Vec<i32> =
             (0..first).chain(order.iter().map(|&j| first + j as usize)).chain(end..rows).map(|j| j as i32).collect();
-        let base = m.local_ptr[0];
-        let mut local_ptr = crate::alloc::try_zeros::<i32>(rows + 1, "MSREP reordered rows")?;
-        for (at, &j) in local_rows.iter().enumerate() {
-            let j = j as usize;
-            local_ptr[at + 1] = local_ptr[at] + (m.local_ptr[j + 1] - m.local_ptr[j]);
-        }
-        let entries = (m.local_ptr[rows] - base) as usize;
-        let mut minor = crate::alloc::try_zeros::<i32>(entries, "MSREP reordered rows")?;
-        let mut values = Vec::new();
-        values.try_reserve_exact(entries).map_err(|_| Error::alloc_failed("MSREP reordered rows"))?;
-        for &j in &local_rows {
-            let (begin, end) =
-                ((m.local_ptr[j as usize] - base) as usize, (m.local_ptr[j as usize + 1] - base) as usize);
-            values.extend_from_slice(&m.values[begin..end]);
-        }
-        for (at, &j) in local_rows.iter().enumerate() {
-            minor[local_ptr[at] as usize..local_ptr[at + 1] as usize].copy_from_slice(m.row(j as usize));
-        }
+        let entries = |at: usize| {
+            let (j, base) = (local_rows[at] as usize, m.local_ptr[0]);
+            (m.local_ptr[j] - base) as usize..(m.local_ptr[j + 1] - base) as usize
+        };
+        let (row_ptr, minor, values) = chunks::gather_rows(
+            rows,
+            |at| entries(at).len(),
+            |at, cols, vals| {
+                cols.copy_from_slice(&m.minor[entries(at)]);
+                vals.copy_from_slice(&m.values[entries(at)]);
+            },
+        )?;
+        // Entries fit i32: the batch holds at most i32::MAX.
+        let local_ptr = try_collect_par(rows + 1, "MSREP reordered rows", |at| row_ptr[at] as i32)?;
         Ok(Some(ReorderedRows { local_ptr, minor, values, local_rows }))
     }
 }
@@ -311,7 +308,7 @@ impl CsrBatch {
     /// Uploads `members` (partitions of one device, in order; together at most i32::MAX entries and
     /// rows) to `gpu` on `stream`. Rows longer than [`LONG_ROW`] are chunked unless `chunk_long_rows`
     /// is off.
-    pub fn upload<T: Copy + Sync>(
+    pub fn upload<T: ZeroBits + Sync>(
         gpu: &Arc<GpuDevice>,
         stream: Stream,
         side: usize,

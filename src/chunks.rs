@@ -1,6 +1,11 @@
-//! Splitting the analysis's row-wise work into parallel tasks: consecutive runs of rows (or block
-//! rows) with about the same number of entries, and the matching disjoint pieces of the flat arrays
-//! each run writes, so that every pass of the analysis is one rayon loop with no shared mutable state.
+//! Splitting row-wise work into parallel tasks: consecutive runs of rows (or block rows) with about
+//! the same number of entries, and the matching disjoint pieces of the flat arrays each run writes,
+//! so that every pass (SMaT's analysis, the rows a device stores in its own order) is one rayon loop
+//! with no shared mutable state.
+
+use crate::alloc::{ZeroBits, try_vec, try_zeros};
+use crate::error::Result;
+use rayon::prelude::*;
 
 /// Entries one task handles at least: below this a task costs more to schedule than to run.
 const ENTRIES_PER_TASK: usize = 1 << 15;
@@ -40,6 +45,33 @@ pub fn split_mut<T>(mut data: &mut [T], lengths: impl IntoIterator<Item = usize>
 /// The pieces of `data` that the runs `bounds` own, when item `i` owns `data[offset(i)..offset(i + 1)]`.
 pub fn split_by_runs<'a, T>(data: &'a mut [T], bounds: &[usize], offset: impl Fn(usize) -> usize) -> Vec<&'a mut [T]> {
     split_mut(data, bounds.windows(2).map(|w| offset(w[1]) - offset(w[0])))
+}
+
+/// The row pointers, columns and values of `rows` rows, row i holding `length(i)` entries that
+/// `fill(i, columns, values)` writes, filled in parallel over runs of rows.
+pub fn gather_rows<C: ZeroBits, S: ZeroBits>(
+    rows: usize,
+    length: impl Fn(usize) -> usize,
+    fill: impl Fn(usize, &mut [C], &mut [S]) + Sync,
+) -> Result<(Vec<usize>, Vec<C>, Vec<S>)> {
+    let mut row_ptr = try_vec(rows + 1, 0usize, "the CSR row pointers")?;
+    for i in 0..rows {
+        row_ptr[i + 1] = row_ptr[i] + length(i);
+    }
+    let entries = row_ptr[rows];
+    let mut col_ind: Vec<C> = try_zeros(entries, "the CSR column indices")?;
+    let mut values: Vec<S> = try_zeros(entries, "the CSR values")?;
+    let bounds = runs(rows, |i| row_ptr[i]);
+    let col_runs = split_by_runs(&mut col_ind, &bounds, |i| row_ptr[i]);
+    let value_runs = split_by_runs(&mut values, &bounds, |i| row_ptr[i]);
+    col_runs.into_par_iter().zip(value_runs).zip(bounds.par_windows(2)).for_each(|((cols, vals), run)| {
+        let first = row_ptr[run[0]];
+        for i in run[0]..run[1] {
+            let at = row_ptr[i] - first..row_ptr[i + 1] - first;
+            fill(i, &mut cols[at.clone()], &mut vals[at]);
+        }
+    });
+    Ok((row_ptr, col_ind, values))
 }
 
 #[cfg(test)]
