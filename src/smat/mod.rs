@@ -380,9 +380,12 @@ fn analysed_bytes(
 /// one on the CUDA cores. A CSR row reads one row of B per nonzero; a tile reads `tile.cols` rows of
 /// B for all its nonzeros and multiplies them on tensor cores, so in B traffic it breaks even at fill
 /// 1 / `tile.rows`. Measured on an H100 at n = 128 against the same rows as CSR:
-/// - f16 / bf16 (staged through shared memory) take 4/3 of that, for the cost of staging A's tiles:
-///   tiles of fill 0.08 (a 2D 5-point stencil) ran as fast as CSR, of fill 0.16 (a 27-point
-///   stencil) 1.1× faster.
+/// - f16 / bf16 (staged through shared memory) take twice that, for the cost of staging A's tiles
+///   and the extra kernel beside the CSR rows' that a partly tiled matrix runs: tiles of fill 0.16
+///   (a 27-point stencil) ran 1.1–1.2× faster than CSR at n = 128 and 512 (0.92× at n = 32), but
+///   the dense rows of a power-law graph (fill 0.10) and a circuit matrix's (fill 0.09) as tiles
+///   made the product 7–22 % slower at n = 32, 128 and 512 than all rows as CSR (the threshold
+///   was 1/12 before).
 /// - f32 in 3xTF32 (three mma per product) and f64 on DMMA, both unstaged, need 1/4: tiles of fill
 ///   0.09–0.18 ran 0.75–1.05× as fast as CSR, of fill 0.24–0.55 1.2–2.2× faster.
 /// - f32 in exact FP32 is multiplied by FMA, padding included; with row-major B and C (the panel
@@ -392,7 +395,7 @@ fn analysed_bytes(
 ///   tile element once per FMA and trails CSR below fill 1/2.
 pub fn tile_fill_worth(value_type: ValueType, math_mode: SmatMathMode) -> f64 {
     match (value_type, math_mode) {
-        (ValueType::F16 | ValueType::Bf16, _) => 1.0 / 12.0,
+        (ValueType::F16 | ValueType::Bf16, _) => 1.0 / 8.0,
         (ValueType::F32, _) | (ValueType::F64, _) => 0.25,
     }
 }
