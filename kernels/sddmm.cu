@@ -356,3 +356,239 @@ extern "C" __global__ void sddmm_band_order(int m, int n, long long nnz, const i
         __syncthreads();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The tiled algorithm on tensor cores (f16 / bf16 with a plan whose rows are sorted by column)
+// ---------------------------------------------------------------------------------------------
+
+// A thread block computes one SD_TC_M × SD_TC_N tile of A·Bᵀ densely with mma.sync m16n8k16 (FP32
+// accumulation): the tile's rows of A and of B staged through shared memory by cp.async, SD_TC_K
+// elements of K a stage, SD_TC_STAGES stages in flight; sixteen warps of 32 × 32. Then the tile goes
+// to shared memory and its nonzeros are written from it: the plan's `starts` give, for every row i
+// and column tile t, the first entry of row i in columns [t·SD_TC_N, (t + 1)·SD_TC_N) (rows sorted by
+// column, so each row's entries in the tile are consecutive), and the block's threads take the
+// tile's entries in that order, consecutive threads consecutive entries. `tiles` lists the (row
+// tile, column tile) pairs that hold entries. Rows of A and B are row-major with K, the leading
+// dimensions and both base addresses multiples of 8 elements (16-byte rows of K).
+// At the widths SDDMM is used with, a tile has few products per instruction that is not an mma
+// (staging, finding entries, writing them), so those are kept few: each thread's staged chunks are
+// fixed (their rows and sources computed once), the entries a thread writes first are found (and
+// their columns and S values loaded) before the products, while the first stages are on their way,
+// and two blocks share a multiprocessor.
+#define SD_TC_M 128
+#define SD_TC_N 128
+#define SD_TC_K 32
+#define SD_TC_STAGES 3
+#define SD_TC_THREADS 512
+#define SD_TC_EARLY 1       // entries a thread prepares before the products
+#define SD_TC_ROW 40        // halves per staged row: SD_TC_K and 8 of padding (80 bytes: ldmatrix's
+                            // eight rows fall in distinct bank groups)
+#define SD_TC_C_STRIDE 136  // floats per row of the tile in shared memory
+
+// Shared memory: the stages, then (reused after the last mma) the tile.
+#define SD_TC_STAGE_HALVES ((SD_TC_M + SD_TC_N) * SD_TC_ROW)
+// 16-byte chunks of a stage, and how many each thread copies.
+#define SD_TC_CHUNKS ((SD_TC_M + SD_TC_N) * (SD_TC_K / 8))
+#define SD_TC_THREAD_CHUNKS (SD_TC_CHUNKS / SD_TC_THREADS)
+
+// The chunks a thread stages, the same in every stage: chunk u is stage row
+// threadIdx.x / (SD_TC_K / 8) + u·SD_TC_CHUNK_ROWS (A's rows, then B's), 8 elements at K offset
+// `part`; its source is NULL where the row lies outside the matrix.
+#define SD_TC_CHUNK_ROWS (SD_TC_THREADS / (SD_TC_K / 8))
+struct sd_tc_chunks {
+    const sgpu_b16* src[SD_TC_THREAD_CHUNKS];  // at K offset `part` of the row
+    unsigned dst;                              // shared-memory address of chunk 0 in stage 0
+    int part;
+};
+
+__device__ __forceinline__ void sd_tc_chunks_init(sd_tc_chunks& ch, const sgpu_b16* stages, int r0, int c0, int m,
+                                                  int n, const sgpu_b16* A, long long lda, const sgpu_b16* B,
+                                                  long long ldb) {
+    const int first_row = threadIdx.x / (SD_TC_K / 8);
+    ch.part = (threadIdx.x % (SD_TC_K / 8)) * 8;
+    ch.dst = sgpu_smem_address(stages + first_row * SD_TC_ROW + ch.part);
+#pragma unroll
+    for (int u = 0; u < SD_TC_THREAD_CHUNKS; ++u) {
+        int row = first_row + u * SD_TC_CHUNK_ROWS;
+        if (row < SD_TC_M)
+            ch.src[u] = r0 + row < m ? A + (long long)(r0 + row) * lda + ch.part : nullptr;
+        else
+            ch.src[u] = c0 + row - SD_TC_M < n ? B + (long long)(c0 + row - SD_TC_M) * ldb + ch.part : nullptr;
+    }
+}
+
+// K elements [kc, kc + SD_TC_K) into stage `stage`; chunks outside the matrices are zeros.
+__device__ __forceinline__ void sd_tc_stage(const sd_tc_chunks& ch, int stage, int kc, int k) {
+    bool k_inside = kc + ch.part < k;
+#pragma unroll
+    for (int u = 0; u < SD_TC_THREAD_CHUNKS; ++u) {
+        unsigned dst = ch.dst + (stage * SD_TC_STAGE_HALVES + u * SD_TC_CHUNK_ROWS * SD_TC_ROW) * 2;
+        if (ch.src[u] && k_inside) sgpu_cp_async16(dst, ch.src[u] + kc);
+        else asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0) : "memory");
+    }
+}
+
+// The tile row holding position p of the tile's entries: the last r with offset[r] <= p (rows
+// without entries in the tile share their offset with the next row and are passed over).
+__device__ __forceinline__ int sd_tc_row_of(const int* offset, int p) {
+    int lo = 0, hi = SD_TC_M - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (offset[mid] <= p) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+template <int TY>
+__device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16* A, long long lda,
+                               const sgpu_b16* B, long long ldb, const sgpu_b16* s, const int* col_ind,
+                               const int* starts, int column_tiles, const int2* tiles, sgpu_b16* out) {
+    const bool BF16 = TY == 3;
+    extern __shared__ __align__(16) unsigned char sd_tc_shared[];
+    sgpu_b16* stages = (sgpu_b16*)sd_tc_shared;
+    float* tile = (float*)sd_tc_shared;
+    __shared__ int row_first[SD_TC_M];       // each row's first entry in the tile's columns
+    __shared__ int row_offset[SD_TC_M + 1];  // exclusive scan of the rows' entry counts
+    __shared__ int warp_total[SD_TC_M / 32];
+
+    const int2 t = tiles[blockIdx.x];
+    const int r0 = t.x * SD_TC_M, c0 = t.y * SD_TC_N;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp >> 2, wn = warp & 3;  // the warp's 32 rows and 32 columns of the tile
+    const int chunks = (k + SD_TC_K - 1) / SD_TC_K;
+
+    sd_tc_chunks ch;
+    sd_tc_chunks_init(ch, stages, r0, c0, m, n, A, lda, B, ldb);
+#pragma unroll
+    for (int c = 0; c < SD_TC_STAGES - 1; ++c) {
+        if (c < chunks) sd_tc_stage(ch, c, c * SD_TC_K, k);
+        sgpu_cp_async_commit();
+    }
+
+    // The rows' entries in the tile, while the first stages load: counts, then their scan.
+    int inclusive = 0;
+    if (threadIdx.x < SD_TC_M) {
+        int first = 0, count = 0;
+        if (r0 + threadIdx.x < m) {
+            const int* at = starts + (long long)(r0 + threadIdx.x) * (column_tiles + 1) + t.y;
+            first = at[0];
+            count = at[1] - first;
+        }
+        row_first[threadIdx.x] = first;
+        inclusive = count;
+#pragma unroll
+        for (int offset = 1; offset < 32; offset <<= 1) {
+            int v = __shfl_up_sync(0xffffffffu, inclusive, offset);
+            if (lane >= offset) inclusive += v;
+        }
+        if (lane == 31) warp_total[warp] = inclusive;
+    }
+    __syncthreads();
+    if (threadIdx.x < SD_TC_M) {
+        for (int w = 0; w < warp; ++w) inclusive += warp_total[w];
+        row_offset[threadIdx.x + 1] = inclusive;
+        if (threadIdx.x == 0) row_offset[0] = 0;
+    }
+    __syncthreads();
+    const int total = row_offset[SD_TC_M];
+
+    // The first entries of this thread: row, entry, column in the tile and α·S[e].
+    int early_row[SD_TC_EARLY], early_e[SD_TC_EARLY], early_col[SD_TC_EARLY];
+    float early_scale[SD_TC_EARLY];
+#pragma unroll
+    for (int u = 0; u < SD_TC_EARLY; ++u) {
+        int p = threadIdx.x + u * SD_TC_THREADS;
+        early_row[u] = 0;
+        early_e[u] = -1;
+        early_col[u] = 0;
+        early_scale[u] = alpha;
+        if (p < total) {
+            int r = sd_tc_row_of(row_offset, p);
+            int e = row_first[r] + (p - row_offset[r]);
+            early_row[u] = r;
+            early_e[u] = e;
+            early_col[u] = col_ind[e] - c0;
+            if (s) early_scale[u] = alpha * sd_type<TY>::load(s[e]);
+        }
+    }
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[x][y][e] = 0.f;
+
+    for (int c = 0; c < chunks; ++c) {
+        sgpu_cp_async_wait<SD_TC_STAGES - 2>();
+        __syncthreads();  // chunk c is in; every warp is done with the stage refilled next
+        int ahead = c + SD_TC_STAGES - 1;
+        if (ahead < chunks) sd_tc_stage(ch, ahead % SD_TC_STAGES, ahead * SD_TC_K, k);
+        sgpu_cp_async_commit();
+        const sgpu_b16* stage = stages + (c % SD_TC_STAGES) * SD_TC_STAGE_HALVES;
+#pragma unroll
+        for (int ks = 0; ks < SD_TC_K; ks += 16) {
+            unsigned fa[2][4], fb[4][2];
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+                // Matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15): lane l gives row l & 15 at k (l >> 4)·8.
+                int row = wm * 32 + x * 16 + (lane & 15);
+                sgpu_ldmatrix_x4<false>(fa[x], sgpu_smem_address(stage + row * SD_TC_ROW + ks + (lane >> 4) * 8));
+            }
+#pragma unroll
+            for (int y = 0; y < 4; y += 2) {
+                // B's rows are the mma's columns, K contiguous: matrices (n 0-7, k 0-7), (n 0-7, k
+                // 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) are b0, b1 of column tiles y and y + 1.
+                int q = lane >> 3;
+                int row = SD_TC_M + wn * 32 + y * 8 + (q >> 1) * 8 + (lane & 7);
+                unsigned r[4];
+                sgpu_ldmatrix_x4<false>(r, sgpu_smem_address(stage + row * SD_TC_ROW + ks + (q & 1) * 8));
+                fb[y][0] = r[0];
+                fb[y][1] = r[1];
+                fb[y + 1][0] = r[2];
+                fb[y + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int x = 0; x < 2; ++x)
+#pragma unroll
+                for (int y = 0; y < 4; ++y) sgpu_mma_16816<BF16>(acc[x][y], fa[x], fb[y]);
+        }
+    }
+    sgpu_cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the stages: the tile takes their place
+
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int y = 0; y < 4; ++y) {
+            int row = wm * 32 + x * 16 + (lane >> 2), col = wn * 32 + y * 8 + 2 * (lane & 3);
+            *(float2*)(tile + row * SD_TC_C_STRIDE + col) = make_float2(acc[x][y][0], acc[x][y][1]);
+            *(float2*)(tile + (row + 8) * SD_TC_C_STRIDE + col) = make_float2(acc[x][y][2], acc[x][y][3]);
+        }
+    __syncthreads();
+
+    // (α·S[e])·dot, in the order the other kernels use.
+#pragma unroll
+    for (int u = 0; u < SD_TC_EARLY; ++u)
+        if (early_e[u] >= 0)
+            out[early_e[u]] =
+                sd_type<TY>::store(early_scale[u] * tile[early_row[u] * SD_TC_C_STRIDE + early_col[u]]);
+    for (int p = threadIdx.x + SD_TC_EARLY * SD_TC_THREADS; p < total; p += SD_TC_THREADS) {
+        int r = sd_tc_row_of(row_offset, p);
+        int e = row_first[r] + (p - row_offset[r]);
+        int j = col_ind[e] - c0;
+        out[e] = sd_finish<TY>(alpha, (const typename sd_type<TY>::elem*)s, e, tile[r * SD_TC_C_STRIDE + j]);
+    }
+}
+
+#define SD_TC(SUFFIX, TY)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(SD_TC_THREADS, 2) sddmm_tc_tiles_##SUFFIX(                \
+        int m, int n, int k, float alpha, const sgpu_b16* A, long long lda, const sgpu_b16* B, long long ldb, \
+        const sgpu_b16* s, const int* col_ind, const int* starts, int column_tiles, const int2* tiles,      \
+        sgpu_b16* out) {                                                                                    \
+        sddmm_tc_tiles<TY>(m, n, k, alpha, A, lda, B, ldb, s, col_ind, starts, column_tiles, tiles, out);    \
+    }
+SD_TC(f16, 2)
+SD_TC(bf16, 3)

@@ -16,7 +16,7 @@ use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::sddmm::SddmmAlgorithm;
 use sparsegpu::testgen::random_csr;
-use sparsegpu::{BackendKind, IndexBase, Layout, Status};
+use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Arc;
@@ -49,16 +49,36 @@ impl Case {
     /// A random pattern of the given density whose rows are shuffled and, in some rows, hold a
     /// repeated column (both allowed by the API).
     fn new(rng: &mut Rng, m: usize, n: usize, k: usize, density: f64, layout: Layout, base: IndexBase) -> Case {
+        let pad = rng.below(3);
+        Case::arranged(rng, (m, n, k, density), layout, base, true, pad)
+    }
+
+    /// Rows sorted by column without repeats, row-major, leading dimensions K plus `pad`.
+    fn sorted(rng: &mut Rng, (m, n, k, density): (usize, usize, usize, f64), base: IndexBase, pad: usize) -> Case {
+        Case::arranged(rng, (m, n, k, density), Layout::RowMajor, base, false, pad)
+    }
+
+    /// `shuffled`: rows in random column order, some with a repeated column.
+    fn arranged(
+        rng: &mut Rng,
+        (m, n, k, density): (usize, usize, usize, f64),
+        layout: Layout,
+        base: IndexBase,
+        shuffled: bool,
+        pad: usize,
+    ) -> Case {
         let s = random_csr::<f64>(rng, m, n, density);
         let mut row_ptr = vec![0i32];
         let mut col_ind = Vec::new();
         for r in 0..m {
             let mut cols: Vec<i32> = s.col_ind[s.row_ptr[r] as usize..s.row_ptr[r + 1] as usize].to_vec();
-            if !cols.is_empty() && rng.below(4) == 0 {
-                cols.push(cols[rng.below(cols.len())]);
-            }
-            for i in (1..cols.len()).rev() {
-                cols.swap(i, rng.below(i + 1));
+            if shuffled {
+                if !cols.is_empty() && rng.below(4) == 0 {
+                    cols.push(cols[rng.below(cols.len())]);
+                }
+                for i in (1..cols.len()).rev() {
+                    cols.swap(i, rng.below(i + 1));
+                }
             }
             col_ind.extend(cols);
             row_ptr.push(col_ind.len() as i32);
@@ -66,7 +86,6 @@ impl Case {
         let offset = base.offset() as i32;
         row_ptr.iter_mut().for_each(|p| *p += offset);
         col_ind.iter_mut().for_each(|c| *c += offset);
-        let pad = rng.below(3);
         let (lda, ldb) = match layout {
             Layout::RowMajor => (k.max(1) + pad, k.max(1) + pad),
             Layout::ColMajor => (m.max(1) + pad, n.max(1) + pad),
@@ -77,6 +96,38 @@ impl Case {
 
     fn nnz(&self) -> usize {
         self.col_ind.len()
+    }
+
+    /// Whether AUTO with a plan made on the CUDA handle takes the tensor-core tiles (the tiled
+    /// algorithm) for element type T: only for f16 / bf16, A and B row-major with K and the leading
+    /// dimensions multiples of 8, rows sorted by column without repeats and at least as many entries
+    /// as rows times (column tiles of 128 + 1); then where the 128 × 128 tiles holding entries are
+    /// at least 10 % full, never below 3 % (between, by the library's cost model: `None`).
+    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
+        let offset = self.base.offset() as usize;
+        let row = |i: usize| &self.col_ind[self.row_ptr[i] as usize - offset..self.row_ptr[i + 1] as usize - offset];
+        let rows_sorted = (0..self.m).all(|i| row(i).windows(2).all(|p| p[0] < p[1]));
+        let possible = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16)
+            && self.layout == Layout::RowMajor
+            && self.k.is_multiple_of(8)
+            && self.lda.is_multiple_of(8)
+            && self.ldb.is_multiple_of(8)
+            && rows_sorted
+            && self.m > 0
+            && self.m * (self.n.div_ceil(128) + 1) <= self.nnz();
+        if !possible {
+            return Some(false);
+        }
+        let tiles: std::collections::HashSet<(usize, usize)> =
+            (0..self.m).flat_map(|i| row(i).iter().map(move |&c| (i / 128, (c as usize - offset) / 128))).collect();
+        let fill = self.nnz() as f64 / (tiles.len() * 128 * 128) as f64;
+        if fill >= 0.1 {
+            Some(true)
+        } else if fill < 0.03 {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     fn len(&self, rows: usize, ld: usize) -> usize {
@@ -241,7 +292,14 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
                 Some(p) => unsafe { execute(gpu, p, c, &alpha, ptrs(&mut out)) },
             };
             assert_eq!(status, OK, "{what}: {}", last_error());
-            assert_eq!(last_algorithm(gpu), cpu_alg, "{what}: algorithm differs from the CPU's");
+            // AUTO with a plan of the CUDA handle may take its tensor-core tiles, which the CPU
+            // backend does not have; otherwise both choose alike.
+            let gpu_alg = match c.takes_tensor_tiles::<T>() {
+                Some(true) if *alg == SddmmAlgorithm::Auto && way == "GPU plan" => SddmmAlgorithm::Tiled as i32,
+                Some(_) => cpu_alg,
+                None => panic!("{what}: a shape for which AUTO's choice on the GPU is not predicted"),
+            };
+            assert_eq!(last_algorithm(gpu), gpu_alg, "{what}: algorithm");
             check(&what, &out, &want, &scale);
             let cpu_vals: Vec<f64> = cpu_out.iter().map(|v| v.to_f64()).collect();
             check(&format!("{what} vs CPU"), &out, &cpu_vals, &scale);
@@ -319,6 +377,82 @@ fn bf16_every_algorithm_matches_cpu_and_reference() {
         return;
     }
     shapes_for::<bf16>("sddmm gpu bf16", SHAPES);
+}
+
+/// Shapes for the tensor-core tiles (K a multiple of 8): sizes that are not multiples of a 128 × 128
+/// tile, several tiles each way, K below / at / above a 32-element stage, K = 0, one row, two
+/// columns, densities from 1e-2 to dense (AUTO takes the tiles where they are full enough, the
+/// forced tiled algorithm wherever the plan has them).
+const TENSOR_TILE_SHAPES: &[(usize, usize, usize, f64)] = &[
+    (200, 300, 64, 0.2),
+    (300, 500, 128, 0.2),
+    (129, 67, 8, 0.5),
+    (1500, 800, 200, 0.05),
+    (1500, 900, 64, 0.15),
+    (65, 130, 40, 1.0),
+    (1000, 1000, 16, 0.012),
+    (1, 5000, 136, 0.2),
+    (700, 2, 32, 0.9),
+    (100, 200, 0, 0.5),
+    (400, 300, 24, 0.2),
+];
+
+/// The f16 / bf16 tiled algorithm on tensor cores through a plan made on the CUDA handle, chosen by
+/// AUTO and forced, S with and without values, both index bases, padded leading dimensions: every
+/// entry against the f64 reference, out poisoned first. A leading dimension that is not a multiple
+/// of 8 keeps AUTO on COO (and the forced tiled algorithm on its other kernel).
+fn tensor_tiles_for<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let gpu = handle(BackendKind::Cuda);
+    for (idx, &shape) in TENSOR_TILE_SHAPES.iter().enumerate() {
+        let base = if idx % 2 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let pad = if idx == 3 { 1 } else { 8 * rng.below(2) };
+        let c = Case::sorted(&mut rng, shape, base, pad);
+        let with_values = idx % 3 != 0;
+        let a: Vec<T> = rng.vec(c.len(c.m, c.lda));
+        let b: Vec<T> = rng.vec(c.len(c.n, c.ldb));
+        let s: Vec<T> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
+        let alpha = T::from_f64(rng.range(-2.0, 2.0)).to_compute();
+        let (want, scale) = c.reference(alpha.to_f64(), &a, &b, with_values.then_some(&s[..]));
+        let plan = unsafe { create_plan(gpu, &c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+        for alg in [SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled] {
+            assert_eq!(unsafe { sddmmSetAlgorithm(gpu, alg as i32) }, OK);
+            let what = format!("{} {:?} {alg:?} values={with_values}", c.label, T::VALUE_TYPE);
+            let mut out = vec![T::from_f64(POISON); c.nnz()];
+            let ptrs = Ptrs {
+                a: a.as_ptr(),
+                b: b.as_ptr(),
+                s: if with_values { s.as_ptr() } else { std::ptr::null() },
+                row_ptr: c.row_ptr.as_ptr(),
+                col_ind: c.col_ind.as_ptr(),
+                out: out.as_mut_ptr(),
+            };
+            assert_eq!(unsafe { execute(gpu, plan, &c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
+            let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
+            let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
+            let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
+            assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");
+            check(&what, &out, &want, &scale);
+        }
+        unsafe { sddmmDestroyPlan(plan) };
+    }
+    unsafe { sddmmDestroy(gpu) };
+}
+
+#[test]
+fn f16_tensor_core_tiles_match_the_reference() {
+    if !common::cuda_available("f16_tensor_core_tiles_match_the_reference") {
+        return;
+    }
+    tensor_tiles_for::<f16>("sddmm gpu f16 tensor tiles");
+}
+
+#[test]
+fn bf16_tensor_core_tiles_match_the_reference() {
+    if !common::cuda_available("bf16_tensor_core_tiles_match_the_reference") {
+        return;
+    }
+    tensor_tiles_for::<bf16>("sddmm gpu bf16 tensor tiles");
 }
 
 /// Device pointers for every array (S's structure included), on a non-default stream, dynamic and

@@ -145,15 +145,31 @@ fn case(
     let pattern = crate::upload_csr(gpu, ty, s)?;
     let out = gpu.zeros(nnz * size, "out (ours)")?;
 
-    let vendor_op = Sddmm::new(&b.sparse, gpu, &pattern, k, a.ptr(), bm.ptr())?;
+    // cuSPARSE has no bf16 SDDMM: bf16 is timed against its f16 on the same inputs rounded to f16
+    // (the same bytes moved), and checked against that f16 result.
+    let vendor_ty = if ty == ValueType::Bf16 { ValueType::F16 } else { ty };
+    let vendor_inputs = if vendor_ty == ty {
+        None
+    } else {
+        Some((
+            upload_as(gpu, vendor_ty, a_host, "A (vendor)")?,
+            upload_as(gpu, vendor_ty, b_host, "B (vendor)")?,
+            crate::upload_csr(gpu, vendor_ty, s)?,
+        ))
+    };
+    let (va, vb, vpattern) = match &vendor_inputs {
+        Some((va, vb, vp)) => (va, vb, vp),
+        None => (&a, &bm, &pattern),
+    };
+    let vendor_op = Sddmm::new(&b.sparse, gpu, vpattern, k, va.ptr(), vb.ptr())?;
     vendor_op.run()?;
     let vendor = gpu.time(|| vendor_op.run())?;
-    let reference = download_as(gpu, ty, &pattern.values, nnz)?;
+    let reference = download_as(gpu, vendor_ty, &vpattern.values, nnz)?;
 
     let mut base = Measurement::new(
         "sddmm",
         "sddmmDynamic",
-        "cusparseSDDMM CSR",
+        if vendor_ty == ty { "cusparseSDDMM CSR" } else { "cusparseSDDMM CSR f16" },
         type_name(ty),
         input,
         format!("{m_rows}x{n_cols} k={k} nnz={nnz}"),

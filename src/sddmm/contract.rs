@@ -181,6 +181,15 @@ pub trait SddmmBackend<T: Element> {
     /// accepts (host memory; the CUDA backend also takes memory of its device), `out` overlapping
     /// no input; `row_ptr` / `col_ind` hold the pattern's structure.
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()>;
+
+    /// Whether this backend's TILED algorithm is the faster for a call on S of `shape` with these
+    /// operands and plan, whatever the handle's density threshold says: AUTO then takes TILED. A
+    /// backend says so where a kernel of its tiled algorithm beats its COO kernel (the CUDA
+    /// backend: f16 / bf16 tiles on tensor cores, with a plan prepared on its device, where its tiles
+    /// holding entries are full enough). By default never.
+    fn prefers_tiled(&self, _operands: &RawOperands<T>, _shape: PatternShape, _plan: Option<&SddmmPlan>) -> bool {
+        false
+    }
 }
 
 /// What a backend keeps of a plan between calls (the CUDA backend: the pattern, COO rows and tile

@@ -6,14 +6,17 @@
 //! - TILED (the paper's GPU-Shared): S is cut into `TILE_ROWS × TILE_COLS` tiles whose nonzeros are
 //!   computed together, so that the A and B rows they use are loaded once per tile (the CPU backend
 //!   in K slices of `TILE_K`; the CUDA backend runs the COO kernel in tile order, the rows reused
-//!   from L1). Pays off when tiles hold enough nonzeros to amortise the loads.
+//!   from L1, or for f16 / bf16 with a plan whose rows are sorted computes 128 × 128 tiles densely
+//!   on tensor cores). Pays off when tiles hold enough nonzeros to amortise the loads.
 //! - COO (GPU-Convert): CSR is converted to COO and the nonzeros are split into equal chunks, one
 //!   independent dot product each: perfect balance, no reuse. Best for very sparse S.
 //!
-//! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold, COO otherwise. The default
-//! threshold is 1, so AUTO takes COO: on random patterns of densities 1e-5 to 5e-2 (and 0.5 on the
-//! CPU), k = 32 to 256, COO was the faster on both backends (docs/methods.md), unlike in the paper,
-//! whose switch point was 0.01 %. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
+//! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold, or where the backend says its
+//! tiled kernel is the faster for the call ([`contract::SddmmBackend::prefers_tiled`]: the CUDA
+//! backend's tensor-core tiles where they are full enough), COO otherwise. The default threshold is
+//! 1: on random patterns of densities 1e-5 to 5e-2 (and 0.5 on the CPU), k = 32 to 256, COO was the
+//! faster of the paper's two kernels on both backends (docs/methods.md), unlike in the paper, whose
+//! switch point was 0.01 %. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both
 //! algorithms derive from the sparsity pattern alone, done once for many calls.
 //!
 //! The family chooses the algorithm and plans; the handle's executor runs the chosen algorithm
@@ -114,11 +117,12 @@ impl SddmmHandle {
         self.last_algorithm
     }
 
-    /// The algorithm a call on an m×n pattern with `nnz` entries runs (never `Auto`).
-    pub fn choose(&self, rows: usize, cols: usize, nnz: usize) -> SddmmAlgorithm {
+    /// The algorithm a call on an m×n pattern with `nnz` entries runs (never `Auto`), given whether
+    /// the backend's tiled algorithm is the faster for it ([`contract::SddmmBackend::prefers_tiled`]).
+    pub fn choose(&self, rows: usize, cols: usize, nnz: usize, backend_prefers_tiled: bool) -> SddmmAlgorithm {
         match self.algorithm {
             SddmmAlgorithm::Auto => {
-                if density(rows, cols, nnz) > self.density_threshold {
+                if backend_prefers_tiled || density(rows, cols, nnz) > self.density_threshold {
                     SddmmAlgorithm::Tiled
                 } else {
                     SddmmAlgorithm::Coo
@@ -151,7 +155,9 @@ impl SddmmHandle {
         self.report_invalid_pattern(false)?;
         let call = log::Call::open();
         let shape = structure.shape();
-        let algorithm = self.choose(shape.rows, shape.cols, shape.nnz);
+        let prefers_tiled = self.algorithm == SddmmAlgorithm::Auto
+            && T::backend(self.core.executor_mut()).prefers_tiled(operands, shape, plan);
+        let algorithm = self.choose(shape.rows, shape.cols, shape.nnz, prefers_tiled);
         let sampling = Sampling { operands, structure, plan, algorithm };
         unsafe { T::backend(self.core.executor_mut()).sample(&sampling) }?;
         self.last_algorithm = Some(algorithm);
@@ -166,7 +172,7 @@ impl SddmmHandle {
                     SddmmAlgorithm::Tiled => "tiled",
                     _ => "nnz-balanced COO",
                 },
-                self.why(m, n, nnz),
+                self.why(m, n, nnz, prefers_tiled),
                 if plan.is_some() { ", the plan's preprocessing reused" } else { "" }
             )
         });
@@ -216,10 +222,13 @@ impl SddmmHandle {
     }
 
     /// Why [`SddmmHandle::choose`] chose what it did, as log lines say it.
-    fn why(&self, rows: usize, cols: usize, nnz: usize) -> String {
+    fn why(&self, rows: usize, cols: usize, nnz: usize, backend_prefers_tiled: bool) -> String {
         let density = density(rows, cols, nnz);
         let threshold = self.density_threshold;
         match self.algorithm {
+            SddmmAlgorithm::Auto if backend_prefers_tiled => {
+                format!("density {density:.3e}, where the backend's tiled kernel is the faster")
+            }
             SddmmAlgorithm::Auto if density > threshold => format!("density {density:.3e} above {threshold:e}"),
             SddmmAlgorithm::Auto => format!("density {density:.3e} at most {threshold:e}"),
             _ => format!("asked for; density {density:.3e}"),
