@@ -371,16 +371,18 @@ extern "C" __global__ void sddmm_band_order(int m, int n, long long nnz, const i
 // tile, column tile) pairs that hold entries. Rows of A and B are row-major with K, the leading
 // dimensions and both base addresses multiples of 8 elements (16-byte rows of K).
 // At the widths SDDMM is used with, a tile has few products per instruction that is not an mma
-// (staging, finding entries, writing them), so those are kept few: each thread's staged chunks are
-// fixed (their rows and sources computed once), the entries a thread writes first are found (and
-// their columns and S values loaded) before the products, while the first stages are on their way,
+// (staging, finding entries, writing them), and a chain of dependent latencies before its first mma
+// (the tile's coordinates, its rows' starts, their scan), so: each thread's staged chunks are fixed
+// (their rows and sources computed once); the tile's first SD_TC_EARLY entries get their rows from
+// a table the rows fill (not a search) and their columns copied to shared memory by cp.async during
+// the products, so that no thread waits for them before its mma; a grid of every tile needs no list;
 // and two blocks share a multiprocessor.
 #define SD_TC_M 128
 #define SD_TC_N 128
 #define SD_TC_K 32
 #define SD_TC_STAGES 3
 #define SD_TC_THREADS 512
-#define SD_TC_EARLY 1       // entries a thread prepares before the products
+#define SD_TC_EARLY 1024    // the tile's first entries, whose rows and columns are found before the products
 #define SD_TC_ROW 40        // halves per staged row: SD_TC_K and 8 of padding (80 bytes: ldmatrix's
                             // eight rows fall in distinct bank groups)
 #define SD_TC_C_STRIDE 136  // floats per row of the tile in shared memory
@@ -428,6 +430,11 @@ __device__ __forceinline__ void sd_tc_stage(const sd_tc_chunks& ch, int stage, i
     }
 }
 
+// 4 bytes global -> shared, asynchronously (committed with the next cp.async group).
+__device__ __forceinline__ void sd_cp_async4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 // The tile row holding position p of the tile's entries: the last r with offset[r] <= p (rows
 // without entries in the tile share their offset with the next row and are passed over).
 __device__ __forceinline__ int sd_tc_row_of(const int* offset, int p) {
@@ -451,8 +458,11 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     __shared__ int row_first[SD_TC_M];       // each row's first entry in the tile's columns
     __shared__ int row_offset[SD_TC_M + 1];  // exclusive scan of the rows' entry counts
     __shared__ int warp_total[SD_TC_M / 32];
+    __shared__ unsigned char early_row[SD_TC_EARLY];  // the row of each of the first entries
+    __shared__ int early_col[SD_TC_EARLY];            // and its column
 
-    const int2 t = tiles[blockIdx.x];
+    // Without a list, the grid is every tile: x the column tile, y the row tile.
+    const int2 t = tiles ? tiles[blockIdx.x] : make_int2(blockIdx.y, blockIdx.x);
     const int r0 = t.x * SD_TC_M, c0 = t.y * SD_TC_N;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp >> 2, wn = warp & 3;  // the warp's 32 rows and 32 columns of the tile
@@ -492,26 +502,22 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     }
     __syncthreads();
     const int total = row_offset[SD_TC_M];
+    const int early = total < SD_TC_EARLY ? total : SD_TC_EARLY;
 
-    // The first entries of this thread: row, entry, column in the tile and α·S[e].
-    int early_row[SD_TC_EARLY], early_e[SD_TC_EARLY], early_col[SD_TC_EARLY];
-    float early_scale[SD_TC_EARLY];
-#pragma unroll
-    for (int u = 0; u < SD_TC_EARLY; ++u) {
-        int p = threadIdx.x + u * SD_TC_THREADS;
-        early_row[u] = 0;
-        early_e[u] = -1;
-        early_col[u] = 0;
-        early_scale[u] = alpha;
-        if (p < total) {
-            int r = sd_tc_row_of(row_offset, p);
-            int e = row_first[r] + (p - row_offset[r]);
-            early_row[u] = r;
-            early_e[u] = e;
-            early_col[u] = col_ind[e] - c0;
-            if (s) early_scale[u] = alpha * sd_type<TY>::load(s[e]);
-        }
+    // The first entries: each row marks its own, then each thread starts copying the columns of
+    // two of them.
+    if (threadIdx.x < SD_TC_M) {
+        int end = row_offset[threadIdx.x + 1] < early ? row_offset[threadIdx.x + 1] : early;
+        for (int p = row_offset[threadIdx.x]; p < end; ++p) early_row[p] = (unsigned char)threadIdx.x;
     }
+    __syncthreads();
+#pragma unroll
+    for (int p = threadIdx.x; p < SD_TC_EARLY; p += SD_TC_THREADS)
+        if (p < early) {
+            int r = early_row[p];
+            sd_cp_async4(sgpu_smem_address(early_col + p), col_ind + row_first[r] + (p - row_offset[r]));
+        }
+    sgpu_cp_async_commit();
 
     float acc[2][4][4];
 #pragma unroll
@@ -570,16 +576,18 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     __syncthreads();
 
     // (α·S[e])·dot, in the order the other kernels use.
+    const typename sd_type<TY>::elem* sv = (const typename sd_type<TY>::elem*)s;
 #pragma unroll
-    for (int u = 0; u < SD_TC_EARLY; ++u)
-        if (early_e[u] >= 0)
-            out[early_e[u]] =
-                sd_type<TY>::store(early_scale[u] * tile[early_row[u] * SD_TC_C_STRIDE + early_col[u]]);
-    for (int p = threadIdx.x + SD_TC_EARLY * SD_TC_THREADS; p < total; p += SD_TC_THREADS) {
+    for (int p = threadIdx.x; p < SD_TC_EARLY; p += SD_TC_THREADS)
+        if (p < early) {
+            int r = early_row[p];
+            int e = row_first[r] + (p - row_offset[r]);
+            out[e] = sd_finish<TY>(alpha, sv, e, tile[r * SD_TC_C_STRIDE + early_col[p] - c0]);
+        }
+    for (int p = SD_TC_EARLY + threadIdx.x; p < total; p += SD_TC_THREADS) {
         int r = sd_tc_row_of(row_offset, p);
         int e = row_first[r] + (p - row_offset[r]);
-        int j = col_ind[e] - c0;
-        out[e] = sd_finish<TY>(alpha, (const typename sd_type<TY>::elem*)s, e, tile[r * SD_TC_C_STRIDE + j]);
+        out[e] = sd_finish<TY>(alpha, sv, e, tile[r * SD_TC_C_STRIDE + col_ind[e] - c0]);
     }
 }
 

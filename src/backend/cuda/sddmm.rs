@@ -304,6 +304,7 @@ struct TensorTiles {
     starts: DeviceBuffer,
     tiles: DeviceBuffer,
     count: usize,
+    row_tiles: usize,
     column_tiles: usize,
 }
 
@@ -354,13 +355,14 @@ fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<(Vec<i32
 
 /// Whether the tensor-core tiles (`tiles` of them listed) beat the COO kernel on `nnz` entries at
 /// width k, by a cost model fitted to an H100 (random 8192 × 8192 in f16 at densities 5e-2 and 1e-1,
-/// k = 32 to 256, both kernels forced in one run): a listed tile costs 15.3 + 0.112·k ns plus 7.2 ps
-/// an entry, the COO kernel 17 + 0.29·k ps an entry. So the tiles pay where they are more than 3 %
-/// (k = 256) to 6 % (k = 32) full.
+/// k = 32 to 256, both kernels forced in one run): a listed tile costs 8.5 + 0.119·k ns plus 8.9 ps
+/// an entry, the COO kernel 16.4 + 0.29·k ps an entry. So the tiles pay where they are more than
+/// 2.9 % (k = 256) to 4.5 % (k = 32) full.
 fn tensor_tiles_pay(tiles: usize, nnz: usize, k: usize) -> bool {
     let k = k as f64;
-    tiles as f64 * (15.3 + 0.112 * k) < nnz as f64 * (0.0098 + 0.00029 * k)
+    tiles as f64 * (8.5 + 0.119 * k) < nnz as f64 * (0.0075 + 0.00029 * k)
 }
+
 /// Whether the tensor-core tiles can read these operands: 16-bit elements, A and B row-major with
 /// K, the leading dimensions and both base addresses multiples of 8 elements (16-byte chunks of K).
 fn tensor_tiles_fit<T: Element>(op: &DeviceOperands<T>) -> bool {
@@ -390,10 +392,17 @@ fn tensor_tiles<T: Element>(
     }
     let f = device.function(&SDDMM, &format!("sddmm_tc_tiles_{}", T::VALUE_TYPE.short_name()))?;
     device.allow_shared_memory(&f, TC_SHARED_BYTES)?;
-    let cfg = Launch { grid: (tt.count as u32, 1, 1), block: (TC_THREADS, 1, 1), shared_bytes: TC_SHARED_BYTES as u32 };
+    // Where every tile holds entries the grid is all of them (no list to read first).
+    let every_tile = tt.count == tt.row_tiles * tt.column_tiles && tt.row_tiles <= u16::MAX as usize;
+    let (grid, tiles) = if every_tile {
+        ((tt.column_tiles as u32, tt.row_tiles as u32, 1), 0)
+    } else {
+        ((tt.count as u32, 1, 1), tt.tiles.ptr())
+    };
+    let cfg = Launch { grid, block: (TC_THREADS, 1, 1), shared_bytes: TC_SHARED_BYTES as u32 };
     let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
     let (lda, ldb) = (op.a_strides.0 as i64, op.b_strides.0 as i64);
-    let (starts, tiles, column_tiles) = (tt.starts.ptr(), tt.tiles.ptr(), tt.column_tiles as i32);
+    let (starts, column_tiles) = (tt.starts.ptr(), tt.column_tiles as i32);
     unsafe {
         launch(
             &f,
@@ -773,6 +782,7 @@ impl SddmmPatterns for CudaExecutor {
                 starts: DeviceBuffer::from_host(&gpu, starts, stream, "the tensor-core tiles' row starts")?.resident(),
                 tiles: DeviceBuffer::from_host(&gpu, tiles.as_flattened(), stream, "the tensor-core tiles")?.resident(),
                 count: tiles.len(),
+                row_tiles: m.div_ceil(TC_TILE_ROWS),
                 column_tiles: *column_tiles,
             }),
             None => None,
