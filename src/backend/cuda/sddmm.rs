@@ -292,8 +292,8 @@ pub struct DevicePlan {
     col_ind: DeviceBuffer,
     coo_rows: DeviceBuffer,
     band_order: DeviceBuffer,
-    /// Where the pattern suits the tensor-core tiles (rows sorted by column, tiles holding entries
-    /// on average in every row): their starts and list.
+    /// Where the pattern suits the tensor-core tiles (rows sorted by column, at least as many
+    /// entries as rows × (column tiles + 1)): their starts and list.
     tensor_tiles: Option<TensorTiles>,
 }
 
