@@ -99,15 +99,24 @@ template <> struct sgpu_elem<double> {
 template <> struct sgpu_elem<sgpu_f16> : sgpu_half_elem<false> {};
 
 // cp.async, shared by the tile kernels of every family: a shared-memory address for the
-// instructions, 16 whole bytes global -> shared, and the groups. Only for 16 bytes that lie inside
-// the matrix: a group at its edge goes through registers, since compute-sanitizer counts a cp.async
-// whose src-size stops at the matrix as reading its whole 16-byte window, past the allocation for
-// the last elements.
+// instructions, 16 whole bytes or one 4-byte element global -> shared, the groups, and a plain
+// 16-byte store for what goes through registers. 16 bytes only where they lie inside the matrix: a
+// group at its edge goes through registers (or element by element), since compute-sanitizer counts
+// a cp.async whose src-size stops at the matrix as reading its whole 16-byte window, past the
+// allocation for the last elements.
 __device__ __forceinline__ unsigned sgpu_smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void sgpu_cp_async16(unsigned dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void sgpu_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// 4 bytes global -> shared, of which the first src_bytes (4 or 0) come from src, the rest zero.
+__device__ __forceinline__ void sgpu_cp_async4(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// 16 bytes (four words) into shared memory at a shared-memory address.
+__device__ __forceinline__ void sgpu_st_shared16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
 template <int PENDING>
 __device__ __forceinline__ void sgpu_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");

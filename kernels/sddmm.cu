@@ -426,13 +426,8 @@ __device__ __forceinline__ void sd_tc_stage(const sd_tc_chunks& ch, int stage, i
     for (int u = 0; u < SD_TC_THREAD_CHUNKS; ++u) {
         unsigned dst = ch.dst + (stage * SD_TC_STAGE_HALVES + u * SD_TC_CHUNK_ROWS * SD_TC_ROW) * 2;
         if (ch.src[u] && k_inside) sgpu_cp_async16(dst, ch.src[u] + kc);
-        else asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0) : "memory");
+        else sgpu_st_shared16(dst, 0, 0, 0, 0);
     }
-}
-
-// 4 bytes global -> shared, asynchronously (committed with the next cp.async group).
-__device__ __forceinline__ void sd_cp_async4(unsigned dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 // The tile row holding position p of the tile's entries: the last r with offset[r] <= p (rows
@@ -515,7 +510,7 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     for (int p = threadIdx.x; p < SD_TC_EARLY; p += SD_TC_THREADS)
         if (p < early) {
             int r = early_row[p];
-            sd_cp_async4(sgpu_smem_address(early_col + p), col_ind + row_first[r] + (p - row_offset[r]));
+            sgpu_cp_async4(sgpu_smem_address(early_col + p), col_ind + row_first[r] + (p - row_offset[r]), 4);
         }
     sgpu_cp_async_commit();
 

@@ -198,9 +198,7 @@ __device__ void smat_tiles_half_staged(int n, const int4* __restrict__ items, co
                     const unsigned hi = (k >= 0 && j + 2 * e + 1 < n) ? src[2 * e + 1] : 0u;
                     w[e] = lo | (hi << 16);
                 }
-                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
-                             "r"(w[3])
-                             : "memory");
+                sgpu_st_shared16(dst, w[0], w[1], w[2], w[3]);
             }
         }
         if (threadIdx.x < 32) {

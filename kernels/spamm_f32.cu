@@ -27,11 +27,6 @@ __device__ __forceinline__ void spamm_ld16(float* d, const float* s) {
 
 extern __shared__ __align__(16) float f32_dynamic_smem[];
 
-// Copies 4 bytes to shared memory, of which the first src_bytes come from src, the rest zero.
-__device__ __forceinline__ void f32_cp_async4(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
 // One operand of a tile product, element (o, p) at base[o + p * ld] (outer-contiguous, OC) or
 // base[p + o * ld] (k-contiguous), o counted from the tile's first row / column `outer0`; this
 // thread's share of a F32_TILE x F32_CHUNK chunk: 4 groups of 4 stored-consecutive elements.
@@ -98,7 +93,7 @@ struct F32Operand {
                 sgpu_cp_async16(to, src);
             } else {
 #pragma unroll
-                for (int v = 0; v < 4; ++v) f32_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
+                for (int v = 0; v < 4; ++v) sgpu_cp_async4(to + 4 * v, v < valid ? src + v : base, v < valid ? 4 : 0);
             }
         }
     }

@@ -40,10 +40,6 @@
 struct __align__(16) spamm_h_f4 { float x, y, z, w; };
 struct __align__(8) spamm_h_u2 { unsigned x, y; };
 
-__device__ __forceinline__ void spamm_h_st16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
-}
-
 // Byte offset of 16-byte group `chunk` of row `row` in a k-major ([outer][32]) or mn-major
 // ([32][128]) operand stage.
 template <bool KMAJOR>
@@ -131,7 +127,7 @@ struct SpammHOperand {
                     unsigned hi = 2 * v + 1 < valid ? src[2 * v + 1] : 0u;
                     w[v] = lo | (hi << 16);
                 }
-                spamm_h_st16(d, w[0], w[1], w[2], w[3]);
+                sgpu_st_shared16(d, w[0], w[1], w[2], w[3]);
             }
         }
     }

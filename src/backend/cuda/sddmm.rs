@@ -304,7 +304,6 @@ struct TensorTiles {
     starts: DeviceBuffer,
     tiles: DeviceBuffer,
     count: usize,
-    row_tiles: usize,
     column_tiles: usize,
 }
 
@@ -393,9 +392,10 @@ fn tensor_tiles<T: Element>(
     let f = device.function(&SDDMM, &format!("sddmm_tc_tiles_{}", T::VALUE_TYPE.short_name()))?;
     device.allow_shared_memory(&f, TC_SHARED_BYTES)?;
     // Where every tile holds entries the grid is all of them (no list to read first).
-    let every_tile = tt.count == tt.row_tiles * tt.column_tiles && tt.row_tiles <= u16::MAX as usize;
+    let row_tiles = op.m.div_ceil(TC_TILE_ROWS);
+    let every_tile = tt.count == row_tiles * tt.column_tiles && row_tiles <= u16::MAX as usize;
     let (grid, tiles) = if every_tile {
-        ((tt.column_tiles as u32, tt.row_tiles as u32, 1), 0)
+        ((tt.column_tiles as u32, row_tiles as u32, 1), 0)
     } else {
         ((tt.count as u32, 1, 1), tt.tiles.ptr())
     };
@@ -606,23 +606,20 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// f16 / bf16 with a plan prepared on this device whose pattern has tensor-core tiles full enough
     /// to pay (`tensor_tiles_pay`), and operands they can read.
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
-        let Ok(gpu) = self.lead() else { return false };
-        let tiles = plan
-            .and_then(|p| p.prepared())
-            .and_then(|prepared| (prepared as &dyn Any).downcast_ref::<DevicePlan>())
-            .filter(|d| d.ordinal == gpu.ordinal)
-            .and_then(|d| d.tensor_tiles.as_ref());
+        // The cheap tests first: every call of every type asks.
+        if !shapes_fit_tensor_tiles::<T>(operands.k, operands.strides(operands.a.ld), operands.strides(operands.b.ld)) {
+            return false;
+        }
+        let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
+            return false;
+        };
         // Host arrays are staged into aligned device memory; device arrays are read where they lie.
         let aligned = |ptr: *const T| match memory::locate(ptr.cast()) {
             memory::Location::Device(_) => (ptr as u64).is_multiple_of(16),
             memory::Location::Host => true,
         };
-        tiles.is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
-            && shapes_fit_tensor_tiles::<T>(
-                operands.k,
-                operands.strides(operands.a.ld),
-                operands.strides(operands.b.ld),
-            )
+        d.tensor_tiles.as_ref().is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
+            && self.lead().is_ok_and(|gpu| gpu.ordinal == d.ordinal)
             && aligned(operands.a.ptr)
             && aligned(operands.b.ptr)
     }
@@ -782,7 +779,6 @@ impl SddmmPatterns for CudaExecutor {
                 starts: DeviceBuffer::from_host(&gpu, starts, stream, "the tensor-core tiles' row starts")?.resident(),
                 tiles: DeviceBuffer::from_host(&gpu, tiles.as_flattened(), stream, "the tensor-core tiles")?.resident(),
                 count: tiles.len(),
-                row_tiles: m.div_ceil(TC_TILE_ROWS),
                 column_tiles: *column_tiles,
             }),
             None => None,
