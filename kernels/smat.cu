@@ -692,6 +692,11 @@ __device__ __forceinline__ uint4 smat_fetch_b(const T* __restrict__ b, int k, in
 // runs as long as the warp's longest row, shorter rows' groups idling under a predicate, because
 // groups looping on their own would diverge and run one after another. The group takes G entries at
 // once (one per lane, coalesced) and hands them round by shuffle; UNROLL rows of B are in flight.
+// VEC: the lane's columns of row k of B start k·pitch bytes after its columns of row 0 (the launcher
+// keeps the pitch within 32 bits, so that the address is one wide multiply-add), and a lane whose
+// CPL columns all lie below n loads them at once: the row's checks are made once, not per entry
+// (ncu, random 1e-2 in f16 at n = 128: the per-entry address and bounds code was half the kernel's
+// instructions).
 template <typename T, typename E, int CPL, bool VEC>
 __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int first, int last,
                                                  const int* __restrict__ col_ind, const T* __restrict__ values,
@@ -701,18 +706,33 @@ __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int f
     const int UNROLL = VEC ? 8 : 4;
     const int length = last - first;
     const int longest = __reduce_max_sync(0xffffffffu, length);
+    const char* b_lane = reinterpret_cast<const char*>(b + j * b_cs);
+    const int pitch = VEC ? (int)(b_rs * (sgpu_i64)sizeof(T)) : 0;
+    const bool whole = VEC && j + CPL <= n;
     for (int base = 0; base < longest; base += G) {
         const bool mine = base + sub < length;
         const int my_col = mine ? __ldg(col_ind + first + base + sub) : -1;
         const C my_val = mine ? E::load(values[first + base + sub]) : C(0);
         const int count = min(G, longest - base);
         for (int t = 0; t < count; t += UNROLL) {
-            uint4 raw[UNROLL];
+            // The entries' rows of B; past `count` every lane reads -1 (a lane of its own group past
+            // the row): no load.
+            int k[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
-                // Past `count` every lane reads -1 (a lane of its own group past the row): no load.
-                const int k = __shfl_sync(0xffffffffu, my_col, (t + u) & (G - 1), G);
-                raw[u] = smat_fetch_b<T, CPL, VEC>(b, t + u < count ? k : -1, j, n, b_rs, b_cs);
+                const int shuffled = __shfl_sync(0xffffffffu, my_col, (t + u) & (G - 1), G);
+                k[u] = t + u < count ? shuffled : -1;
+            }
+            uint4 raw[UNROLL];
+            if (whole) {
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) {
+                    raw[u] = make_uint4(0u, 0u, 0u, 0u);
+                    if (k[u] >= 0) raw[u] = __ldg(reinterpret_cast<const uint4*>(b_lane + (sgpu_i64)k[u] * pitch));
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) raw[u] = smat_fetch_b<T, CPL, VEC>(b, k[u], j, n, b_rs, b_cs);
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {

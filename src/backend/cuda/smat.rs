@@ -706,7 +706,9 @@ unsafe fn spmm<T: GpuSpmmElement>(
 
     let csr = &resident.rows;
     if csr.rows > 0 {
-        let (suffix, columns_per_lane) = if vectorised { ("_vec", T::COLUMNS_PER_LOAD) } else { ("", 1) };
+        // The 16-byte form also addresses a row of B by a 32-bit byte pitch.
+        let (suffix, columns_per_lane) =
+            if vectorised && pitch_fits_32_bits::<T>(op.ldb) { ("_vec", T::COLUMNS_PER_LOAD) } else { ("", 1) };
         let lanes = lanes_per_row(n, columns_per_lane);
         let lanes_i = lanes as i32;
         let blocks_for = |items: usize| (items * lanes).div_ceil(ROW_THREADS) as u32;
@@ -846,9 +848,23 @@ impl<T: GpuSpmmElement> SmatBackend<T> for CudaExecutor {
     }
 }
 
+/// Whether rows `ld` elements of T apart are at most `i32::MAX` bytes apart (what the 16-byte CSR
+/// kernels address B by).
+fn pitch_fits_32_bits<T>(ld: usize) -> bool {
+    ld.checked_mul(std::mem::size_of::<T>()).is_some_and(|bytes| bytes <= i32::MAX as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_vector_form_takes_b_rows_at_most_2_gib_apart() {
+        assert!(pitch_fits_32_bits::<half::f16>(i32::MAX as usize / 2));
+        assert!(!pitch_fits_32_bits::<half::f16>(i32::MAX as usize / 2 + 1));
+        assert!(pitch_fits_32_bits::<f64>(128));
+        assert!(!pitch_fits_32_bits::<f64>(usize::MAX / 4));
+    }
 
     #[test]
     fn packed_arrays_lie_aligned_one_after_another() {
