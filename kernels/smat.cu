@@ -892,8 +892,8 @@ __device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ 
                           c_rs, c_cs, n);
 }
 
-#define SMAT_ROWS_ENTRY(KERNEL, T, E, CPL, VEC, ROWS, MIN_BLOCKS)                                                      \
-    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                                      \
+#define SMAT_ROWS_ENTRY(KERNEL, T, E, CPL, VEC, ROWS, BOUNDS)                                                          \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                                                \
         KERNEL(int rows, const int* row_ptr, const int* out_rows, const int* col_ind, const T* values, int long_limit, \
                int G, E::compute alpha, const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute beta, T* c,               \
                sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {                                                                  \
@@ -902,16 +902,17 @@ __device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ 
     }
 
 // smat_rows_* (a row per group) and smat_short_rows_* (SMAT_SHORT_ROWS rows per group), each in the
-// 16-byte form (_vec) and the general one; then the long-row kernels. f64's are held to 64 registers
-// (four blocks an SM): at the 72–76 the compiler takes otherwise, three blocks an SM made them 3–9 %
-// slower on the suite's short-row matrices at n = 128 (an A/B run on an H100); the other types'
-// gain nothing from the cap, and the 16-bit ones spill under it.
+// 16-byte form (_vec) and the general one; then the long-row kernels, with the launch bounds BOUNDS.
+// f64's are held to 64 registers (four blocks an SM): at the 72–76 the compiler takes otherwise,
+// three blocks an SM made them 3–9 % slower on the suite's short-row matrices at n = 128 (an A/B run
+// on an H100). The other types' bounds name no block count: with one named (even 1) the compiler
+// took 94–97 registers instead of 74–80 for f32, and f16 / f32 ran 10–20 % slower.
 #define SMAT_SHORT_ROWS 8
-#define SMAT_ROWS_KERNELS(NAME, T, E, CPL, MIN_BLOCKS)                                                                 \
-    SMAT_ROWS_ENTRY(smat_rows_##NAME##_vec, T, E, CPL, true, 1, MIN_BLOCKS)                                            \
-    SMAT_ROWS_ENTRY(smat_rows_##NAME, T, E, 1, false, 1, MIN_BLOCKS)                                                   \
-    SMAT_ROWS_ENTRY(smat_short_rows_##NAME##_vec, T, E, CPL, true, SMAT_SHORT_ROWS, MIN_BLOCKS)                        \
-    SMAT_ROWS_ENTRY(smat_short_rows_##NAME, T, E, 1, false, SMAT_SHORT_ROWS, MIN_BLOCKS)                               \
+#define SMAT_ROWS_KERNELS(NAME, T, E, CPL, BOUNDS)                                                                     \
+    SMAT_ROWS_ENTRY(smat_rows_##NAME##_vec, T, E, CPL, true, 1, BOUNDS)                                                \
+    SMAT_ROWS_ENTRY(smat_rows_##NAME, T, E, 1, false, 1, BOUNDS)                                                       \
+    SMAT_ROWS_ENTRY(smat_short_rows_##NAME##_vec, T, E, CPL, true, SMAT_SHORT_ROWS, BOUNDS)                            \
+    SMAT_ROWS_ENTRY(smat_short_rows_##NAME, T, E, 1, false, SMAT_SHORT_ROWS, BOUNDS)                                   \
     extern "C" __global__ void __launch_bounds__(256)                                                                  \
         smat_segments_##NAME##_vec(int segments, const int* seg_bounds, const int* col_ind, const T* values, int G,     \
                                    const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute* partial, int n) {             \
@@ -935,7 +936,7 @@ __device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ 
         smat_finish_tiles<T, E>(split_block_rows, splits, tile_rows, out_rows, partial, alpha, beta, c, c_rs, c_cs, n);     \
     }
 
-SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8, 1)
-SMAT_ROWS_KERNELS(bf16, sgpu_bf16, sgpu_half_elem<true>, 8, 1)
-SMAT_ROWS_KERNELS(f32, float, sgpu_elem<float>, 4, 1)
-SMAT_ROWS_KERNELS(f64, double, sgpu_elem<double>, 2, 4)
+SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8, (256))
+SMAT_ROWS_KERNELS(bf16, sgpu_bf16, sgpu_half_elem<true>, 8, (256))
+SMAT_ROWS_KERNELS(f32, float, sgpu_elem<float>, 4, (256))
+SMAT_ROWS_KERNELS(f64, double, sgpu_elem<double>, 2, (256, 4))
