@@ -668,22 +668,19 @@ union smat_b_chunk {
     T e[16 / sizeof(T)];
 };
 
-// A lane's CPL values of row k of B (columns j … j + CPL − 1; zeros for columns ≥ n and for k < 0,
-// which marks an entry past the end of the lane's row).
-template <typename T, int CPL, bool VEC>
+// A lane's CPL values of row k of B element by element (columns j … j + CPL − 1; zeros for columns
+// ≥ n and for k < 0, which marks an entry past the end of the lane's row): the general layout, and
+// the 16-byte form's lanes whose columns reach past n (the others load their 16 bytes at once).
+template <typename T, int CPL>
 __device__ __forceinline__ uint4 smat_fetch_b(const T* __restrict__ b, int k, int j, int n, sgpu_i64 b_rs,
                                               sgpu_i64 b_cs) {
     smat_b_chunk<T> u;
     u.v.x = u.v.y = u.v.z = u.v.w = 0u;
     if (k < 0) return u.v;
     const T* p = b + (sgpu_i64)k * b_rs + j * b_cs;
-    if (VEC && j + CPL <= n) {
-        u.v = __ldg(reinterpret_cast<const uint4*>(p));
-    } else {
 #pragma unroll
-        for (int q = 0; q < CPL; ++q)
-            if (j + q < n) u.e[q] = p[q * b_cs];
-    }
+    for (int q = 0; q < CPL; ++q)
+        if (j + q < n) u.e[q] = p[q * b_cs];
     return u.v;
 }
 
@@ -732,7 +729,7 @@ __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int f
                 }
             } else {
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) raw[u] = smat_fetch_b<T, CPL, VEC>(b, k[u], j, n, b_rs, b_cs);
+                for (int u = 0; u < UNROLL; ++u) raw[u] = smat_fetch_b<T, CPL>(b, k[u], j, n, b_rs, b_cs);
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
