@@ -9,6 +9,7 @@
 mod common;
 use common::last_error;
 
+use common::sddmm::SddmmOperands;
 use common::{POISON, Rng};
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, memory};
@@ -16,7 +17,7 @@ use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::sddmm::SddmmAlgorithm;
 use sparsegpu::testgen::random_csr;
-use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
+use sparsegpu::{BackendKind, IndexBase, Layout, Status};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Arc;
@@ -112,35 +113,18 @@ impl Case {
         self.col_ind.len()
     }
 
-    /// Whether AUTO with a plan made on the CUDA handle takes the tensor-core tiles (the tiled
-    /// algorithm) for element type T: only for f16 / bf16, A and B row-major with K and the leading
-    /// dimensions multiples of 8, rows sorted by column without repeats and at least as many entries
-    /// as rows times (column tiles of 128 + 1); then where the 128 × 128 tiles holding entries are
-    /// at least 10 % full, never below 2.5 % (between, by the library's cost model: `None`).
-    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
-        let offset = self.base.offset() as usize;
-        let row = |i: usize| &self.col_ind[self.row_ptr[i] as usize - offset..self.row_ptr[i + 1] as usize - offset];
-        let rows_sorted = (0..self.m).all(|i| row(i).windows(2).all(|p| p[0] < p[1]));
-        let possible = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16)
-            && self.layout == Layout::RowMajor
-            && self.k.is_multiple_of(8)
-            && self.lda.is_multiple_of(8)
-            && self.ldb.is_multiple_of(8)
-            && rows_sorted
-            && self.m > 0
-            && self.m * (self.n.div_ceil(128) + 1) <= self.nnz();
-        if !possible {
-            return Some(false);
-        }
-        let tiles: std::collections::HashSet<(usize, usize)> =
-            (0..self.m).flat_map(|i| row(i).iter().map(move |&c| (i / 128, (c as usize - offset) / 128))).collect();
-        let fill = self.nnz() as f64 / (tiles.len() * 128 * 128) as f64;
-        if fill >= 0.1 {
-            Some(true)
-        } else if fill < 0.025 {
-            Some(false)
-        } else {
-            None
+    fn operands<T: Element>(&self) -> SddmmOperands<'_> {
+        SddmmOperands {
+            value_type: T::VALUE_TYPE,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            layout: self.layout,
+            base: self.base,
+            lda: self.lda,
+            ldb: self.ldb,
+            row_ptr: &self.row_ptr,
+            col_ind: &self.col_ind,
         }
     }
 
@@ -308,7 +292,7 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
             assert_eq!(status, OK, "{what}: {}", last_error());
             // AUTO with a plan of the CUDA handle may take its tensor-core tiles, which the CPU
             // backend does not have; otherwise both choose alike.
-            let gpu_alg = match c.takes_tensor_tiles::<T>() {
+            let gpu_alg = match c.operands::<T>().takes_tensor_tiles() {
                 Some(true) if *alg == SddmmAlgorithm::Auto && way == "GPU plan" => SddmmAlgorithm::Tiled as i32,
                 Some(_) => cpu_alg,
                 None => panic!("{what}: a shape for which AUTO's choice on the GPU is not predicted"),
@@ -448,7 +432,8 @@ fn tensor_tiles_for<T: Element>(label: &str) {
                 out: out.as_mut_ptr(),
             };
             assert_eq!(unsafe { execute(gpu, plan, &c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
-            let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
+            let auto_tiled =
+                c.operands::<T>().takes_tensor_tiles().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
             let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
             let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
             assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");

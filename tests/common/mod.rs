@@ -3,6 +3,7 @@
 
 pub mod msrep;
 pub mod outcomes;
+pub mod sddmm;
 pub mod smat;
 
 #[allow(unused_imports)]
