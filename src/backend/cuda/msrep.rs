@@ -175,10 +175,11 @@ struct LeadSide {
     shared_slots: Option<DeviceBuffer>,
     shared_count: i32,
     x_ready: Event,
-    /// Recorded on the caller's stream at the end of every SpMV: the next call (on any stream) and
+    /// Recorded on the caller's stream at the end of every SpMV: the next call on another stream and
     /// the matrix's destruction wait for it, as the matrix's buffers are reused.
     done: Event,
-    done_recorded: bool,
+    /// The stream `done` was last recorded on, if any.
+    done_on: Option<Stream>,
     /// The lead device's own stream for the allocations above that live there.
     alloc_stream: Arc<CudaStream>,
 }
@@ -215,7 +216,7 @@ impl Drop for GpuResident {
         // Buffers may still be in use by a queued SpMV; wait for it before they are freed. Errors mean
         // a broken context, already reported by the call that broke it.
         if let Some(lead) = &self.lead
-            && lead.done_recorded
+            && lead.done_on.is_some()
         {
             let _ = lead.done.synchronize();
         }
@@ -431,7 +432,7 @@ impl GpuResident {
             return Ok(());
         }
         if let Some(old) = self.lead.take()
-            && old.done_recorded
+            && old.done_on.is_some()
         {
             old.done.synchronize()?;
         }
@@ -555,7 +556,7 @@ impl GpuResident {
             shared_count,
             x_ready: Event::new(lead)?,
             done: Event::new(lead)?,
-            done_recorded: false,
+            done_on: None,
             alloc_stream,
         };
         // Later calls use these buffers on other streams: the allocations and uploads must be done.
@@ -625,7 +626,9 @@ impl GpuResident {
         let mut timeline =
             Timeline::start(|| format!("MSREP SpMV, {rows} rows, partitions on {} device side(s)", self.sides.len()));
         let l = self.lead.as_mut().expect("ensure_lead ran");
-        if l.done_recorded {
+        // The stream itself orders a call after the one before on it (a driver call per SpMV saved);
+        // the per-thread default stream is a different stream on every thread.
+        if l.done_on.is_some_and(|s| s != stream || s == Stream::PER_THREAD) {
             l.done.wait_on(stream)?;
         }
         timeline.stamp(lead, stream, || "called".into())?;
@@ -824,7 +827,7 @@ impl GpuResident {
             }?;
         }
         l.done.record(stream)?;
-        l.done_recorded = true;
+        l.done_on = Some(stream);
         timeline.stamp(lead, stream, || "merged".into())?;
         timeline.print()
     }
