@@ -9,7 +9,7 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::SddmmOperands;
+use common::sddmm::takes_tensor_tiles;
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::sddmm::*;
@@ -92,19 +92,10 @@ impl Problem {
         self.pattern.nnz()
     }
 
-    fn operands<T: Element>(&self) -> SddmmOperands<'_> {
-        SddmmOperands {
-            value_type: T::VALUE_TYPE,
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            layout: self.layout,
-            base: self.base,
-            lda: self.lda,
-            ldb: self.ldb,
-            row_ptr: &self.row_ptr,
-            col_ind: &self.col_ind,
-        }
+    /// Whether AUTO with a plan of a CUDA handle takes the tensor-core tiles for element type T.
+    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
+        let (shape, lds) = ((self.m, self.n, self.k), (self.lda, self.ldb));
+        takes_tensor_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
     }
 
     fn a_len(&self) -> usize {
@@ -306,7 +297,7 @@ fn run_all_ways<T: Element>(h: sddmmHandle_t, rng: &mut Rng, p: &Problem) {
     // tiles' fill is between the clear-cut cases, either algorithm is a right choice.
     let mut backend = -1;
     assert_eq!(unsafe { sddmmGetBackend(h, &mut backend) }, OK);
-    let planned_auto = match (backend == BackendKind::Cuda as i32, p.operands::<T>().takes_tensor_tiles()) {
+    let planned_auto = match (backend == BackendKind::Cuda as i32, p.takes_tensor_tiles::<T>()) {
         (false, _) | (true, Some(false)) => Some(expected_auto),
         (true, Some(true)) => Some(SddmmAlgorithm::Tiled),
         (true, None) => None,

@@ -9,7 +9,7 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::SddmmOperands;
+use common::sddmm::takes_tensor_tiles;
 use common::{POISON, Rng};
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, memory};
@@ -113,19 +113,10 @@ impl Case {
         self.col_ind.len()
     }
 
-    fn operands<T: Element>(&self) -> SddmmOperands<'_> {
-        SddmmOperands {
-            value_type: T::VALUE_TYPE,
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            layout: self.layout,
-            base: self.base,
-            lda: self.lda,
-            ldb: self.ldb,
-            row_ptr: &self.row_ptr,
-            col_ind: &self.col_ind,
-        }
+    /// Whether AUTO with a plan of a CUDA handle takes the tensor-core tiles for element type T.
+    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
+        let (shape, lds) = ((self.m, self.n, self.k), (self.lda, self.ldb));
+        takes_tensor_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
     }
 
     fn len(&self, rows: usize, ld: usize) -> usize {
@@ -292,7 +283,7 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
             assert_eq!(status, OK, "{what}: {}", last_error());
             // AUTO with a plan of the CUDA handle may take its tensor-core tiles, which the CPU
             // backend does not have; otherwise both choose alike.
-            let gpu_alg = match c.operands::<T>().takes_tensor_tiles() {
+            let gpu_alg = match c.takes_tensor_tiles::<T>() {
                 Some(true) if *alg == SddmmAlgorithm::Auto && way == "GPU plan" => SddmmAlgorithm::Tiled as i32,
                 Some(_) => cpu_alg,
                 None => panic!("{what}: a shape for which AUTO's choice on the GPU is not predicted"),
@@ -432,8 +423,7 @@ fn tensor_tiles_for<T: Element>(label: &str) {
                 out: out.as_mut_ptr(),
             };
             assert_eq!(unsafe { execute(gpu, plan, &c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
-            let auto_tiled =
-                c.operands::<T>().takes_tensor_tiles().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
+            let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
             let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
             let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
             assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");
