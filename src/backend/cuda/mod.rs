@@ -285,6 +285,14 @@ impl Stream {
     /// The calling thread's default stream (`CU_STREAM_PER_THREAD`, 0x2 in cuda.h): one handle, a
     /// stream per thread.
     pub const PER_THREAD: Stream = Stream(std::ptr::without_provenance_mut(0x2));
+
+    /// Whether work queued on this stream must wait for an event last recorded on `recorded_on`
+    /// (None: never recorded) to come after the work before that event: not on the same stream,
+    /// which runs its work in order (a driver call saved), but the per-thread default stream is
+    /// another stream on every thread.
+    pub fn waits_for_event_on(self, recorded_on: Option<Stream>) -> bool {
+        recorded_on.is_some_and(|s| s != self || s == Stream::PER_THREAD)
+    }
 }
 
 /// Launch geometry.
@@ -511,5 +519,21 @@ fn check_devices(devices: &[i32]) -> Result<()> {
             devices[i]
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stream;
+
+    #[test]
+    fn a_stream_waits_for_an_event_only_from_another_stream() {
+        let stream = |v: usize| Stream(std::ptr::without_provenance_mut(v));
+        assert!(!stream(0x1000).waits_for_event_on(None), "never recorded");
+        assert!(!stream(0x1000).waits_for_event_on(Some(stream(0x1000))), "the same stream");
+        assert!(!Stream::DEFAULT.waits_for_event_on(Some(Stream::DEFAULT)), "the legacy default stream");
+        assert!(stream(0x2000).waits_for_event_on(Some(stream(0x1000))), "another stream");
+        assert!(stream(0x2000).waits_for_event_on(Some(Stream::DEFAULT)), "after the default stream");
+        assert!(Stream::PER_THREAD.waits_for_event_on(Some(Stream::PER_THREAD)), "per-thread: maybe another");
     }
 }

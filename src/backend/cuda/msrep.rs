@@ -231,13 +231,6 @@ impl Drop for GpuResident {
     }
 }
 
-/// Whether a call on `stream` must wait for the previous call's done event, recorded on `done_on`
-/// (None before the first call): a stream orders a call after the one before on it (a driver call
-/// per SpMV saved); the per-thread default stream is a different stream on every thread.
-fn waits_for_previous_call(done_on: Option<Stream>, stream: Stream) -> bool {
-    done_on.is_some_and(|s| s != stream || s == Stream::PER_THREAD)
-}
-
 fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
@@ -633,7 +626,7 @@ impl GpuResident {
         let mut timeline =
             Timeline::start(|| format!("MSREP SpMV, {rows} rows, partitions on {} device side(s)", self.sides.len()));
         let l = self.lead.as_mut().expect("ensure_lead ran");
-        if waits_for_previous_call(l.done_on, stream) {
+        if stream.waits_for_event_on(l.done_on) {
             l.done.wait_on(stream)?;
         }
         timeline.stamp(lead, stream, || "called".into())?;
@@ -966,17 +959,6 @@ fn launch_partition<T: ComputeScalar>(
 mod tests {
     use super::*;
     use crate::msrep::partition::{compressed_bounds, local_pointers};
-
-    #[test]
-    fn a_call_waits_for_the_previous_one_only_on_another_stream() {
-        let stream = |v: usize| Stream(std::ptr::without_provenance_mut(v));
-        assert!(!waits_for_previous_call(None, stream(0x1000)), "the first call");
-        assert!(!waits_for_previous_call(Some(stream(0x1000)), stream(0x1000)), "the same stream");
-        assert!(!waits_for_previous_call(Some(Stream::DEFAULT), Stream::DEFAULT), "the legacy default stream");
-        assert!(waits_for_previous_call(Some(stream(0x1000)), stream(0x2000)), "another stream");
-        assert!(waits_for_previous_call(Some(Stream::DEFAULT), stream(0x2000)), "from the default stream");
-        assert!(waits_for_previous_call(Some(Stream::PER_THREAD), Stream::PER_THREAD), "per-thread: maybe another");
-    }
 
     #[test]
     fn pcsr_partitions_cover_the_empty_rows_beside_them() {
