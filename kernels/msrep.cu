@@ -258,8 +258,12 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
 // row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
 // A launch runs the batch's blocks first_block.. (one launch may run a part of the batch, as x
-// arrives).
-template <typename T, typename I, bool Mapped>
+// arrives). Each kind of batch has its kernel, which leaves the other kind's code out. Streamed (no
+// row blocks): 32 registers a thread instead of 40 with the row groups' code, so that eight blocks
+// of 256 threads fit an SM instead of six. Not streamed (no stream blocks): without the stream
+// blocks' 4 or 8 KiB of shared memory a block, so that the driver leaves more of each SM's on-chip
+// memory to the L1 cache, where the rows' loads of x hit.
+template <typename T, typename I, bool Mapped, bool Streamed>
 __device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                           int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
@@ -273,12 +277,13 @@ __device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx
         return;
     }
     b -= chunk_count;
-    if (b < stream_count) {
-        batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count,
-                             alpha, beta, y, shared, raw, row_map);
+    if (Streamed) {
+        if (b < stream_count) {
+            batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count,
+                                 alpha, beta, y, shared, raw, row_map);
+        }
         return;
     }
-    b -= stream_count;
 #define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
         batch_rows<T, G, Mapped>(b, row_blocks, rows, ptr, idx, col_shift, val, x, parts, part_count, alpha, beta, \
@@ -403,18 +408,28 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         csc_partition<T, G>(n, ptr, idx, val, x_part, acc);                                                       \
     }
 
+// At most 40 registers a thread for the row groups, so that six blocks fit an SM (f64 with 32-bit
+// indices takes 42, five blocks, otherwise). The stream blocks' kernels are left to the compiler:
+// asked for a block count, it gives them more registers than the 32 they take unasked.
+#define MSREP_ROWS_BOUNDS __launch_bounds__(256, 6)
+
 // msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets), each
-// also as _mapped (rows stored in another order, row_map given).
-#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                        \
-    extern "C" __global__ void __launch_bounds__(256) msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX(                  \
+// also as _mapped (rows stored in another order, row_map given), and each of those as _streamed (a
+// batch without row blocks).
+#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, BOUNDS)                      \
+    extern "C" __global__ void BOUNDS                                                                              \
+        msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX(                                               \
         const int* ptr, const I* idx, int col_shift, const T* val, const T* x, const MsrepCsrPart* parts,         \
         int part_count, int rows, int lanes, int row_blocks, const int* stream, int stream_count,                 \
         const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y,      \
         T* shared, T* raw, const int* row_map, int long_row, int first_block) {                                   \
-        csr_batch<T, I, MAPPED>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, stream,   \
-                                stream_count, chunks, chunk_count, chunk_sums, counters, alpha, beta, y, shared,   \
-                                raw, row_map, long_row, first_block);                                              \
+        csr_batch<T, I, MAPPED, STREAMED>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, \
+                                          stream, stream_count, chunks, chunk_count, chunk_sums, counters, alpha,  \
+                                          beta, y, shared, raw, row_map, long_row, first_block);                   \
     }
+#define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                      \
+    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MSREP_ROWS_BOUNDS)                               \
+    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, __launch_bounds__(256))
 
 #define MSREP_TYPE(T, S)                                                                                            \
     MSREP_CSC(T, S, 1)                                                                                              \
@@ -423,10 +438,10 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSC(T, S, 8)                                                                                              \
     MSREP_CSC(T, S, 16)                                                                                             \
     MSREP_CSC(T, S, 32)                                                                                             \
-    MSREP_BATCH(T, S, int, , false, )                                                                             \
-    MSREP_BATCH(T, S, short, _i16, false, )                                                                       \
-    MSREP_BATCH(T, S, int, , true, _mapped)                                                                       \
-    MSREP_BATCH(T, S, short, _i16, true, _mapped)                                                                 \
+    MSREP_BATCHES(T, S, int, , false, )                                                                             \
+    MSREP_BATCHES(T, S, short, _i16, false, )                                                                       \
+    MSREP_BATCHES(T, S, int, , true, _mapped)                                                                       \
+    MSREP_BATCHES(T, S, short, _i16, true, _mapped)                                                                 \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \

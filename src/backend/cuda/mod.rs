@@ -158,6 +158,17 @@ impl GpuDevice {
     /// `function` of `kernel`, compiling (or reading from the disk cache) and loading the module on
     /// first use in this process.
     pub fn function(&self, kernel: &'static kernels::KernelSource, function: &str) -> Result<CudaFunction> {
+        self.function_prepared(kernel, function, |_, _| Ok(()))
+    }
+
+    /// [`Self::function`], with `prepare` run on the function once, when it is first looked up on
+    /// this device (to set attributes that hold for every launch, such as [`Self::prefer_l1_cache`]).
+    pub fn function_prepared(
+        &self,
+        kernel: &'static kernels::KernelSource,
+        function: &str,
+        prepare: impl FnOnce(&Self, &CudaFunction) -> Result<()>,
+    ) -> Result<CudaFunction> {
         let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         let loaded = match modules.entry(kernel.name) {
             Entry::Occupied(e) => e.into_mut(),
@@ -184,8 +195,30 @@ impl GpuDevice {
             .module
             .load_function(function)
             .map_err(driver_error(&format!("finding {function} in kernels/{}.cu", kernel.name)))?;
+        prepare(self, &f)?;
         loaded.functions.insert(function.to_string(), f.clone());
         Ok(f)
+    }
+
+    /// Asks the driver to give shared memory no more of each SM's on-chip memory than the blocks of
+    /// `f` that can be resident at once need (blocks of `block` threads, no dynamic shared memory),
+    /// and the rest to the L1 cache. Left to itself the driver may take more: ncu showed an MSREP
+    /// kernel whose eight resident blocks need 42 KiB run with 100 KiB of shared memory, its gathered
+    /// loads of x hitting L1 34 % of the time instead of 46 %. The driver rounds the share up to a
+    /// size the SM supports.
+    pub fn prefer_l1_cache(&self, f: &CudaFunction, block: u32) -> Result<()> {
+        let reading = driver_error("reading a kernel's occupancy");
+        let blocks = f.occupancy_max_active_blocks_per_multiprocessor(block, 0, None).map_err(&reading)? as u64;
+        let static_bytes = f.shared_size_bytes().map_err(&reading)? as u64;
+        let attr = |a| self.ctx.attribute(a).map_err(driver_error("reading a device attribute"));
+        let reserved = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)? as u64;
+        let per_sm = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u64;
+        let percent = (blocks * (static_bytes + reserved) * 100).div_ceil(per_sm.max(1)).min(100);
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            percent as i32,
+        )
+        .map_err(driver_error("setting the shared-memory carveout"))
     }
 
     /// Raises a function's dynamic shared-memory limit (needed above 48 KiB).

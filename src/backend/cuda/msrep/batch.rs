@@ -469,12 +469,15 @@ impl CsrBatch {
         sfx: &str,
         blocks: Range<u32>,
     ) -> Result<()> {
+        // A batch without row blocks runs the kernel without their code: fewer registers, more
+        // blocks an SM.
         let name = format!(
-            "msrep_csr_batch_{sfx}{}{}",
+            "msrep_csr_batch_{sfx}{}{}{}",
             if self.col_shift.is_some() { "_i16" } else { "" },
-            if self.row_map.is_some() { "_mapped" } else { "" }
+            if self.row_map.is_some() { "_mapped" } else { "" },
+            if self.row_blocks == 0 { "_streamed" } else { "" }
         );
-        let f = gpu.function(&super::super::kernels::MSREP, &name)?;
+        let f = gpu.function_prepared(&super::super::kernels::MSREP, &name, |gpu, f| gpu.prefer_l1_cache(f, BLOCK))?;
         crate::log::note(|| format!("{name}: {}", self.summary));
         let first_block = blocks.start as i32;
         let cfg = Launch { grid: (blocks.len() as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 };
