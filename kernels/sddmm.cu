@@ -260,7 +260,7 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
 
 // f64's kernels are bounded to 256 threads a block, which with one step at a time in the vector loop
 // leaves them 64 registers a thread (80 and 70 otherwise): four blocks an SM instead of three, and
-// 14-30 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's held to 48 registers (five
+// 14-24 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's held to 48 registers (five
 // blocks an SM, one step at a time) were 4-7 % slower at k = 256, so the other types keep the
 // compiler's choice.
 #define SD_COO(SUFFIX, TY, V, BOUNDS)                                                                              \

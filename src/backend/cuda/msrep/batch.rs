@@ -469,8 +469,9 @@ impl CsrBatch {
         sfx: &str,
         blocks: Range<u32>,
     ) -> Result<()> {
-        // A batch without row blocks runs the kernel without their code: fewer registers, more
-        // blocks an SM.
+        // A batch of stream blocks and one of row groups each run a kernel without the other's code
+        // (fewer registers or no shared memory), asking for no more shared memory than its resident
+        // blocks need, the rest of the SM's on-chip memory going to L1 for the gathers of x.
         let name = format!(
             "msrep_csr_batch_{sfx}{}{}{}",
             if self.col_shift.is_some() { "_i16" } else { "" },
