@@ -3,7 +3,7 @@
 //! cuBLAS-XT does) so that plain host arrays work unchanged. Also what a handle keeps between calls
 //! without synchronising: workspaces ordered by an event, and host words the device writes.
 
-use super::{Event, GpuDevice, Stream, driver_error};
+use super::{GpuDevice, Stream, TrackedEvent, driver_error};
 use crate::error::{Error, Result};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdeviceptr, cudaError_enum};
@@ -185,23 +185,19 @@ impl Drop for DeviceBuffer {
 /// streams.
 pub struct Workspace {
     buffer: Option<DeviceBuffer>,
-    released: Event,
-    /// The stream `released` was last recorded on: a call on the same stream need not wait for it.
-    released_on: std::cell::Cell<Option<Stream>>,
+    released: TrackedEvent,
 }
 
 impl Workspace {
     pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
-        Ok(Workspace { buffer: None, released: Event::new(device)?, released_on: std::cell::Cell::new(None) })
+        Ok(Workspace { buffer: None, released: TrackedEvent::new(device)? })
     }
 
     /// At least `bytes` of the workspace, for work queued on `stream` (of the workspace's device,
     /// current on this thread) after the last user's. A larger allocation replaces a smaller one
     /// without waiting: the smaller is freed on `stream` once its last user is done.
     pub fn take(&mut self, device: &Arc<GpuDevice>, stream: Stream, bytes: usize, what: &str) -> Result<CUdeviceptr> {
-        if stream.waits_for_event_on(self.released_on.get()) {
-            self.released.wait_on(stream)?;
-        }
+        self.released.wait_on(stream)?;
         match &self.buffer {
             Some(held) if held.bytes() >= bytes => {}
             _ => {
@@ -216,10 +212,8 @@ impl Workspace {
 
     /// Marks the work queued on `stream` so far as the workspace's last use. A call that took the
     /// workspace releases it whether or not its work was all queued.
-    pub fn release(&self, stream: Stream) -> Result<()> {
-        self.released.record(stream)?;
-        self.released_on.set(Some(stream));
-        Ok(())
+    pub fn release(&mut self, stream: Stream) -> Result<()> {
+        self.released.record(stream)
     }
 
     /// Whether the last user's work has finished (without waiting).

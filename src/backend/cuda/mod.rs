@@ -430,6 +430,49 @@ impl Drop for Event {
     }
 }
 
+/// An event that remembers the stream it was last recorded on, so that work queued on that same
+/// stream, which runs after the recorded work anyway, does not wait for it (a driver call saved;
+/// [`Stream::waits_for_event_on`]). Every stream it is recorded or waited on must be of the event's
+/// device: the legacy default stream of two contexts is two streams under one handle.
+pub struct TrackedEvent {
+    event: Event,
+    recorded_on: Option<Stream>,
+}
+
+impl TrackedEvent {
+    pub fn new(device: &Arc<GpuDevice>) -> Result<Self> {
+        Ok(TrackedEvent { event: Event::new(device)?, recorded_on: None })
+    }
+
+    /// Records on `stream`.
+    pub fn record(&mut self, stream: Stream) -> Result<()> {
+        self.event.record(stream)?;
+        self.recorded_on = Some(stream);
+        Ok(())
+    }
+
+    /// Makes `stream` wait for the last record, where it must: never when nothing was recorded or
+    /// the last record was on `stream` itself.
+    pub fn wait_on(&self, stream: Stream) -> Result<()> {
+        if stream.waits_for_event_on(self.recorded_on) { self.event.wait_on(stream) } else { Ok(()) }
+    }
+
+    /// Whether the event has been recorded.
+    pub fn is_recorded(&self) -> bool {
+        self.recorded_on.is_some()
+    }
+
+    /// Whether the work before the last record has finished ([`Event::is_complete`]).
+    pub fn is_complete(&self) -> Result<bool> {
+        self.event.is_complete()
+    }
+
+    /// Waits on the host for the last record.
+    pub fn synchronize(&self) -> Result<()> {
+        self.event.synchronize()
+    }
+}
+
 /// Copies a matrix of `height` columns of `width_bytes` each (leading dimensions `*_pitch` in bytes)
 /// from `src` on `src_gpu` to `dst` on `dst_gpu` (the same device or another), queued on `stream`,
 /// a stream of the current context.

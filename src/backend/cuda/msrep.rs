@@ -31,7 +31,7 @@ mod batch;
 use super::kernels::MSREP;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
 use super::timeline::Timeline;
-use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, driver_error, launch};
+use super::{CudaExecutor, Event, GpuDevice, Launch, Stream, TrackedEvent, driver_error, launch};
 use crate::error::Result;
 use crate::executor::TestHooks;
 use crate::kernel_args;
@@ -177,9 +177,7 @@ struct LeadSide {
     x_ready: Event,
     /// Recorded on the caller's stream at the end of every SpMV: the next call on another stream and
     /// the matrix's destruction wait for it, as the matrix's buffers are reused.
-    done: Event,
-    /// The stream `done` was last recorded on, if any.
-    done_on: Option<Stream>,
+    done: TrackedEvent,
     /// The lead device's own stream for the allocations above that live there.
     alloc_stream: Arc<CudaStream>,
 }
@@ -216,7 +214,7 @@ impl Drop for GpuResident {
         // Buffers may still be in use by a queued SpMV; wait for it before they are freed. Errors mean
         // a broken context, already reported by the call that broke it.
         if let Some(lead) = &self.lead
-            && lead.done_on.is_some()
+            && lead.done.is_recorded()
         {
             let _ = lead.done.synchronize();
         }
@@ -432,7 +430,7 @@ impl GpuResident {
             return Ok(());
         }
         if let Some(old) = self.lead.take()
-            && old.done_on.is_some()
+            && old.done.is_recorded()
         {
             old.done.synchronize()?;
         }
@@ -555,8 +553,7 @@ impl GpuResident {
             shared_slots,
             shared_count,
             x_ready: Event::new(lead)?,
-            done: Event::new(lead)?,
-            done_on: None,
+            done: TrackedEvent::new(lead)?,
             alloc_stream,
         };
         // Later calls use these buffers on other streams: the allocations and uploads must be done.
@@ -626,9 +623,7 @@ impl GpuResident {
         let mut timeline =
             Timeline::start(|| format!("MSREP SpMV, {rows} rows, partitions on {} device side(s)", self.sides.len()));
         let l = self.lead.as_mut().expect("ensure_lead ran");
-        if stream.waits_for_event_on(l.done_on) {
-            l.done.wait_on(stream)?;
-        }
+        l.done.wait_on(stream)?;
         timeline.stamp(lead, stream, || "called".into())?;
         // Only partitions on streams of their own wait for x; with none, recording would cost a
         // driver call per SpMV for nothing.
@@ -825,7 +820,6 @@ impl GpuResident {
             }?;
         }
         l.done.record(stream)?;
-        l.done_on = Some(stream);
         timeline.stamp(lead, stream, || "merged".into())?;
         timeline.print()
     }

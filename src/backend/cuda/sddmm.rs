@@ -455,7 +455,7 @@ impl Unplanned {
         // Zeroed on `stream`; the workspace's event, recorded after it, makes calls on any stream
         // wait for it.
         let check = DeviceBuffer::zeroed(device, CHECK_BYTES, stream, "the validation of device patterns")?.resident();
-        let workspace = Workspace::new(device)?;
+        let mut workspace = Workspace::new(device)?;
         workspace.release(stream)?;
         Ok(Unplanned {
             device: device.clone(),

@@ -192,8 +192,8 @@ impl<'a> HeldWorkspace<'a> {
     }
 
     /// Marks the work queued on `stream` so far as the workspace's last use.
-    fn release(self, stream: Stream) -> Result<()> {
-        self.held.as_ref().expect("a taken workspace exists").release(stream)
+    fn release(mut self, stream: Stream) -> Result<()> {
+        self.held.as_mut().expect("a taken workspace exists").release(stream)
     }
 }
 
