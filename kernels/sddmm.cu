@@ -103,39 +103,54 @@ __device__ __forceinline__ bool sd_column_ok(sd_check* check, long long e, int c
 
 // Called by every thread of every block of the validating kernel, at its end: the last block to
 // finish reads the faults, the pattern's first and last row pointers, and records the verdict.
-__device__ void sd_check_finish(sd_check* check, sd_report* report, int m, int n, long long nnz, const int* row_ptr,
+// Returns, in every thread of that block, whether the pattern was invalid (false elsewhere).
+// The last block reads the five words in five threads at once and clears the faults with plain
+// stores (every other block has finished): one memory round trip where a thread reading them in turn
+// took five, at the end of every validating kernel.
+__device__ bool sd_check_finish(sd_check* check, sd_report* report, int m, int n, long long nnz, const int* row_ptr,
                                 int base) {
-    __shared__ bool last_block;
-    __threadfence();  // this thread's faults are visible to the device before its block counts as done
+    __shared__ bool last_block, found_invalid;
+    __shared__ unsigned long long words[5];  // decrease, decrease_previous, column, rowPtr[0], rowPtr[m]
+    __threadfence();  // this thread's faults and writes are visible to the device before its block counts as done
     __syncthreads();
-    if (threadIdx.x == 0)
-        last_block = atomicAdd(&check->blocks_done, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
+    if (threadIdx.x == 0) last_block = atomicAdd(&check->blocks_done, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
     __syncthreads();
-    if (!last_block || threadIdx.x != 0) return;
-    __threadfence();  // the other blocks' faults are visible
-    unsigned long long decrease = atomicExch(&check->decrease, 0ull);
-    unsigned long long decrease_previous = atomicExch(&check->decrease_previous, 0ull);
-    unsigned long long column = atomicExch(&check->column, 0ull);
-    int first = row_ptr[0], last = row_ptr[m];
-    bool invalid = first != base || (long long)last - base != nnz || decrease != 0 || column != 0;
-    check->blocks_done = 0;
-    check->invalid = invalid;
-    if (invalid) {
-        volatile sd_report* r = report;
-        if (r->invalid_calls == 0) {
-            r->rows = m;
-            r->cols = n;
-            r->nnz = nnz;
-            r->base = base;
-            r->first = first;
-            r->last = last;
-            r->decrease = decrease;
-            r->decrease_previous = decrease_previous;
-            r->column = column;
-        }
-        r->invalid_calls = r->invalid_calls + 1;
-        __threadfence_system();
+    if (!last_block) return false;
+    __threadfence();  // the other blocks' faults and writes are visible
+    volatile unsigned long long* faults = &check->decrease;  // decrease, decrease_previous, column in order
+    if (threadIdx.x < 3) {
+        words[threadIdx.x] = faults[threadIdx.x];
+        faults[threadIdx.x] = 0ull;
+    } else if (threadIdx.x < 5) {
+        words[threadIdx.x] = (unsigned int)((volatile const int*)row_ptr)[threadIdx.x == 3 ? 0 : m];
     }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long decrease = words[0], decrease_previous = words[1], column = words[2];
+        int first = (int)words[3], last = (int)words[4];
+        bool invalid = first != base || (long long)last - base != nnz || decrease != 0 || column != 0;
+        check->blocks_done = 0;
+        check->invalid = invalid;
+        found_invalid = invalid;
+        if (invalid) {
+            volatile sd_report* r = report;
+            if (r->invalid_calls == 0) {
+                r->rows = m;
+                r->cols = n;
+                r->nnz = nnz;
+                r->base = base;
+                r->first = first;
+                r->last = last;
+                r->decrease = decrease;
+                r->decrease_previous = decrease_previous;
+                r->column = column;
+            }
+            r->invalid_calls = r->invalid_calls + 1;
+            __threadfence_system();
+        }
+    }
+    __syncthreads();
+    return found_invalid;
 }
 
 // out[e] = NaN for e = first, first + step, ... below nnz: what a compute kernel writes instead of
@@ -173,23 +188,94 @@ extern "C" __global__ void sddmm_coo_rows(int m, int n, long long nnz, const int
     if (check) sd_check_finish(check, report, m, n, nnz, row_ptr, base);
 }
 
+// Rows of S whose row pointers a thread block that reads S as CSR keeps in shared memory: those
+// from the row of its first position to the row of its last (host: CSR_SPAN_ROWS). A block whose
+// positions span more rows reads the row pointers from global memory instead.
+#define SD_CSR_ROWS 1024
+
+// For each of SD_BATCH positions g[u], the largest r in [lo, lo + count) with ptr[r] - base <= g[u],
+// by bisection (lo when there is none): the row holding position g[u], where ptr is the row pointers
+// (or their copy in shared memory). In a valid pattern that row is not empty, so it holds g[u]; in
+// any pattern the result lies in [lo, lo + count). The steps depend on count only, the same for
+// every position: the positions' reads go out together, one round trip a step for all of them.
+template <bool SHARED, int N>
+__device__ __forceinline__ void sd_rows_of(const int* ptr, int base, const long long (&g)[N], int lo, int count,
+                                           int (&row)[N]) {
+#pragma unroll
+    for (int u = 0; u < N; ++u) row[u] = lo;
+    while (count > 1) {
+        int half = count >> 1;
+#pragma unroll
+        for (int u = 0; u < N; ++u) {
+            int probe = row[u] + half;
+            if ((long long)(SHARED ? ptr[probe] : __ldg(ptr + probe)) - base <= g[u]) row[u] = probe;
+        }
+        count -= half;
+    }
+}
+
+// Rows [window[0], window[1]) that hold positions g[0] <= g[1] (each g's row being the largest r with
+// row_ptr[r] - base <= g, over all m rows), found by the whole thread block together: each round,
+// the threads read blockDim.x evenly spaced row pointers of the stretch left for each position and
+// count those at or below it, which narrows the stretch by blockDim.x; the rounds stop once the
+// window fits SD_CSR_ROWS (one round up to 65536 rows at 256 threads, where one thread would bisect
+// in 16 dependent reads) or cannot narrow. Every thread of the block must call it with the same
+// positions. Whatever the row pointers hold, the window lies in [0, m] and is not empty when m > 0.
+__device__ void sd_block_window(const int* row_ptr, int m, int base, const long long g[2], int window[2]) {
+    int lo[2] = {0, 0};
+    long long span[2] = {m, m};  // rows [lo, lo + span) are left for each position
+    while (lo[1] + span[1] - lo[0] > SD_CSR_ROWS && (span[0] > 1 || span[1] > 1)) {
+        long long step[2];
+        bool at_or_below[2];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            step[t] = (span[t] + blockDim.x - 1) / blockDim.x;
+            long long r = lo[t] + threadIdx.x * step[t];
+            at_or_below[t] = span[t] > 1 && r < lo[t] + span[t] && (long long)row_ptr[r] - base <= g[t];
+        }
+        int count[2] = {__syncthreads_count(at_or_below[0]), __syncthreads_count(at_or_below[1])};
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            if (span[t] <= 1) continue;
+            // A valid pattern's row pointers never decrease: the `count` sampled rows at or below
+            // the position are the first ones, and its row lies in the stretch after the last.
+            if (count[t] > 0) lo[t] += (int)((count[t] - 1) * step[t]);
+            long long left = (long long)m - lo[t];
+            span[t] = step[t] < left ? step[t] : left;
+        }
+    }
+    long long end = lo[1] + span[1];  // only a bad pattern puts the last row before the first
+    window[0] = lo[0];
+    window[1] = (int)(end > lo[0] ? end : (lo[0] < m ? lo[0] + 1 : m));
+}
+
 // Each thread block takes an equal chunk of `chunk` consecutive positions, its groups of
 // G = 2^group_log2 lanes (inside one warp) SD_BATCH consecutive positions at a time, side by side,
 // so that the block works on a narrow window of positions: nonzeros next to each other in the order
 // share their A rows (row order) or B rows (band-column order), which then come from L1. The lanes
 // of a group split K, V elements per load, and reduce with shuffles; a group's SD_BATCH nonzeros
 // have their loads issued together, so that several rows are in flight per group rather than one.
+// The row of each nonzero comes from `rows` (COO, GPU-Convert's conversion or a plan's) or, with CSR,
+// from the row pointers themselves (GPU-Dynamic in one launch): the block finds the rows that hold
+// its positions together (sd_block_window), copies their row pointers to shared memory (up to
+// SD_CSR_ROWS of them), and each position bisects those.
 // Position g is entry order[g] of S (the band-column order of sddmm_band_order), or entry g
-// without an order (row order).
+// without an order (row order; always with CSR).
 // V > 1 only when rows are contiguous (cs == 1) and every row start is V-aligned.
+//
+// With CSR and a `check`, the kernel also validates the pattern, as sddmm_coo_rows does: each block
+// checks each position's column as it is read and its share of the row pointers; what a bad pattern
+// holds is clamped so that nothing is read out of bounds, and the last block to finish, once every
+// product is written, overwrites out with NaN if it found the pattern invalid. Without CSR, `check`
+// is the verdict of the conversion before it: an invalid pattern gets NaN and nothing is read.
 #define SD_BATCH 4
-template <int TY, int V>
+template <int TY, int V, bool CSR>
 __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha,
                           const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
                           const typename sd_type<TY>::elem* B, long long b_rs, long long b_cs,
-                          const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* col_ind,
-                          int base, const int* order, int group_log2, long long chunk,
-                          typename sd_type<TY>::elem* out, const sd_check* check) {
+                          const typename sd_type<TY>::elem* s, const unsigned int* rows, const int* row_ptr,
+                          int m, int n, const int* col_ind, int base, const int* order, int group_log2,
+                          long long chunk, typename sd_type<TY>::elem* out, sd_check* check, sd_report* report) {
     typedef typename sd_type<TY>::comp comp;
     typedef typename sd_type<TY>::elem elem;
     const int G = 1 << group_log2;
@@ -199,7 +285,39 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     int group = threadIdx.x >> group_log2, groups = blockDim.x >> group_log2;
     long long first = blockIdx.x * chunk;
     long long last = first + chunk < nnz ? first + chunk : nnz;
-    if (check && check->invalid) {
+    // With CSR: rows [span[0], span[1]) hold the chunk's positions; where they are few enough, their
+    // row pointers are in shared memory (span_ptr[r - span[0]] = row_ptr[r]).
+    __shared__ int span_ptr[CSR ? SD_CSR_ROWS : 1];
+    int span[2] = {0, 0};
+    bool span_shared = false;
+    if (CSR && (m == 0 || n == 0)) {
+        // A valid pattern has no entries then; an invalid one is only checked (A or B has no row).
+        if (check)
+            for (long long g = first + threadIdx.x; g < last; g += blockDim.x) sd_column_ok(check, g, col_ind[g], n, base);
+        last = first;
+    }
+    // With a check: this block's share of the row pointers, rowPtr[o] >= rowPtr[o - 1] for o in
+    // (o0, o1]. Each thread's first pair is read now and compared after the products, so that the
+    // read is not one more round trip at the end.
+    // (o0 and o1 are computed again there rather than held in registers through the products.)
+    int share_previous = 0, share_next = 0;
+    if (CSR && check) {
+        long long share = (m + gridDim.x - 1) / gridDim.x;
+        long long o0 = blockIdx.x * share, o1 = o0 + share < m ? o0 + share : m;
+        if (o0 + 1 + threadIdx.x <= o1) {
+            share_previous = row_ptr[o0 + threadIdx.x];
+            share_next = row_ptr[o0 + 1 + threadIdx.x];
+        }
+    }
+    if (CSR && first < last) {
+        long long ends[2] = {first, last - 1};
+        sd_block_window(row_ptr, m, base, ends, span);
+        span_shared = span[1] - span[0] <= SD_CSR_ROWS;
+        if (span_shared) {
+            for (int r = span[0] + threadIdx.x; r < span[1]; r += blockDim.x) span_ptr[r - span[0]] = row_ptr[r];
+            __syncthreads();
+        }
+    } else if (!CSR && check && check->invalid) {
         // Positions [first, last) of this block are entries [first, last): each entry once over the
         // grid, whatever the order (which a bad pattern leaves undefined).
         sd_fill_nan<TY>(out, first + threadIdx.x, blockDim.x, last);
@@ -210,13 +328,36 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         const elem* a[SD_BATCH];
         const elem* b[SD_BATCH];
         comp sum[SD_BATCH];
+        int row[SD_BATCH];
+        if (CSR) {
+            long long g[SD_BATCH];
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u) g[u] = g0 + u < last ? g0 + u : last - 1;
+            if (span_shared) {
+                sd_rows_of<true>(span_ptr, base, g, 0, span[1] - span[0], row);
+#pragma unroll
+                for (int u = 0; u < SD_BATCH; ++u) row[u] += span[0];
+            } else {
+                sd_rows_of<false>(row_ptr, base, g, span[0], span[1] - span[0], row);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < SD_BATCH; ++u) {
             // Past the chunk's end the last position is computed again and not written.
             long long g = g0 + u < last ? g0 + u : last - 1;
             e[u] = order ? order[g] : g;
-            a[u] = A + (long long)rows[e[u]] * a_rs;
-            b[u] = B + (long long)(col_ind[e[u]] - base) * b_rs;
+            if (CSR) {
+                long long col = (long long)col_ind[g] - base;
+                if (check && (col < 0 || col >= n)) {
+                    if (member == 0 && g == g0 + u) sd_column_ok(check, g, (int)(col + base), n, base);
+                    col = 0;  // read a row that exists; out gets NaN
+                }
+                a[u] = A + (long long)row[u] * a_rs;
+                b[u] = B + col * b_rs;
+            } else {
+                a[u] = A + (long long)rows[e[u]] * a_rs;
+                b[u] = B + (long long)(col_ind[e[u]] - base) * b_rs;
+            }
             sum[u] = 0;
         }
         if (V > 1) {
@@ -256,6 +397,16 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
                 if (g0 + u < last) out[e[u]] = sd_finish<TY>(alpha, s, e[u], sum[u]);
         }
     }
+    if (CSR && check) {
+        long long share = (m + gridDim.x - 1) / gridDim.x;
+        long long o0 = blockIdx.x * share, o1 = o0 + share < m ? o0 + share : m;
+        if (share_next < share_previous) sd_note_decrease(check, o0 + 1 + threadIdx.x, share_next, share_previous);
+        for (long long o = o0 + 1 + threadIdx.x + blockDim.x; o <= o1; o += blockDim.x) {
+            int previous = row_ptr[o - 1], next = row_ptr[o];
+            if (next < previous) sd_note_decrease(check, o, next, previous);
+        }
+        if (sd_check_finish(check, report, m, n, nnz, row_ptr, base)) sd_fill_nan<TY>(out, threadIdx.x, blockDim.x, nnz);
+    }
 }
 
 // f64's kernels are bounded to 256 threads a block, which with one step at a time in the vector loop
@@ -263,14 +414,23 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
 // 14-24 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's held to 48 registers (five
 // blocks an SM, one step at a time) were 4-7 % slower at k = 256, so the other types keep the
 // compiler's choice.
+// sddmm_coo_<ty>_v<V> reads the COO rows; sddmm_csr_<ty>_v<V> the row pointers (and validates).
 #define SD_COO(SUFFIX, TY, V, BOUNDS)                                                                              \
     extern "C" __global__ void BOUNDS sddmm_coo_##SUFFIX##_v##V(                                                   \
         long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
         const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
         const unsigned int* rows, const int* col_ind, int base, const int* order, int group_log2, long long chunk,  \
-        sd_type<TY>::elem* out, const sd_check* check) {                                                           \
-        sddmm_coo<TY, V>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, col_ind, base, order, group_log2,   \
-                         chunk, out, check);                                                                       \
+        sd_type<TY>::elem* out, sd_check* check) {                                                                 \
+        sddmm_coo<TY, V, false>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, 0, 0, 0, col_ind, base,      \
+                                order, group_log2, chunk, out, check, 0);                                          \
+    }                                                                                                              \
+    extern "C" __global__ void BOUNDS sddmm_csr_##SUFFIX##_v##V(                                                   \
+        long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
+        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
+        const int* row_ptr, int m, int n, const int* col_ind, int base, int group_log2, long long chunk,           \
+        sd_type<TY>::elem* out, sd_check* check, sd_report* report) {                                              \
+        sddmm_coo<TY, V, true>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, 0, row_ptr, m, n, col_ind, base, 0, \
+                               group_log2, chunk, out, check, report);                                             \
     }
 SD_COO(f32, 0, 1, )
 SD_COO(f32, 0, 2, )

@@ -115,7 +115,8 @@ fn holds_entry_points(module: &kernels::KernelSource, names: &[String]) {
 }
 
 /// kernels/sddmm.cu compiles with the validation of device-resident patterns fused into its
-/// conversion kernel, and holds every entry point the launchers (src/backend/cuda/sddmm.rs) name.
+/// conversion kernel and its CSR compute kernels, and holds every entry point the launchers
+/// (src/backend/cuda/sddmm.rs) name.
 #[test]
 fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     if !nvrtc_or_skip() {
@@ -123,7 +124,9 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     }
     let mut names = vec!["sddmm_coo_rows".to_string(), "sddmm_band_order".to_string()];
     for (ty, widths) in [("f32", &[1, 2, 4][..]), ("f64", &[1, 2]), ("f16", &[1, 2, 4, 8]), ("bf16", &[1, 2, 4, 8])] {
-        names.extend(widths.iter().map(|v| format!("sddmm_coo_{ty}_v{v}")));
+        for source in ["coo", "csr"] {
+            names.extend(widths.iter().map(|v| format!("sddmm_{source}_{ty}_v{v}")));
+        }
     }
     holds_entry_points(&kernels::SDDMM, &names);
 }

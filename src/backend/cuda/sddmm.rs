@@ -36,6 +36,8 @@ const NNZ_BLOCKS_PER_SM: usize = 8;
 const NNZ_VECTORS_PER_LANE: usize = 4;
 const NNZ_MIN_GROUP: usize = 4;
 const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
+/// Row pointers a block of the CSR kernels keeps in shared memory (the kernel's SD_CSR_ROWS).
+const CSR_SPAN_ROWS: usize = 1024;
 /// The tensor-core tiles of f16 / bf16 (the kernels' SD_TC_M, SD_TC_N, SD_TC_THREADS): rows and
 /// columns of S a thread block computes densely, its threads, and its shared memory (three stages
 /// of the tile's rows of A and B, 80 bytes a row, or the 128 × 136 floats of the finished tile).
@@ -176,7 +178,7 @@ pub fn tiled<T: Element>(
     order: CUdeviceptr,
     rows: CUdeviceptr,
 ) -> Result<()> {
-    nnz_balanced(device, stream, op, rows, Some(order))
+    nnz_balanced(device, stream, op, Rows::Coo { rows, order: Some(order) })
 }
 
 /// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
@@ -210,23 +212,46 @@ pub fn coo<T: Element>(
     op: &DeviceOperands<T>,
     rows: CUdeviceptr,
 ) -> Result<()> {
-    nnz_balanced(device, stream, op, rows, None)
+    nnz_balanced(device, stream, op, Rows::Coo { rows, order: None })
 }
 
-/// `sddmm_coo_*`: equal chunks of consecutive positions per thread block; position g is entry
-/// `order[g]`, or entry g without an order.
-fn nnz_balanced<T: Element>(
+/// GPU-Dynamic in one launch: the COO kernel reading S as CSR, each nonzero's row found from the row
+/// pointers instead of a conversion; with `check` the same launch validates the pattern.
+pub fn coo_from_csr<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
-    rows: CUdeviceptr,
-    order: Option<CUdeviceptr>,
+    check: Option<DeviceCheck>,
 ) -> Result<()> {
-    if op.nnz == 0 {
+    nnz_balanced(device, stream, op, Rows::Csr { check })
+}
+
+/// Where the nnz-balanced kernel finds the row of each nonzero.
+enum Rows {
+    /// COO rows (`nnz` words), with the band-column order for the tiled algorithm: `sddmm_coo_*`.
+    Coo { rows: CUdeviceptr, order: Option<CUdeviceptr> },
+    /// The operands' row pointers, with the validation's state where the pattern is not validated
+    /// yet: `sddmm_csr_*`.
+    Csr { check: Option<DeviceCheck> },
+}
+
+/// `sddmm_coo_*` / `sddmm_csr_*`: equal chunks of consecutive positions per thread block; position
+/// g is entry `order[g]`, or entry g without an order.
+fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &DeviceOperands<T>, rows: Rows) -> Result<()> {
+    // A pattern to validate is looked at even without entries: its row pointers may be wrong.
+    if op.nnz == 0 && !matches!(rows, Rows::Csr { check: Some(_) }) {
         return Ok(());
     }
     let width = vector_width(op);
-    let f = device.function(&SDDMM, &format!("sddmm_coo_{}_v{width}", T::VALUE_TYPE.short_name()))?;
+    let source = if matches!(rows, Rows::Csr { .. }) { "csr" } else { "coo" };
+    let name = format!("sddmm_{source}_{}_v{width}", T::VALUE_TYPE.short_name());
+    let csr = matches!(rows, Rows::Csr { .. });
+    // The CSR kernels' row pointers in shared memory should not take L1 from the rows of A and B.
+    let f = if csr {
+        device.function_prepared(&SDDMM, &name, |d, f| d.prefer_l1_cache(f, NNZ_THREADS))?
+    } else {
+        device.function(&SDDMM, &name)?
+    };
     // Lanes per nonzero, at most a warp: on a large problem, enough that each lane loads about
     // NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
     // nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64), but at least
@@ -240,47 +265,98 @@ fn nnz_balanced<T: Element>(
     // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
     // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
     let per_pass = (NNZ_THREADS as usize / group) * NNZ_BATCH;
-    let blocks = op.nnz.div_ceil(per_pass).clamp(1, device.multiprocessors * NNZ_BLOCKS_PER_SM);
+    let blocks = if csr {
+        // Each block of the CSR kernels first finds its rows and last validates its share, a few
+        // memory round trips each: one wave of blocks, as many as are resident at once, pays them
+        // once. And enough blocks that a block's positions span, on average, half the rows whose
+        // pointers it keeps in shared memory (more would bisect in global memory).
+        let resident = f
+            .occupancy_max_active_blocks_per_multiprocessor(NNZ_THREADS, 0, None)
+            .map_err(driver_error("reading a kernel's occupancy"))? as usize;
+        op.nnz
+            .div_ceil(per_pass)
+            .max(op.m.div_ceil(CSR_SPAN_ROWS / 2))
+            .clamp(1, device.multiprocessors * resident.max(1))
+    } else {
+        op.nnz.div_ceil(per_pass).clamp(1, device.multiprocessors * NNZ_BLOCKS_PER_SM)
+    };
     let chunk = op.nnz.div_ceil(blocks);
     let groups = blocks * (NNZ_THREADS as usize / group);
     let blocks = blocks as u32;
     let cfg = Launch { grid: (blocks, 1, 1), block: (NNZ_THREADS, 1, 1), shared_bytes: 0 };
     crate::log::note(|| {
         format!(
-            "kernel sddmm_coo_{}_v{width} ({blocks} thread blocks of {chunk} nonzeros in {} order, {groups} groups of {group} lanes, loads of {width})",
-            T::VALUE_TYPE.short_name(),
-            if order.is_some() { "band-column" } else { "row" }
+            "kernel {name} ({blocks} thread blocks of {chunk} nonzeros in {} order, {groups} groups of {group} lanes, loads of {width})",
+            if matches!(rows, Rows::Coo { order: Some(_), .. }) { "band-column" } else { "row" }
         )
     });
-    let (nnz, k, chunk, order) = (op.nnz as i64, op.k as i32, chunk as i64, order.unwrap_or(0));
+    let (nnz, k, chunk) = (op.nnz as i64, op.k as i32, chunk as i64);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![
-                &nnz,
-                &k,
-                &op.alpha,
-                &op.a,
-                &a_rs,
-                &a_cs,
-                &op.b,
-                &b_rs,
-                &b_cs,
-                &op.s_values,
-                &rows,
-                &op.col_ind,
-                &op.base,
-                &order,
-                &group_log2,
-                &chunk,
-                &op.out,
-                &op.check
-            ],
-        )
+    match rows {
+        Rows::Coo { rows, order } => {
+            let order = order.unwrap_or(0);
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &nnz,
+                        &k,
+                        &op.alpha,
+                        &op.a,
+                        &a_rs,
+                        &a_cs,
+                        &op.b,
+                        &b_rs,
+                        &b_cs,
+                        &op.s_values,
+                        &rows,
+                        &op.col_ind,
+                        &op.base,
+                        &order,
+                        &group_log2,
+                        &chunk,
+                        &op.out,
+                        &op.check
+                    ],
+                )
+            }
+        }
+        Rows::Csr { check } => {
+            let (m, n) = (op.m as i32, op.n as i32);
+            let (state, report) = check.map_or((0, 0), |c| (c.check, c.report));
+            unsafe {
+                launch(
+                    &f,
+                    cfg,
+                    stream,
+                    kernel_args![
+                        &nnz,
+                        &k,
+                        &op.alpha,
+                        &op.a,
+                        &a_rs,
+                        &a_cs,
+                        &op.b,
+                        &b_rs,
+                        &b_cs,
+                        &op.s_values,
+                        &op.row_ptr,
+                        &m,
+                        &n,
+                        &op.col_ind,
+                        &op.base,
+                        &group_log2,
+                        &chunk,
+                        &op.out,
+                        &state,
+                        &report
+                    ],
+                )
+            }
+        }
     }
 }
 
@@ -559,9 +635,9 @@ impl CudaExecutor {
     }
 }
 
-/// Runs the chosen algorithm of a call without a plan on its device, building its preprocessing in
-/// `memory` (see [`unplanned_bytes`]) and, with `check`, validating the pattern there (in the COO
-/// rows, which both algorithms build first).
+/// Runs the chosen algorithm of a call without a plan on its device and, with `check`, validates the
+/// pattern there: the COO algorithm in one launch that reads the row pointers itself; the tiled
+/// algorithm builds its COO rows (validating) and band order in `memory` (see [`unplanned_bytes`]).
 fn run_unplanned<T: Element>(
     gpu: &Arc<GpuDevice>,
     stream: Stream,
@@ -572,17 +648,18 @@ fn run_unplanned<T: Element>(
 ) -> Result<()> {
     let op = operands;
     let dims = (op.m, op.n, op.nnz);
-    let rows = memory;
-    coo_rows(gpu, stream, dims, op.row_ptr, op.col_ind, op.base, rows, check)?;
     match algorithm {
         SddmmAlgorithm::Tiled => {
+            let rows = memory;
+            coo_rows(gpu, stream, dims, op.row_ptr, op.col_ind, op.base, rows, check)?;
             let layout = OrderLayout::new(gpu, op.m, op.n, op.nnz);
             let order = memory + word_array_bytes(op.nnz) as u64;
             let scratch = order + layout.order_bytes as u64;
             band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch)?;
             tiled(gpu, stream, op, order, rows)
         }
-        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(gpu, stream, op, rows),
+        // No conversion: the kernel reads the row pointers (and validates where asked) itself.
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo_from_csr(gpu, stream, op, check),
     }
 }
 
@@ -598,7 +675,7 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
             let layout = OrderLayout::new(gpu, m, n, nnz);
             word_array_bytes(nnz) + layout.order_bytes + layout.scratch_bytes
         }
-        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => nnz * 4,
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => 0,
     }
 }
 
@@ -690,11 +767,11 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             return out.finish();
         }
         crate::log::note(|| {
-            if in_place {
-                "preprocessing on the device (no plan prepared on it), validating the pattern there".to_string()
-            } else {
-                "preprocessing on the device (no plan prepared on it)".to_string()
-            }
+            let work = match sampling.algorithm {
+                SddmmAlgorithm::Tiled => "preprocessing on the device (no plan prepared on it)",
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => "reading the CSR pattern directly (no plan prepared)",
+            };
+            format!("{work}{}", if in_place { ", validating the pattern there" } else { "" })
         });
         let unplanned = self.unplanned(&gpu, stream)?;
         if in_place && out.is_staged() {
