@@ -414,24 +414,20 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
 // 14-24 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's held to 48 registers (five
 // blocks an SM, one step at a time) were 4-7 % slower at k = 256, so the other types keep the
 // compiler's choice.
-// sddmm_coo_<ty>_v<V> reads the COO rows; sddmm_csr_<ty>_v<V> the row pointers (and validates).
-#define SD_COO(SUFFIX, TY, V, BOUNDS)                                                                              \
-    extern "C" __global__ void BOUNDS sddmm_coo_##SUFFIX##_v##V(                                                   \
+// sddmm_coo_<ty>_v<V> reads the COO rows; sddmm_csr_<ty>_v<V> the row pointers (and validates). Both
+// take the same arguments; each ignores those of the other's source.
+#define SD_COO_KERNEL(NAME, SUFFIX, TY, V, BOUNDS, CSR)                                                             \
+    extern "C" __global__ void BOUNDS NAME##_##SUFFIX##_v##V(                                                       \
         long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
         const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
-        const unsigned int* rows, const int* col_ind, int base, const int* order, int group_log2, long long chunk,  \
-        sd_type<TY>::elem* out, sd_check* check) {                                                                 \
-        sddmm_coo<TY, V, false>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, 0, 0, 0, col_ind, base,      \
-                                order, group_log2, chunk, out, check, 0);                                          \
-    }                                                                                                              \
-    extern "C" __global__ void BOUNDS sddmm_csr_##SUFFIX##_v##V(                                                   \
-        long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs, \
-        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s,                     \
-        const int* row_ptr, int m, int n, const int* col_ind, int base, int group_log2, long long chunk,           \
-        sd_type<TY>::elem* out, sd_check* check, sd_report* report) {                                              \
-        sddmm_coo<TY, V, true>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, 0, row_ptr, m, n, col_ind, base, 0, \
-                               group_log2, chunk, out, check, report);                                             \
+        const unsigned int* rows, const int* row_ptr, int m, int n, const int* col_ind, int base, const int* order,  \
+        int group_log2, long long chunk, sd_type<TY>::elem* out, sd_check* check, sd_report* report) {              \
+        sddmm_coo<TY, V, CSR>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, row_ptr, m, n, col_ind, base,   \
+                              CSR ? 0 : order, group_log2, chunk, out, check, report);                              \
     }
+#define SD_COO(SUFFIX, TY, V, BOUNDS)                      \
+    SD_COO_KERNEL(sddmm_coo, SUFFIX, TY, V, BOUNDS, false) \
+    SD_COO_KERNEL(sddmm_csr, SUFFIX, TY, V, BOUNDS, true)
 SD_COO(f32, 0, 1, )
 SD_COO(f32, 0, 2, )
 SD_COO(f32, 0, 4, )

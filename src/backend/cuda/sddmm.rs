@@ -243,9 +243,8 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
         return Ok(());
     }
     let width = vector_width(op);
-    let source = if matches!(rows, Rows::Csr { .. }) { "csr" } else { "coo" };
-    let name = format!("sddmm_{source}_{}_v{width}", T::VALUE_TYPE.short_name());
     let csr = matches!(rows, Rows::Csr { .. });
+    let name = format!("sddmm_{}_{}_v{width}", if csr { "csr" } else { "coo" }, T::VALUE_TYPE.short_name());
     // The CSR kernels' row pointers in shared memory should not take L1 from the rows of A and B.
     let f = if csr {
         device.function_prepared(&SDDMM, &name, |d, f| d.prefer_l1_cache(f, NNZ_THREADS))?
@@ -293,70 +292,42 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
     let (nnz, k, chunk) = (op.nnz as i64, op.k as i32, chunk as i64);
     let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
     let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
-    match rows {
-        Rows::Coo { rows, order } => {
-            let order = order.unwrap_or(0);
-            unsafe {
-                launch(
-                    &f,
-                    cfg,
-                    stream,
-                    kernel_args![
-                        &nnz,
-                        &k,
-                        &op.alpha,
-                        &op.a,
-                        &a_rs,
-                        &a_cs,
-                        &op.b,
-                        &b_rs,
-                        &b_cs,
-                        &op.s_values,
-                        &rows,
-                        &op.col_ind,
-                        &op.base,
-                        &order,
-                        &group_log2,
-                        &chunk,
-                        &op.out,
-                        &op.check
-                    ],
-                )
-            }
-        }
-        Rows::Csr { check } => {
-            let (m, n) = (op.m as i32, op.n as i32);
-            let (state, report) = check.map_or((0, 0), |c| (c.check, c.report));
-            unsafe {
-                launch(
-                    &f,
-                    cfg,
-                    stream,
-                    kernel_args![
-                        &nnz,
-                        &k,
-                        &op.alpha,
-                        &op.a,
-                        &a_rs,
-                        &a_cs,
-                        &op.b,
-                        &b_rs,
-                        &b_cs,
-                        &op.s_values,
-                        &op.row_ptr,
-                        &m,
-                        &n,
-                        &op.col_ind,
-                        &op.base,
-                        &group_log2,
-                        &chunk,
-                        &op.out,
-                        &state,
-                        &report
-                    ],
-                )
-            }
-        }
+    // Both kernels take the same arguments, each ignoring the other source's.
+    let (m, n) = (op.m as i32, op.n as i32);
+    let (rows, order, check, report) = match rows {
+        Rows::Coo { rows, order } => (rows, order.unwrap_or(0), op.check, 0),
+        Rows::Csr { check } => (0, 0, check.map_or(0, |c| c.check), check.map_or(0, |c| c.report)),
+    };
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &nnz,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &a_cs,
+                &op.b,
+                &b_rs,
+                &b_cs,
+                &op.s_values,
+                &rows,
+                &op.row_ptr,
+                &m,
+                &n,
+                &op.col_ind,
+                &op.base,
+                &order,
+                &group_log2,
+                &chunk,
+                &op.out,
+                &check,
+                &report
+            ],
+        )
     }
 }
 
