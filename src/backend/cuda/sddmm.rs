@@ -268,7 +268,8 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
         // Each block of the CSR kernels first finds its rows and last validates its share, a few
         // memory round trips each: one wave of blocks, as many as are resident at once, pays them
         // once. And enough blocks that a block's positions span, on average, half the rows whose
-        // pointers it keeps in shared memory (more would bisect in global memory).
+        // pointers it keeps in shared memory (more would bisect in global memory). The occupancy is
+        // asked of the driver at every launch: a cache of it measured no faster.
         let resident = f
             .occupancy_max_active_blocks_per_multiprocessor(NNZ_THREADS, 0, None)
             .map_err(driver_error("reading a kernel's occupancy"))? as usize;
