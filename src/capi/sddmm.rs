@@ -271,9 +271,9 @@ unsafe fn compute(
 /// each call: use sddmmCreatePlan when the pattern repeats.
 ///
 /// On a CUDA handle, rowPtr and colInd in device memory are validated on the device, by the kernel
-/// that converts them, and never copied to the host: the call returns without waiting for the
-/// stream (unless out is host memory). Nothing reads through an invalid pattern; out is filled with
-/// NaN instead, and the fault (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad
+/// that computes with them (COO) or converts them (TILED), and never copied to the host: the call
+/// returns without waiting for the stream (unless out is host memory). Nothing is read out of bounds
+/// through an invalid pattern and no plausible number is left: out is filled with NaN, and the fault (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad
 /// rowPtr or colInd entry as the host validation does) is reported by the call itself when out is
 /// host memory (out then untouched); otherwise, once the validation has finished, by the handle's
 /// next sddmmDynamic or sddmmExecutePlan (which then does nothing else), or by sddmmSynchronize,

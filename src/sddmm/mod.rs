@@ -9,7 +9,9 @@
 //!   from L1, or for f16 / bf16 with a plan whose rows are sorted computes 128 × 128 tiles densely
 //!   on tensor cores). Pays off when tiles hold enough nonzeros to amortise the loads.
 //! - COO (GPU-Convert): CSR is converted to COO and the nonzeros are split into equal chunks, one
-//!   independent dot product each: perfect balance, no reuse. Best for very sparse S.
+//!   independent dot product each: perfect balance, no reuse. Best for very sparse S. (The CUDA
+//!   backend without a plan skips the conversion: its kernel finds each chunk's rows from the row
+//!   pointers, GPU-Dynamic in one launch.)
 //!
 //! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold, or where the backend says its
 //! tiled kernel is the faster for the call ([`contract::SddmmBackend::prefers_tiled`]: the CUDA
