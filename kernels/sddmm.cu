@@ -218,7 +218,7 @@ __device__ __forceinline__ void sd_rows_of(const int* ptr, int base, const long 
 // row_ptr[r] - base <= g, over all m rows), found by the whole thread block together: each round,
 // the threads read blockDim.x evenly spaced row pointers of the stretch left for each position and
 // count those at or below it, which narrows the stretch by blockDim.x; the rounds stop once the
-// window fits SD_CSR_ROWS (one round up to 65536 rows at 256 threads, where one thread would bisect
+// window fits SD_CSR_ROWS (usually one round up to 65536 rows at 256 threads; one thread would bisect
 // in 16 dependent reads) or cannot narrow. Every thread of the block must call it with the same
 // positions. Whatever the row pointers hold, the window lies in [0, m] and is not empty when m > 0.
 __device__ void sd_block_window(const int* row_ptr, int m, int base, const long long g[2], int window[2]) {
