@@ -73,6 +73,23 @@ impl Case {
         Case { label, m: n, n, k, layout: Layout::RowMajor, base, lda, ldb, row_ptr, col_ind }
     }
 
+    /// `m` rows (at least 2 × `full`) of which only the first and the last `full` hold entries, every
+    /// column each, row-major: a chunk of the CSR kernels' positions that straddles the empty rows
+    /// spans more rows than a thread block keeps row pointers for, and its positions bisect the row
+    /// pointers in global memory.
+    fn clustered(m: usize, n: usize, k: usize, full: usize, base: IndexBase) -> Case {
+        let offset = base.offset() as i32;
+        let (mut row_ptr, mut col_ind) = (vec![offset], Vec::new());
+        for i in 0..m {
+            if i < full || i >= m - full {
+                col_ind.extend((0..n).map(|j| j as i32 + offset));
+            }
+            row_ptr.push(col_ind.len() as i32 + offset);
+        }
+        let label = format!("{m}x{n}, the first and last {full} rows full, k={k} {base:?}");
+        Case { label, m, n, k, layout: Layout::RowMajor, base, lda: k.max(1), ldb: k.max(1), row_ptr, col_ind }
+    }
+
     /// `shuffled`: rows in random column order, some with a repeated column.
     fn arranged(
         rng: &mut Rng,
@@ -721,8 +738,8 @@ fn synchronize(h: sddmmHandle_t) -> i32 {
 }
 
 /// Valid patterns in device memory (validated on the device, never read to the host): every
-/// output element equals the f64 reference, for both index bases, empty rows, m = 0, nnz = 0, every
-/// algorithm, out in device and in host memory, and calls that alternate between two streams of one
+/// output element equals the f64 reference, for both index bases, empty rows (long runs of them
+/// among them), m = 0, nnz = 0, every algorithm, out in device and in host memory, and calls that alternate between two streams of one
 /// handle (ordered by the handle's workspace event).
 fn valid_device_patterns<T: Element>(label: &str) {
     let mut rng = Rng::fresh(label);
@@ -738,35 +755,43 @@ fn valid_device_patterns<T: Element>(label: &str) {
         (300, 500, 40, 0.01),
         (1000, 1000, 16, 1e-3),
         (700, 2, 31, 0.9),
+        // More rows than a thread block of the CSR kernels keeps row pointers for: its search for
+        // its rows takes rounds.
+        (5000, 300, 16, 0.02),
+        (200_000, 8, 4, 5e-5),
     ];
-    let mut turn = 0;
+    let mut cases = Vec::new();
     for &(m, n, k, density) in shapes {
         for base in [IndexBase::Zero, IndexBase::One] {
-            let layout = if turn % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
-            let c = Case::new(&mut rng, m, n, k, density, layout, base);
-            let data = Data::<T>::new(&mut rng, &c);
-            let (want, scale) = data.reference(&c);
-            let empty_rows = (0..m).filter(|&r| c.row_ptr[r] == c.row_ptr[r + 1]).count();
-            for alg in SddmmAlgorithm::variants() {
-                turn += 1;
-                let stream = &streams[turn % 2];
-                let raw = cuda::Stream(stream.cu_stream());
-                assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
-                assert_eq!(unsafe { sddmmSetAlgorithm(h, *alg as i32) }, OK);
-                let what = format!("{} {:?} {alg:?} ({empty_rows} empty rows)", c.label, T::VALUE_TYPE);
-                let arrays = OnDevice::new(&device, raw, &c, &data);
-                let status = unsafe { dynamic(h, &c, &data.alpha, arrays.ptrs()) };
-                assert_eq!(status, OK, "{what}: {}", last_error());
-                assert_eq!(synchronize(h), OK, "{what}: {}", last_error());
-                check(&format!("{what}, out in device memory"), &arrays.out(), &want, &scale);
+            let layout = if cases.len() % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+            cases.push(Case::new(&mut rng, m, n, k, density, layout, base));
+        }
+    }
+    cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::clustered(200_000, 8, 8, 300, base)));
+    let mut turn = 0;
+    for c in &cases {
+        let data = Data::<T>::new(&mut rng, c);
+        let (want, scale) = data.reference(c);
+        let empty_rows = (0..c.m).filter(|&r| c.row_ptr[r] == c.row_ptr[r + 1]).count();
+        for alg in SddmmAlgorithm::variants() {
+            turn += 1;
+            let stream = &streams[turn % 2];
+            let raw = cuda::Stream(stream.cu_stream());
+            assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, *alg as i32) }, OK);
+            let what = format!("{} {:?} {alg:?} ({empty_rows} empty rows)", c.label, T::VALUE_TYPE);
+            let arrays = OnDevice::new(&device, raw, c, &data);
+            let status = unsafe { dynamic(h, c, &data.alpha, arrays.ptrs()) };
+            assert_eq!(status, OK, "{what}: {}", last_error());
+            assert_eq!(synchronize(h), OK, "{what}: {}", last_error());
+            check(&format!("{what}, out in device memory"), &arrays.out(), &want, &scale);
 
-                // out in host memory: the call waits, and validates before it copies.
-                let mut host_out = vec![T::from_f64(POISON); c.nnz()];
-                let ptrs = Ptrs { out: host_out.as_mut_ptr(), ..arrays.ptrs() };
-                let status = unsafe { dynamic(h, &c, &data.alpha, ptrs) };
-                assert_eq!(status, OK, "{what}: {}", last_error());
-                check(&format!("{what}, out in host memory"), &host_out, &want, &scale);
-            }
+            // out in host memory: the call waits, and validates before it copies.
+            let mut host_out = vec![T::from_f64(POISON); c.nnz()];
+            let ptrs = Ptrs { out: host_out.as_mut_ptr(), ..arrays.ptrs() };
+            let status = unsafe { dynamic(h, c, &data.alpha, ptrs) };
+            assert_eq!(status, OK, "{what}: {}", last_error());
+            check(&format!("{what}, out in host memory"), &host_out, &want, &scale);
         }
     }
     unsafe { sddmmDestroy(h) };
