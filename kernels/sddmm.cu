@@ -249,6 +249,14 @@ __device__ void sd_block_window(const int* row_ptr, int m, int base, const long 
     window[1] = (int)(end > lo[0] ? end : (lo[0] < m ? lo[0] + 1 : m));
 }
 
+// The row pointers a thread block of the CSR kernels checks for decreases: rowPtr[o] >= rowPtr[o - 1]
+// for o in (o0, o1], the blocks' shares covering (0, m].
+__device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& o1) {
+    long long share = (m + gridDim.x - 1) / gridDim.x;
+    o0 = blockIdx.x * share;
+    o1 = o0 + share < m ? o0 + share : m;
+}
+
 // Each thread block takes an equal chunk of `chunk` consecutive positions, its groups of
 // G = 2^group_log2 lanes (inside one warp) SD_BATCH consecutive positions at a time, side by side,
 // so that the block works on a narrow window of positions: nonzeros next to each other in the order
@@ -296,14 +304,14 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
             for (long long g = first + threadIdx.x; g < last; g += blockDim.x) sd_column_ok(check, g, col_ind[g], n, base);
         last = first;
     }
-    // With a check: this block's share of the row pointers, rowPtr[o] >= rowPtr[o - 1] for o in
-    // (o0, o1]. Each thread's first pair is read now and compared after the products, so that the
-    // read is not one more round trip at the end.
-    // (o0 and o1 are computed again there rather than held in registers through the products.)
+    // With a check: this block's share of the row pointers (sd_block_share). Each thread's first
+    // pair is read now and compared after the products, so that the read is not one more round trip
+    // at the end. (The share is computed again there rather than held in registers through the
+    // products.)
     int share_previous = 0, share_next = 0;
     if (CSR && check) {
-        long long share = (m + gridDim.x - 1) / gridDim.x;
-        long long o0 = blockIdx.x * share, o1 = o0 + share < m ? o0 + share : m;
+        long long o0, o1;
+        sd_block_share(m, o0, o1);
         if (o0 + 1 + threadIdx.x <= o1) {
             share_previous = row_ptr[o0 + threadIdx.x];
             share_next = row_ptr[o0 + 1 + threadIdx.x];
@@ -398,8 +406,8 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         }
     }
     if (CSR && check) {
-        long long share = (m + gridDim.x - 1) / gridDim.x;
-        long long o0 = blockIdx.x * share, o1 = o0 + share < m ? o0 + share : m;
+        long long o0, o1;
+        sd_block_share(m, o0, o1);
         if (share_next < share_previous) sd_note_decrease(check, o0 + 1 + threadIdx.x, share_next, share_previous);
         for (long long o = o0 + 1 + threadIdx.x + blockDim.x; o <= o1; o += blockDim.x) {
             int previous = row_ptr[o - 1], next = row_ptr[o];
