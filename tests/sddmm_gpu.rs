@@ -62,15 +62,9 @@ impl Case {
     /// An n × n band of half-width `half` (rows sorted), row-major, leading dimensions K plus `pad`:
     /// most 128 × 128 tiles away from the diagonal hold no entry.
     fn band(n: usize, half: usize, k: usize, base: IndexBase, pad: usize) -> Case {
-        let offset = base.offset() as i32;
-        let (mut row_ptr, mut col_ind) = (vec![offset], Vec::new());
-        for i in 0..n {
-            col_ind.extend((i.saturating_sub(half)..(i + half + 1).min(n)).map(|j| j as i32 + offset));
-            row_ptr.push(col_ind.len() as i32 + offset);
-        }
-        let (lda, ldb) = (k.max(1) + pad, k.max(1) + pad);
-        let label = format!("band {n}x{n} half-width {half} k={k} {base:?} lda={lda}");
-        Case { label, m: n, n, k, layout: Layout::RowMajor, base, lda, ldb, row_ptr, col_ind }
+        let mut c = Case::of_rows((n, n, k), base, pad, |i| i.saturating_sub(half)..(i + half + 1).min(n));
+        c.label = format!("band {n}x{n} half-width {half} k={k} {base:?} lda={}", c.lda);
+        c
     }
 
     /// `m` rows (at least 2 × `full`) of which only the first and the last `full` hold entries, every
@@ -78,16 +72,27 @@ impl Case {
     /// spans more rows than a thread block keeps row pointers for, and its positions bisect the row
     /// pointers in global memory.
     fn clustered(m: usize, n: usize, k: usize, full: usize, base: IndexBase) -> Case {
+        let mut c = Case::of_rows((m, n, k), base, 0, |i| if i < full || i >= m - full { 0..n } else { 0..0 });
+        c.label = format!("{m}x{n}, the first and last {full} rows full, k={k} {base:?}");
+        c
+    }
+
+    /// An m × n pattern whose row i holds the columns `columns(i)` (sorted), row-major, leading
+    /// dimensions K plus `pad`; the label is left to the caller.
+    fn of_rows(
+        (m, n, k): (usize, usize, usize),
+        base: IndexBase,
+        pad: usize,
+        columns: impl Fn(usize) -> std::ops::Range<usize>,
+    ) -> Case {
         let offset = base.offset() as i32;
         let (mut row_ptr, mut col_ind) = (vec![offset], Vec::new());
         for i in 0..m {
-            if i < full || i >= m - full {
-                col_ind.extend((0..n).map(|j| j as i32 + offset));
-            }
+            col_ind.extend(columns(i).map(|j| j as i32 + offset));
             row_ptr.push(col_ind.len() as i32 + offset);
         }
-        let label = format!("{m}x{n}, the first and last {full} rows full, k={k} {base:?}");
-        Case { label, m, n, k, layout: Layout::RowMajor, base, lda: k.max(1), ldb: k.max(1), row_ptr, col_ind }
+        let (lda, ldb) = (k.max(1) + pad, k.max(1) + pad);
+        Case { label: String::new(), m, n, k, layout: Layout::RowMajor, base, lda, ldb, row_ptr, col_ind }
     }
 
     /// `shuffled`: rows in random column order, some with a repeated column.
@@ -739,8 +744,8 @@ fn synchronize(h: sddmmHandle_t) -> i32 {
 
 /// Valid patterns in device memory (validated on the device, never read to the host): every
 /// output element equals the f64 reference, for both index bases, empty rows (long runs of them
-/// among them), m = 0, nnz = 0, every algorithm, out in device and in host memory, and calls that alternate between two streams of one
-/// handle (ordered by the handle's workspace event).
+/// among them), m = 0, nnz = 0, every algorithm, out in device and in host memory, and calls that
+/// alternate between two streams of one handle (ordered by the handle's workspace event).
 fn valid_device_patterns<T: Element>(label: &str) {
     let mut rng = Rng::fresh(label);
     let device = cuda::device(0).unwrap();
