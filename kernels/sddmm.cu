@@ -214,6 +214,19 @@ __device__ __forceinline__ void sd_rows_of(const int* ptr, int base, const long 
     }
 }
 
+// Steps r (a row at or before the one holding position g, in ptr: the row pointers' copy in shared
+// memory, count rows) forward to the row holding g, at most SD_ROW_STEPS rows; whether it got there.
+// In any pattern r only grows and stays below count.
+#define SD_ROW_STEPS 2
+__device__ __forceinline__ bool sd_step_row(const int* ptr, int base, long long g, int count, int& r) {
+#pragma unroll
+    for (int step = 0; step < SD_ROW_STEPS; ++step) {
+        if (r + 1 >= count || (long long)ptr[r + 1] - base > g) return true;
+        ++r;
+    }
+    return r + 1 >= count || (long long)ptr[r + 1] - base > g;
+}
+
 // Rows [window[0], window[1]) that hold positions g[0] <= g[1] (each g's row being the largest r with
 // row_ptr[r] - base <= g, over all m rows), found by the whole thread block together: each round,
 // the threads read blockDim.x evenly spaced row pointers of the stretch left for each position and
@@ -331,7 +344,17 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         sd_fill_nan<TY>(out, first + threadIdx.x, blockDim.x, last);
         return;
     }
-    for (long long g0 = first + group * SD_BATCH; g0 < last; g0 += groups * SD_BATCH) {
+    // With CSR in shared memory, each batch's rows are searched from the row of the group's last
+    // position (`hint`, of span_ptr): where the group's batches advance by at most about
+    // SD_ROW_STEPS rows on average (the block's positions over its rows: rows of many nonzeros, as
+    // random S of 8192 columns has from density 1e-2 on), by stepping one row at a time — at density
+    // 5e-2 the bisections had been half of the kernel's instructions (ncu) — and otherwise, or where a
+    // step falls short, by the four positions' bisections together: one position after another they
+    // cost a few µs a call at densities up to 1e-3 (H100).
+    const long long stride = (long long)groups * SD_BATCH;
+    const bool step_rows = (long long)(span[1] - span[0]) * stride <= SD_ROW_STEPS * (last - first);
+    int hint = 0;
+    for (long long g0 = first + group * SD_BATCH; g0 < last; g0 += stride) {
         long long e[SD_BATCH];
         const elem* a[SD_BATCH];
         const elem* b[SD_BATCH];
@@ -342,7 +365,18 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
 #pragma unroll
             for (int u = 0; u < SD_BATCH; ++u) g[u] = g0 + u < last ? g0 + u : last - 1;
             if (span_shared) {
-                sd_rows_of<true>(span_ptr, base, g, 0, span[1] - span[0], row);
+                const int count = span[1] - span[0];
+                bool stepped = step_rows;
+                if (step_rows) {
+                    int r = hint;
+#pragma unroll
+                    for (int u = 0; u < SD_BATCH; ++u) {
+                        stepped = sd_step_row(span_ptr, base, g[u], count, r) && stepped;
+                        row[u] = r;
+                    }
+                }
+                if (!stepped) sd_rows_of<true>(span_ptr, base, g, hint, count - hint, row);
+                hint = row[SD_BATCH - 1];
 #pragma unroll
                 for (int u = 0; u < SD_BATCH; ++u) row[u] += span[0];
             } else {
@@ -369,9 +403,9 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
             sum[u] = 0;
         }
         if (V > 1) {
-            // Two steps at a time hold twice the loads in flight; in f64 they cost the registers of a
-            // fourth thread block an SM (see SD_COO's bounds).
-#pragma unroll(sizeof(comp) == 8 ? 1 : 2)
+            // Two steps at a time hold twice the loads in flight; in f64, and in the CSR kernels with
+            // their row search, they cost the registers of a thread block an SM (see SD_COO's bounds).
+#pragma unroll(sizeof(comp) == 8 || CSR ? 1 : 2)
             for (int p = member * V; p < k; p += G * V) {
                 comp x[SD_BATCH][V], y[SD_BATCH][V];
 #pragma unroll
@@ -419,9 +453,12 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
 
 // f64's kernels are bounded to 256 threads a block, which with one step at a time in the vector loop
 // leaves them 64 registers a thread (80 and 70 otherwise): four blocks an SM instead of three, and
-// 14-24 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's held to 48 registers (five
-// blocks an SM, one step at a time) were 4-7 % slower at k = 256, so the other types keep the
-// compiler's choice.
+// 14-24 % less time on random S at densities 1e-3 to 5e-2 (H100). f32's COO kernels held to 48
+// registers (five blocks an SM, one step at a time) were 4-7 % slower at k = 256, so they keep the
+// compiler's choice; the CSR kernels take one step at a time in every type (f32 with the row steps
+// alone: 78 registers, 48 with one step; sddmmDynamic at density 5e-2, k = 256 0.523 -> 0.482 ms).
+// The 16-bit types' CSR kernels are held to 64 registers, four blocks an SM (66-84 otherwise, three),
+// but for bf16 with element loads, which would spill.
 // sddmm_coo_<ty>_v<V> reads the COO rows; sddmm_csr_<ty>_v<V> the row pointers (and validates). Both
 // take the same arguments; each ignores those of the other's source.
 #define SD_COO_KERNEL(NAME, SUFFIX, TY, V, BOUNDS, CSR)                                                             \
@@ -433,22 +470,22 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         sddmm_coo<TY, V, CSR>(nnz, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, rows, row_ptr, m, n, col_ind, base,   \
                               CSR ? 0 : order, group_log2, chunk, out, check, report);                              \
     }
-#define SD_COO(SUFFIX, TY, V, BOUNDS)                      \
+#define SD_COO(SUFFIX, TY, V, BOUNDS, CSR_BOUNDS)          \
     SD_COO_KERNEL(sddmm_coo, SUFFIX, TY, V, BOUNDS, false) \
-    SD_COO_KERNEL(sddmm_csr, SUFFIX, TY, V, BOUNDS, true)
-SD_COO(f32, 0, 1, )
-SD_COO(f32, 0, 2, )
-SD_COO(f32, 0, 4, )
-SD_COO(f64, 1, 1, __launch_bounds__(256))
-SD_COO(f64, 1, 2, __launch_bounds__(256))
-SD_COO(f16, 2, 1, )
-SD_COO(f16, 2, 2, )
-SD_COO(f16, 2, 4, )
-SD_COO(f16, 2, 8, )
-SD_COO(bf16, 3, 1, )
-SD_COO(bf16, 3, 2, )
-SD_COO(bf16, 3, 4, )
-SD_COO(bf16, 3, 8, )
+    SD_COO_KERNEL(sddmm_csr, SUFFIX, TY, V, CSR_BOUNDS, true)
+SD_COO(f32, 0, 1, , )
+SD_COO(f32, 0, 2, , )
+SD_COO(f32, 0, 4, , )
+SD_COO(f64, 1, 1, __launch_bounds__(256), __launch_bounds__(256))
+SD_COO(f64, 1, 2, __launch_bounds__(256), __launch_bounds__(256))
+SD_COO(f16, 2, 1, , __launch_bounds__(256, 4))
+SD_COO(f16, 2, 2, , __launch_bounds__(256, 4))
+SD_COO(f16, 2, 4, , __launch_bounds__(256, 4))
+SD_COO(f16, 2, 8, , __launch_bounds__(256, 4))
+SD_COO(bf16, 3, 1, , )
+SD_COO(bf16, 3, 2, , __launch_bounds__(256, 4))
+SD_COO(bf16, 3, 4, , __launch_bounds__(256, 4))
+SD_COO(bf16, 3, 8, , __launch_bounds__(256, 4))
 
 // ---------------------------------------------------------------------------------------------
 // The tiled algorithm (GPU-Shared)

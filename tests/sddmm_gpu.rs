@@ -77,6 +77,15 @@ impl Case {
         c
     }
 
+    /// `m` rows of which every `every`-th holds every column and the others none, row-major: rows
+    /// long enough that the CSR kernels step from a position's row to the next position's, with runs
+    /// of empty rows longer than those steps, where they bisect instead.
+    fn spaced(m: usize, n: usize, k: usize, every: usize, base: IndexBase) -> Case {
+        let mut c = Case::of_rows((m, n, k), base, 0, |i| if i % every == 0 { 0..n } else { 0..0 });
+        c.label = format!("{m}x{n}, every {every}th row full, k={k} {base:?}");
+        c
+    }
+
     /// An m × n pattern whose row i holds the columns `columns(i)` (sorted), row-major, leading
     /// dimensions K plus `pad`; the label is left to the caller.
     fn of_rows(
@@ -760,6 +769,8 @@ fn valid_device_patterns<T: Element>(label: &str) {
         (300, 500, 40, 0.01),
         (1000, 1000, 16, 1e-3),
         (700, 2, 31, 0.9),
+        // Rows of hundreds of entries: the CSR kernels step from row to row.
+        (64, 4000, 32, 0.2),
         // More rows than a thread block of the CSR kernels keeps row pointers for: its search for
         // its rows takes rounds.
         (5000, 300, 16, 0.02),
@@ -773,6 +784,7 @@ fn valid_device_patterns<T: Element>(label: &str) {
         }
     }
     cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::clustered(200_000, 8, 8, 300, base)));
+    cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::spaced(2000, 600, 32, 4, base)));
     let mut turn = 0;
     for c in &cases {
         let data = Data::<T>::new(&mut rng, c);
