@@ -348,9 +348,10 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     // position (`hint`, of span_ptr): where the group's batches advance by at most about
     // SD_ROW_STEPS rows on average (the block's positions over its rows: rows of many nonzeros, as
     // random S of 8192 columns has from density 1e-2 on), by stepping one row at a time — at density
-    // 5e-2 the bisections had been half of the kernel's instructions (ncu) — and otherwise, or where a
-    // step falls short, by the four positions' bisections together: one position after another they
-    // cost a few µs a call at densities up to 1e-3 (H100).
+    // 5e-2 the bisections' loop had been a third of the kernel's instructions, which were twice the
+    // planned COO kernel's (ncu) — and otherwise, or where a step falls short, by the four positions'
+    // bisections together: one position after another they cost a few µs a call at densities up to
+    // 1e-3 (H100).
     const long long stride = (long long)groups * SD_BATCH;
     const bool step_rows = (long long)(span[1] - span[0]) * stride <= SD_ROW_STEPS * (last - first);
     int hint = 0;
