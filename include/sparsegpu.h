@@ -527,8 +527,9 @@ sgpuStatus_t sddmmGetLastAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t *algor
 // On a CUDA handle, rowPtr and colInd in device memory are validated on the device, by the kernel
 // that computes with them (COO) or converts them (TILED), and never copied to the host: the call
 // returns without waiting for the stream (unless out is host memory). Nothing is read out of bounds
-// through an invalid pattern and no plausible number is left: out is filled with NaN, and the fault (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad
-// rowPtr or colInd entry as the host validation does) is reported by the call itself when out is
+// through an invalid pattern and no plausible number is left: out is filled with NaN, and the fault
+// (SGPU_STATUS_INVALID_SPARSE_MATRIX, the message naming the first bad rowPtr or colInd entry as
+// the host validation does) is reported by the call itself when out is
 // host memory (out then untouched); otherwise, once the validation has finished, by the handle's
 // next sddmmDynamic or sddmmExecutePlan (which then does nothing else), or by sddmmSynchronize,
 // which waits for it. Host-memory rowPtr and colInd are validated on the host before anything runs.

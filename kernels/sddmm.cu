@@ -279,7 +279,8 @@ __device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& 
 // The row of each nonzero comes from `rows` (COO, GPU-Convert's conversion or a plan's) or, with CSR,
 // from the row pointers themselves (GPU-Dynamic in one launch): the block finds the rows that hold
 // its positions together (sd_block_window), copies their row pointers to shared memory (up to
-// SD_CSR_ROWS of them), and each position bisects those.
+// SD_CSR_ROWS of them), and each position bisects those or, where rows are long, steps to its row
+// from its group's previous one (sd_step_row).
 // Position g is entry order[g] of S (the band-column order of sddmm_band_order), or entry g
 // without an order (row order; always with CSR).
 // V > 1 only when rows are contiguous (cs == 1) and every row start is V-aligned.
