@@ -6,12 +6,16 @@
 //   sddmm_coo_rows         CSR -> COO row expansion (GPU-Convert's conversion, Algorithm 4)
 //   sddmm_coo_<ty>_v<V>    nnz-balanced COO kernel, V-wide vector loads (GPU-Convert / GPU-Dynamic)
 //   sddmm_band_order       sorts each band of SD_BAND rows' nonzeros by column (counting sort): the
-//                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>
+//                          order in which the tiled algorithm runs sddmm_coo_<ty>_v<V>, and with a
+//                          plan sddmm_band_<ty>_v<V>
+//   sddmm_band_<ty>_v<V>   the tiled algorithm through a plan: a band's rows of A in shared memory
+//   sddmm_csr_<ty>_v<V>    the COO kernel reading S as CSR (GPU-Dynamic in one launch)
+//   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, a plan, rows sorted)
 // Given an sd_check, sddmm_coo_rows also validates a caller's pattern that lies in device memory
 // (see "Validation on the device" below), and the compute kernels after it fill out with NaN
 // instead of reading through a pattern found invalid.
 
-#define SD_BAND 256     // rows of S per band of the tiled algorithm's order
+#define SD_BAND 64      // rows of S per band of the tiled algorithm's order
 #define SD_THREADS 256  // block size of sddmm_band_order
 
 // The element types by index, converted by the prelude's sgpu_elem / sgpu_half_elem.
@@ -42,6 +46,16 @@ __device__ __forceinline__ void sd_load_vec(const typename sd_type<TY>::elem* p,
     else u.b2 = *(const unsigned short*)p;
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = sd_type<TY>::load(u.e[v]);
+}
+
+// V consecutive elements from src to dst (both aligned to V elements) as they are, in one load.
+template <int TY, int V>
+__device__ __forceinline__ void sd_copy_vec(typename sd_type<TY>::elem* dst, const typename sd_type<TY>::elem* src) {
+    const int bytes = V * (int)sizeof(typename sd_type<TY>::elem);
+    if (bytes == 16) *(sd_bits16*)dst = *(const sd_bits16*)src;
+    else if (bytes == 8) *(sd_bits8*)dst = *(const sd_bits8*)src;
+    else if (bytes == 4) *(unsigned int*)dst = *(const unsigned int*)src;
+    else *(unsigned short*)dst = *(const unsigned short*)src;
 }
 
 // alpha * S[e] * dot in the order the CPU backend uses: (alpha * S[e]) * dot.
@@ -270,6 +284,50 @@ __device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& 
     o1 = o0 + share < m ? o0 + share : m;
 }
 
+#define SD_BATCH 4
+
+// sum[u] = <a[u][0..k), b[u][0..k)> for the SD_BATCH nonzeros of a group of G lanes (this lane is
+// its `member`; `mask` its lanes), reduced over the group: each lane takes V elements of every G·V,
+// the batch's loads issued together, STEPS steps of the vector loop at a time (element p of a row is
+// at p·cs where V = 1; rows are contiguous where V > 1). The COO kernels read both rows from global
+// memory, the band kernels A's from shared memory.
+template <int TY, int V, int STEPS>
+__device__ __forceinline__ void sd_batch_dots(const typename sd_type<TY>::elem* const (&a)[SD_BATCH], long long a_cs,
+                                              const typename sd_type<TY>::elem* const (&b)[SD_BATCH], long long b_cs,
+                                              int k, int member, int G, unsigned mask,
+                                              typename sd_type<TY>::comp (&sum)[SD_BATCH]) {
+    typedef typename sd_type<TY>::comp comp;
+    if (V > 1) {
+#pragma unroll(STEPS)
+        for (int p = member * V; p < k; p += G * V) {
+            comp x[SD_BATCH][V], y[SD_BATCH][V];
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u) {
+                sd_load_vec<TY, V>(a[u] + p, x[u]);
+                sd_load_vec<TY, V>(b[u] + p, y[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u)
+#pragma unroll
+                for (int v = 0; v < V; ++v) sum[u] += x[u][v] * y[u][v];
+        }
+    } else {
+        for (int p = member; p < k; p += G) {
+            comp x[SD_BATCH], y[SD_BATCH];
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u) {
+                x[u] = sd_type<TY>::load(a[u][p * a_cs]);
+                y[u] = sd_type<TY>::load(b[u][p * b_cs]);
+            }
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u) sum[u] += x[u] * y[u];
+        }
+    }
+    for (int offset = G >> 1; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int u = 0; u < SD_BATCH; ++u) sum[u] += __shfl_xor_sync(mask, sum[u], offset);
+}
+
 // Each thread block takes an equal chunk of `chunk` consecutive positions, its groups of
 // G = 2^group_log2 lanes (inside one warp) SD_BATCH consecutive positions at a time, side by side,
 // so that the block works on a narrow window of positions: nonzeros next to each other in the order
@@ -290,7 +348,6 @@ __device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& 
 // holds is clamped so that nothing is read out of bounds, and the last block to finish, once every
 // product is written, overwrites out with NaN if it found the pattern invalid. Without CSR, `check`
 // is the verdict of the conversion before it: an invalid pattern gets NaN and nothing is read.
-#define SD_BATCH 4
 template <int TY, int V, bool CSR>
 __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha,
                           const typename sd_type<TY>::elem* A, long long a_rs, long long a_cs,
@@ -404,37 +461,9 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
             }
             sum[u] = 0;
         }
-        if (V > 1) {
-            // Two steps at a time hold twice the loads in flight; in f64, and in the CSR kernels with
-            // their row search, they cost the registers of a thread block an SM (see SD_COO's bounds).
-#pragma unroll(sizeof(comp) == 8 || CSR ? 1 : 2)
-            for (int p = member * V; p < k; p += G * V) {
-                comp x[SD_BATCH][V], y[SD_BATCH][V];
-#pragma unroll
-                for (int u = 0; u < SD_BATCH; ++u) {
-                    sd_load_vec<TY, V>(a[u] + p, x[u]);
-                    sd_load_vec<TY, V>(b[u] + p, y[u]);
-                }
-#pragma unroll
-                for (int u = 0; u < SD_BATCH; ++u)
-#pragma unroll
-                    for (int v = 0; v < V; ++v) sum[u] += x[u][v] * y[u][v];
-            }
-        } else {
-            for (int p = member; p < k; p += G) {
-                comp x[SD_BATCH], y[SD_BATCH];
-#pragma unroll
-                for (int u = 0; u < SD_BATCH; ++u) {
-                    x[u] = sd_type<TY>::load(a[u][p * a_cs]);
-                    y[u] = sd_type<TY>::load(b[u][p * b_cs]);
-                }
-#pragma unroll
-                for (int u = 0; u < SD_BATCH; ++u) sum[u] += x[u] * y[u];
-            }
-        }
-        for (int offset = G >> 1; offset > 0; offset >>= 1)
-#pragma unroll
-            for (int u = 0; u < SD_BATCH; ++u) sum[u] += __shfl_xor_sync(mask, sum[u], offset);
+        // Two steps at a time hold twice the loads in flight; in f64, and in the CSR kernels with
+        // their row search, they cost the registers of a thread block an SM (see SD_COO's bounds).
+        sd_batch_dots<TY, V, sizeof(comp) == 8 || CSR ? 1 : 2>(a, a_cs, b, b_cs, k, member, G, mask, sum);
         if (member == 0) {
 #pragma unroll
             for (int u = 0; u < SD_BATCH; ++u)
@@ -518,13 +547,15 @@ __device__ __forceinline__ int sd_block_scan(int v, int* total) {
 // nonzeros by column, so that the nonzeros of one column of the band, which read the same row of
 // B, are next to each other (and those of a few neighbouring columns share the band's A rows).
 // Band b's entries keep their range [e0, e1) of positions: order[e0 + g] is the entry (index into
-// S) at position g of the band; bands need no global coordination. `scratch` holds one histogram
+// S) at position g of the band; bands need no global coordination. Given `positions` (a plan's
+// order, n <= 2^24), positions[e0 + g] is the position's row within the band and zero-based column,
+// packed as the band kernels read them (row << 24 | column). `scratch` holds one histogram
 // of n counters per block. It runs after sddmm_coo_rows, which validates a pattern in device memory;
 // whatever the pattern holds, nothing is read or written out of bounds here: a band whose row
 // pointers leave [0, nnz] or decrease is left out, and so are columns outside [0, n) (the compute
 // kernel then fills out with NaN and reads no order).
 extern "C" __global__ void sddmm_band_order(int m, int n, long long nnz, const int* row_ptr, const int* col_ind,
-                                            int base, int* scratch, int* order) {
+                                            int base, int* scratch, int* order, unsigned* positions) {
     __shared__ int carry;
     const int bands = (m + SD_BAND - 1) / SD_BAND;
     int* hist = scratch + (long long)blockIdx.x * n;
@@ -561,11 +592,143 @@ extern "C" __global__ void sddmm_band_order(int m, int n, long long nnz, const i
         for (int r = warp; r < rows; r += SD_THREADS / 32)
             for (long long e = row_ptr[r0 + r] - base + lane; e < row_ptr[r0 + r + 1] - base; e += 32) {
                 long long col = (long long)col_ind[e] - base;
-                if (col >= 0 && col < n) order[e0 + atomicAdd(&hist[col], 1)] = (int)e;
+                if (col >= 0 && col < n) {
+                    long long g = e0 + atomicAdd(&hist[col], 1);
+                    order[g] = (int)e;
+                    if (positions) positions[g] = (unsigned)r << 24 | (unsigned)col;
+                }
             }
         __syncthreads();
     }
 }
+
+// The tiled algorithm through a plan (GPU-Shared): a thread block takes one slice of a band's
+// positions in band-column order, slices[blockIdx.x] = (band, first, last) (a plan's list: bands
+// of very different sizes stay balanced). It copies the band's SD_BAND rows of A into shared memory
+// (a_stride elements a row), then its groups take SD_BATCH positions at a time as in sddmm_coo,
+// each position's row of A read from shared memory and its row of B from global memory, where the
+// positions of a column come one after another (the row read from L2 once and then from L1).
+// Position g's row within the band and column are packed in positions[g] (row << 24 | column:
+// n <= 2^24) and its entry is order[g]; both are copied into shared memory SD_BAND_STAGES - 1
+// passes of the block ahead (cp.async), so that a group's row loads do not wait for its index
+// loads. V > 1 only when A's and B's rows are contiguous and every row start is V-aligned (then
+// a_stride too).
+#define SD_BAND_STAGES 3
+template <int TY, int V>
+__device__ void sddmm_band(int m, int k, typename sd_type<TY>::comp alpha, const typename sd_type<TY>::elem* A,
+                           long long a_rs, long long a_cs, const typename sd_type<TY>::elem* B, long long b_rs,
+                           long long b_cs, const typename sd_type<TY>::elem* s, const int4* slices,
+                           const int* order, const unsigned* positions, int a_stride, int group_log2,
+                           typename sd_type<TY>::elem* out) {
+    typedef typename sd_type<TY>::comp comp;
+    typedef typename sd_type<TY>::elem elem;
+    const int G = 1 << group_log2;
+    const int groups = blockDim.x >> group_log2;
+    const int per_pass = groups * SD_BATCH;  // positions of a pass of the block
+    // Shared memory: the stages of positions and entries (2 · per_pass words each), then A's rows.
+    extern __shared__ __align__(16) unsigned char sd_band_shared[];
+    unsigned* stages = (unsigned*)sd_band_shared;
+    elem* a_band = (elem*)(stages + SD_BAND_STAGES * 2 * per_pass);
+    const int4 slice = slices[blockIdx.x];
+    const int r0 = slice.x * SD_BAND;
+    const int rows = m - r0 < SD_BAND ? m - r0 : SD_BAND;
+    const int first = slice.y, last = slice.z;
+    const int passes = (last - first + per_pass - 1) / per_pass;
+
+    // Pass t's positions and entries into its stage; words past the slice are zeros (row 0,
+    // column 0: a position that exists, computed and not written).
+    auto stage_pass = [&](int t) {
+        if (t < passes) {
+            unsigned* stage = stages + (t % SD_BAND_STAGES) * 2 * per_pass;
+            const int g0 = first + t * per_pass;
+            for (int w = threadIdx.x; w < 2 * per_pass; w += blockDim.x) {
+                int i = w < per_pass ? w : w - per_pass;
+                int g = g0 + i < last ? g0 + i : first;
+                const void* src = w < per_pass ? (const void*)(positions + g) : (const void*)(order + g);
+                sgpu_cp_async4(sgpu_smem_address(stage + w), src, g0 + i < last ? 4 : 0);
+            }
+        }
+        sgpu_cp_async_commit();
+    };
+    for (int t = 0; t < SD_BAND_STAGES - 1; ++t) stage_pass(t);
+
+    if (V > 1) {
+        const int vectors = k / V;
+        for (int i = threadIdx.x; i < rows * vectors; i += blockDim.x) {
+            int r = i / vectors, p = (i - r * vectors) * V;
+            const elem* src = A + (long long)(r0 + r) * a_rs + p;
+            elem* dst = a_band + r * a_stride + p;
+            if (V * sizeof(elem) == 16) sgpu_cp_async16(sgpu_smem_address(dst), src);
+            else sd_copy_vec<TY, V>(dst, src);
+        }
+    } else if (a_rs < a_cs) {
+        // Column-major A: consecutive threads read consecutive rows.
+        for (int i = threadIdx.x; i < rows * k; i += blockDim.x) {
+            int p = i / rows, r = i - p * rows;
+            a_band[r * a_stride + p] = A[(long long)(r0 + r) * a_rs + (long long)p * a_cs];
+        }
+    } else {
+        for (int i = threadIdx.x; i < rows * k; i += blockDim.x) {
+            int r = i / k, p = i - r * k;
+            a_band[r * a_stride + p] = A[(long long)(r0 + r) * a_rs + (long long)p * a_cs];
+        }
+    }
+    sgpu_cp_async_commit();  // A's rows (with V > 1) finish with the first pass's stage at the latest
+
+    int lane = threadIdx.x & 31;
+    int member = lane & (G - 1);
+    unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1) << (lane & ~(G - 1)));
+    int group = threadIdx.x >> group_log2;
+    for (int t = 0; t < passes; ++t) {
+        // Pass t's stage (and A's rows) are in; every group is done with the stage refilled next.
+        if (t == 0) sgpu_cp_async_wait<0>();
+        else sgpu_cp_async_wait<SD_BAND_STAGES - 2>();
+        __syncthreads();
+        stage_pass(t + SD_BAND_STAGES - 1);
+        const unsigned* stage = stages + (t % SD_BAND_STAGES) * 2 * per_pass;
+        const int g0 = first + t * per_pass + group * SD_BATCH;
+        int e[SD_BATCH];
+        const elem* a[SD_BATCH];
+        const elem* b[SD_BATCH];
+        comp sum[SD_BATCH];
+#pragma unroll
+        for (int u = 0; u < SD_BATCH; ++u) {
+            unsigned position = stage[group * SD_BATCH + u];
+            e[u] = (int)stage[per_pass + group * SD_BATCH + u];
+            a[u] = a_band + (position >> 24) * a_stride;
+            b[u] = B + (long long)(position & 0xffffffu) * b_rs;
+            sum[u] = 0;
+        }
+        sd_batch_dots<TY, V, sizeof(comp) == 8 ? 1 : 2>(a, 1, b, b_cs, k, member, G, mask, sum);
+        if (member == 0) {
+#pragma unroll
+            for (int u = 0; u < SD_BATCH; ++u)
+                if (g0 + u < last) out[e[u]] = sd_finish<TY>(alpha, s, e[u], sum[u]);
+        }
+    }
+}
+
+#define SD_BAND_KERNEL(SUFFIX, TY, V)                                                                              \
+    extern "C" __global__ void sddmm_band_##SUFFIX##_v##V(                                                        \
+        int m, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long a_rs, long long a_cs,         \
+        const sd_type<TY>::elem* B, long long b_rs, long long b_cs, const sd_type<TY>::elem* s, const int4* slices, \
+        const int* order, const unsigned* positions, int a_stride, int group_log2, sd_type<TY>::elem* out) {       \
+        sddmm_band<TY, V>(m, k, alpha, A, a_rs, a_cs, B, b_rs, b_cs, s, slices, order, positions, a_stride,        \
+                          group_log2, out);                                                                        \
+    }
+SD_BAND_KERNEL(f32, 0, 1)
+SD_BAND_KERNEL(f32, 0, 2)
+SD_BAND_KERNEL(f32, 0, 4)
+SD_BAND_KERNEL(f64, 1, 1)
+SD_BAND_KERNEL(f64, 1, 2)
+SD_BAND_KERNEL(f16, 2, 1)
+SD_BAND_KERNEL(f16, 2, 2)
+SD_BAND_KERNEL(f16, 2, 4)
+SD_BAND_KERNEL(f16, 2, 8)
+SD_BAND_KERNEL(bf16, 3, 1)
+SD_BAND_KERNEL(bf16, 3, 2)
+SD_BAND_KERNEL(bf16, 3, 4)
+SD_BAND_KERNEL(bf16, 3, 8)
 
 // ---------------------------------------------------------------------------------------------
 // The tiled algorithm on tensor cores (f16 / bf16 with a plan whose rows are sorted by column)

@@ -17,7 +17,7 @@ use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
 use sparsegpu::sddmm::SddmmAlgorithm;
 use sparsegpu::testgen::random_csr;
-use sparsegpu::{BackendKind, IndexBase, Layout, Status};
+use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Arc;
@@ -434,35 +434,41 @@ fn tensor_tiles_for<T: Element>(label: &str) {
             Some(&shape) => Case::sorted(&mut rng, shape, base, pad),
             None => Case::band(1000, 20, 48, base, pad),
         };
-        let with_values = idx % 3 != 0;
-        let a: Vec<T> = rng.vec(c.len(c.m, c.lda));
-        let b: Vec<T> = rng.vec(c.len(c.n, c.ldb));
-        let s: Vec<T> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
-        let alpha = T::from_f64(rng.range(-2.0, 2.0)).to_compute();
-        let (want, scale) = c.reference(alpha.to_f64(), &a, &b, with_values.then_some(&s[..]));
-        let plan = unsafe { create_plan(gpu, &c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
-        for alg in [SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled] {
-            assert_eq!(unsafe { sddmmSetAlgorithm(gpu, alg as i32) }, OK);
-            let what = format!("{} {:?} {alg:?} values={with_values}", c.label, T::VALUE_TYPE);
-            let mut out = vec![T::from_f64(POISON); c.nnz()];
-            let ptrs = Ptrs {
-                a: a.as_ptr(),
-                b: b.as_ptr(),
-                s: if with_values { s.as_ptr() } else { std::ptr::null() },
-                row_ptr: c.row_ptr.as_ptr(),
-                col_ind: c.col_ind.as_ptr(),
-                out: out.as_mut_ptr(),
-            };
-            assert_eq!(unsafe { execute(gpu, plan, &c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
-            let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{what}: fill not clear-cut"));
-            let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
-            let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
-            assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");
-            check(&what, &out, &want, &scale);
-        }
-        unsafe { sddmmDestroyPlan(plan) };
+        let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{}: fill not clear-cut", c.label));
+        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx % 3 != 0, auto_tiled);
     }
     unsafe { sddmmDestroy(gpu) };
+}
+
+/// `c` through a plan made on the CUDA handle `gpu`, with AUTO (which must take TILED where
+/// `auto_tiled`, COO elsewhere) and with TILED forced, S with or without values: every entry against
+/// the f64 reference, out poisoned first.
+fn through_a_gpu_plan<T: Element>(rng: &mut Rng, gpu: sddmmHandle_t, c: &Case, with_values: bool, auto_tiled: bool) {
+    let a: Vec<T> = rng.vec(c.len(c.m, c.lda));
+    let b: Vec<T> = rng.vec(c.len(c.n, c.ldb));
+    let s: Vec<T> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
+    let alpha = T::from_f64(rng.range(-2.0, 2.0)).to_compute();
+    let (want, scale) = c.reference(alpha.to_f64(), &a, &b, with_values.then_some(&s[..]));
+    let plan = unsafe { create_plan(gpu, c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+    for alg in [SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled] {
+        assert_eq!(unsafe { sddmmSetAlgorithm(gpu, alg as i32) }, OK);
+        let what = format!("{} {:?} {alg:?} values={with_values}", c.label, T::VALUE_TYPE);
+        let mut out = vec![T::from_f64(POISON); c.nnz()];
+        let ptrs = Ptrs {
+            a: a.as_ptr(),
+            b: b.as_ptr(),
+            s: if with_values { s.as_ptr() } else { std::ptr::null() },
+            row_ptr: c.row_ptr.as_ptr(),
+            col_ind: c.col_ind.as_ptr(),
+            out: out.as_mut_ptr(),
+        };
+        assert_eq!(unsafe { execute(gpu, plan, c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
+        let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
+        let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
+        assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");
+        check(&what, &out, &want, &scale);
+    }
+    unsafe { sddmmDestroyPlan(plan) };
 }
 
 #[test]
@@ -479,6 +485,67 @@ fn bf16_tensor_core_tiles_match_the_reference() {
         return;
     }
     tensor_tiles_for::<bf16>("sddmm gpu bf16 tensor tiles");
+}
+
+/// The tiled algorithm's band kernels through a plan made on the CUDA handle: patterns of short rows
+/// whose bands of 64 rows outnumber the multiprocessors, so that AUTO takes the band kernels for f32
+/// and f64 where the band's rows of A fit a third of a block's shared memory (K = 7 and 64: under
+/// 40 KiB) and the COO kernel where they do not (K = 300: over 75 KiB, above a third of the 227 KiB
+/// an H100 or H200 block may have), and for the 16-bit types (unsorted rows: no tensor-core
+/// tiles); forced, the tiled algorithm for every type (K = 300 on the COO kernel in band order).
+/// Row- and column-major, padded leading dimensions, both index bases, S with and without values,
+/// a row count that is not a multiple of a band, two bands without entries: every entry against
+/// the f64 reference, out poisoned first.
+fn band_kernels_for<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let gpu = handle(BackendKind::Cuda);
+    let shapes = [(20_001, 3000, 64, 0.003), (16_500, 700, 7, 0.01), (12_000, 2000, 300, 0.004)];
+    for (idx, &(m, n, k, density)) in shapes.iter().enumerate() {
+        let layout = if idx == 1 { Layout::ColMajor } else { Layout::RowMajor };
+        let base = if idx % 2 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let mut c = Case::new(&mut rng, m, n, k, density, layout, base);
+        // Rows 64 to 191, the second and third bands, without entries.
+        let (start, end) = (c.row_ptr[64], c.row_ptr[192]);
+        let offset = base.offset() as i32;
+        c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
+        c.row_ptr[65..=192].iter_mut().for_each(|p| *p = start);
+        c.row_ptr[193..].iter_mut().for_each(|p| *p -= end - start);
+        let band_type = matches!(T::VALUE_TYPE, ValueType::F32 | ValueType::F64);
+        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, band_type && k <= 64);
+    }
+    unsafe { sddmmDestroy(gpu) };
+}
+
+#[test]
+fn f32_band_kernels_match_the_reference() {
+    if !common::cuda_available("f32_band_kernels_match_the_reference") {
+        return;
+    }
+    band_kernels_for::<f32>("sddmm gpu f32 band kernels");
+}
+
+#[test]
+fn f64_band_kernels_match_the_reference() {
+    if !common::cuda_available("f64_band_kernels_match_the_reference") {
+        return;
+    }
+    band_kernels_for::<f64>("sddmm gpu f64 band kernels");
+}
+
+#[test]
+fn f16_band_kernels_match_the_reference() {
+    if !common::cuda_available("f16_band_kernels_match_the_reference") {
+        return;
+    }
+    band_kernels_for::<f16>("sddmm gpu f16 band kernels");
+}
+
+#[test]
+fn bf16_band_kernels_match_the_reference() {
+    if !common::cuda_available("bf16_band_kernels_match_the_reference") {
+        return;
+    }
+    band_kernels_for::<bf16>("sddmm gpu bf16 band kernels");
 }
 
 /// Device pointers for every array (S's structure included), on a non-default stream, dynamic and

@@ -5,17 +5,20 @@
 //! Two algorithms, chosen per call from the density of S:
 //! - TILED (the paper's GPU-Shared): S is cut into `TILE_ROWS × TILE_COLS` tiles whose nonzeros are
 //!   computed together, so that the A and B rows they use are loaded once per tile (the CPU backend
-//!   in K slices of `TILE_K`; the CUDA backend runs the COO kernel in tile order, the rows reused
-//!   from L1, or for f16 / bf16 with a plan whose rows are sorted computes 128 × 128 tiles densely
-//!   on tensor cores). Pays off when tiles hold enough nonzeros to amortise the loads.
+//!   in K slices of `TILE_K`; the CUDA backend, through a plan, with a band of 64 rows of A in
+//!   shared memory and the band's nonzeros column by column, or for f16 / bf16 whose rows are
+//!   sorted 128 × 128 tiles computed densely on tensor cores; without a plan it runs the COO kernel
+//!   in that band order, the rows reused from L1). Pays off when tiles hold enough nonzeros to
+//!   amortise the loads.
 //! - COO (GPU-Convert): CSR is converted to COO and the nonzeros are split into equal chunks, one
 //!   independent dot product each: perfect balance, no reuse. Best for very sparse S. (The CUDA
 //!   backend without a plan skips the conversion: its kernel finds each chunk's rows from the row
 //!   pointers, GPU-Dynamic in one launch.)
 //!
 //! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold, or where the backend says its
-//! tiled kernel is the faster for the call ([`contract::SddmmBackend::prefers_tiled`]: the CUDA
-//! backend's tensor-core tiles where they are full enough), COO otherwise. The default threshold is
+//! tiled kernel is the faster for the call ([`contract::SddmmBackend::prefers_tiled`]: through a
+//! CUDA plan, the tensor-core tiles where they are full enough, the band kernels where rows are
+//! short and even), COO otherwise. The default threshold is
 //! 1: on random patterns of densities 1e-5 to 5e-2 (and 0.5 on the CPU), k = 32 to 256, COO was the
 //! faster of the paper's two kernels on both backends (docs/methods.md), unlike in the paper, whose
 //! switch point was 0.01 %. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both

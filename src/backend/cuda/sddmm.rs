@@ -24,8 +24,9 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// Rows of S per band of the tiled algorithm's order (the kernels' SD_BAND).
-const BAND_ROWS: usize = 256;
+/// Rows of S per band of the tiled algorithm's order (the kernels' SD_BAND): the band kernels keep a
+/// band's rows of A in shared memory, three thread blocks an SM up to K = 256 in f32 (66 KiB each).
+const BAND_ROWS: usize = 64;
 /// The nnz-balanced kernel: threads per block, nonzeros a group takes at a time (SD_BATCH), and
 /// thread blocks per multiprocessor (about twice what fits at once, for balance).
 const NNZ_THREADS: u32 = 256;
@@ -148,8 +149,11 @@ impl OrderLayout {
 
 /// Builds the tiled algorithm's order of an m×n pattern on the device into `order` (`nnz` words):
 /// band by band of `BAND_ROWS` rows, each band's nonzeros sorted by column (`sddmm_band_order`),
-/// counting in `scratch` (`layout.scratch_bytes`). Safe on an invalid pattern (it reads and writes
-/// nothing out of bounds); the validation is [`coo_rows`]'s.
+/// counting in `scratch` (`layout.scratch_bytes`); with `positions` (a plan's, `nnz` words, n at
+/// most 2^24) each position's row within its band and zero-based column too, packed as the band
+/// kernels read them. Safe on an invalid pattern (it reads and writes nothing out of bounds); the
+/// validation is [`coo_rows`]'s.
+#[allow(clippy::too_many_arguments)]
 fn band_order(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -158,6 +162,7 @@ fn band_order(
     (row_ptr, col_ind, base): (CUdeviceptr, CUdeviceptr, i32),
     order: CUdeviceptr,
     scratch: CUdeviceptr,
+    positions: Option<CUdeviceptr>,
 ) -> Result<()> {
     if m == 0 || nnz == 0 {
         return Ok(());
@@ -165,7 +170,15 @@ fn band_order(
     let f = device.function(&SDDMM, "sddmm_band_order")?;
     let cfg = Launch { grid: (layout.blocks as u32, 1, 1), block: (ORDER_THREADS, 1, 1), shared_bytes: 0 };
     let (m32, n32, nnz64) = (m as i32, n as i32, nnz as i64);
-    unsafe { launch(&f, cfg, stream, kernel_args![&m32, &n32, &nnz64, &row_ptr, &col_ind, &base, &scratch, &order]) }
+    let positions = positions.unwrap_or(0);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![&m32, &n32, &nnz64, &row_ptr, &col_ind, &base, &scratch, &order, &positions],
+        )
+    }
 }
 
 /// The tiled algorithm: the nnz-balanced kernel of [`coo`] walking the nonzeros in band order (a
@@ -181,27 +194,219 @@ pub fn tiled<T: Element>(
     nnz_balanced(device, stream, op, Rows::Coo { rows, order: Some(order) })
 }
 
+/// A plan's band-column order on the device ([`band_order`]) with what the band kernels read
+/// besides: each position's row within its band and column, packed (where the pattern has at most
+/// 2^24 columns, as the packing needs), the list of the thread blocks' slices, and the pattern's
+/// longest row (for [`band_pays`]).
+struct BandOrder {
+    order: DeviceBuffer,
+    positions: Option<DeviceBuffer>,
+    slices: BandSlices,
+    longest_row: usize,
+}
+
+/// The band kernels' thread blocks: (band, first position, last position, 0) each, on the device.
+struct BandSlices {
+    list: DeviceBuffer,
+    count: usize,
+}
+
+/// Columns a pattern may have for the band kernels (24 bits of a packed position).
+const BAND_MAX_COLS: usize = 1 << 24;
+/// Thread blocks of the band kernels a multiprocessor holds at least (see [`band_fits`]), and the
+/// fewest positions a slice of a band holds where its band has them. A band is cut into slices of
+/// about nnz / (multiprocessors · BAND_BLOCKS_PER_SM) positions (BAND_MIN_SLICE at least), so that
+/// the slices of a pattern of even bands run in about one wave: each block copies its band's rows
+/// of A once, before its first product.
+const BAND_BLOCKS_PER_SM: usize = 3;
+const BAND_MIN_SLICE: usize = 2048;
+/// Threads of a thread block of the band kernels, and the passes of its positions whose indices
+/// are staged in shared memory at once (the kernel's SD_BAND_STAGES).
+const BAND_THREADS: u32 = 256;
+const BAND_STAGES: usize = 3;
+
+/// The slices of a zero-based pattern's bands (row pointers `ptr` of `m` rows) for a GPU of
+/// `multiprocessors`: each band's positions cut into equal parts of at most the slice size above,
+/// none for a band without entries; listed part by part (every band's first part, then every
+/// band's second, ...): a band's positions go by column, so that the blocks that run at once read
+/// B's rows of about the same stretch of columns.
+fn band_slices(ptr: &[i32], m: usize, multiprocessors: usize) -> Vec<[i32; 4]> {
+    let nnz = ptr[m] as usize;
+    let slice = nnz.div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE);
+    let bands: Vec<(usize, usize)> =
+        (0..m).step_by(BAND_ROWS).map(|r| (ptr[r] as usize, ptr[(r + BAND_ROWS).min(m)] as usize)).collect();
+    let most_parts = bands.iter().map(|&(first, last)| (last - first).div_ceil(slice)).max().unwrap_or(0);
+    let mut slices = Vec::new();
+    for part in 0..most_parts {
+        for (band, &(first, last)) in bands.iter().enumerate() {
+            let parts = (last - first).div_ceil(slice);
+            if part < parts {
+                let at = |p: usize| (first + (last - first) * p / parts) as i32;
+                slices.push([band as i32, at(part), at(part + 1), 0]);
+            }
+        }
+    }
+    slices
+}
+
+/// Elements a row of A takes in the band kernels' shared memory, loading `width` at a time: K and
+/// one load of padding, so that rows read side by side start in different banks.
+fn band_row_stride(k: usize, width: usize) -> usize {
+    k.next_multiple_of(width) + width
+}
+
+/// Shared memory of a band kernel's thread block of groups of `group` lanes: the stages of its
+/// passes' positions and entries, then the band's rows of A.
+fn band_shared_bytes(k: usize, width: usize, group: usize, element: usize) -> usize {
+    let per_pass = (BAND_THREADS as usize / group) * NNZ_BATCH;
+    BAND_STAGES * 2 * per_pass * 4 + BAND_ROWS * band_row_stride(k, width) * element
+}
+
+/// Whether a band kernel's thread block of `bytes` of shared memory leaves room for
+/// BAND_BLOCKS_PER_SM a multiprocessor. With one (bands of 256 rows, f64 at k = 64 or f32 at k =
+/// 128), the band kernel took 2.1-2.2x the time of the COO kernel in band order on random S at
+/// density 5e-2 (H200).
+fn band_fits(device: &GpuDevice, bytes: usize) -> bool {
+    bytes <= device.max_shared_memory_per_block_optin / BAND_BLOCKS_PER_SM
+}
+
+/// Rows at most BAND_SHORT_ROWS long on average make the band kernels pay at any width K, at most
+/// BAND_LONG_ROWS in f32 from K = 128 on; a longest row of at most BAND_EVEN_ROWS times the average
+/// leaves the rows even enough (see [`band_pays`]).
+const BAND_SHORT_ROWS: usize = 32;
+const BAND_LONG_ROWS: usize = 128;
+const BAND_EVEN_ROWS: usize = 16;
+
+/// Whether AUTO takes the band kernels for an f32 / f64 call on an m-row pattern of `nnz` entries at
+/// width k through a plan: they fit ([`band_fits`]), their slices fill the multiprocessors, the rows
+/// are even (the graphs with a few rows of thousands of entries, R-MAT and the circuit, measured
+/// slower) and short: at most BAND_SHORT_ROWS entries on average (each row of A is then read by few
+/// positions in row order, where the band reads it once a thread block), or in f32 from K = 128 on
+/// at most BAND_LONG_ROWS (longer rows keep their row of A in L1 for their positions in row order,
+/// and the band kernels measured slower: random S of 8192 columns at density 5e-2, ergo's overlap
+/// matrix). Fitted to random S and the suite's patterns at k = 32 to 256 (docs/methods.md).
+fn band_pays<T: Element>(
+    device: &GpuDevice,
+    band: &BandOrder,
+    (m, nnz, k): (usize, usize, usize),
+    a_strides: (usize, usize),
+    b_strides: (usize, usize),
+) -> bool {
+    let four_bytes = match T::VALUE_TYPE {
+        ValueType::F32 => true,
+        ValueType::F64 => false,
+        _ => return false,
+    };
+    let mean_row = nnz.div_ceil(m.max(1)).max(1);
+    if band.positions.is_none()
+        || band.slices.count < device.multiprocessors
+        || band.longest_row > BAND_EVEN_ROWS * mean_row
+    {
+        return false;
+    }
+    let width = shape_vector_width::<T>(k, a_strides, b_strides);
+    let bytes = band_shared_bytes(k, width, lanes_per_nonzero(nnz, k, width), std::mem::size_of::<T>());
+    band_fits(device, bytes) && (nnz <= BAND_SHORT_ROWS * m || (four_bytes && k >= 128 && nnz <= BAND_LONG_ROWS * m))
+}
+
+/// The tiled algorithm through a plan (`sddmm_band_*`): a thread block a slice of a band's
+/// positions in band-column order, with the band's rows of A in shared memory. Returns false,
+/// launching nothing, where the plan has no packed positions or the rows do not fit
+/// ([`band_fits`]).
+fn band_staged<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    band: &BandOrder,
+) -> Result<bool> {
+    let width = vector_width(op);
+    let group = lanes_per_nonzero(op.nnz, op.k, width);
+    let bytes = band_shared_bytes(op.k, width, group, std::mem::size_of::<T>());
+    let Some(positions) = band.positions.as_ref().filter(|_| band_fits(device, bytes)) else {
+        return Ok(false);
+    };
+    if band.slices.count == 0 {
+        return Ok(true);
+    }
+    let name = format!("sddmm_band_{}_v{width}", T::VALUE_TYPE.short_name());
+    let f = device
+        .function_prepared(&SDDMM, &name, |d, f| d.allow_shared_memory(f, d.max_shared_memory_per_block_optin))?;
+    let slices = band.slices.count;
+    crate::log::note(|| {
+        format!(
+            "kernel {name} ({slices} slices of bands, groups of {group} lanes, loads of {width}, {bytes} bytes of shared memory a block)"
+        )
+    });
+    let cfg = Launch { grid: (slices as u32, 1, 1), block: (BAND_THREADS, 1, 1), shared_bytes: bytes as u32 };
+    let (m, k, a_stride) = (op.m as i32, op.k as i32, band_row_stride(op.k, width) as i32);
+    let (a_rs, a_cs) = (op.a_strides.0 as i64, op.a_strides.1 as i64);
+    let (b_rs, b_cs) = (op.b_strides.0 as i64, op.b_strides.1 as i64);
+    let group_log2 = group.trailing_zeros() as i32;
+    let (list, order, positions) = (band.slices.list.ptr(), band.order.ptr(), positions.ptr());
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &a_cs,
+                &op.b,
+                &b_rs,
+                &b_cs,
+                &op.s_values,
+                &list,
+                &order,
+                &positions,
+                &a_stride,
+                &group_log2,
+                &op.out
+            ],
+        )?;
+    }
+    Ok(true)
+}
+
 /// The widest vector load (in elements) that every row start of A and B allows: rows contiguous,
 /// K, the leading dimensions and both base addresses multiples of it.
 fn vector_width<T: Element>(op: &DeviceOperands<T>) -> usize {
     let size = std::mem::size_of::<T>();
-    if op.a_strides.1 != 1 || op.b_strides.1 != 1 {
-        return 1;
-    }
-    let mut width = 16 / size;
-    while width > 1 {
-        let bytes = (width * size) as u64;
-        if op.k.is_multiple_of(width)
-            && op.a_strides.0.is_multiple_of(width)
-            && op.b_strides.0.is_multiple_of(width)
-            && op.a.is_multiple_of(bytes)
-            && op.b.is_multiple_of(bytes)
-        {
-            break;
-        }
+    let mut width = shape_vector_width::<T>(op.k, op.a_strides, op.b_strides);
+    while width > 1 && !(op.a.is_multiple_of((width * size) as u64) && op.b.is_multiple_of((width * size) as u64)) {
         width /= 2;
     }
     width
+}
+
+/// [`vector_width`] but for the base addresses.
+fn shape_vector_width<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> usize {
+    if a_strides.1 != 1 || b_strides.1 != 1 {
+        return 1;
+    }
+    let mut width = 16 / std::mem::size_of::<T>();
+    while width > 1
+        && !(k.is_multiple_of(width) && a_strides.0.is_multiple_of(width) && b_strides.0.is_multiple_of(width))
+    {
+        width /= 2;
+    }
+    width
+}
+
+/// Lanes per nonzero of the nnz-balanced and band kernels (a power of two, at most a warp), loading
+/// `width` elements at a time: on a large problem, enough that each lane loads about
+/// NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
+/// nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64), but at least
+/// NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes of 2 vectors 15 %
+/// faster than 2 lanes of 4 at densities 1e-2 and 5e-2); on a small one, where the GPU is not filled
+/// and the time is latency, one vector per lane.
+fn lanes_per_nonzero(nnz: usize, k: usize, width: usize) -> usize {
+    let per_lane = if nnz * k >= NNZ_LARGE_PRODUCTS { NNZ_VECTORS_PER_LANE } else { 1 };
+    let vectors = k.div_ceil(width).next_power_of_two();
+    k.div_ceil(width * per_lane).next_power_of_two().max(vectors.min(NNZ_MIN_GROUP)).clamp(1, 32)
 }
 
 /// GPU-Convert: equal chunks of consecutive nonzeros (in row order) per group of lanes, vector
@@ -251,15 +456,7 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
     } else {
         device.function(&SDDMM, &name)?
     };
-    // Lanes per nonzero, at most a warp: on a large problem, enough that each lane loads about
-    // NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
-    // nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64), but at least
-    // NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes of 2 vectors 15 %
-    // faster than 2 lanes of 4 at densities 1e-2 and 5e-2); on a small one, where the GPU is not
-    // filled and the time is latency, one vector per lane.
-    let per_lane = if op.nnz * op.k >= NNZ_LARGE_PRODUCTS { NNZ_VECTORS_PER_LANE } else { 1 };
-    let vectors = op.k.div_ceil(width).next_power_of_two();
-    let group = op.k.div_ceil(width * per_lane).next_power_of_two().max(vectors.min(NNZ_MIN_GROUP)).clamp(1, 32);
+    let group = lanes_per_nonzero(op.nnz, op.k, width);
     let group_log2 = group.trailing_zeros() as i32;
     // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
     // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
@@ -339,7 +536,7 @@ pub struct DevicePlan {
     row_ptr: DeviceBuffer,
     col_ind: DeviceBuffer,
     coo_rows: DeviceBuffer,
-    band_order: DeviceBuffer,
+    band: BandOrder,
     /// Where the pattern suits the tensor-core tiles (rows sorted by column, at least as many
     /// entries as rows × (column tiles + 1)): their starts and list.
     tensor_tiles: Option<TensorTiles>,
@@ -627,7 +824,7 @@ fn run_unplanned<T: Element>(
             let layout = OrderLayout::new(gpu, op.m, op.n, op.nnz);
             let order = memory + word_array_bytes(op.nnz) as u64;
             let scratch = order + layout.order_bytes as u64;
-            band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch)?;
+            band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch, None)?;
             tiled(gpu, stream, op, order, rows)
         }
         // No conversion: the kernel reads the row pointers (and validates where asked) itself.
@@ -652,23 +849,26 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
 }
 
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
-    /// f16 / bf16 with a plan prepared on this device whose pattern has tensor-core tiles full enough
-    /// to pay (`tensor_tiles_pay`), and operands they can read.
+    /// With a plan prepared on this device: f16 / bf16 where its pattern has tensor-core tiles full
+    /// enough to pay (`tensor_tiles_pay`) and the operands suit them, f32 / f64 where the band
+    /// kernels pay (`band_pays`).
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
-        // The cheap tests first: every call of every type asks.
-        if !shapes_fit_tensor_tiles::<T>(operands.k, operands.strides(operands.a.ld), operands.strides(operands.b.ld)) {
-            return false;
-        }
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
         };
+        let Some(gpu) = self.lead().ok().filter(|gpu| gpu.ordinal == d.ordinal) else {
+            return false;
+        };
+        let (a_strides, b_strides) = (operands.strides(operands.a.ld), operands.strides(operands.b.ld));
+        if !shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides) {
+            return band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides);
+        }
         // Host arrays are staged into aligned device memory; device arrays are read where they lie.
         let aligned = |ptr: *const T| match memory::locate(ptr.cast()) {
             memory::Location::Device(_) => (ptr as u64).is_multiple_of(16),
             memory::Location::Host => true,
         };
         d.tensor_tiles.as_ref().is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
-            && self.lead().is_ok_and(|gpu| gpu.ordinal == d.ordinal)
             && aligned(operands.a.ptr)
             && aligned(operands.b.ptr)
     }
@@ -729,7 +929,11 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => match d.tensor_tiles.as_ref().filter(|_| tensor_tiles_fit(&operands)) {
                     Some(tt) => tensor_tiles(&gpu, stream, &operands, tt)?,
-                    None => tiled(&gpu, stream, &operands, d.band_order.ptr(), d.coo_rows.ptr())?,
+                    None => {
+                        if !band_staged(&gpu, stream, &operands, &d.band)? {
+                            tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
+                        }
+                    }
                 },
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
             }
@@ -818,9 +1022,19 @@ impl SddmmPatterns for CudaExecutor {
         coo_rows(&gpu, stream, (m, n, nnz), row_ptr.ptr(), col_ind.ptr(), 0, coo_rows_memory.ptr(), None)?;
         let layout = OrderLayout::new(&gpu, m, n, nnz);
         let order = DeviceBuffer::alloc(&gpu, nnz * 4, stream, "the plan's band order")?.resident();
+        let positions = if n <= BAND_MAX_COLS {
+            Some(DeviceBuffer::alloc(&gpu, nnz * 4, stream, "the plan's band positions")?.resident())
+        } else {
+            None
+        };
         let scratch = DeviceBuffer::alloc(&gpu, layout.scratch_bytes, stream, "the column histograms")?;
-        let pattern = (row_ptr.ptr(), col_ind.ptr(), 0);
-        band_order(&gpu, stream, &layout, (m, n, nnz), pattern, order.ptr(), scratch.ptr())?;
+        let dev_pattern = (row_ptr.ptr(), col_ind.ptr(), 0);
+        let packed = positions.as_ref().map(|p| p.ptr());
+        band_order(&gpu, stream, &layout, (m, n, nnz), dev_pattern, order.ptr(), scratch.ptr(), packed)?;
+        let slices = band_slices(pattern.ptr, m, gpu.multiprocessors);
+        let list = DeviceBuffer::from_host(&gpu, slices.as_flattened(), stream, "the plan's band slices")?.resident();
+        let longest_row = pattern.ptr.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+        let band = BandOrder { order, positions, slices: BandSlices { list, count: slices.len() }, longest_row };
         // The host arrays outlive the copies: they are dropped after the synchronisation.
         let arrays = tensor_tile_arrays(&plan.pattern())?;
         let tensor_tiles = match &arrays {
@@ -838,7 +1052,7 @@ impl SddmmPatterns for CudaExecutor {
             row_ptr,
             col_ind,
             coo_rows: coo_rows_memory,
-            band_order: order,
+            band,
             tensor_tiles,
         })))
     }
