@@ -233,13 +233,18 @@ const BAND_STAGES: usize = 3;
 fn band_slices(ptr: &[i32], m: usize, multiprocessors: usize) -> Vec<[i32; 4]> {
     let nnz = ptr[m] as usize;
     let slice = nnz.div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE);
-    let bands: Vec<(usize, usize)> =
-        (0..m).step_by(BAND_ROWS).map(|r| (ptr[r] as usize, ptr[(r + BAND_ROWS).min(m)] as usize)).collect();
-    let most_parts = bands.iter().map(|&(first, last)| (last - first).div_ceil(slice)).max().unwrap_or(0);
+    // Each band's first and last position and the parts it is cut into.
+    let bands: Vec<(usize, usize, usize)> = (0..m)
+        .step_by(BAND_ROWS)
+        .map(|r| {
+            let (first, last) = (ptr[r] as usize, ptr[(r + BAND_ROWS).min(m)] as usize);
+            (first, last, (last - first).div_ceil(slice))
+        })
+        .collect();
+    let most_parts = bands.iter().map(|&(_, _, parts)| parts).max().unwrap_or(0);
     let mut slices = Vec::new();
     for part in 0..most_parts {
-        for (band, &(first, last)) in bands.iter().enumerate() {
-            let parts = (last - first).div_ceil(slice);
+        for (band, &(first, last, parts)) in bands.iter().enumerate() {
             if part < parts {
                 let at = |p: usize| (first + (last - first) * p / parts) as i32;
                 slices.push([band as i32, at(part), at(part + 1), 0]);
@@ -1061,6 +1066,55 @@ impl SddmmPatterns for CudaExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The band kernels' slices: every band's positions covered once, in order, by non-empty slices
+    /// of at most the slice size, listed part by part (a band's k-th slice after every band's
+    /// (k-1)-th), none for a band without entries, bands of very different sizes and a last band
+    /// of fewer rows among them.
+    #[test]
+    fn band_slices_cover_each_band_part_by_part() {
+        let m = 7 * BAND_ROWS + 5;
+        // Band 0 short rows, band 1 empty, band 2 one row of 50 000 entries, the others 40 a row.
+        let row_len = |r: usize| match r / BAND_ROWS {
+            0 => 3,
+            1 => 0,
+            2 if r == 2 * BAND_ROWS => 50_000,
+            2 => 0,
+            _ => 40,
+        };
+        let mut ptr = vec![0i32];
+        for r in 0..m {
+            ptr.push(ptr[r] + row_len(r));
+        }
+        let multiprocessors = 2;
+        let slice = (ptr[m] as usize).div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE);
+        let slices = band_slices(&ptr, m, multiprocessors);
+        let bands = m.div_ceil(BAND_ROWS);
+        let mut next = vec![0usize; bands]; // each band's next position to be covered
+        let mut part_of = vec![0usize; bands]; // each band's slices so far
+        let mut last_part = 0;
+        for &[band, first, last, zero] in &slices {
+            let band = band as usize;
+            let (first, last) = (first as usize, last as usize);
+            assert_eq!(zero, 0);
+            if next[band] == 0 {
+                next[band] = ptr[band * BAND_ROWS] as usize;
+            }
+            assert_eq!(first, next[band], "band {band}: slices one after another");
+            assert!(first < last && last - first <= slice, "band {band}: slice {first}..{last}");
+            next[band] = last;
+            assert!(part_of[band] >= last_part, "band {band}: listed part by part");
+            last_part = part_of[band];
+            part_of[band] += 1;
+        }
+        for band in 0..bands {
+            let (first, last) = (ptr[band * BAND_ROWS] as usize, ptr[((band + 1) * BAND_ROWS).min(m)] as usize);
+            let end = if first < last { last } else { 0 }; // a band without entries gets no slice
+            assert_eq!(next[band], end, "band {band}: every position covered");
+            assert_eq!(part_of[band], (last - first).div_ceil(slice), "band {band}: its parts");
+        }
+        assert!(part_of[2] > 1, "the long band is cut into several slices");
+    }
 
     /// An `sd_report` as the kernels leave it for a 3×4 one-based pattern of 5 entries whose rowPtr
     /// reads `first`, `last`, with the faults given as (position, value) pairs, after `calls` invalid
