@@ -493,8 +493,9 @@ sgpuStatus_t sddmmGetBackend(sddmmHandle_t handle, sgpuBackend_t *backend);
 // SDDMM_ALGORITHM_COO (GPU-Convert), or SDDMM_ALGORITHM_AUTO (the default: TILED when
 // nnz / (m·n) > the density threshold, or on a CUDA handle through a plan where its tiled kernels
 // measured the faster: for f16 / bf16 whose rows are sorted by column, where its tensor-core tiles
-// are full enough; for f32 / f64, where rows are short and even and a band's rows of A fit shared
-// memory (docs/methods.md); COO otherwise).
+// are full enough; for f32 / f64 whose rows are sorted by column, where its 16 × 16 tiles holding
+// entries are full enough to compute densely, or where rows are short and even and a band's rows
+// of A fit shared memory (docs/methods.md); COO otherwise).
 sgpuStatus_t sddmmSetAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t algorithm);
 
 // Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1, so that

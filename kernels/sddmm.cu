@@ -11,6 +11,8 @@
 //   sddmm_band_<ty>_v<V>   the tiled algorithm through a plan: a band's rows of A in shared memory
 //   sddmm_csr_<ty>_v<V>    the COO kernel reading S as CSR (GPU-Dynamic in one launch)
 //   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, a plan, rows sorted)
+//   sddmm_block_tiles_<ty> the tiled algorithm on CUDA cores, 16 × 16 tiles (f32 / f64, a plan,
+//                          rows sorted)
 // Given an sd_check, sddmm_coo_rows also validates a caller's pattern that lies in device memory
 // (see "Validation on the device" below), and the compute kernels after it fill out with NaN
 // instead of reading through a pattern found invalid.
@@ -968,3 +970,134 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     }
 SD_TC(f16, 2)
 SD_TC(bf16, 3)
+
+// ---------------------------------------------------------------------------------------------
+// The tiled algorithm on CUDA cores (f32 / f64 with a plan whose rows are sorted by column)
+// ---------------------------------------------------------------------------------------------
+
+// A warp computes one SD_BT × SD_BT tile of A·Bᵀ densely, for patterns whose entries cluster in such
+// tiles (blocks, bands, FEM node blocks): the tile's 16 rows of A and 16 rows of B are read once a
+// tile instead of two rows an entry, and each element loaded from shared memory serves several
+// products. The rows are staged by cp.async, 128 bytes of each row a stage (SD_BT_STAGES stages),
+// each row padded by one 16-byte chunk so that the rows a load reads fall in distinct banks. Lane
+// (r, q) = (lane / 4, lane % 4) accumulates the products of rows r and r + 8 with columns q, q + 4,
+// q + 8, q + 12, along K in order (as the reference does), 16 bytes of K a load. The finished tile
+// goes to shared memory and its entries are written from it, two rows a pass.
+// `records` holds SD_BT_WORDS words a tile: its row tile and column tile, two unused words, then
+// for each of its 16 rows the first and the last + 1 entry of the row in the tile's columns (the
+// rows sorted by column, so each row's entries in a tile are consecutive). Tiles of one row tile
+// come one after another, so that the warps of a thread block share their rows of A in L1.
+// Rows of A and B are row-major with K; K, the leading dimensions and both base addresses are
+// multiples of 16 bytes.
+#define SD_BT 16
+#define SD_BT_WARPS 4
+#define SD_BT_STAGES 2
+#define SD_BT_WORDS 36
+
+template <int TY>
+__device__ void sddmm_block_tiles(int m, int n, int k, typename sd_type<TY>::comp alpha,
+                                  const typename sd_type<TY>::elem* A, long long lda,
+                                  const typename sd_type<TY>::elem* B, long long ldb,
+                                  const typename sd_type<TY>::elem* s, const int* col_ind, const int* records,
+                                  int tiles, typename sd_type<TY>::elem* out) {
+    typedef typename sd_type<TY>::comp comp;
+    typedef typename sd_type<TY>::elem elem;
+    constexpr int VEC = 16 / (int)sizeof(elem);  // elements of a 16-byte chunk
+    constexpr int KC = 8 * VEC;                  // K of a stage: 128 bytes of a row
+    constexpr int ROW = KC + VEC;                // elements of a staged row, padding included
+    constexpr int STAGE = 2 * SD_BT * ROW;       // A's 16 rows, then B's
+    constexpr int C_ROW = SD_BT + 1;             // elements of a row of the finished tile
+    static_assert(SD_BT * C_ROW <= STAGE, "the finished tile takes the first stage's place");
+    extern __shared__ __align__(16) unsigned char sd_bt_shared[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int tile = blockIdx.x * SD_BT_WARPS + warp;
+    if (tile >= tiles) return;  // no barrier below spans more than a warp
+    elem* stages = (elem*)sd_bt_shared + warp * (SD_BT_STAGES * STAGE);
+    const int* record = records + (long long)tile * SD_BT_WORDS;
+    // Lane l < 16 holds the first entry of row l of the tile, lane 16 + l the end of row l.
+    const int bounds = record[4 + lane];
+    const int r0 = record[0] * SD_BT, c0 = record[1] * SD_BT;
+
+    // The chunks a lane stages, the same in every stage: staged row (lane / 8) + 4u (A's rows 0-15,
+    // then B's), the 16 bytes at K offset `part` of the stage's 128; NULL outside the matrix.
+    const int part = (lane & 7) * VEC;
+    const elem* src[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+        int row = (lane >> 3) + 4 * u;
+        if (row < SD_BT) src[u] = r0 + row < m ? A + (long long)(r0 + row) * lda + part : nullptr;
+        else src[u] = c0 + row - SD_BT < n ? B + (long long)(c0 + row - SD_BT) * ldb + part : nullptr;
+    }
+    const unsigned dst = sgpu_smem_address(stages + (lane >> 3) * ROW + part);
+    const int chunks = (k + KC - 1) / KC;
+    auto stage_chunk = [&](int c) {
+        if (c < chunks) {
+            const int kc = c * KC;
+            const bool inside = kc + part < k;
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                unsigned to = dst + ((c % SD_BT_STAGES) * STAGE + u * 4 * ROW) * (int)sizeof(elem);
+                if (src[u] && inside) sgpu_cp_async16(to, src[u] + kc);
+                else sgpu_st_shared16(to, 0, 0, 0, 0);
+            }
+        }
+        sgpu_cp_async_commit();
+    };
+#pragma unroll
+    for (int c = 0; c < SD_BT_STAGES - 1; ++c) stage_chunk(c);
+
+    const int r = lane >> 2, q = lane & 3;
+    comp acc[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[h][j] = 0;
+    for (int c = 0; c < chunks; ++c) {
+        stage_chunk(c + SD_BT_STAGES - 1);
+        sgpu_cp_async_wait<SD_BT_STAGES - 1>();
+        __syncwarp();  // chunk c is in for every lane
+        const elem* stage = stages + (c % SD_BT_STAGES) * STAGE;
+#pragma unroll
+        for (int kk = 0; kk < KC; kk += VEC) {
+            comp a[2][VEC], b[4][VEC];
+            sd_load_vec<TY, VEC>(stage + r * ROW + kk, a[0]);
+            sd_load_vec<TY, VEC>(stage + (r + 8) * ROW + kk, a[1]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sd_load_vec<TY, VEC>(stage + (SD_BT + q + 4 * j) * ROW + kk, b[j]);
+#pragma unroll
+            for (int v = 0; v < VEC; ++v)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) acc[h][j] += a[h][v] * b[j][v];
+        }
+        __syncwarp();  // every lane is done with the stage refilled next
+    }
+    sgpu_cp_async_wait<0>();
+    __syncwarp();
+
+    comp* tile_c = (comp*)stages;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tile_c[(r + 8 * h) * C_ROW + q + 4 * j] = acc[h][j];
+    __syncwarp();
+    // (α·S[e])·dot, in the order the other kernels use; lanes 0-15 take an even row, 16-31 the odd.
+#pragma unroll
+    for (int pass = 0; pass < SD_BT / 2; ++pass) {
+        const int row = 2 * pass + (lane >> 4);
+        const int e = __shfl_sync(0xffffffffu, bounds, row) + (lane & 15);
+        const int end = __shfl_sync(0xffffffffu, bounds, SD_BT + row);
+        if (e < end) out[e] = sd_finish<TY>(alpha, s, e, tile_c[row * C_ROW + col_ind[e] - c0]);
+    }
+}
+
+#define SD_BT_KERNEL(SUFFIX, TY)                                                                               \
+    extern "C" __global__ void __launch_bounds__(SD_BT_WARPS * 32) sddmm_block_tiles_##SUFFIX(                \
+        int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long lda,               \
+        const sd_type<TY>::elem* B, long long ldb, const sd_type<TY>::elem* s, const int* col_ind,             \
+        const int* records, int tiles, sd_type<TY>::elem* out) {                                               \
+        sddmm_block_tiles<TY>(m, n, k, alpha, A, lda, B, ldb, s, col_ind, records, tiles, out);                \
+    }
+SD_BT_KERNEL(f32, 0)
+SD_BT_KERNEL(f64, 1)

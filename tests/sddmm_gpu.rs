@@ -548,6 +548,50 @@ fn bf16_band_kernels_match_the_reference() {
     band_kernels_for::<bf16>("sddmm gpu bf16 band kernels");
 }
 
+/// The tiled algorithm's block tiles (16 × 16 tiles of S computed densely on CUDA cores, f32 / f64)
+/// through a plan made on the CUDA handle, by AUTO and forced: patterns whose rows are sorted and
+/// whose tiles hold 160 entries or more on average (bands, diagonal blocks, a dense matrix), where
+/// they pay from K = 32 on; sizes that are not multiples of a tile, rows past the last column, K
+/// below, at and above a stage of 128 bytes and not a multiple of it, padded leading dimensions
+/// (multiples of 16 bytes), both index bases, S with and without values: every entry against the
+/// f64 reference, out poisoned first.
+fn block_tiles_for<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let gpu = handle(BackendKind::Cuda);
+    // Leading dimensions padded by 16 bytes keep the rows' starts aligned.
+    let pad = 16 / std::mem::size_of::<T>();
+    let diagonal_blocks = |i: usize| (i / 16 * 16).min(200)..(i / 16 * 16 + 16).min(200);
+    let cases = [
+        Case::band(1000, 40, 48, IndexBase::One, pad),
+        Case::band(517, 30, 300, IndexBase::Zero, 0),
+        Case::of_rows((300, 200, 36), IndexBase::Zero, pad, diagonal_blocks),
+        Case::of_rows((33, 45, 64), IndexBase::One, 0, |_| 0..45),
+    ];
+    for (idx, mut c) in cases.into_iter().enumerate() {
+        if c.label.is_empty() {
+            c.label = format!("{}x{} k={} {:?} lda={} ({} entries)", c.m, c.n, c.k, c.base, c.lda, c.nnz());
+        }
+        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx % 2 == 0, true);
+    }
+    unsafe { sddmmDestroy(gpu) };
+}
+
+#[test]
+fn f32_block_tiles_match_the_reference() {
+    if !common::cuda_available("f32_block_tiles_match_the_reference") {
+        return;
+    }
+    block_tiles_for::<f32>("sddmm gpu f32 block tiles");
+}
+
+#[test]
+fn f64_block_tiles_match_the_reference() {
+    if !common::cuda_available("f64_block_tiles_match_the_reference") {
+        return;
+    }
+    block_tiles_for::<f64>("sddmm gpu f64 block tiles");
+}
+
 /// Device pointers for every array (S's structure included), on a non-default stream, dynamic and
 /// planned (the plan built from device arrays), against the CPU backend on the same data.
 #[test]

@@ -7,7 +7,8 @@
 //!   computed together, so that the A and B rows they use are loaded once per tile (the CPU backend
 //!   in K slices of `TILE_K`; the CUDA backend, through a plan, with a band of 64 rows of A in
 //!   shared memory and the band's nonzeros column by column, or for f16 / bf16 whose rows are
-//!   sorted 128 × 128 tiles computed densely on tensor cores; without a plan it runs the COO kernel
+//!   sorted 128 × 128 tiles computed densely on tensor cores, or for f32 / f64 whose rows are sorted
+//!   16 × 16 tiles computed densely on CUDA cores; without a plan it runs the COO kernel
 //!   in that band order, the rows reused from L1). Pays off when tiles hold enough nonzeros to
 //!   amortise the loads.
 //! - COO (GPU-Convert): CSR is converted to COO and the nonzeros are split into equal chunks, one
@@ -17,8 +18,8 @@
 //!
 //! AUTO takes TILED when `nnz / (m·n)` exceeds the handle's threshold, or where the backend says its
 //! tiled kernel is the faster for the call ([`contract::SddmmBackend::prefers_tiled`]: through a
-//! CUDA plan, the tensor-core tiles where they are full enough, the band kernels where rows are
-//! short and even), COO otherwise. The default threshold is
+//! CUDA plan, the tensor-core tiles or the 16 × 16 tiles where they are full enough, the band
+//! kernels where rows are short and even), COO otherwise. The default threshold is
 //! 1: on random patterns of densities 1e-5 to 5e-2 (and 0.5 on the CPU), k = 32 to 256, COO was the
 //! faster of the paper's two kernels on both backends (docs/methods.md), unlike in the paper, whose
 //! switch point was 0.01 %. A [`SddmmPlan`] is the paper's GPU-Preprocessing: the work both

@@ -1,8 +1,9 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
 //! (GPU-Convert), the on-device band order in which the tiled algorithm runs that kernel, and the
-//! tiled algorithm on tensor cores for f16 / bf16 with a plan whose rows are sorted by column; the
-//! validation of a caller's pattern in device memory, fused into the row expansion, and what a
-//! handle keeps on its device for calls without a plan ([`Unplanned`]).
+//! tiled algorithm through a plan: bands of A in shared memory, or, where the rows are sorted by
+//! column, dense tiles of S (tensor cores for f16 / bf16, CUDA cores for f32 / f64); the validation
+//! of a caller's pattern in device memory, fused into the row expansion, and what a handle keeps on
+//! its device for calls without a plan ([`Unplanned`]).
 
 use super::kernels::SDDMM;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, MappedWords, Workspace};
@@ -47,6 +48,16 @@ const TC_TILE_COLS: usize = 128;
 const TC_THREADS: u32 = 512;
 const TC_SHARED_BYTES: usize = 128 * 136 * 4;
 const _: () = assert!(TC_SHARED_BYTES >= 3 * (TC_TILE_ROWS + TC_TILE_COLS) * 80);
+/// The block tiles of f32 / f64 (the kernels' SD_BT, SD_BT_WARPS, SD_BT_WORDS): rows and columns of
+/// S a warp computes densely, warps (each a tile) of a thread block, words of a tile's record, and a
+/// block's shared memory (a warp's two stages of 32 rows of 128 bytes and a chunk of padding).
+const BLOCK_TILE: usize = 16;
+const BLOCK_TILE_WARPS: u32 = 4;
+const BLOCK_TILE_WORDS: usize = 36;
+const BLOCK_TILE_SHARED_BYTES: usize = BLOCK_TILE_WARPS as usize * 2 * 2 * BLOCK_TILE * 144;
+/// A plan keeps block tiles where they hold at least this many entries each on average: below, they
+/// do not pay at any width ([`block_tiles_pay`]); above, a record costs at most 3.6 bytes an entry.
+const BLOCK_TILE_MIN_ENTRIES: usize = 40;
 /// Threads per block of the order kernel (its SD_THREADS).
 const ORDER_THREADS: u32 = 256;
 /// The order kernel's histograms (one per block) are capped at this many counters in all.
@@ -545,6 +556,16 @@ pub struct DevicePlan {
     /// Where the pattern suits the tensor-core tiles (rows sorted by column, at least as many
     /// entries as rows × (column tiles + 1)): their starts and list.
     tensor_tiles: Option<TensorTiles>,
+    /// Where the pattern suits the block tiles (rows sorted by column, BLOCK_TILE_MIN_ENTRIES
+    /// entries a tile on average): their records.
+    block_tiles: Option<BlockTiles>,
+}
+
+/// A plan's block tiles on the device: a record of BLOCK_TILE_WORDS words for each 16 × 16 tile of S
+/// holding entries (see [`block_tile_records`]).
+struct BlockTiles {
+    records: DeviceBuffer,
+    count: usize,
 }
 
 /// The tensor-core tiles of a plan's pattern on the device: for every row i and column tile t the
@@ -569,11 +590,7 @@ fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<(Vec<i32
     if m == 0 || nnz == 0 || m.saturating_mul(per_row) > nnz || nnz > i32::MAX as usize {
         return Ok(None);
     }
-    let sorted = (0..m).into_par_iter().all(|i| {
-        let row = &pattern.idx[pattern.ptr[i] as usize..pattern.ptr[i + 1] as usize];
-        row.windows(2).all(|w| w[0] < w[1])
-    });
-    if !sorted {
+    if !rows_sorted(pattern) {
         return Ok(None);
     }
     let mut starts = try_vec(m * per_row, 0i32, "the tensor-core tiles' row starts")?;
@@ -600,6 +617,156 @@ fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<(Vec<i32
         })
         .collect();
     Ok(Some((starts, tiles, column_tiles)))
+}
+
+/// Whether every row of a zero-based pattern is sorted by column without repeats.
+fn rows_sorted(pattern: &CompressedRef<'_, ()>) -> bool {
+    (0..pattern.outer_dim).into_par_iter().all(|i| {
+        let row = &pattern.idx[pattern.ptr[i] as usize..pattern.ptr[i + 1] as usize];
+        row.windows(2).all(|w| w[0] < w[1])
+    })
+}
+
+/// The records of the block tiles of a zero-based pattern (`sddmm_block_tiles`), row tile by row
+/// tile, each row tile's tiles holding entries in column order: the row tile and column tile, two
+/// unused words, then for each of the tile's 16 rows its first entry in the tile's columns, then
+/// for each the entry after its last there. `None` where a row is not sorted by column (its
+/// entries in a tile would not be consecutive) or the tiles would hold fewer than
+/// BLOCK_TILE_MIN_ENTRIES entries each on average.
+fn block_tile_records(pattern: &CompressedRef<'_, ()>) -> Option<Vec<[i32; BLOCK_TILE_WORDS]>> {
+    let (m, nnz) = (pattern.outer_dim, pattern.nnz());
+    if m == 0 || nnz == 0 || nnz > i32::MAX as usize || !rows_sorted(pattern) {
+        return None;
+    }
+    let row_tiles = m.div_ceil(BLOCK_TILE);
+    let count: usize = (0..row_tiles)
+        .into_par_iter()
+        .map(|r| {
+            let mut tiles = 0;
+            visit_block_tiles(pattern, r, |_, _, _| tiles += 1);
+            tiles
+        })
+        .sum();
+    if count * BLOCK_TILE_MIN_ENTRIES > nnz {
+        return None;
+    }
+    let records = (0..row_tiles)
+        .into_par_iter()
+        .flat_map_iter(|r| {
+            let mut records = Vec::new();
+            visit_block_tiles(pattern, r, |t, first, last| {
+                let mut record = [0i32; BLOCK_TILE_WORDS];
+                (record[0], record[1]) = (r as i32, t as i32);
+                for h in 0..BLOCK_TILE {
+                    (record[4 + h], record[4 + BLOCK_TILE + h]) = (first[h] as i32, last[h] as i32);
+                }
+                records.push(record);
+            });
+            records
+        })
+        .collect();
+    Some(records)
+}
+
+/// Calls `visit(column tile, first, last)` for each block tile of row tile `row_tile` of a zero-based
+/// pattern whose rows are sorted by column, in column order: `first[h]..last[h]` are the entries of
+/// the tile's row h in its columns (empty for rows past the last).
+fn visit_block_tiles(
+    pattern: &CompressedRef<'_, ()>,
+    row_tile: usize,
+    mut visit: impl FnMut(usize, &[usize; BLOCK_TILE], &[usize; BLOCK_TILE]),
+) {
+    let rows = row_tile * BLOCK_TILE..((row_tile + 1) * BLOCK_TILE).min(pattern.outer_dim);
+    let (mut cursor, mut end) = ([0usize; BLOCK_TILE], [0usize; BLOCK_TILE]);
+    for (h, i) in rows.enumerate() {
+        (cursor[h], end[h]) = (pattern.ptr[i] as usize, pattern.ptr[i + 1] as usize);
+    }
+    let tile_of = |e: usize| pattern.idx[e] as usize / BLOCK_TILE;
+    while let Some(t) = (0..BLOCK_TILE).filter(|&h| cursor[h] < end[h]).map(|h| tile_of(cursor[h])).min() {
+        let first = cursor;
+        for h in 0..BLOCK_TILE {
+            while cursor[h] < end[h] && tile_of(cursor[h]) == t {
+                cursor[h] += 1;
+            }
+        }
+        visit(t, &first, &cursor);
+    }
+}
+
+/// Whether the block tiles (`tiles` of them) beat the other kernels on `nnz` entries at width k, by
+/// a cost model fitted to an H100 (the suite's band, block, FEM and stencil patterns at k = 64 and
+/// 256, the block tiles and the COO kernel forced in one run): a tile costs 2.0 + 0.0234·k ns in
+/// f32 and 1.83 + 0.0495·k ns in f64, the COO kernel 1.5 + 0.57·k ps an entry in f32 and 0.95·k ps
+/// in f64. So the tiles pay where they hold more than about 92 entries (f32) or 82 (f64) at k = 64,
+/// 54 or 60 at k = 256: bands and blocks (150-210 entries a tile), not FEM node blocks (54) or
+/// stencils (16-20), where the band kernels are faster still.
+fn block_tiles_pay<T: Element>(tiles: usize, nnz: usize, k: usize) -> bool {
+    let k = k as f64;
+    let (tile_ns, entry_ns) = match T::VALUE_TYPE {
+        ValueType::F32 => (2.0 + 0.0234 * k, 0.0015 + 0.00057 * k),
+        ValueType::F64 => (1.83 + 0.0495 * k, 0.00095 * k),
+        _ => return false,
+    };
+    tiles as f64 * tile_ns < nnz as f64 * entry_ns
+}
+
+/// Whether the block tiles can read these operands: f32 / f64, A and B row-major with K, the leading
+/// dimensions and both base addresses multiples of 16 bytes.
+fn block_tiles_fit<T: Element>(op: &DeviceOperands<T>) -> bool {
+    shapes_fit_block_tiles::<T>(op.k, op.a_strides, op.b_strides) && op.a.is_multiple_of(16) && op.b.is_multiple_of(16)
+}
+
+/// [`block_tiles_fit`] but for the base addresses.
+fn shapes_fit_block_tiles<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
+    matches!(T::VALUE_TYPE, ValueType::F32 | ValueType::F64)
+        && shape_vector_width::<T>(k, a_strides, b_strides) == 16 / std::mem::size_of::<T>()
+}
+
+/// The tiled algorithm on CUDA cores (`sddmm_block_tiles_*`, f32 / f64): each listed 16 × 16 tile of
+/// S computed densely by a warp, its entries written from shared memory.
+fn block_tiles<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    bt: &BlockTiles,
+) -> Result<()> {
+    if bt.count == 0 {
+        return Ok(());
+    }
+    let name = format!("sddmm_block_tiles_{}", T::VALUE_TYPE.short_name());
+    let f = device.function(&SDDMM, &name)?;
+    let blocks = bt.count.div_ceil(BLOCK_TILE_WARPS as usize) as u32;
+    crate::log::note(|| format!("kernel {name} ({} tiles of 16 x 16, {blocks} thread blocks)", bt.count));
+    let cfg = Launch {
+        grid: (blocks, 1, 1),
+        block: (BLOCK_TILE_WARPS * 32, 1, 1),
+        shared_bytes: BLOCK_TILE_SHARED_BYTES as u32,
+    };
+    let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
+    let (lda, ldb) = (op.a_strides.0 as i64, op.b_strides.0 as i64);
+    let (records, tiles) = (bt.records.ptr(), bt.count as i32);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m,
+                &n,
+                &k,
+                &op.alpha,
+                &op.a,
+                &lda,
+                &op.b,
+                &ldb,
+                &op.s_values,
+                &op.col_ind,
+                &records,
+                &tiles,
+                &op.out
+            ],
+        )
+    }
 }
 
 /// Whether the tensor-core tiles (`tiles` of them listed) beat the COO kernel on `nnz` entries at
@@ -855,8 +1022,9 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
 
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// With a plan prepared on this device: f16 / bf16 where its pattern has tensor-core tiles full
-    /// enough to pay (`tensor_tiles_pay`) and the operands suit them, f32 / f64 where the band
-    /// kernels pay (`band_pays`).
+    /// enough to pay (`tensor_tiles_pay`) and the operands suit them, f32 / f64 where its block tiles
+    /// pay (`block_tiles_pay`) and the operands suit them, or where the band kernels pay
+    /// (`band_pays`).
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
@@ -865,17 +1033,20 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             return false;
         };
         let (a_strides, b_strides) = (operands.strides(operands.a.ld), operands.strides(operands.b.ld));
-        if !shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides) {
-            return band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides);
-        }
         // Host arrays are staged into aligned device memory; device arrays are read where they lie.
         let aligned = |ptr: *const T| match memory::locate(ptr.cast()) {
             memory::Location::Device(_) => (ptr as u64).is_multiple_of(16),
             memory::Location::Host => true,
         };
-        d.tensor_tiles.as_ref().is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
-            && aligned(operands.a.ptr)
-            && aligned(operands.b.ptr)
+        let operands_aligned = || aligned(operands.a.ptr) && aligned(operands.b.ptr);
+        if shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides) {
+            return d.tensor_tiles.as_ref().is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
+                && operands_aligned();
+        }
+        let block_tiles = shapes_fit_block_tiles::<T>(operands.k, a_strides, b_strides)
+            && d.block_tiles.as_ref().is_some_and(|bt| block_tiles_pay::<T>(bt.count, shape.nnz, operands.k))
+            && operands_aligned();
+        block_tiles || band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides)
     }
 
     /// The arrays may be host or device memory. With a plan prepared on this device its COO rows /
@@ -932,14 +1103,19 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         };
         if let Some(d) = resident {
             match sampling.algorithm {
-                SddmmAlgorithm::Tiled => match d.tensor_tiles.as_ref().filter(|_| tensor_tiles_fit(&operands)) {
-                    Some(tt) => tensor_tiles(&gpu, stream, &operands, tt)?,
-                    None => {
-                        if !band_staged(&gpu, stream, &operands, &d.band)? {
-                            tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
-                        }
+                SddmmAlgorithm::Tiled => {
+                    if let Some(tt) = d.tensor_tiles.as_ref().filter(|_| tensor_tiles_fit(&operands)) {
+                        tensor_tiles(&gpu, stream, &operands, tt)?;
+                    } else if let Some(bt) = d
+                        .block_tiles
+                        .as_ref()
+                        .filter(|bt| block_tiles_fit(&operands) && block_tiles_pay::<T>(bt.count, nnz, call.k))
+                    {
+                        block_tiles(&gpu, stream, &operands, bt)?;
+                    } else if !band_staged(&gpu, stream, &operands, &d.band)? {
+                        tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
                     }
-                },
+                }
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
             }
             return out.finish();
@@ -1051,6 +1227,14 @@ impl SddmmPatterns for CudaExecutor {
             }),
             None => None,
         };
+        let records = block_tile_records(&plan.pattern());
+        let block_tiles = match &records {
+            Some(records) => Some(BlockTiles {
+                records: DeviceBuffer::from_host(&gpu, records.as_flattened(), stream, "the block tiles")?.resident(),
+                count: records.len(),
+            }),
+            None => None,
+        };
         gpu.synchronize(stream)?;
         Ok(Some(Box::new(DevicePlan {
             ordinal: gpu.ordinal,
@@ -1059,6 +1243,7 @@ impl SddmmPatterns for CudaExecutor {
             coo_rows: coo_rows_memory,
             band,
             tensor_tiles,
+            block_tiles,
         })))
     }
 }
@@ -1114,6 +1299,81 @@ mod tests {
             assert_eq!(part_of[band], (last - first).div_ceil(slice), "band {band}: its parts");
         }
         assert!(part_of[2] > 1, "the long band is cut into several slices");
+    }
+
+    /// The block tiles' records: each row tile's tiles in column order, each of a row's entries in
+    /// the one tile of its column, a row's entries in a tile the run its record gives; rows past
+    /// the last (a row count that is not a multiple of a tile) and rows without entries in a tile
+    /// empty; none where a row is unsorted or holds a repeat, or where the tiles would be sparse.
+    #[test]
+    fn block_tile_records_cover_every_entry_once() {
+        let (m, n) = (3 * BLOCK_TILE + 5, 70);
+        // Row i: a run about the diagonal of varying length, row 20 empty, row 40 every column.
+        let columns = |i: usize| -> Vec<i32> {
+            match i {
+                20 => vec![],
+                40 => (0..n as i32).collect(),
+                _ => ((i.saturating_sub(i % 7))..(i + 9).min(n)).map(|j| j as i32).collect(),
+            }
+        };
+        let (mut ptr, mut idx) = (vec![0i32], Vec::new());
+        for i in 0..m {
+            idx.extend(columns(i));
+            ptr.push(idx.len() as i32);
+        }
+        let values = vec![(); idx.len()];
+        let pattern =
+            CompressedRef { outer_dim: m, inner_dim: n, ptr: &ptr, idx: &idx, values: &values, base: IndexBase::Zero };
+        let records = block_tile_records(&pattern).expect("tiles full enough");
+        let mut covered = vec![0usize; idx.len()];
+        let mut previous = (-1, -1);
+        for record in &records {
+            let (row_tile, tile) = (record[0], record[1]);
+            assert!((row_tile, tile) > previous, "records in order: {previous:?} then {:?}", (row_tile, tile));
+            previous = (row_tile, tile);
+            let mut entries = 0;
+            for h in 0..BLOCK_TILE {
+                let (first, end) = (record[4 + h] as usize, record[4 + BLOCK_TILE + h] as usize);
+                let i = row_tile as usize * BLOCK_TILE + h;
+                if i >= m {
+                    assert_eq!(first, end, "row {i} past the last");
+                    continue;
+                }
+                assert!(
+                    ptr[i] as usize <= first && first <= end && end <= ptr[i + 1] as usize,
+                    "row {i}: {first}..{end}"
+                );
+                for e in first..end {
+                    assert_eq!(idx[e] as usize / BLOCK_TILE, tile as usize, "entry {e} of row {i} in tile {tile}");
+                    covered[e] += 1;
+                }
+                entries += end - first;
+            }
+            assert!(entries > 0, "tile {row_tile}, {tile} holds entries");
+        }
+        assert!(covered.iter().all(|&c| c == 1), "every entry in one tile");
+
+        let mut unsorted = idx.clone();
+        unsorted.swap(ptr[3] as usize, ptr[3] as usize + 1);
+        let pattern_unsorted = CompressedRef { idx: &unsorted, ..pattern };
+        assert!(block_tile_records(&pattern_unsorted).is_none(), "a row out of order");
+        let mut repeated = idx.clone();
+        repeated[ptr[5] as usize + 1] = repeated[ptr[5] as usize];
+        let pattern_repeated = CompressedRef { idx: &repeated, ..pattern };
+        assert!(block_tile_records(&pattern_repeated).is_none(), "a repeated column");
+        // One entry a row on the anti-diagonal: a row tile's 16 entries fall in two column tiles.
+        let sparse_idx: Vec<i32> = (0..m).map(|i| (m - 1 - i) as i32).collect();
+        let sparse_ptr: Vec<i32> = (0..=m as i32).collect();
+        let sparse_values = vec![(); m];
+        let sparse = CompressedRef {
+            outer_dim: m,
+            inner_dim: m,
+            ptr: &sparse_ptr,
+            idx: &sparse_idx,
+            values: &sparse_values,
+            base: IndexBase::Zero,
+        };
+        assert!(block_tile_records(&sparse).is_none(), "tiles of one entry each");
     }
 
     /// An `sd_report` as the kernels leave it for a 3×4 one-based pattern of 5 entries whose rowPtr
