@@ -228,22 +228,36 @@ const BAND_MAX_COLS: usize = 1 << 24;
 /// fewest positions a slice of a band holds where its band has them. A band is cut into slices of
 /// about nnz / (multiprocessors · BAND_BLOCKS_PER_SM) positions (BAND_MIN_SLICE at least), so that
 /// the slices of a pattern of even bands run in about one wave: each block copies its band's rows
-/// of A once, before its first product.
+/// of A once, before its first product. But where bands hold BAND_LONG_ROWS entries a row on
+/// average, slices of BAND_SHORT_SLICE positions: on random S at density 5e-2 (410 entries a row) in
+/// f32 at k = 128 and 256 they took 0.206 and 0.390 ms against one wave's 0.283 and 0.500 (H100),
+/// where on shorter bands (the 3D stencil, FEM node blocks, random S of 50 entries a row) they
+/// measured 12-20 % slower.
 const BAND_BLOCKS_PER_SM: usize = 3;
 const BAND_MIN_SLICE: usize = 2048;
+const BAND_SHORT_SLICE: usize = 1024;
 /// Threads of a thread block of the band kernels, and the passes of its positions whose indices
 /// are staged in shared memory at once (the kernel's SD_BAND_STAGES).
 const BAND_THREADS: u32 = 256;
 const BAND_STAGES: usize = 3;
 
+/// Positions a slice of the band kernels holds at most, for a pattern of `nnz` entries in `m` rows on
+/// a GPU of `multiprocessors` (see BAND_BLOCKS_PER_SM).
+fn band_slice_size(nnz: usize, m: usize, multiprocessors: usize) -> usize {
+    if nnz >= BAND_LONG_ROWS * m {
+        BAND_SHORT_SLICE
+    } else {
+        nnz.div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE)
+    }
+}
+
 /// The slices of a zero-based pattern's bands (row pointers `ptr` of `m` rows) for a GPU of
-/// `multiprocessors`: each band's positions cut into equal parts of at most the slice size above,
+/// `multiprocessors`: each band's positions cut into equal parts of at most [`band_slice_size`],
 /// none for a band without entries; listed part by part (every band's first part, then every
 /// band's second, ...): a band's positions go by column, so that the blocks that run at once read
 /// B's rows of about the same stretch of columns.
 fn band_slices(ptr: &[i32], m: usize, multiprocessors: usize) -> Vec<[i32; 4]> {
-    let nnz = ptr[m] as usize;
-    let slice = nnz.div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE);
+    let slice = band_slice_size(ptr[m] as usize, m, multiprocessors);
     // Each band's first and last position and the parts it is cut into.
     let bands: Vec<(usize, usize, usize)> = (0..m)
         .step_by(BAND_ROWS)
@@ -286,21 +300,26 @@ fn band_fits(device: &GpuDevice, bytes: usize) -> bool {
     bytes <= device.max_shared_memory_per_block_optin / BAND_BLOCKS_PER_SM
 }
 
-/// Rows at most BAND_SHORT_ROWS long on average make the band kernels pay at any width K, at most
-/// BAND_LONG_ROWS in f32 from K = 128 on; a longest row of at most BAND_EVEN_ROWS times the average
-/// leaves the rows even enough (see [`band_pays`]).
+/// Rows at most BAND_SHORT_ROWS long on average make the band kernels pay at any width K, rows of at
+/// most BAND_LONG_ROWS from K = 128 on in f32, longer rows (cut into short slices) where the slices
+/// fill BAND_LONG_WAVES waves of thread blocks, from K = 128 on in f32 and from K = 64 on in f64; a
+/// longest row of at most BAND_EVEN_ROWS times the average leaves the rows even enough (see
+/// [`band_pays`]).
 const BAND_SHORT_ROWS: usize = 32;
 const BAND_LONG_ROWS: usize = 128;
+const BAND_LONG_WAVES: usize = 4;
 const BAND_EVEN_ROWS: usize = 16;
 
 /// Whether AUTO takes the band kernels for an f32 / f64 call on an m-row pattern of `nnz` entries at
 /// width k through a plan: they fit ([`band_fits`]), their slices fill the multiprocessors, the rows
 /// are even (the graphs with a few rows of thousands of entries, R-MAT and the circuit, measured
 /// slower) and short: at most BAND_SHORT_ROWS entries on average (each row of A is then read by few
-/// positions in row order, where the band reads it once a thread block), or in f32 from K = 128 on
-/// at most BAND_LONG_ROWS (longer rows keep their row of A in L1 for their positions in row order,
-/// and the band kernels measured slower: random S of 8192 columns at density 5e-2, ergo's overlap
-/// matrix). Fitted to random S and the suite's patterns at k = 32 to 256 (docs/methods.md).
+/// positions in row order, where the band reads it once a thread block), or in f32 from K = 128 on at
+/// most BAND_LONG_ROWS, or long, cut into short slices, on a pattern large enough for several waves
+/// of them: in f32 from K = 128 on, in f64 from K = 64 on (random S of 8192 columns at density 5e-2
+/// in f64: 0.207 and 0.424 ms against COO's 0.227 and 0.449 at k = 64 and 128; below, in f32 below
+/// K = 128, and on ergo's overlap matrix, 347 slices, the COO kernel was the faster). Fitted to
+/// random S and the suite's patterns at k = 32 to 256 (docs/methods.md).
 fn band_pays<T: Element>(
     device: &GpuDevice,
     band: &BandOrder,
@@ -322,7 +341,10 @@ fn band_pays<T: Element>(
     }
     let width = shape_vector_width::<T>(k, a_strides, b_strides);
     let bytes = band_shared_bytes(k, width, lanes_per_nonzero(nnz, k, width), std::mem::size_of::<T>());
-    band_fits(device, bytes) && (nnz <= BAND_SHORT_ROWS * m || (four_bytes && k >= 128 && nnz <= BAND_LONG_ROWS * m))
+    let long_rows =
+        nnz >= BAND_LONG_ROWS * m && band.slices.count >= BAND_LONG_WAVES * BAND_BLOCKS_PER_SM * device.multiprocessors;
+    let wide = if four_bytes { k >= 128 && (nnz <= BAND_LONG_ROWS * m || long_rows) } else { k >= 64 && long_rows };
+    band_fits(device, bytes) && (nnz <= BAND_SHORT_ROWS * m || wide)
 }
 
 /// The tiled algorithm through a plan (`sddmm_band_*`): a thread block a slice of a band's
@@ -1272,7 +1294,7 @@ mod tests {
             ptr.push(ptr[r] + row_len(r));
         }
         let multiprocessors = 2;
-        let slice = (ptr[m] as usize).div_ceil(multiprocessors * BAND_BLOCKS_PER_SM).max(BAND_MIN_SLICE);
+        let slice = band_slice_size(ptr[m] as usize, m, multiprocessors);
         let slices = band_slices(&ptr, m, multiprocessors);
         let bands = m.div_ceil(BAND_ROWS);
         let mut next = vec![0usize; bands]; // each band's next position to be covered
