@@ -11,8 +11,7 @@
 //   sddmm_band_<ty>_v<V>   the tiled algorithm through a plan: a band's rows of A in shared memory
 //   sddmm_csr_<ty>_v<V>    the COO kernel reading S as CSR (GPU-Dynamic in one launch)
 //   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, a plan, rows sorted)
-//   sddmm_block_tiles_<ty> the tiled algorithm on CUDA cores, 16 × 16 tiles (f32 / f64, a plan,
-//                          rows sorted)
+//   sddmm_block_tiles_<ty> the tiled algorithm on CUDA cores, 16 × 16 tiles (a plan, rows sorted)
 // Given an sd_check, sddmm_coo_rows also validates a caller's pattern that lies in device memory
 // (see "Validation on the device" below), and the compute kernels after it fill out with NaN
 // instead of reading through a pattern found invalid.
@@ -972,7 +971,7 @@ SD_TC(f16, 2)
 SD_TC(bf16, 3)
 
 // ---------------------------------------------------------------------------------------------
-// The tiled algorithm on CUDA cores (f32 / f64 with a plan whose rows are sorted by column)
+// The tiled algorithm on CUDA cores (a plan whose rows are sorted by column)
 // ---------------------------------------------------------------------------------------------
 
 // A warp computes one SD_BT × SD_BT tile of A·Bᵀ densely, for patterns whose entries cluster in such
@@ -1007,7 +1006,7 @@ __device__ void sddmm_block_tiles(int m, int n, int k, typename sd_type<TY>::com
     constexpr int ROW = KC + VEC;                // elements of a staged row, padding included
     constexpr int STAGE = 2 * SD_BT * ROW;       // A's 16 rows, then B's
     constexpr int C_ROW = SD_BT + 1;             // elements of a row of the finished tile
-    static_assert(SD_BT * C_ROW <= STAGE, "the finished tile takes the first stage's place");
+    static_assert(SD_BT * C_ROW * sizeof(comp) <= STAGE * sizeof(elem), "the finished tile takes the first stage's place");
     extern __shared__ __align__(16) unsigned char sd_bt_shared[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int tile = blockIdx.x * SD_BT_WARPS + warp;
@@ -1093,7 +1092,7 @@ __device__ void sddmm_block_tiles(int m, int n, int k, typename sd_type<TY>::com
 }
 
 #define SD_BT_KERNEL(SUFFIX, TY)                                                                               \
-    extern "C" __global__ void __launch_bounds__(SD_BT_WARPS * 32) sddmm_block_tiles_##SUFFIX(                \
+    extern "C" __global__ void __launch_bounds__(SD_BT_WARPS * 32) sddmm_block_tiles_##SUFFIX(                 \
         int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, long long lda,               \
         const sd_type<TY>::elem* B, long long ldb, const sd_type<TY>::elem* s, const int* col_ind,             \
         const int* records, int tiles, sd_type<TY>::elem* out) {                                               \
@@ -1101,3 +1100,5 @@ __device__ void sddmm_block_tiles(int m, int n, int k, typename sd_type<TY>::com
     }
 SD_BT_KERNEL(f32, 0)
 SD_BT_KERNEL(f64, 1)
+SD_BT_KERNEL(f16, 2)
+SD_BT_KERNEL(bf16, 3)

@@ -9,7 +9,7 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::takes_tensor_tiles;
+use common::sddmm::takes_dense_tiles;
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::sddmm::*;
@@ -92,10 +92,11 @@ impl Problem {
         self.pattern.nnz()
     }
 
-    /// Whether AUTO with a plan of a CUDA handle takes the tensor-core tiles for element type T.
-    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
+    /// Whether AUTO with a plan of a CUDA handle takes dense tiles of S (tensor-core or block tiles)
+    /// for element type T.
+    fn takes_dense_tiles<T: Element>(&self) -> Option<bool> {
         let (shape, lds) = ((self.m, self.n, self.k), (self.lda, self.ldb));
-        takes_tensor_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
+        takes_dense_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
     }
 
     fn a_len(&self) -> usize {
@@ -293,11 +294,12 @@ fn run_all_ways<T: Element>(h: sddmmHandle_t, rng: &mut Rng, p: &Problem) {
     let (want, scale) = d.reference(p);
     let expected_auto =
         if p.density() > DEFAULT_DENSITY_THRESHOLD { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
-    // AUTO with a plan of a CUDA handle may take its tensor-core tiles (f16 / bf16); where the
-    // tiles' fill is between the clear-cut cases, either algorithm is a right choice.
+    // AUTO with a plan of a CUDA handle may take its dense tiles (tensor-core tiles of f16 / bf16,
+    // block tiles of every type); where the tiles' fill is between the clear-cut cases, either
+    // algorithm is a right choice.
     let mut backend = -1;
     assert_eq!(unsafe { sddmmGetBackend(h, &mut backend) }, OK);
-    let planned_auto = match (backend == BackendKind::Cuda as i32, p.takes_tensor_tiles::<T>()) {
+    let planned_auto = match (backend == BackendKind::Cuda as i32, p.takes_dense_tiles::<T>()) {
         (false, _) | (true, Some(false)) => Some(expected_auto),
         (true, Some(true)) => Some(SddmmAlgorithm::Tiled),
         (true, None) => None,

@@ -9,7 +9,7 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::takes_tensor_tiles;
+use common::sddmm::takes_dense_tiles;
 use common::{POISON, Rng};
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, memory};
@@ -144,10 +144,11 @@ impl Case {
         self.col_ind.len()
     }
 
-    /// Whether AUTO with a plan of a CUDA handle takes the tensor-core tiles for element type T.
-    fn takes_tensor_tiles<T: Element>(&self) -> Option<bool> {
+    /// Whether AUTO with a plan of a CUDA handle takes dense tiles of S (tensor-core or block tiles)
+    /// for element type T.
+    fn takes_dense_tiles<T: Element>(&self) -> Option<bool> {
         let (shape, lds) = ((self.m, self.n, self.k), (self.lda, self.ldb));
-        takes_tensor_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
+        takes_dense_tiles(T::VALUE_TYPE, shape, self.layout, self.base, lds, &self.row_ptr, &self.col_ind)
     }
 
     fn len(&self, rows: usize, ld: usize) -> usize {
@@ -312,9 +313,9 @@ fn all_ways<T: Element>(rng: &mut Rng, c: &Case, with_values: bool) {
                 Some(p) => unsafe { execute(gpu, p, c, &alpha, ptrs(&mut out)) },
             };
             assert_eq!(status, OK, "{what}: {}", last_error());
-            // AUTO with a plan of the CUDA handle may take its tensor-core tiles, which the CPU
-            // backend does not have; otherwise both choose alike.
-            let gpu_alg = match c.takes_tensor_tiles::<T>() {
+            // AUTO with a plan of the CUDA handle may take its dense tiles, which the CPU backend
+            // does not have; otherwise both choose alike.
+            let gpu_alg = match c.takes_dense_tiles::<T>() {
                 Some(true) if *alg == SddmmAlgorithm::Auto && way == "GPU plan" => SddmmAlgorithm::Tiled as i32,
                 Some(_) => cpu_alg,
                 None => panic!("{what}: a shape for which AUTO's choice on the GPU is not predicted"),
@@ -434,7 +435,7 @@ fn tensor_tiles_for<T: Element>(label: &str) {
             Some(&shape) => Case::sorted(&mut rng, shape, base, pad),
             None => Case::band(1000, 20, 48, base, pad),
         };
-        let auto_tiled = c.takes_tensor_tiles::<T>().unwrap_or_else(|| panic!("{}: fill not clear-cut", c.label));
+        let auto_tiled = c.takes_dense_tiles::<T>().unwrap_or_else(|| panic!("{}: fill not clear-cut", c.label));
         through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx % 3 != 0, auto_tiled);
     }
     unsafe { sddmmDestroy(gpu) };
@@ -551,24 +552,28 @@ fn bf16_band_kernels_match_the_reference() {
     band_kernels_for::<bf16>("sddmm gpu bf16 band kernels");
 }
 
-/// The tiled algorithm's block tiles (16 × 16 tiles of S computed densely on CUDA cores, f32 / f64)
-/// through a plan made on the CUDA handle, by AUTO and forced: patterns whose rows are sorted and
-/// whose tiles hold 160 entries or more on average (bands, diagonal blocks, a dense matrix), where
-/// they pay from K = 32 on; sizes that are not multiples of a tile, rows past the last column, K
-/// below, at and above a stage of 128 bytes and not a multiple of it, padded leading dimensions
-/// (multiples of 16 bytes), both index bases, S with and without values: every entry against the
-/// f64 reference, out poisoned first.
+/// The tiled algorithm's block tiles (16 × 16 tiles of S computed densely on CUDA cores) through a
+/// plan made on the CUDA handle, by AUTO and forced: patterns whose rows are sorted and whose tiles
+/// hold 160 entries or more on average (bands, diagonal blocks, a dense matrix), where they pay from
+/// K = 32 on; sizes that are not multiples of a tile, rows past the last column, K below, at and
+/// above a stage of 128 bytes and not a multiple of it, padded leading dimensions (multiples of 16
+/// bytes), both index bases, S with and without values: every entry against the f64 reference, out
+/// poisoned first. For f16 / bf16 the tensor-core tiles come first where they pay (the bands, the
+/// dense matrix); blocks scattered so that each 128 × 128 tile holding one is 1.6 % full leave the
+/// 16 × 16 tiles to them.
 fn block_tiles_for<T: Element>(label: &str) {
     let mut rng = Rng::fresh(label);
     let gpu = handle(BackendKind::Cuda);
     // Leading dimensions padded by 16 bytes keep the rows' starts aligned.
     let pad = 16 / std::mem::size_of::<T>();
     let diagonal_blocks = |i: usize| (i / 16 * 16).min(200)..(i / 16 * 16 + 16).min(200);
+    let scattered_blocks = |i: usize| (i / 16 * 37 % 64) * 16..(i / 16 * 37 % 64) * 16 + 16;
     let cases = [
         Case::band(1000, 40, 48, IndexBase::One, pad),
-        Case::band(517, 30, 300, IndexBase::Zero, 0),
-        Case::of_rows((300, 200, 36), IndexBase::Zero, pad, diagonal_blocks),
+        Case::band(517, 30, 296, IndexBase::Zero, 0),
+        Case::of_rows((300, 200, 40), IndexBase::Zero, pad, diagonal_blocks),
         Case::of_rows((33, 45, 64), IndexBase::One, 0, |_| 0..45),
+        Case::of_rows((1024, 1024, 64), IndexBase::One, pad, scattered_blocks),
     ];
     for (idx, mut c) in cases.into_iter().enumerate() {
         if c.label.is_empty() {
@@ -593,6 +598,22 @@ fn f64_block_tiles_match_the_reference() {
         return;
     }
     block_tiles_for::<f64>("sddmm gpu f64 block tiles");
+}
+
+#[test]
+fn f16_block_tiles_match_the_reference() {
+    if !common::cuda_available("f16_block_tiles_match_the_reference") {
+        return;
+    }
+    block_tiles_for::<f16>("sddmm gpu f16 block tiles");
+}
+
+#[test]
+fn bf16_block_tiles_match_the_reference() {
+    if !common::cuda_available("bf16_block_tiles_match_the_reference") {
+        return;
+    }
+    block_tiles_for::<bf16>("sddmm gpu bf16 block tiles");
 }
 
 /// Device pointers for every array (S's structure included), on a non-default stream, dynamic and

@@ -1,7 +1,7 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
 //! (GPU-Convert), the on-device band order in which the tiled algorithm runs that kernel, and the
 //! tiled algorithm through a plan: bands of A in shared memory, or, where the rows are sorted by
-//! column, dense tiles of S (tensor cores for f16 / bf16, CUDA cores for f32 / f64); the validation
+//! column, dense tiles of S (tensor cores for f16 / bf16, CUDA cores for every type); the validation
 //! of a caller's pattern in device memory, fused into the row expansion, and what a handle keeps on
 //! its device for calls without a plan ([`Unplanned`]).
 
@@ -48,7 +48,7 @@ const TC_TILE_COLS: usize = 128;
 const TC_THREADS: u32 = 512;
 const TC_SHARED_BYTES: usize = 128 * 136 * 4;
 const _: () = assert!(TC_SHARED_BYTES >= 3 * (TC_TILE_ROWS + TC_TILE_COLS) * 80);
-/// The block tiles of f32 / f64 (the kernels' SD_BT, SD_BT_WARPS, SD_BT_WORDS): rows and columns of
+/// The block tiles (the kernels' SD_BT, SD_BT_WARPS, SD_BT_WORDS): rows and columns of
 /// S a warp computes densely, warps (each a tile) of a thread block, words of a tile's record, and a
 /// block's shared memory (a warp's two stages of 32 rows of 128 bytes and a chunk of padding).
 const BLOCK_TILE: usize = 16;
@@ -715,37 +715,67 @@ fn visit_block_tiles(
     }
 }
 
+/// The dense tiles of a plan: on tensor cores (f16 / bf16) or on CUDA cores (every type).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DenseTiles {
+    Tensor,
+    Block,
+}
+
+impl DevicePlan {
+    /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k, given
+    /// whether the operands suit each kind: the tensor-core tiles or else the block tiles where they
+    /// pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, where the tiled algorithm is
+    /// `forced`, the tensor-core tiles wherever the plan has them. `None`: the band kernels (which
+    /// AUTO takes for f32 / f64 only, [`band_pays`], so that a call AUTO sends here for them has no
+    /// tensor-core tiles to take instead).
+    fn dense_tiles<T: Element>(&self, (nnz, k): (usize, usize), fits: [bool; 2], forced: bool) -> Option<DenseTiles> {
+        let [tensor_fit, block_fit] = fits;
+        let tensor = self.tensor_tiles.as_ref().filter(|_| tensor_fit);
+        let block = self.block_tiles.as_ref().filter(|_| block_fit);
+        if tensor.is_some_and(|tt| tensor_tiles_pay(tt.count, nnz, k)) {
+            Some(DenseTiles::Tensor)
+        } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, nnz, k)) {
+            Some(DenseTiles::Block)
+        } else if forced && tensor.is_some() {
+            Some(DenseTiles::Tensor)
+        } else {
+            None
+        }
+    }
+}
+
 /// Whether the block tiles (`tiles` of them) beat the other kernels on `nnz` entries at width k, by
 /// a cost model fitted to an H100 (the suite's band, block, FEM and stencil patterns at k = 64 and
 /// 256, the block tiles and the COO kernel forced in one run): a tile costs 2.0 + 0.0234·k ns in
 /// f32 and 1.83 + 0.0495·k ns in f64, the COO kernel 1.5 + 0.57·k ps an entry in f32 and 0.95·k ps
 /// in f64. So the tiles pay where they hold more than about 92 entries (f32) or 82 (f64) at k = 64,
 /// 54 or 60 at k = 256: bands and blocks (150-210 entries a tile), not FEM node blocks (54) or
-/// stencils (16-20), where the band kernels are faster still.
+/// stencils (16-20), where the band kernels are faster still. f16 / bf16 take f32's figures (not
+/// fitted to them; on the suite's band and block patterns their tiles beat COO 1.8-2.6x at k = 64
+/// and 256).
 fn block_tiles_pay<T: Element>(tiles: usize, nnz: usize, k: usize) -> bool {
     let k = k as f64;
     let (tile_ns, entry_ns) = match T::VALUE_TYPE {
-        ValueType::F32 => (2.0 + 0.0234 * k, 0.0015 + 0.00057 * k),
+        ValueType::F32 | ValueType::F16 | ValueType::Bf16 => (2.0 + 0.0234 * k, 0.0015 + 0.00057 * k),
         ValueType::F64 => (1.83 + 0.0495 * k, 0.00095 * k),
-        _ => return false,
     };
     tiles as f64 * tile_ns < nnz as f64 * entry_ns
 }
 
-/// Whether the block tiles can read these operands: f32 / f64, A and B row-major with K, the leading
-/// dimensions and both base addresses multiples of 16 bytes.
+/// Whether the block tiles can read these operands: A and B row-major with K, the leading dimensions
+/// and both base addresses multiples of 16 bytes.
 fn block_tiles_fit<T: Element>(op: &DeviceOperands<T>) -> bool {
     shapes_fit_block_tiles::<T>(op.k, op.a_strides, op.b_strides) && op.a.is_multiple_of(16) && op.b.is_multiple_of(16)
 }
 
 /// [`block_tiles_fit`] but for the base addresses.
 fn shapes_fit_block_tiles<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
-    matches!(T::VALUE_TYPE, ValueType::F32 | ValueType::F64)
-        && shape_vector_width::<T>(k, a_strides, b_strides) == 16 / std::mem::size_of::<T>()
+    shape_vector_width::<T>(k, a_strides, b_strides) == 16 / std::mem::size_of::<T>()
 }
 
-/// The tiled algorithm on CUDA cores (`sddmm_block_tiles_*`, f32 / f64): each listed 16 × 16 tile of
-/// S computed densely by a warp, its entries written from shared memory.
+/// The tiled algorithm on CUDA cores (`sddmm_block_tiles_*`, FP32 arithmetic for the 16-bit types):
+/// each listed 16 × 16 tile of S computed densely by a warp, its entries written from shared memory.
 fn block_tiles<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -1043,10 +1073,9 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
 }
 
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
-    /// With a plan prepared on this device: f16 / bf16 where its pattern has tensor-core tiles full
-    /// enough to pay (`tensor_tiles_pay`) and the operands suit them, f32 / f64 where its block tiles
-    /// pay (`block_tiles_pay`) and the operands suit them, or where the band kernels pay
-    /// (`band_pays`).
+    /// With a plan prepared on this device: where its pattern has tensor-core tiles (f16 / bf16) or
+    /// block tiles full enough to pay and the operands suit them (`DevicePlan::dense_tiles`), or, f32
+    /// / f64, where the band kernels pay (`band_pays`).
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
@@ -1060,15 +1089,13 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             memory::Location::Device(_) => (ptr as u64).is_multiple_of(16),
             memory::Location::Host => true,
         };
-        let operands_aligned = || aligned(operands.a.ptr) && aligned(operands.b.ptr);
-        if shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides) {
-            return d.tensor_tiles.as_ref().is_some_and(|tt| tensor_tiles_pay(tt.count, shape.nnz, operands.k))
-                && operands_aligned();
-        }
-        let block_tiles = shapes_fit_block_tiles::<T>(operands.k, a_strides, b_strides)
-            && d.block_tiles.as_ref().is_some_and(|bt| block_tiles_pay::<T>(bt.count, shape.nnz, operands.k))
-            && operands_aligned();
-        block_tiles || band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides)
+        let operands_aligned = aligned(operands.a.ptr) && aligned(operands.b.ptr);
+        let fits = [
+            operands_aligned && shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides),
+            operands_aligned && shapes_fit_block_tiles::<T>(operands.k, a_strides, b_strides),
+        ];
+        d.dense_tiles::<T>((shape.nnz, operands.k), fits, false).is_some()
+            || band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides)
     }
 
     /// The arrays may be host or device memory. With a plan prepared on this device its COO rows /
@@ -1126,16 +1153,19 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         if let Some(d) = resident {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    if let Some(tt) = d.tensor_tiles.as_ref().filter(|_| tensor_tiles_fit(&operands)) {
-                        tensor_tiles(&gpu, stream, &operands, tt)?;
-                    } else if let Some(bt) = d
-                        .block_tiles
-                        .as_ref()
-                        .filter(|bt| block_tiles_fit(&operands) && block_tiles_pay::<T>(bt.count, nnz, call.k))
-                    {
-                        block_tiles(&gpu, stream, &operands, bt)?;
-                    } else if !band_staged(&gpu, stream, &operands, &d.band)? {
-                        tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
+                    let fits = [tensor_tiles_fit(&operands), block_tiles_fit(&operands)];
+                    match d.dense_tiles::<T>((nnz, call.k), fits, true) {
+                        Some(DenseTiles::Tensor) => {
+                            tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
+                        }
+                        Some(DenseTiles::Block) => {
+                            block_tiles(&gpu, stream, &operands, d.block_tiles.as_ref().expect("chosen"))?
+                        }
+                        None => {
+                            if !band_staged(&gpu, stream, &operands, &d.band)? {
+                                tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
+                            }
+                        }
                     }
                 }
                 SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
