@@ -17,12 +17,51 @@ pub fn takes_dense_tiles(
     row_ptr: &[i32],
     col_ind: &[i32],
 ) -> Option<bool> {
-    let tensor = tensor_tiles(value_type, shape, layout, base, lds, row_ptr, col_ind);
-    let block = block_tiles(value_type, shape, layout, base, lds, row_ptr, col_ind);
-    match (tensor, block) {
+    let call = Call { value_type, shape, layout, base, lds, row_ptr, col_ind };
+    match (tensor_tiles(&call), block_tiles(&call)) {
         (Some(true), _) | (_, Some(true)) => Some(true),
         (Some(false), Some(false)) => Some(false),
         _ => None,
+    }
+}
+
+/// A call's operands as the predictions read them.
+struct Call<'a> {
+    value_type: ValueType,
+    shape: (usize, usize, usize),
+    layout: Layout,
+    base: IndexBase,
+    lds: (usize, usize),
+    row_ptr: &'a [i32],
+    col_ind: &'a [i32],
+}
+
+impl Call<'_> {
+    fn row(&self, i: usize) -> &[i32] {
+        let offset = self.base.offset() as usize;
+        &self.col_ind[self.row_ptr[i] as usize - offset..self.row_ptr[i + 1] as usize - offset]
+    }
+
+    /// A and B row-major with K and the leading dimensions multiples of `vector` elements, at least
+    /// one row and one entry, every row sorted by column without repeats.
+    fn suits_tiles(&self, vector: usize) -> bool {
+        let ((m, _, k), (lda, ldb)) = (self.shape, self.lds);
+        self.layout == Layout::RowMajor
+            && k.is_multiple_of(vector)
+            && lda.is_multiple_of(vector)
+            && ldb.is_multiple_of(vector)
+            && m > 0
+            && !self.col_ind.is_empty()
+            && (0..m).all(|i| self.row(i).windows(2).all(|p| p[0] < p[1]))
+    }
+
+    /// The `size` × `size` tiles of S holding entries.
+    fn tiles(&self, size: usize) -> usize {
+        let offset = self.base.offset() as usize;
+        let tiles: std::collections::HashSet<(usize, usize)> = (0..self.shape.0)
+            .flat_map(|i| self.row(i).iter().map(move |&c| (i / size, (c as usize - offset) / size)))
+            .collect();
+        tiles.len()
     }
 }
 
@@ -30,33 +69,15 @@ pub fn takes_dense_tiles(
 /// leading dimensions multiples of 8, rows sorted by column without repeats and at least as many
 /// entries as rows times (column tiles of 128 + 1); then where the 128 × 128 tiles holding entries
 /// are at least 10 % full, never below 2.5 % (between, by the library's cost model: `None`).
-fn tensor_tiles(
-    value_type: ValueType,
-    (m, n, k): (usize, usize, usize),
-    layout: Layout,
-    base: IndexBase,
-    (lda, ldb): (usize, usize),
-    row_ptr: &[i32],
-    col_ind: &[i32],
-) -> Option<bool> {
-    let offset = base.offset() as usize;
-    let nnz = col_ind.len();
-    let row = |i: usize| &col_ind[row_ptr[i] as usize - offset..row_ptr[i + 1] as usize - offset];
-    let rows_sorted = (0..m).all(|i| row(i).windows(2).all(|p| p[0] < p[1]));
-    let possible = matches!(value_type, ValueType::F16 | ValueType::Bf16)
-        && layout == Layout::RowMajor
-        && k.is_multiple_of(8)
-        && lda.is_multiple_of(8)
-        && ldb.is_multiple_of(8)
-        && rows_sorted
-        && m > 0
+fn tensor_tiles(call: &Call) -> Option<bool> {
+    let ((m, n, _), nnz) = (call.shape, call.col_ind.len());
+    let possible = matches!(call.value_type, ValueType::F16 | ValueType::Bf16)
+        && call.suits_tiles(8)
         && m * (n.div_ceil(128) + 1) <= nnz;
     if !possible {
         return Some(false);
     }
-    let tiles: std::collections::HashSet<(usize, usize)> =
-        (0..m).flat_map(|i| row(i).iter().map(move |&c| (i / 128, (c as usize - offset) / 128))).collect();
-    let fill = nnz as f64 / (tiles.len() * 128 * 128) as f64;
+    let fill = nnz as f64 / (call.tiles(128) * 128 * 128) as f64;
     if fill >= 0.1 {
         Some(true)
     } else if fill < 0.025 {
@@ -70,44 +91,25 @@ fn tensor_tiles(
 /// of 16 bytes, rows sorted by column without repeats, the 16 × 16 tiles holding entries at least 40
 /// a tile on average (the plan keeps none otherwise); then by the library's cost model
 /// (`block_tiles_pay` in src/backend/cuda/sddmm.rs), `None` within 25 % of its break-even.
-fn block_tiles(
-    value_type: ValueType,
-    (m, _n, k): (usize, usize, usize),
-    layout: Layout,
-    base: IndexBase,
-    (lda, ldb): (usize, usize),
-    row_ptr: &[i32],
-    col_ind: &[i32],
-) -> Option<bool> {
-    let offset = base.offset() as usize;
-    let nnz = col_ind.len();
-    let row = |i: usize| &col_ind[row_ptr[i] as usize - offset..row_ptr[i + 1] as usize - offset];
-    let vector = match value_type {
+fn block_tiles(call: &Call) -> Option<bool> {
+    let vector = match call.value_type {
         ValueType::F64 => 2,
         ValueType::F32 => 4,
         _ => 8,
     };
-    let possible = layout == Layout::RowMajor
-        && k.is_multiple_of(vector)
-        && lda.is_multiple_of(vector)
-        && ldb.is_multiple_of(vector)
-        && m > 0
-        && nnz > 0
-        && (0..m).all(|i| row(i).windows(2).all(|p| p[0] < p[1]));
-    if !possible {
+    if !call.suits_tiles(vector) {
         return Some(false);
     }
-    let tiles: std::collections::HashSet<(usize, usize)> =
-        (0..m).flat_map(|i| row(i).iter().map(move |&c| (i / 16, (c as usize - offset) / 16))).collect();
-    if nnz < 40 * tiles.len() {
+    let (tiles, nnz) = (call.tiles(16), call.col_ind.len());
+    if nnz < 40 * tiles {
         return Some(false);
     }
-    let k = k as f64;
-    let (tile_ns, entry_ns) = match value_type {
+    let k = call.shape.2 as f64;
+    let (tile_ns, entry_ns) = match call.value_type {
         ValueType::F64 => (1.83 + 0.0495 * k, 0.00095 * k),
         _ => (2.0 + 0.0234 * k, 0.0015 + 0.00057 * k),
     };
-    let ratio = tiles.len() as f64 * tile_ns / (nnz as f64 * entry_ns);
+    let ratio = tiles as f64 * tile_ns / (nnz as f64 * entry_ns);
     if ratio < 0.8 {
         Some(true)
     } else if ratio > 1.25 {
