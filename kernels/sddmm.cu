@@ -975,17 +975,16 @@ SD_TC(bf16, 3)
 // ---------------------------------------------------------------------------------------------
 
 // A warp computes one SD_BT × SD_BT tile of A·Bᵀ densely, for patterns whose entries cluster in such
-// tiles (blocks, bands, FEM node blocks): the tile's 16 rows of A and 16 rows of B are read once a
-// tile instead of two rows an entry, and each element loaded from shared memory serves several
-// products. The rows are staged by cp.async, 128 bytes of each row a stage (SD_BT_STAGES stages),
+// tiles (blocks, bands): the tile's 16 rows of A and 16 rows of B are read once a tile instead of two
+// rows an entry, and each element loaded from shared memory serves several products. The rows are staged by cp.async, 128 bytes of each row a stage (SD_BT_STAGES stages),
 // each row padded by one 16-byte chunk so that the rows a load reads fall in distinct banks. Lane
 // (r, q) = (lane / 4, lane % 4) accumulates the products of rows r and r + 8 with columns q, q + 4,
 // q + 8, q + 12, along K in order (as the reference does), 16 bytes of K a load. The finished tile
 // goes to shared memory and its entries are written from it, two rows a pass.
 // `records` holds SD_BT_WORDS words a tile: its row tile and column tile, two unused words, then
 // for each of its 16 rows the first and the last + 1 entry of the row in the tile's columns (the
-// rows sorted by column, so each row's entries in a tile are consecutive). Tiles of one row tile
-// come one after another, so that the warps of a thread block share their rows of A in L1.
+// rows sorted by column, so each row's entries in a tile are consecutive), row tile by row tile.
+// 16-bit types are converted to FP32 as they are loaded from shared memory.
 // Rows of A and B are row-major with K; K, the leading dimensions and both base addresses are
 // multiples of 16 bytes.
 #define SD_BT 16
@@ -1006,7 +1005,8 @@ __device__ void sddmm_block_tiles(int m, int n, int k, typename sd_type<TY>::com
     constexpr int ROW = KC + VEC;                // elements of a staged row, padding included
     constexpr int STAGE = 2 * SD_BT * ROW;       // A's 16 rows, then B's
     constexpr int C_ROW = SD_BT + 1;             // elements of a row of the finished tile
-    static_assert(SD_BT * C_ROW * sizeof(comp) <= STAGE * sizeof(elem), "the finished tile takes the first stage's place");
+    static_assert(SD_BT * C_ROW * sizeof(comp) <= STAGE * sizeof(elem),
+                  "the finished tile takes the first stage's place");
     extern __shared__ __align__(16) unsigned char sd_bt_shared[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int tile = blockIdx.x * SD_BT_WARPS + warp;
