@@ -661,6 +661,7 @@ fn block_tile_records(pattern: &CompressedRef<'_, ()>) -> Option<Vec<[i32; BLOCK
         return None;
     }
     let row_tiles = m.div_ceil(BLOCK_TILE);
+    // Counted first, so that no records are built for a pattern too sparse to keep them.
     let count: usize = (0..row_tiles)
         .into_par_iter()
         .map(|r| {
@@ -723,16 +724,17 @@ enum DenseTiles {
 }
 
 impl DevicePlan {
-    /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k, given
-    /// whether the operands suit each kind: the tensor-core tiles or else the block tiles where they
-    /// pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, where the tiled algorithm is
-    /// `forced`, the tensor-core tiles wherever the plan has them. `None`: the band kernels (which
+    /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
+    /// operands' rows lie in whole 16-byte chunks, base addresses included (`chunks`, which both
+    /// kinds need; the tensor-core tiles also 16-bit elements): the tensor-core tiles or else the
+    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, where
+    /// the tiled algorithm is `forced`, the tensor-core tiles wherever the plan has them. `None`: the band kernels (which
     /// AUTO takes for f32 / f64 only, [`band_pays`], so that a call AUTO sends here for them has no
     /// tensor-core tiles to take instead).
-    fn dense_tiles<T: Element>(&self, (nnz, k): (usize, usize), fits: [bool; 2], forced: bool) -> Option<DenseTiles> {
-        let [tensor_fit, block_fit] = fits;
-        let tensor = self.tensor_tiles.as_ref().filter(|_| tensor_fit);
-        let block = self.block_tiles.as_ref().filter(|_| block_fit);
+    fn dense_tiles<T: Element>(&self, (nnz, k): (usize, usize), chunks: bool, forced: bool) -> Option<DenseTiles> {
+        let sixteen_bits = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16);
+        let tensor = self.tensor_tiles.as_ref().filter(|_| chunks && sixteen_bits);
+        let block = self.block_tiles.as_ref().filter(|_| chunks);
         if tensor.is_some_and(|tt| tensor_tiles_pay(tt.count, nnz, k)) {
             Some(DenseTiles::Tensor)
         } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, nnz, k)) {
@@ -763,14 +765,9 @@ fn block_tiles_pay<T: Element>(tiles: usize, nnz: usize, k: usize) -> bool {
     tiles as f64 * tile_ns < nnz as f64 * entry_ns
 }
 
-/// Whether the block tiles can read these operands: A and B row-major with K, the leading dimensions
-/// and both base addresses multiples of 16 bytes.
-fn block_tiles_fit<T: Element>(op: &DeviceOperands<T>) -> bool {
-    shapes_fit_block_tiles::<T>(op.k, op.a_strides, op.b_strides) && op.a.is_multiple_of(16) && op.b.is_multiple_of(16)
-}
-
-/// [`block_tiles_fit`] but for the base addresses.
-fn shapes_fit_block_tiles<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
+/// Whether A's and B's rows lie in whole 16-byte chunks, as the dense tiles stage them: row-major with
+/// K and the leading dimensions multiples of 16 bytes (their base addresses must be too).
+fn rows_in_chunks<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
     shape_vector_width::<T>(k, a_strides, b_strides) == 16 / std::mem::size_of::<T>()
 }
 
@@ -829,22 +826,6 @@ fn block_tiles<T: Element>(
 fn tensor_tiles_pay(tiles: usize, nnz: usize, k: usize) -> bool {
     let k = k as f64;
     tiles as f64 * (8.5 + 0.119 * k) < nnz as f64 * (0.0075 + 0.00029 * k)
-}
-
-/// Whether the tensor-core tiles can read these operands: 16-bit elements, A and B row-major with
-/// K, the leading dimensions and both base addresses multiples of 8 elements (16-byte chunks of K).
-fn tensor_tiles_fit<T: Element>(op: &DeviceOperands<T>) -> bool {
-    shapes_fit_tensor_tiles::<T>(op.k, op.a_strides, op.b_strides) && op.a.is_multiple_of(16) && op.b.is_multiple_of(16)
-}
-
-/// [`tensor_tiles_fit`] but for the base addresses.
-fn shapes_fit_tensor_tiles<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
-    matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16)
-        && a_strides.1 == 1
-        && b_strides.1 == 1
-        && k.is_multiple_of(8)
-        && a_strides.0.is_multiple_of(8)
-        && b_strides.0.is_multiple_of(8)
 }
 
 /// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32): each
@@ -1089,12 +1070,9 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             memory::Location::Device(_) => (ptr as u64).is_multiple_of(16),
             memory::Location::Host => true,
         };
-        let operands_aligned = aligned(operands.a.ptr) && aligned(operands.b.ptr);
-        let fits = [
-            operands_aligned && shapes_fit_tensor_tiles::<T>(operands.k, a_strides, b_strides),
-            operands_aligned && shapes_fit_block_tiles::<T>(operands.k, a_strides, b_strides),
-        ];
-        d.dense_tiles::<T>((shape.nnz, operands.k), fits, false).is_some()
+        let chunks =
+            rows_in_chunks::<T>(operands.k, a_strides, b_strides) && aligned(operands.a.ptr) && aligned(operands.b.ptr);
+        d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false).is_some()
             || band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides)
     }
 
@@ -1153,8 +1131,10 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         if let Some(d) = resident {
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    let fits = [tensor_tiles_fit(&operands), block_tiles_fit(&operands)];
-                    match d.dense_tiles::<T>((nnz, call.k), fits, true) {
+                    let chunks = rows_in_chunks::<T>(call.k, operands.a_strides, operands.b_strides)
+                        && operands.a.is_multiple_of(16)
+                        && operands.b.is_multiple_of(16);
+                    match d.dense_tiles::<T>((nnz, call.k), chunks, true) {
                         Some(DenseTiles::Tensor) => {
                             tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
                         }
@@ -1351,6 +1331,25 @@ mod tests {
             assert_eq!(part_of[band], (last - first).div_ceil(slice), "band {band}: its parts");
         }
         assert!(part_of[2] > 1, "the long band is cut into several slices");
+    }
+
+    /// Rows in whole 16-byte chunks: row-major, K and both leading dimensions multiples of 8 f16 /
+    /// bf16, 4 f32 or 2 f64 elements (what the tensor-core tiles of the 16-bit types need too).
+    #[test]
+    fn rows_in_chunks_needs_every_row_start_on_16_bytes() {
+        use half::{bf16, f16};
+        let row_major = |ld: usize| (ld, 1);
+        assert!(rows_in_chunks::<f16>(64, row_major(72), row_major(64)));
+        assert!(rows_in_chunks::<bf16>(8, row_major(8), row_major(16)));
+        assert!(!rows_in_chunks::<f16>(60, row_major(64), row_major(64)), "K not a multiple of 8");
+        assert!(!rows_in_chunks::<f16>(64, row_major(68), row_major(64)), "lda not a multiple of 8");
+        assert!(!rows_in_chunks::<bf16>(64, row_major(64), row_major(12)), "ldb not a multiple of 8");
+        assert!(rows_in_chunks::<f32>(36, row_major(40), row_major(36)));
+        assert!(!rows_in_chunks::<f32>(34, row_major(36), row_major(36)), "K not a multiple of 4");
+        assert!(rows_in_chunks::<f64>(2, row_major(2), row_major(4)));
+        assert!(!rows_in_chunks::<f64>(3, row_major(4), row_major(4)), "K odd");
+        assert!(!rows_in_chunks::<f32>(64, (1, 100), row_major(64)), "A column-major");
+        assert!(!rows_in_chunks::<f64>(64, row_major(64), (1, 100)), "B column-major");
     }
 
     /// The block tiles' records: each row tile's tiles in column order, each of a row's entries in
