@@ -494,8 +494,8 @@ sgpuStatus_t sddmmGetBackend(sddmmHandle_t handle, sgpuBackend_t *backend);
 // nnz / (m·n) > the density threshold, or on a CUDA handle through a plan where its tiled kernels
 // measured the faster: where the rows are sorted by column and its tiles holding entries are full
 // enough to compute densely (128 × 128 on tensor cores for f16 / bf16, 16 × 16 on CUDA cores for
-// every type); for f32 / f64 also where rows are short and even and a band's rows of A fit shared
-// memory (docs/methods.md); COO otherwise).
+// every type); also where rows are short and even and a band's rows of A fit shared memory
+// (docs/methods.md); COO otherwise).
 sgpuStatus_t sddmmSetAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t algorithm);
 
 // Sets the density nnz / (m·n) above which AUTO picks TILED (strictly above; default 1, so that

@@ -489,13 +489,13 @@ fn bf16_tensor_core_tiles_match_the_reference() {
 }
 
 /// The tiled algorithm's band kernels through a plan made on the CUDA handle: patterns of short rows
-/// whose bands of 64 rows outnumber the multiprocessors, so that AUTO takes the band kernels for f32
-/// and f64 where the band's rows of A fit a third of a block's shared memory (K = 7 and 64: under
-/// 40 KiB) and the COO kernel where they do not (K = 300: over 75 KiB, above a third of the 227 KiB
-/// an H100 or H200 block may have), and for the 16-bit types (unsorted rows: no tensor-core
-/// tiles); and a pattern of rows of 140 entries at K = 128, whose bands are cut into short slices
-/// (AUTO takes them for f32 and f64); forced, the tiled algorithm for every type (K = 300 on the
-/// COO kernel in band order).
+/// whose bands of 64 rows outnumber the multiprocessors, so that AUTO takes the band kernels where
+/// the band's rows of A fit a third of a block's shared memory (K = 7 and 64; K = 300 in f16 / bf16,
+/// under 40 KiB) and the COO kernel where they do not (K = 300 in f32 / f64: over 75 KiB, above a
+/// third of the 227 KiB an H100 or H200 block may have); and a pattern of rows of 140 entries at
+/// K = 128, whose bands are cut into short slices (AUTO takes them for f32 and f64; for f16 / bf16
+/// such rows are too long); forced, the tiled algorithm for every type (unsorted rows: no
+/// tensor-core tiles; f32 / f64 at K = 300 on the COO kernel in band order).
 /// Row- and column-major, padded leading dimensions, both index bases, S with and without values,
 /// a row count that is not a multiple of a band, two bands without entries: every entry against
 /// the f64 reference, out poisoned first.
@@ -514,8 +514,11 @@ fn band_kernels_for<T: Element>(label: &str) {
         c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
         c.row_ptr[65..=192].iter_mut().for_each(|p| *p = start);
         c.row_ptr[193..].iter_mut().for_each(|p| *p -= end - start);
-        let band_type = matches!(T::VALUE_TYPE, ValueType::F32 | ValueType::F64);
-        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, band_type && k != 300);
+        let auto_band = match T::VALUE_TYPE {
+            ValueType::F32 | ValueType::F64 => k != 300,
+            ValueType::F16 | ValueType::Bf16 => c.nnz() <= 128 * m,
+        };
+        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, auto_band);
     }
     unsafe { sddmmDestroy(gpu) };
 }

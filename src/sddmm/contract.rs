@@ -186,8 +186,8 @@ pub trait SddmmBackend<T: Element> {
     /// operands and plan, whatever the handle's density threshold says: AUTO then takes TILED. A
     /// backend says so where a kernel of its tiled algorithm beats its COO kernel (the CUDA
     /// backend, with a plan prepared on its device: f16 / bf16 tiles on tensor cores and 16 × 16
-    /// tiles on CUDA cores where its tiles holding entries are full enough, for f32 / f64 the band
-    /// kernels where rows are short and even). By default never.
+    /// tiles on CUDA cores where its tiles holding entries are full enough, the band kernels where
+    /// rows are short and even). By default never.
     fn prefers_tiled(&self, _operands: &RawOperands<T>, _shape: PatternShape, _plan: Option<&SddmmPlan>) -> bool {
         false
     }

@@ -37,6 +37,10 @@ const NNZ_BLOCKS_PER_SM: usize = 8;
 /// but a nonzero gets at least NNZ_MIN_GROUP lanes where its row has that many vectors.
 const NNZ_VECTORS_PER_LANE: usize = 4;
 const NNZ_MIN_GROUP: usize = 4;
+/// Lanes per nonzero at most on a large problem whose rows hold NNZ_LONG_ROWS entries or more on
+/// average: wider rows of A and B give each lane more vectors instead (see [`lanes_per_nonzero`]).
+const NNZ_MAX_GROUP: usize = 8;
+const NNZ_LONG_ROWS: usize = 32;
 const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
 /// Row pointers a block of the CSR kernels keeps in shared memory (the kernel's SD_CSR_ROWS).
 const CSR_SPAN_ROWS: usize = 1024;
@@ -301,25 +305,30 @@ fn band_fits(device: &GpuDevice, bytes: usize) -> bool {
 }
 
 /// Rows at most BAND_SHORT_ROWS long on average make the band kernels pay at any width K, rows of at
-/// most BAND_LONG_ROWS from K = 128 on in f32, longer rows (cut into short slices) where the slices
-/// fill BAND_LONG_WAVES waves of thread blocks, from K = 128 on in f32 and from K = 64 on in f64; a
-/// longest row of at most BAND_EVEN_ROWS times the average leaves the rows even enough (see
-/// [`band_pays`]).
+/// most BAND_LONG_ROWS from K = 128 on in f32 and at any K in f16 / bf16, longer rows (cut into
+/// short slices) where the slices fill BAND_LONG_WAVES waves of thread blocks, from K = 128 on in
+/// f32 and from K = 64 on in f64; a longest row of at most BAND_EVEN_ROWS times the average leaves
+/// the rows even enough (see [`band_pays`]).
 const BAND_SHORT_ROWS: usize = 32;
 const BAND_LONG_ROWS: usize = 128;
 const BAND_LONG_WAVES: usize = 4;
 const BAND_EVEN_ROWS: usize = 16;
 
-/// Whether AUTO takes the band kernels for an f32 / f64 call on an m-row pattern of `nnz` entries at
-/// width k through a plan: they fit ([`band_fits`]), their slices fill the multiprocessors, the rows
+/// Whether AUTO takes the band kernels for a call on an m-row pattern of `nnz` entries at width k
+/// through a plan: they fit ([`band_fits`]), their slices fill the multiprocessors, the rows
 /// are even (the graphs with a few rows of thousands of entries, R-MAT and the circuit, measured
 /// slower) and short: at most BAND_SHORT_ROWS entries on average (each row of A is then read by few
-/// positions in row order, where the band reads it once a thread block), or in f32 from K = 128 on at
-/// most BAND_LONG_ROWS, or long, cut into short slices, on a pattern large enough for several waves
-/// of them: in f32 from K = 128 on, in f64 from K = 64 on (random S of 8192 columns at density 5e-2
-/// in f64: 0.207 and 0.424 ms against COO's 0.227 and 0.449 at k = 64 and 128; below, in f32 below
-/// K = 128, and on ergo's overlap matrix, 347 slices, the COO kernel was the faster). Fitted to
-/// random S and the suite's patterns at k = 32 to 256 (docs/methods.md).
+/// positions in row order, where the band reads it once a thread block), or in f32 from K = 128 on
+/// and in f16 / bf16 at any K at most BAND_LONG_ROWS, or long, cut into short slices, on a pattern
+/// large enough for several waves of them: in f32 from K = 128 on, in f64 from K = 64 on (random S
+/// of 8192 columns at density 5e-2 in f64: 0.207 and 0.424 ms against COO's 0.227 and 0.449 at
+/// k = 64 and 128; below, in f32 below K = 128, and on ergo's overlap matrix, 347 slices, the COO
+/// kernel was the faster). Fitted to random S and the suite's patterns at k = 32 to 256
+/// (docs/methods.md). The 16-bit types, whose rows are half as many bytes, gain at every width: on
+/// an H200, f16 on random S at density 1e-2 0.025-0.064 ms against COO's 0.028-0.078 at k = 32 to
+/// 256, on the suite's stencils, road network, FEM matrices and random 1e-4 / 1e-3 up to a third
+/// less time at k = 256 (but 5-8 % more at k = 64 on the rows of 3-5 entries of the road network
+/// and the permuted 2D stencil).
 fn band_pays<T: Element>(
     device: &GpuDevice,
     band: &BandOrder,
@@ -327,11 +336,6 @@ fn band_pays<T: Element>(
     a_strides: (usize, usize),
     b_strides: (usize, usize),
 ) -> bool {
-    let four_bytes = match T::VALUE_TYPE {
-        ValueType::F32 => true,
-        ValueType::F64 => false,
-        _ => return false,
-    };
     let mean_row = nnz.div_ceil(m.max(1)).max(1);
     if band.positions.is_none()
         || band.slices.count < device.multiprocessors
@@ -340,10 +344,14 @@ fn band_pays<T: Element>(
         return false;
     }
     let width = shape_vector_width::<T>(k, a_strides, b_strides);
-    let bytes = band_shared_bytes(k, width, lanes_per_nonzero(nnz, k, width), std::mem::size_of::<T>());
+    let bytes = band_shared_bytes(k, width, lanes_per_nonzero(nnz, m, k, width), std::mem::size_of::<T>());
     let long_rows =
         nnz >= BAND_LONG_ROWS * m && band.slices.count >= BAND_LONG_WAVES * BAND_BLOCKS_PER_SM * device.multiprocessors;
-    let wide = if four_bytes { k >= 128 && (nnz <= BAND_LONG_ROWS * m || long_rows) } else { k >= 64 && long_rows };
+    let wide = match T::VALUE_TYPE {
+        ValueType::F32 => k >= 128 && (nnz <= BAND_LONG_ROWS * m || long_rows),
+        ValueType::F64 => k >= 64 && long_rows,
+        ValueType::F16 | ValueType::Bf16 => nnz <= BAND_LONG_ROWS * m,
+    };
     band_fits(device, bytes) && (nnz <= BAND_SHORT_ROWS * m || wide)
 }
 
@@ -358,7 +366,7 @@ fn band_staged<T: Element>(
     band: &BandOrder,
 ) -> Result<bool> {
     let width = vector_width(op);
-    let group = lanes_per_nonzero(op.nnz, op.k, width);
+    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width);
     let bytes = band_shared_bytes(op.k, width, group, std::mem::size_of::<T>());
     let Some(positions) = band.positions.as_ref().filter(|_| band_fits(device, bytes)) else {
         return Ok(false);
@@ -434,17 +442,25 @@ fn shape_vector_width<T: Element>(k: usize, a_strides: (usize, usize), b_strides
     width
 }
 
-/// Lanes per nonzero of the nnz-balanced and band kernels (a power of two, at most a warp), loading
-/// `width` elements at a time: on a large problem, enough that each lane loads about
-/// NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the reduction are few per
-/// nonzero (measured: 1.6x faster than one vector per lane at density 5e-2, k = 64), but at least
-/// NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes of 2 vectors 15 %
-/// faster than 2 lanes of 4 at densities 1e-2 and 5e-2); on a small one, where the GPU is not filled
-/// and the time is latency, one vector per lane.
-fn lanes_per_nonzero(nnz: usize, k: usize, width: usize) -> usize {
-    let per_lane = if nnz * k >= NNZ_LARGE_PRODUCTS { NNZ_VECTORS_PER_LANE } else { 1 };
+/// Lanes per nonzero of the nnz-balanced and band kernels on a pattern of `nnz` entries in m rows
+/// (a power of two, at most a warp), loading `width` elements at a time: on a large problem, enough
+/// that each lane loads about NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the
+/// reduction are few per nonzero (measured: 1.6x faster than one vector per lane at density 5e-2,
+/// k = 64), but at least NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes
+/// of 2 vectors 15 % faster than 2 lanes of 4 at densities 1e-2 and 5e-2), and on rows of
+/// NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at k = 256, f64 at k = 128 and 256: on
+/// an H200, random S of 8192 columns at density 5e-2 in f64 at k = 256 0.869 -> 0.724 ms in the
+/// band-column order, in f32 0.389 -> 0.347 in the band kernels, the suite's FEM matrix, random
+/// 1e-2 and ergo's overlap matrix 1-12 % faster; on rows of a few entries, the stencils, the road
+/// network, R-MAT and the circuit, 2-17 % slower); on a small one, where the GPU is not filled and
+/// the time is latency, one vector per lane.
+fn lanes_per_nonzero(nnz: usize, m: usize, k: usize, width: usize) -> usize {
     let vectors = k.div_ceil(width).next_power_of_two();
-    k.div_ceil(width * per_lane).next_power_of_two().max(vectors.min(NNZ_MIN_GROUP)).clamp(1, 32)
+    if nnz * k < NNZ_LARGE_PRODUCTS {
+        return vectors.min(32);
+    }
+    let most = if nnz >= NNZ_LONG_ROWS * m { NNZ_MAX_GROUP } else { 32 };
+    k.div_ceil(width * NNZ_VECTORS_PER_LANE).next_power_of_two().clamp(vectors.min(NNZ_MIN_GROUP), most)
 }
 
 /// GPU-Convert: equal chunks of consecutive nonzeros (in row order) per group of lanes, vector
@@ -494,7 +510,7 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
     } else {
         device.function(&SDDMM, &name)?
     };
-    let group = lanes_per_nonzero(op.nnz, op.k, width);
+    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width);
     let group_log2 = group.trailing_zeros() as i32;
     // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
     // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
@@ -727,11 +743,15 @@ impl DevicePlan {
     /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
     /// operands' rows lie in whole 16-byte chunks, base addresses included (`chunks`, which both
     /// kinds need; the tensor-core tiles also 16-bit elements): the tensor-core tiles or else the
-    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, where
-    /// the tiled algorithm is `forced`, the tensor-core tiles wherever the plan has them. `None`: the band kernels (which
-    /// AUTO takes for f32 / f64 only, [`band_pays`], so that a call AUTO sends here for them has no
-    /// tensor-core tiles to take instead).
-    fn dense_tiles<T: Element>(&self, (nnz, k): (usize, usize), chunks: bool, forced: bool) -> Option<DenseTiles> {
+    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, with
+    /// `tensor_fallback` (the tiled algorithm forced where the band kernels do not pay), the
+    /// tensor-core tiles wherever the plan has them. `None`: the band kernels.
+    fn dense_tiles<T: Element>(
+        &self,
+        (nnz, k): (usize, usize),
+        chunks: bool,
+        tensor_fallback: bool,
+    ) -> Option<DenseTiles> {
         let sixteen_bits = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16);
         let tensor = self.tensor_tiles.as_ref().filter(|_| chunks && sixteen_bits);
         let block = self.block_tiles.as_ref().filter(|_| chunks);
@@ -739,7 +759,7 @@ impl DevicePlan {
             Some(DenseTiles::Tensor)
         } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, nnz, k)) {
             Some(DenseTiles::Block)
-        } else if forced && tensor.is_some() {
+        } else if tensor_fallback && tensor.is_some() {
             Some(DenseTiles::Tensor)
         } else {
             None
@@ -1055,8 +1075,8 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
 
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// With a plan prepared on this device: where its pattern has tensor-core tiles (f16 / bf16) or
-    /// block tiles full enough to pay and the operands suit them (`DevicePlan::dense_tiles`), or, f32
-    /// / f64, where the band kernels pay (`band_pays`).
+    /// block tiles full enough to pay and the operands suit them (`DevicePlan::dense_tiles`), or
+    /// where the band kernels pay (`band_pays`).
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
@@ -1134,7 +1154,10 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
                     let chunks = rows_in_chunks::<T>(call.k, operands.a_strides, operands.b_strides)
                         && operands.a.is_multiple_of(16)
                         && operands.b.is_multiple_of(16);
-                    match d.dense_tiles::<T>((nnz, call.k), chunks, true) {
+                    // Where the band kernels pay, TILED takes them (as AUTO, which may have chosen
+                    // TILED for them), not the tensor-core tiles it falls back on elsewhere.
+                    let band = band_pays::<T>(&gpu, &d.band, (m, nnz, call.k), operands.a_strides, operands.b_strides);
+                    match d.dense_tiles::<T>((nnz, call.k), chunks, !band) {
                         Some(DenseTiles::Tensor) => {
                             tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
                         }
@@ -1331,6 +1354,32 @@ mod tests {
             assert_eq!(part_of[band], (last - first).div_ceil(slice), "band {band}: its parts");
         }
         assert!(part_of[2] > 1, "the long band is cut into several slices");
+    }
+
+    /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
+    /// four vectors a lane, at least four lanes where the row has four vectors, and at most eight
+    /// lanes where rows hold 32 entries or more on average.
+    #[test]
+    fn lanes_per_nonzero_follow_the_width_and_the_rows_length() {
+        let (m, short, long) = (100_000, 500_000, 5_000_000);
+        // Small: nnz·k below 2^22.
+        assert_eq!(lanes_per_nonzero(1000, 10, 256, 4), 32);
+        assert_eq!(lanes_per_nonzero(1000, 10, 32, 4), 8);
+        assert_eq!(lanes_per_nonzero(1000, 10, 7, 1), 8);
+        // Large, short rows (5 a row): 4 vectors a lane, 4 lanes at least, up to a warp.
+        assert_eq!(lanes_per_nonzero(short, m, 32, 4), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 64, 4), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 256, 4), 16);
+        assert_eq!(lanes_per_nonzero(short, m, 256, 2), 32);
+        assert_eq!(lanes_per_nonzero(short, m, 1024, 4), 32);
+        assert_eq!(lanes_per_nonzero(short, m, 16, 4), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 8, 4), 2);
+        // Large, long rows (50 a row): the same, but at most 8 lanes.
+        assert_eq!(lanes_per_nonzero(long, m, 64, 4), 4);
+        assert_eq!(lanes_per_nonzero(long, m, 128, 4), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 256, 4), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 256, 2), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 1024, 8), 8);
     }
 
     /// Rows in whole 16-byte chunks: row-major, K and both leading dimensions multiples of 8 f16 /
