@@ -34,9 +34,11 @@ const NNZ_THREADS: u32 = 256;
 const NNZ_BATCH: usize = 4;
 const NNZ_BLOCKS_PER_SM: usize = 8;
 /// Vectors of a row a lane loads per nonzero on a large problem: nnz·k at least NNZ_LARGE_PRODUCTS;
-/// but a nonzero gets at least NNZ_MIN_GROUP lanes where its row has that many vectors.
+/// but a nonzero gets at least NNZ_MIN_GROUP lanes where its row has that many vectors (in the CSR
+/// kernels CSR_MIN_GROUP; see [`lanes_per_nonzero`]).
 const NNZ_VECTORS_PER_LANE: usize = 4;
 const NNZ_MIN_GROUP: usize = 4;
+const CSR_MIN_GROUP: usize = 2;
 /// Lanes per nonzero at most on a large problem whose rows hold NNZ_LONG_ROWS entries or more on
 /// average: wider rows of A and B give each lane more vectors instead (see [`lanes_per_nonzero`]).
 const NNZ_MAX_GROUP: usize = 8;
@@ -344,7 +346,8 @@ fn band_pays<T: Element>(
         return false;
     }
     let width = shape_vector_width::<T>(k, a_strides, b_strides);
-    let bytes = band_shared_bytes(k, width, lanes_per_nonzero(nnz, m, k, width), std::mem::size_of::<T>());
+    let bytes =
+        band_shared_bytes(k, width, lanes_per_nonzero(nnz, m, k, width, NNZ_MIN_GROUP), std::mem::size_of::<T>());
     let long_rows =
         nnz >= BAND_LONG_ROWS * m && band.slices.count >= BAND_LONG_WAVES * BAND_BLOCKS_PER_SM * device.multiprocessors;
     let wide = match T::VALUE_TYPE {
@@ -366,7 +369,7 @@ fn band_staged<T: Element>(
     band: &BandOrder,
 ) -> Result<bool> {
     let width = vector_width(op);
-    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width);
+    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width, NNZ_MIN_GROUP);
     let bytes = band_shared_bytes(op.k, width, group, std::mem::size_of::<T>());
     let Some(positions) = band.positions.as_ref().filter(|_| band_fits(device, bytes)) else {
         return Ok(false);
@@ -446,21 +449,24 @@ fn shape_vector_width<T: Element>(k: usize, a_strides: (usize, usize), b_strides
 /// (a power of two, at most a warp), loading `width` elements at a time: on a large problem, enough
 /// that each lane loads about NNZ_VECTORS_PER_LANE vectors of the row, so that the shuffles of the
 /// reduction are few per nonzero (measured: 1.6x faster than one vector per lane at density 5e-2,
-/// k = 64), but at least NNZ_MIN_GROUP where the row has that many vectors (k = 32 in f32: 4 lanes
-/// of 2 vectors 15 % faster than 2 lanes of 4 at densities 1e-2 and 5e-2), and on rows of
+/// k = 64), but at least `fewest` where the row has that many vectors (NNZ_MIN_GROUP in the COO and
+/// band kernels: k = 32 in f32, 4 lanes of 2 vectors 15 % faster than 2 lanes of 4 at densities
+/// 1e-2 and 5e-2; CSR_MIN_GROUP in the CSR kernels, whose groups each search their rows: on an H200,
+/// sddmmDynamic on random S of 8192 columns at density 5e-2 in f16 0.114 -> 0.076 ms at k = 32 and
+/// 0.138 -> 0.104 at k = 64, in f32 at k = 32 0.114 -> 0.099, 1e-2 13-24 % and 5 % faster), and on rows of
 /// NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at k = 256, f64 at k = 128 and 256: on
 /// an H200, random S of 8192 columns at density 5e-2 in f64 at k = 256 0.869 -> 0.724 ms in the
 /// band-column order, in f32 0.389 -> 0.347 in the band kernels, the suite's FEM matrix, random
 /// 1e-2 and ergo's overlap matrix 1-12 % faster; on rows of a few entries, the stencils, the road
 /// network, R-MAT and the circuit, 2-17 % slower); on a small one, where the GPU is not filled and
 /// the time is latency, one vector per lane.
-fn lanes_per_nonzero(nnz: usize, m: usize, k: usize, width: usize) -> usize {
+fn lanes_per_nonzero(nnz: usize, m: usize, k: usize, width: usize, fewest: usize) -> usize {
     let vectors = k.div_ceil(width).next_power_of_two();
     if nnz * k < NNZ_LARGE_PRODUCTS {
         return vectors.min(32);
     }
     let most = if nnz >= NNZ_LONG_ROWS * m { NNZ_MAX_GROUP } else { 32 };
-    k.div_ceil(width * NNZ_VECTORS_PER_LANE).next_power_of_two().clamp(vectors.min(NNZ_MIN_GROUP), most)
+    k.div_ceil(width * NNZ_VECTORS_PER_LANE).next_power_of_two().clamp(vectors.min(fewest), most)
 }
 
 /// GPU-Convert: equal chunks of consecutive nonzeros (in row order) per group of lanes, vector
@@ -510,7 +516,7 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
     } else {
         device.function(&SDDMM, &name)?
     };
-    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width);
+    let group = lanes_per_nonzero(op.nnz, op.m, op.k, width, if csr { CSR_MIN_GROUP } else { NNZ_MIN_GROUP });
     let group_log2 = group.trailing_zeros() as i32;
     // Equal chunks of positions, one per thread block, as many blocks as fit on the GPU at once
     // (NNZ_BLOCKS_PER_SM), fewer when there is not a batch for each group.
@@ -1357,29 +1363,36 @@ mod tests {
     }
 
     /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
-    /// four vectors a lane, at least four lanes where the row has four vectors, and at most eight
-    /// lanes where rows hold 32 entries or more on average.
+    /// four vectors a lane, at least four lanes where the row has four vectors (two in the CSR
+    /// kernels), and at most eight lanes where rows hold 32 entries or more on average.
     #[test]
     fn lanes_per_nonzero_follow_the_width_and_the_rows_length() {
         let (m, short, long) = (100_000, 500_000, 5_000_000);
         // Small: nnz·k below 2^22.
-        assert_eq!(lanes_per_nonzero(1000, 10, 256, 4), 32);
-        assert_eq!(lanes_per_nonzero(1000, 10, 32, 4), 8);
-        assert_eq!(lanes_per_nonzero(1000, 10, 7, 1), 8);
+        assert_eq!(lanes_per_nonzero(1000, 10, 256, 4, NNZ_MIN_GROUP), 32);
+        assert_eq!(lanes_per_nonzero(1000, 10, 32, 4, NNZ_MIN_GROUP), 8);
+        assert_eq!(lanes_per_nonzero(1000, 10, 7, 1, NNZ_MIN_GROUP), 8);
         // Large, short rows (5 a row): 4 vectors a lane, 4 lanes at least, up to a warp.
-        assert_eq!(lanes_per_nonzero(short, m, 32, 4), 4);
-        assert_eq!(lanes_per_nonzero(short, m, 64, 4), 4);
-        assert_eq!(lanes_per_nonzero(short, m, 256, 4), 16);
-        assert_eq!(lanes_per_nonzero(short, m, 256, 2), 32);
-        assert_eq!(lanes_per_nonzero(short, m, 1024, 4), 32);
-        assert_eq!(lanes_per_nonzero(short, m, 16, 4), 4);
-        assert_eq!(lanes_per_nonzero(short, m, 8, 4), 2);
+        assert_eq!(lanes_per_nonzero(short, m, 32, 4, NNZ_MIN_GROUP), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 64, 4, NNZ_MIN_GROUP), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 256, 4, NNZ_MIN_GROUP), 16);
+        assert_eq!(lanes_per_nonzero(short, m, 256, 2, NNZ_MIN_GROUP), 32);
+        assert_eq!(lanes_per_nonzero(short, m, 1024, 4, NNZ_MIN_GROUP), 32);
+        assert_eq!(lanes_per_nonzero(short, m, 16, 4, NNZ_MIN_GROUP), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 8, 4, NNZ_MIN_GROUP), 2);
         // Large, long rows (50 a row): the same, but at most 8 lanes.
-        assert_eq!(lanes_per_nonzero(long, m, 64, 4), 4);
-        assert_eq!(lanes_per_nonzero(long, m, 128, 4), 8);
-        assert_eq!(lanes_per_nonzero(long, m, 256, 4), 8);
-        assert_eq!(lanes_per_nonzero(long, m, 256, 2), 8);
-        assert_eq!(lanes_per_nonzero(long, m, 1024, 8), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 64, 4, NNZ_MIN_GROUP), 4);
+        assert_eq!(lanes_per_nonzero(long, m, 128, 4, NNZ_MIN_GROUP), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 256, 4, NNZ_MIN_GROUP), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 256, 2, NNZ_MIN_GROUP), 8);
+        assert_eq!(lanes_per_nonzero(long, m, 1024, 8, NNZ_MIN_GROUP), 8);
+        // The CSR kernels: at least 2 lanes instead of 4 (K = 32 in f32 or 16-bit, 64 in 16-bit).
+        assert_eq!(lanes_per_nonzero(short, m, 32, 4, CSR_MIN_GROUP), 2);
+        assert_eq!(lanes_per_nonzero(short, m, 32, 8, CSR_MIN_GROUP), 2);
+        assert_eq!(lanes_per_nonzero(short, m, 64, 8, CSR_MIN_GROUP), 2);
+        assert_eq!(lanes_per_nonzero(short, m, 64, 4, CSR_MIN_GROUP), 4);
+        assert_eq!(lanes_per_nonzero(short, m, 8, 4, CSR_MIN_GROUP), 2);
+        assert_eq!(lanes_per_nonzero(1000, 10, 32, 4, CSR_MIN_GROUP), 8);
     }
 
     /// Rows in whole 16-byte chunks: row-major, K and both leading dimensions multiples of 8 f16 /
