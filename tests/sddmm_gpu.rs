@@ -490,8 +490,9 @@ fn bf16_tensor_core_tiles_match_the_reference() {
 
 /// The tiled algorithm's band kernels through a plan made on the CUDA handle: patterns of short rows
 /// whose bands of 64 rows outnumber the multiprocessors, so that AUTO takes the band kernels where
-/// the band's rows of A fit a third of a block's shared memory (K = 7 and 64; K = 300 in f16 / bf16,
-/// under 40 KiB) and the COO kernel where they do not (K = 300 in f32 / f64: over 75 KiB, above a
+/// the band's rows of A fit a third of a block's shared memory (K = 7 but in f16 / bf16, whose rows
+/// of 7 entries at so narrow a K it leaves to COO; K = 64; K = 300 in f16 / bf16, under 40 KiB) and
+/// the COO kernel where they do not (K = 300 in f32 / f64: over 75 KiB, above a
 /// third of the 227 KiB an H100 or H200 block may have); and a pattern of rows of 140 entries at
 /// K = 128, whose bands are cut into short slices (AUTO takes them for f32 and f64; for f16 / bf16
 /// such rows are too long); forced, the tiled algorithm for every type (unsorted rows: no
@@ -514,9 +515,11 @@ fn band_kernels_for<T: Element>(label: &str) {
         c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
         c.row_ptr[65..=192].iter_mut().for_each(|p| *p = start);
         c.row_ptr[193..].iter_mut().for_each(|p| *p -= end - start);
+        // Below K = 64 rows of at most 8 entries on average (K = 7) take them in f32 / f64 only.
         let auto_band = match T::VALUE_TYPE {
-            ValueType::F32 | ValueType::F64 => k != 300,
-            ValueType::F16 | ValueType::Bf16 => c.nnz() <= 128 * m,
+            ValueType::F32 => k != 300,
+            ValueType::F64 => k != 300 && (k >= 64 || c.nnz() <= 8 * m),
+            ValueType::F16 | ValueType::Bf16 => c.nnz() <= 128 * m && (k >= 64 || c.nnz() > 8 * m),
         };
         through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, auto_band);
     }

@@ -313,6 +313,10 @@ fn band_fits(device: &GpuDevice, bytes: usize) -> bool {
 /// the rows even enough (see [`band_pays`]).
 const BAND_SHORT_ROWS: usize = 32;
 const BAND_LONG_ROWS: usize = 128;
+/// Below K = BAND_NARROW_K, rows of at most BAND_TINY_ROWS entries on average take the band
+/// kernels in f32 / f64 only, and longer ones in f32 / f16 / bf16 only (see [`band_pays`]).
+const BAND_NARROW_K: usize = 64;
+const BAND_TINY_ROWS: usize = 8;
 const BAND_LONG_WAVES: usize = 4;
 const BAND_EVEN_ROWS: usize = 16;
 
@@ -330,7 +334,11 @@ const BAND_EVEN_ROWS: usize = 16;
 /// an H200, f16 on random S at density 1e-2 0.025-0.064 ms against COO's 0.028-0.078 at k = 32 to
 /// 256, on the suite's stencils, road network, FEM matrices and random 1e-4 / 1e-3 up to a third
 /// less time at k = 256 (but 5-8 % more at k = 64 on the rows of 3-5 entries of the road network
-/// and the permuted 2D stencil).
+/// and the permuted 2D stencil). Below K = 64 the suite's short rows split by type (H200, k = 32):
+/// rows of 3-5 entries (the road network, the 2D stencils) took 10-23 % longer in the band kernels
+/// than in COO in f16 / bf16 but 30 % less in f64, rows of 15-26 (random 1e-4, the 3D stencil) 7-16
+/// % less in f16 / bf16 but 17-22 % more in f64; f32 was within 2 % of COO on both but for the
+/// permuted 2D stencil.
 fn band_pays<T: Element>(
     device: &GpuDevice,
     band: &BandOrder,
@@ -343,6 +351,16 @@ fn band_pays<T: Element>(
         || band.slices.count < device.multiprocessors
         || band.longest_row > BAND_EVEN_ROWS * mean_row
     {
+        return false;
+    }
+    let tiny_rows = nnz <= BAND_TINY_ROWS * m;
+    let narrow_loses = k < BAND_NARROW_K
+        && match T::VALUE_TYPE {
+            ValueType::F16 | ValueType::Bf16 => tiny_rows,
+            ValueType::F64 => !tiny_rows,
+            ValueType::F32 => false,
+        };
+    if narrow_loses {
         return false;
     }
     let width = shape_vector_width::<T>(k, a_strides, b_strides);
