@@ -490,13 +490,13 @@ fn bf16_tensor_core_tiles_match_the_reference() {
 
 /// The tiled algorithm's band kernels through a plan made on the CUDA handle: patterns of short rows
 /// whose bands of 64 rows outnumber the multiprocessors, so that AUTO takes the band kernels where
-/// the band's rows of A fit a third of a block's shared memory (K = 7 but in f16 / bf16, whose rows
-/// of 7 entries at so narrow a K it leaves to COO; K = 64; K = 300 in f16 / bf16, under 40 KiB) and
-/// the COO kernel where they do not (K = 300 in f32 / f64: over 75 KiB, above a
-/// third of the 227 KiB an H100 or H200 block may have); and a pattern of rows of 140 entries at
-/// K = 128, whose bands are cut into short slices (AUTO takes them for f32 and f64; for f16 / bf16
-/// such rows are too long); forced, the tiled algorithm for every type (unsorted rows: no
-/// tensor-core tiles; f32 / f64 at K = 300 on the COO kernel in band order).
+/// the band's rows of A fit a third of a block's shared memory (K = 64; K = 7, but for f16 / bf16,
+/// whose rows of 7 entries below K = 64 it leaves to COO; K = 300 in f16 / bf16, under 40 KiB) and
+/// the COO kernel where they do not (K = 300 in f32 / f64: over 75 KiB, above a third of the 227
+/// KiB an H100 or H200 block may have); and a pattern of rows of 140 entries at K = 128, whose
+/// bands are cut into short slices (AUTO takes them for f32 and f64; for f16 / bf16 such rows are
+/// too long); forced, the tiled algorithm for every type (unsorted rows: no tensor-core tiles;
+/// f32 / f64 at K = 300 on the COO kernel in band order).
 /// Row- and column-major, padded leading dimensions, both index bases, S with and without values,
 /// a row count that is not a multiple of a band, two bands without entries: every entry against
 /// the f64 reference, out poisoned first.

@@ -471,8 +471,8 @@ fn shape_vector_width<T: Element>(k: usize, a_strides: (usize, usize), b_strides
 /// band kernels: k = 32 in f32, 4 lanes of 2 vectors 15 % faster than 2 lanes of 4 at densities
 /// 1e-2 and 5e-2; CSR_MIN_GROUP in the CSR kernels, whose groups each search their rows: on an H200,
 /// sddmmDynamic on random S of 8192 columns at density 5e-2 in f16 0.114 -> 0.076 ms at k = 32 and
-/// 0.138 -> 0.104 at k = 64, in f32 at k = 32 0.114 -> 0.099, 1e-2 13-24 % and 5 % faster), and on rows of
-/// NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at k = 256, f64 at k = 128 and 256: on
+/// 0.138 -> 0.104 at k = 64, in f32 at k = 32 0.114 -> 0.099; at 1e-2 13-24 % faster in f16 / bf16
+/// and 5 % in f32), and on rows of NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at k = 256, f64 at k = 128 and 256: on
 /// an H200, random S of 8192 columns at density 5e-2 in f64 at k = 256 0.869 -> 0.724 ms in the
 /// band-column order, in f32 0.389 -> 0.347 in the band kernels, the suite's FEM matrix, random
 /// 1e-2 and ergo's overlap matrix 1-12 % faster; on rows of a few entries, the stencils, the road
