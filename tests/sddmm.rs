@@ -129,7 +129,7 @@ fn dense_len(rows: usize, cols: usize, ld: usize, layout: Layout) -> usize {
     }
 }
 
-/// Typed data for one problem: A, B, S's values (None: pattern only), α.
+/// Typed data for one problem: A, B, S's values (None: pattern only), α (now and then 0).
 struct Data<T: Element> {
     a: Vec<T>,
     b: Vec<T>,
@@ -143,7 +143,8 @@ impl<T: Element> Data<T> {
             a: rng.vec(p.a_len()),
             b: rng.vec(p.b_len()),
             s: if rng.below(4) == 0 { None } else { Some(rng.vec(p.nnz())) },
-            alpha: <T::Compute as Element>::from_f64(rng.range(-2.0, 2.0)),
+            // Now and then α = 0: every entry must then be written as zero (scale 0, no tolerance).
+            alpha: <T::Compute as Element>::from_f64(if rng.below(8) == 0 { 0.0 } else { rng.range(-2.0, 2.0) }),
         }
     }
 
