@@ -45,6 +45,19 @@ __device__ __forceinline__ void sd_load_vec(const typename sd_type<TY>::elem* p,
     else if (bytes == 8) u.b8 = *(const sd_bits8*)p;
     else if (bytes == 4) u.b4 = *(const unsigned int*)p;
     else u.b2 = *(const unsigned short*)p;
+    if (TY == 3 && V >= 2) {
+        // bf16 pairs widened in their 32-bit words (a shift and a mask), rather than each element
+        // taken out of its word and shifted: through a plan on random S at densities 1e-2 / 5e-2,
+        // k = 32 (H200), the row-warp kernel had taken 0.024 / 0.071 ms in bf16 against 0.018 /
+        // 0.046 in f16; widened so, 0.017 / 0.044 in bf16 (another run, another H200).
+        const unsigned int* w = (const unsigned int*)&u;
+#pragma unroll
+        for (int v = 0; v < V; v += 2) {
+            out[v] = __uint_as_float(w[v / 2] << 16);
+            out[v + 1] = __uint_as_float(w[v / 2] & 0xffff0000u);
+        }
+        return;
+    }
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = sd_type<TY>::load(u.e[v]);
 }
@@ -518,6 +531,119 @@ SD_COO(bf16, 3, 1, , )
 SD_COO(bf16, 3, 2, , __launch_bounds__(256, 4))
 SD_COO(bf16, 3, 4, , __launch_bounds__(256, 4))
 SD_COO(bf16, 3, 8, , __launch_bounds__(256, 4))
+
+// Rows of many nonzeros, of even lengths (a plan's pattern): a warp a row, as cusparseSDDMM's kernel
+// does. The warp holds the row of A in registers (each lane of a group of G lanes NV vectors of V
+// elements: k <= G·NV·V) and takes the row's nonzeros 32 at a time, G to each of its 32 / G groups:
+// lane l reads the column of nonzero l (one coalesced load, the next iteration's issued with this
+// one's products), the groups get theirs by shuffles, and the group's reduction leaves the sum of
+// nonzero l in lane l (sd_transpose_sums), which writes it (one coalesced store). Where the COO
+// kernel loads a row of A for every nonzero, as many bytes through L1 as its row of B, this loads it
+// once a row; and a nonzero's reduction costs (G - 1) / G shuffles instead of log2 G.
+// With a `check` whose verdict is invalid, out gets NaN and nothing is read.
+
+// sum[u] is this lane's part of nonzero u's sum, u < G, for the G lanes of its group (member: this
+// lane's place in it); afterwards sum[0] is the whole sum of nonzero `member`. Each step halves the
+// values a lane holds: it keeps the half its partner (member ^ half) does not and adds the partner's
+// part of it.
+template <typename C, int G>
+__device__ __forceinline__ void sd_transpose_sums(C (&sum)[G], int member) {
+#pragma unroll
+    for (int half = G / 2; half >= 1; half /= 2) {
+        const bool upper = member & half;
+#pragma unroll
+        for (int j = 0; j < half; ++j) {
+            const C send = upper ? sum[j] : sum[j + half];
+            const C keep = upper ? sum[j + half] : sum[j];
+            sum[j] = keep + __shfl_xor_sync(0xffffffffu, send, half);
+        }
+    }
+}
+
+template <int TY, int V, int NV, int G>
+__device__ void sddmm_row_warps(int m, long long nnz, int k, typename sd_type<TY>::comp alpha,
+                                const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
+                                int b_rs, const typename sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,
+                                int base, typename sd_type<TY>::elem* out, const sd_check* check) {
+    typedef typename sd_type<TY>::comp comp;
+    typedef typename sd_type<TY>::elem elem;
+    const int lane = threadIdx.x & 31;
+    const int member = lane & (G - 1);
+    const int first = lane - member;  // nonzero `first + u` of an iteration is this group's u-th
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    if (check && check->invalid) {
+        sd_fill_nan<TY>(out, warp * 32 + lane, warps * 32, nnz);
+        return;
+    }
+    for (long long row = warp; row < m; row += warps) {
+        const long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
+        if (start >= end) continue;
+        comp x[NV][V];
+        const elem* a = A + row * a_rs;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int p = (member + i * G) * V;
+            if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
+            else
+#pragma unroll
+                for (int v = 0; v < V; ++v) x[i][v] = 0;
+        }
+        int col = start + lane < end ? col_ind[start + lane] - base : 0;
+        for (long long pos = start; pos < end; pos += 32) {
+            const long long next = pos + 32 + lane;
+            const int col_next = next < end ? col_ind[next] - base : 0;
+            const elem* b[G];
+            comp sum[G];
+#pragma unroll
+            for (int u = 0; u < G; ++u) {
+                b[u] = B + (long long)__shfl_sync(0xffffffffu, col, first + u) * b_rs;
+                sum[u] = 0;
+            }
+#pragma unroll
+            for (int i = 0; i < NV; ++i) {
+                const int p = (member + i * G) * V;
+                comp y[G][V];
+#pragma unroll
+                for (int u = 0; u < G; ++u) {
+                    if (p < k) sd_load_vec<TY, V>(b[u] + p, y[u]);
+                    else
+#pragma unroll
+                        for (int v = 0; v < V; ++v) y[u][v] = 0;
+                }
+#pragma unroll
+                for (int u = 0; u < G; ++u)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[u][v];
+            }
+            sd_transpose_sums<comp, G>(sum, member);
+            const long long e = pos + lane;
+            if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
+            col = col_next;
+        }
+    }
+}
+
+#define SD_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) sddmm_row_warps_##SUFFIX##_g##G##_n##NV(                       \
+        int m, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                 \
+        const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,   \
+        int base, sd_type<TY>::elem* out, const sd_check* check) {                                                 \
+        sddmm_row_warps<TY, V, NV, G>(m, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base, out, check);   \
+    }
+// Four lanes a group where a row is at most four vectors, else eight (the host's row_warps_shape);
+// up to 8 vectors a lane in f32 / f64, 4 in f16 / bf16 (whose 16-byte vectors widen to 8 floats).
+#define SD_ROW_WARPS_TYPE(SUFFIX, TY, V) \
+    SD_ROW_WARPS(SUFFIX, TY, V, 4, 1)    \
+    SD_ROW_WARPS(SUFFIX, TY, V, 8, 1)    \
+    SD_ROW_WARPS(SUFFIX, TY, V, 8, 2)    \
+    SD_ROW_WARPS(SUFFIX, TY, V, 8, 4)
+SD_ROW_WARPS_TYPE(f32, 0, 4)
+SD_ROW_WARPS(f32, 0, 4, 8, 8)
+SD_ROW_WARPS_TYPE(f64, 1, 2)
+SD_ROW_WARPS(f64, 1, 2, 8, 8)
+SD_ROW_WARPS_TYPE(f16, 2, 8)
+SD_ROW_WARPS_TYPE(bf16, 3, 8)
 
 // ---------------------------------------------------------------------------------------------
 // The tiled algorithm (GPU-Shared)

@@ -515,12 +515,13 @@ fn band_kernels_for<T: Element>(label: &str) {
         c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
         c.row_ptr[65..=192].iter_mut().for_each(|p| *p = start);
         c.row_ptr[193..].iter_mut().for_each(|p| *p -= end - start);
-        // Below K = 64 rows of at most 8 entries on average (K = 7) take them in f32 / f64 only.
+        // Below K = 64 rows of at most 8 entries on average (K = 7) take them in f32 / f64 only; the
+        // rows of 140 go to the row-warp kernel instead where they lie in whole 16-byte chunks.
         let auto_band = match T::VALUE_TYPE {
             ValueType::F32 => k != 300,
             ValueType::F64 => k != 300 && (k >= 64 || c.nnz() <= 8 * m),
             ValueType::F16 | ValueType::Bf16 => c.nnz() <= 128 * m && (k >= 64 || c.nnz() > 8 * m),
-        };
+        } && !row_warps_take::<T>(&c);
         through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, auto_band);
     }
     unsafe { sddmmDestroy(gpu) };
@@ -556,6 +557,88 @@ fn bf16_band_kernels_match_the_reference() {
         return;
     }
     band_kernels_for::<bf16>("sddmm gpu bf16 band kernels");
+}
+
+/// Whether a plan's COO calls on `c` take the row-warp kernel (a warp a row, A's row in registers):
+/// rows of at least 32 entries on average and none more than twice that, row-major operands whose
+/// K and leading dimensions are multiples of 16 bytes, A's row in at most 8 vectors of 16 bytes a
+/// lane of a group of 8 (4 in f16 / bf16), and 16 rows a multiprocessor (the cases here that should
+/// take it have 4000 rows or more: every GPU of up to 250 multiprocessors).
+fn row_warps_take<T: Element>(c: &Case) -> bool {
+    let size = std::mem::size_of::<T>();
+    let mean = c.nnz() / c.m.max(1);
+    let longest = c.row_ptr.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+    let vectors = (c.k * size).div_ceil(16);
+    let per_lane = vectors.div_ceil(if vectors <= 4 { 4 } else { 8 }).next_power_of_two();
+    let most = if size == 2 { 4 } else { 8 };
+    c.layout == Layout::RowMajor
+        && [c.k, c.lda, c.ldb].iter().all(|d| (d * size).is_multiple_of(16))
+        && mean >= 32
+        && longest <= 2 * mean
+        && c.m >= 4000
+        && per_lane <= most
+}
+
+/// The row-warp kernel through a plan made on the CUDA handle (AUTO takes it; the tiled algorithm
+/// forced, its band kernels or COO kernel in band order): rows of 45-150 entries in 4000-4500 rows,
+/// K of one vector or less (four lanes a group), of one vector a lane, of several and not a
+/// multiple of a group's vectors (K = 200: the last lanes' vectors past K), leading dimensions K or
+/// K plus 8, both index bases, a run of rows without entries, S with and without values: every
+/// entry against the f64 reference, out poisoned first. f64 at K = 200 (13 vectors a lane, beyond
+/// the kernels' 8) stays on the COO kernel.
+fn row_warps_for<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let gpu = handle(BackendKind::Cuda);
+    let shapes = [(4000, 300, 32, 0.15), (4200, 1000, 200, 0.05), (4100, 500, 8, 0.1), (4500, 600, 64, 0.25)];
+    for (idx, &(m, n, k, density)) in shapes.iter().enumerate() {
+        let base = if idx % 2 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let pad = 8 * rng.below(2);
+        let mut c = Case::arranged(&mut rng, (m, n, k, density), Layout::RowMajor, base, true, pad);
+        if idx == 3 {
+            // Rows 100 to 139 without entries.
+            let (start, end) = (c.row_ptr[100], c.row_ptr[140]);
+            let offset = base.offset() as i32;
+            c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
+            c.row_ptr[101..=140].iter_mut().for_each(|p| *p = start);
+            c.row_ptr[141..].iter_mut().for_each(|p| *p -= end - start);
+        }
+        let expected = !(T::VALUE_TYPE == ValueType::F64 && k == 200);
+        assert_eq!(row_warps_take::<T>(&c), expected, "{}: the row-warp kernel's shape", c.label);
+        through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, false);
+    }
+    unsafe { sddmmDestroy(gpu) };
+}
+
+#[test]
+fn f32_row_warps_match_the_reference() {
+    if !common::cuda_available("f32_row_warps_match_the_reference") {
+        return;
+    }
+    row_warps_for::<f32>("sddmm gpu f32 row warps");
+}
+
+#[test]
+fn f64_row_warps_match_the_reference() {
+    if !common::cuda_available("f64_row_warps_match_the_reference") {
+        return;
+    }
+    row_warps_for::<f64>("sddmm gpu f64 row warps");
+}
+
+#[test]
+fn f16_row_warps_match_the_reference() {
+    if !common::cuda_available("f16_row_warps_match_the_reference") {
+        return;
+    }
+    row_warps_for::<f16>("sddmm gpu f16 row warps");
+}
+
+#[test]
+fn bf16_row_warps_match_the_reference() {
+    if !common::cuda_available("bf16_row_warps_match_the_reference") {
+        return;
+    }
+    row_warps_for::<bf16>("sddmm gpu bf16 row warps");
 }
 
 /// The tiled algorithm's block tiles (16 × 16 tiles of S computed densely on CUDA cores) through a

@@ -44,6 +44,19 @@ const CSR_MIN_GROUP: usize = 2;
 const NNZ_MAX_GROUP: usize = 8;
 const NNZ_LONG_ROWS: usize = 32;
 const NNZ_LARGE_PRODUCTS: usize = 1 << 22;
+/// The row-warp kernel (`sddmm_row_warps_*`, see [`row_warps_shape`]): where rows hold
+/// ROW_WARPS_MIN_ROW entries or more on average and none more than ROW_WARPS_EVEN times that, and
+/// there are ROW_WARPS_MIN_ROWS_PER_SM rows a multiprocessor (ergo's overlap matrix, 1625 rows of 219
+/// entries, was 13 % slower in f64 at k = 32 than in the COO kernel); thread blocks per
+/// multiprocessor at most (the rest of the rows taken grid-stride).
+const ROW_WARPS_MIN_ROW: usize = 32;
+const ROW_WARPS_EVEN: usize = 2;
+const ROW_WARPS_MIN_ROWS_PER_SM: usize = 16;
+const ROW_WARPS_BLOCKS_PER_SM: usize = 16;
+/// The row-warp kernel's time an entry against the COO kernel's, in the dense tiles' cost models:
+/// on random S at density 5e-2 (H200, both forced in one run) 0.53-0.68 in f16 and 0.57-0.69 in f32
+/// at k = 32 to 256.
+const ROW_WARPS_COST: f64 = 0.6;
 /// Row pointers a block of the CSR kernels keeps in shared memory (the kernel's SD_CSR_ROWS).
 const CSR_SPAN_ROWS: usize = 1024;
 /// The tensor-core tiles of f16 / bf16 (the kernels' SD_TC_M, SD_TC_N, SD_TC_THREADS): rows and
@@ -487,15 +500,97 @@ fn lanes_per_nonzero(nnz: usize, m: usize, k: usize, width: usize, fewest: usize
     k.div_ceil(width * NNZ_VECTORS_PER_LANE).next_power_of_two().clamp(vectors.min(fewest), most)
 }
 
-/// GPU-Convert: equal chunks of consecutive nonzeros (in row order) per group of lanes, vector
-/// loads along K.
-pub fn coo<T: Element>(
+/// GPU-Convert through a plan: equal chunks of consecutive nonzeros (in row order) per group of
+/// lanes, vector loads along K; or, where rows are long and even, a warp a row (`row_warps_shape`,
+/// [`DevicePlan::row_warps`]).
+fn coo<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
     rows: CUdeviceptr,
+    row_warps_shape: Option<(usize, usize)>,
 ) -> Result<()> {
+    if let Some(shape) = row_warps_shape {
+        return row_warps(device, stream, op, shape);
+    }
     nnz_balanced(device, stream, op, Rows::Coo { rows, order: None })
+}
+
+/// `sddmm_row_warps_*`: a warp a row, the row of A in registers, `group` lanes a group of nonzeros
+/// and `per_lane` vectors of A's row a lane ([`row_warps_shape`]).
+fn row_warps<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    (group, per_lane): (usize, usize),
+) -> Result<()> {
+    let name = format!("sddmm_row_warps_{}_g{group}_n{per_lane}", T::VALUE_TYPE.short_name());
+    let f = device.function(&SDDMM, &name)?;
+    let warps_per_block = NNZ_THREADS as usize / 32;
+    let blocks = op.m.div_ceil(warps_per_block).min(device.multiprocessors * ROW_WARPS_BLOCKS_PER_SM) as u32;
+    let cfg = Launch { grid: (blocks, 1, 1), block: (NNZ_THREADS, 1, 1), shared_bytes: 0 };
+    crate::log::note(|| format!("kernel {name} ({blocks} thread blocks, a warp a row)"));
+    let (m, nnz, k) = (op.m as i32, op.nnz as i64, op.k as i32);
+    // row_warps_shape checked that the row strides fit.
+    let (a_rs, b_rs) = (op.a_strides.0 as i32, op.b_strides.0 as i32);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m,
+                &nnz,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &op.b,
+                &b_rs,
+                &op.s_values,
+                &op.row_ptr,
+                &op.col_ind,
+                &op.base,
+                &op.out,
+                &op.check
+            ],
+        )
+    }
+}
+
+/// The row-warp kernel's lanes a group and vectors of A's row a lane, where it suits a call on a
+/// plan's pattern of m rows, `nnz` entries, the longest row `longest_row`, at width k: rows of at
+/// least ROW_WARPS_MIN_ROW entries on average and at most ROW_WARPS_EVEN times that, at least
+/// ROW_WARPS_MIN_ROWS_PER_SM rows a multiprocessor, A's and B's rows in whole 16-byte chunks
+/// (`chunks`, as for the dense tiles) with row strides below 2^31, and a kernel for the vectors a
+/// lane (up to 8 in f32 / f64, 4 in f16 / bf16). Eight lanes a group, four where a row is at most
+/// four vectors (f16 / bf16 at k <= 32): on random S at densities 1e-2 and 5e-2 (H200), four lanes
+/// (two or four vectors a lane) were as fast as eight in f32 at k = 32 and 5-11 % slower in f32 at
+/// k = 64 and f64 at k = 32.
+fn row_warps_shape<T: Element>(
+    multiprocessors: usize,
+    (m, nnz, k): (usize, usize, usize),
+    longest_row: usize,
+    chunks: bool,
+    row_strides: (usize, usize),
+) -> Option<(usize, usize)> {
+    let mean_row = nnz / m.max(1);
+    if !chunks
+        || mean_row < ROW_WARPS_MIN_ROW
+        || longest_row > ROW_WARPS_EVEN * mean_row
+        || m < ROW_WARPS_MIN_ROWS_PER_SM * multiprocessors
+        || i32::try_from(row_strides.0.max(row_strides.1)).is_err()
+    {
+        return None;
+    }
+    let vectors = k.div_ceil(16 / std::mem::size_of::<T>());
+    let group = if vectors <= 4 { 4 } else { 8 };
+    let per_lane = vectors.div_ceil(group).next_power_of_two();
+    let most = match T::VALUE_TYPE {
+        ValueType::F32 | ValueType::F64 => 8,
+        ValueType::F16 | ValueType::Bf16 => 4,
+    };
+    (per_lane <= most).then_some((group, per_lane))
 }
 
 /// GPU-Dynamic in one launch: the COO kernel reading S as CSR, each nonzero's row found from the row
@@ -764,24 +859,40 @@ enum DenseTiles {
 }
 
 impl DevicePlan {
+    /// The row-warp kernel's shape for a COO call on this plan's pattern ([`row_warps_shape`]).
+    fn row_warps<T: Element>(
+        &self,
+        device: &GpuDevice,
+        dims: (usize, usize, usize),
+        chunks: bool,
+        row_strides: (usize, usize),
+    ) -> Option<(usize, usize)> {
+        row_warps_shape::<T>(device.multiprocessors, dims, self.band.longest_row, chunks, row_strides)
+    }
+
     /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
     /// operands' rows lie in whole 16-byte chunks, base addresses included (`chunks`, which both
     /// kinds need; the tensor-core tiles also 16-bit elements): the tensor-core tiles or else the
-    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]); failing that, with
-    /// `tensor_fallback` (the tiled algorithm forced where the band kernels do not pay), the
-    /// tensor-core tiles wherever the plan has them. `None`: the band kernels.
+    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]; against the row-warp
+    /// kernel where it would take the call, `row_warps`, at ROW_WARPS_COST of the COO kernel's time
+    /// an entry); failing that, with `tensor_fallback` (the tiled algorithm forced where the band
+    /// kernels do not pay), the tensor-core tiles wherever the plan has them. `None`: the band
+    /// kernels.
     fn dense_tiles<T: Element>(
         &self,
         (nnz, k): (usize, usize),
         chunks: bool,
         tensor_fallback: bool,
+        row_warps: bool,
     ) -> Option<DenseTiles> {
         let sixteen_bits = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16);
         let tensor = self.tensor_tiles.as_ref().filter(|_| chunks && sixteen_bits);
         let block = self.block_tiles.as_ref().filter(|_| chunks);
-        if tensor.is_some_and(|tt| tensor_tiles_pay(tt.count, nnz, k)) {
+        // The cost models' COO kernel, or the row-warp kernel that takes a COO call instead.
+        let entries = if row_warps { ROW_WARPS_COST * nnz as f64 } else { nnz as f64 };
+        if tensor.is_some_and(|tt| tensor_tiles_pay(tt.count, entries, k)) {
             Some(DenseTiles::Tensor)
-        } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, nnz, k)) {
+        } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, entries, k)) {
             Some(DenseTiles::Block)
         } else if tensor_fallback && tensor.is_some() {
             Some(DenseTiles::Tensor)
@@ -791,7 +902,7 @@ impl DevicePlan {
     }
 }
 
-/// Whether the block tiles (`tiles` of them) beat the other kernels on `nnz` entries at width k, by
+/// Whether the block tiles (`tiles` of them) beat the other kernels on `entries` entries at width k, by
 /// a cost model fitted to an H100 (the suite's band, block, FEM and stencil patterns at k = 64 and
 /// 256, the block tiles and the COO kernel forced in one run): a tile costs 2.0 + 0.0234·k ns in
 /// f32 and 1.83 + 0.0495·k ns in f64, the COO kernel 1.5 + 0.57·k ps an entry in f32 and 0.95·k ps
@@ -800,13 +911,13 @@ impl DevicePlan {
 /// stencils (16-20), where the band kernels are faster still. f16 / bf16 take f32's figures (not
 /// fitted to them; on the suite's band and block patterns their tiles beat COO 1.8-2.6x at k = 64
 /// and 256).
-fn block_tiles_pay<T: Element>(tiles: usize, nnz: usize, k: usize) -> bool {
+fn block_tiles_pay<T: Element>(tiles: usize, entries: f64, k: usize) -> bool {
     let k = k as f64;
     let (tile_ns, entry_ns) = match T::VALUE_TYPE {
         ValueType::F32 | ValueType::F16 | ValueType::Bf16 => (2.0 + 0.0234 * k, 0.0015 + 0.00057 * k),
         ValueType::F64 => (1.83 + 0.0495 * k, 0.00095 * k),
     };
-    tiles as f64 * tile_ns < nnz as f64 * entry_ns
+    tiles as f64 * tile_ns < entries * entry_ns
 }
 
 /// Whether A's and B's rows lie in whole 16-byte chunks, as the dense tiles stage them: row-major with
@@ -862,14 +973,14 @@ fn block_tiles<T: Element>(
     }
 }
 
-/// Whether the tensor-core tiles (`tiles` of them listed) beat the COO kernel on `nnz` entries at
+/// Whether the tensor-core tiles (`tiles` of them listed) beat the COO kernel on `entries` entries at
 /// width k, by a cost model fitted to an H100 (random 8192 × 8192 in f16 at densities 5e-2 and 1e-1,
 /// k = 32 to 256, both kernels forced in one run): a listed tile costs 8.5 + 0.119·k ns plus 8.9 ps
 /// an entry, the COO kernel 16.4 + 0.29·k ps an entry. So the tiles pay where they are more than
 /// 2.9 % (k = 256) to 4.5 % (k = 32) full.
-fn tensor_tiles_pay(tiles: usize, nnz: usize, k: usize) -> bool {
+fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
     let k = k as f64;
-    tiles as f64 * (8.5 + 0.119 * k) < nnz as f64 * (0.0075 + 0.00029 * k)
+    tiles as f64 * (8.5 + 0.119 * k) < entries * (0.0075 + 0.00029 * k)
 }
 
 /// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32): each
@@ -1100,7 +1211,9 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
 impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// With a plan prepared on this device: where its pattern has tensor-core tiles (f16 / bf16) or
     /// block tiles full enough to pay and the operands suit them (`DevicePlan::dense_tiles`), or
-    /// where the band kernels pay (`band_pays`).
+    /// where the band kernels pay (`band_pays`) and the row-warp kernel would not take the call
+    /// (`DevicePlan::row_warps`: on random S of 8192 rows at densities 1e-2 and 5e-2, H200, the band
+    /// kernels took 1.0-1.49 times its time in every type and width where AUTO had taken them).
     fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
@@ -1116,8 +1229,10 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         };
         let chunks =
             rows_in_chunks::<T>(operands.k, a_strides, b_strides) && aligned(operands.a.ptr) && aligned(operands.b.ptr);
-        d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false).is_some()
-            || band_pays::<T>(&gpu, &d.band, (shape.rows, shape.nnz, operands.k), a_strides, b_strides)
+        let dims = (shape.rows, shape.nnz, operands.k);
+        let row_warps = d.row_warps::<T>(&gpu, dims, chunks, (a_strides.0, b_strides.0)).is_some();
+        d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false, row_warps).is_some()
+            || (!row_warps && band_pays::<T>(&gpu, &d.band, dims, a_strides, b_strides))
     }
 
     /// The arrays may be host or device memory. With a plan prepared on this device its COO rows /
@@ -1173,15 +1288,17 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             check: 0,
         };
         if let Some(d) = resident {
+            let chunks = rows_in_chunks::<T>(call.k, operands.a_strides, operands.b_strides)
+                && operands.a.is_multiple_of(16)
+                && operands.b.is_multiple_of(16);
+            let row_strides = (operands.a_strides.0, operands.b_strides.0);
+            let row_warps = d.row_warps::<T>(&gpu, (m, nnz, call.k), chunks, row_strides);
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    let chunks = rows_in_chunks::<T>(call.k, operands.a_strides, operands.b_strides)
-                        && operands.a.is_multiple_of(16)
-                        && operands.b.is_multiple_of(16);
                     // Where the band kernels pay, TILED takes them (as AUTO, which may have chosen
                     // TILED for them), not the tensor-core tiles it falls back on elsewhere.
                     let band = band_pays::<T>(&gpu, &d.band, (m, nnz, call.k), operands.a_strides, operands.b_strides);
-                    match d.dense_tiles::<T>((nnz, call.k), chunks, !band) {
+                    match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some()) {
                         Some(DenseTiles::Tensor) => {
                             tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
                         }
@@ -1195,7 +1312,9 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
                         }
                     }
                 }
-                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo(&gpu, stream, &operands, d.coo_rows.ptr())?,
+                SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+                    coo(&gpu, stream, &operands, d.coo_rows.ptr(), row_warps)?
+                }
             }
             return out.finish();
         }
@@ -1330,6 +1449,7 @@ impl SddmmPatterns for CudaExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     /// The band kernels' slices: every band's positions covered once, in order, by non-empty slices
     /// of at most the slice size, listed part by part (a band's k-th slice after every band's
@@ -1383,6 +1503,29 @@ mod tests {
     /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
     /// four vectors a lane, at least four lanes where the row has four vectors (two in the CSR
     /// kernels), and at most eight lanes where rows hold 32 entries or more on average.
+    #[test]
+    fn row_warps_take_long_even_rows_in_whole_chunks() {
+        let sms = 132;
+        let (m, nnz) = (8192, 8192 * 82);
+        // Random S at density 1e-2: eight lanes a group, K / 8 vectors a lane (16-byte vectors).
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, true, (32, 32)), Some((8, 1)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 256), 120, true, (256, 256)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 200), 120, true, (200, 200)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 128), 120, true, (128, 128)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 256), 120, true, (256, 256)), None);
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 256), 120, true, (256, 256)), Some((8, 4)));
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 512), 120, true, (512, 512)), None);
+        // Rows of at most four vectors: four lanes.
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 32), 120, true, (32, 32)), Some((4, 1)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 8), 120, true, (8, 8)), Some((4, 1)));
+        // Short, uneven or too few rows, rows not in whole chunks, strides past 32 bits.
+        assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), 40, true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 165, true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (2111, 2111 * 82, 32), 120, true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, false, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, true, (1 << 31, 32)), None);
+    }
+
     #[test]
     fn lanes_per_nonzero_follow_the_width_and_the_rows_length() {
         let (m, short, long) = (100_000, 500_000, 5_000_000);
