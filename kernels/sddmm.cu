@@ -560,67 +560,157 @@ __device__ __forceinline__ void sd_transpose_sums(C (&sum)[G], int member) {
     }
 }
 
+// The row-warp iterations of one row: positions [start, end) of row `row`, the warp's iterations
+// first_step, first_step + steps, ... of 32 positions each (one warp a row: 0 and 1; a long row
+// shared by every warp of the grid: the warp's index and their count). With `clamp` (a pattern being
+// validated, whose verdict replaces out) a column outside [0, n) reads B's row 0.
 template <int TY, int V, int NV, int G>
-__device__ void sddmm_row_warps(int m, long long nnz, int k, typename sd_type<TY>::comp alpha,
-                                const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
-                                int b_rs, const typename sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,
-                                int base, typename sd_type<TY>::elem* out, const sd_check* check) {
+__device__ __forceinline__ void sd_row_warp_span(long long row, long long start, long long end, long long first_step,
+                                                 long long steps, int k, typename sd_type<TY>::comp alpha,
+                                                 const typename sd_type<TY>::elem* A, int a_rs,
+                                                 const typename sd_type<TY>::elem* B, int b_rs,
+                                                 const typename sd_type<TY>::elem* s, const int* col_ind, int base,
+                                                 int n, bool clamp, typename sd_type<TY>::elem* out) {
     typedef typename sd_type<TY>::comp comp;
     typedef typename sd_type<TY>::elem elem;
     const int lane = threadIdx.x & 31;
     const int member = lane & (G - 1);
     const int first = lane - member;  // nonzero `first + u` of an iteration is this group's u-th
+    long long pos = start + first_step * 32;
+    if (pos >= end) return;
+    const long long stride = steps * 32;
+    comp x[NV][V];
+    const elem* a = A + row * a_rs;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int p = (member + i * G) * V;
+        if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
+        else
+#pragma unroll
+            for (int v = 0; v < V; ++v) x[i][v] = 0;
+    }
+    auto column = [&](long long e) {
+        int c = e < end ? col_ind[e] - base : 0;
+        return clamp && (c < 0 || c >= n) ? 0 : c;
+    };
+    int col = column(pos + lane);
+    for (; pos < end; pos += stride) {
+        const int col_next = column(pos + stride + lane);
+        const elem* b[G];
+        comp sum[G];
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+            b[u] = B + (long long)__shfl_sync(0xffffffffu, col, first + u) * b_rs;
+            sum[u] = 0;
+        }
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int p = (member + i * G) * V;
+            comp y[G][V];
+#pragma unroll
+            for (int u = 0; u < G; ++u) {
+                if (p < k) sd_load_vec<TY, V>(b[u] + p, y[u]);
+                else
+#pragma unroll
+                    for (int v = 0; v < V; ++v) y[u][v] = 0;
+            }
+#pragma unroll
+            for (int u = 0; u < G; ++u)
+#pragma unroll
+                for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[u][v];
+        }
+        sd_transpose_sums<comp, G>(sum, member);
+        const long long e = pos + lane;
+        if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
+        col = col_next;
+    }
+}
+
+template <int TY, int V, int NV, int G>
+__device__ void sddmm_row_warps(int m, long long nnz, int k, typename sd_type<TY>::comp alpha,
+                                const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
+                                int b_rs, const typename sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,
+                                int base, typename sd_type<TY>::elem* out, const sd_check* check) {
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     if (check && check->invalid) {
-        sd_fill_nan<TY>(out, warp * 32 + lane, warps * 32, nnz);
+        sd_fill_nan<TY>(out, warp * 32 + (threadIdx.x & 31), warps * 32, nnz);
         return;
     }
     for (long long row = warp; row < m; row += warps) {
         const long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
-        if (start >= end) continue;
-        comp x[NV][V];
-        const elem* a = A + row * a_rs;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int p = (member + i * G) * V;
-            if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
-            else
-#pragma unroll
-                for (int v = 0; v < V; ++v) x[i][v] = 0;
+        sd_row_warp_span<TY, V, NV, G>(row, start, end, 0, 1, k, alpha, A, a_rs, B, b_rs, s, col_ind, base, 0, false,
+                                       out);
+    }
+}
+
+// GPU-Dynamic's row-warp kernels (a pattern read as CSR, rows of many entries on average, no plan):
+// sddmm_csr_row_warps takes a warp a row as sddmm_row_warps does, but for rows of more than
+// `long_limit` entries, which it lists (long_rows, counters[0] of them) for sddmm_long_rows, run
+// right after it, where every warp of the grid takes a share of each listed row's iterations: a
+// warp a row is balanced only where rows are even, and without a plan their lengths are not known
+// before the launch. With a `check`, the first kernel validates the pattern as the CSR kernels do:
+// each block checks its share of the columns and of the row pointers, what a bad pattern holds is
+// clamped so that nothing is read or written out of bounds, and the last block to finish writes NaN
+// over out if the pattern is invalid; the second then computes nothing. The second's last block
+// clears the counters for the next call (counters[1] counts its blocks done).
+template <int TY, int V, int NV, int G>
+__device__ void sddmm_csr_row_warps(int m, int n, long long nnz, int k, typename sd_type<TY>::comp alpha,
+                                    const typename sd_type<TY>::elem* A, int a_rs,
+                                    const typename sd_type<TY>::elem* B, int b_rs,
+                                    const typename sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,
+                                    int base, long long long_limit, int* long_rows, unsigned int* counters,
+                                    typename sd_type<TY>::elem* out, sd_check* check, sd_report* report) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    if (check) {
+        const long long share = (nnz + gridDim.x - 1) / gridDim.x;
+        const long long e0 = blockIdx.x * share, e1 = e0 + share < nnz ? e0 + share : nnz;
+        for (long long e = e0 + threadIdx.x; e < e1; e += blockDim.x) sd_column_ok(check, e, col_ind[e], n, base);
+        long long o0, o1;
+        sd_block_share(m, o0, o1);
+        for (long long o = o0 + 1 + threadIdx.x; o <= o1; o += blockDim.x) {
+            const int previous = row_ptr[o - 1], next = row_ptr[o];
+            if (next < previous) sd_note_decrease(check, o, next, previous);
         }
-        int col = start + lane < end ? col_ind[start + lane] - base : 0;
-        for (long long pos = start; pos < end; pos += 32) {
-            const long long next = pos + 32 + lane;
-            const int col_next = next < end ? col_ind[next] - base : 0;
-            const elem* b[G];
-            comp sum[G];
-#pragma unroll
-            for (int u = 0; u < G; ++u) {
-                b[u] = B + (long long)__shfl_sync(0xffffffffu, col, first + u) * b_rs;
-                sum[u] = 0;
-            }
-#pragma unroll
-            for (int i = 0; i < NV; ++i) {
-                const int p = (member + i * G) * V;
-                comp y[G][V];
-#pragma unroll
-                for (int u = 0; u < G; ++u) {
-                    if (p < k) sd_load_vec<TY, V>(b[u] + p, y[u]);
-                    else
-#pragma unroll
-                        for (int v = 0; v < V; ++v) y[u][v] = 0;
-                }
-#pragma unroll
-                for (int u = 0; u < G; ++u)
-#pragma unroll
-                    for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[u][v];
-            }
-            sd_transpose_sums<comp, G>(sum, member);
-            const long long e = pos + lane;
-            if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
-            col = col_next;
+    }
+    // A valid pattern without columns has no entries.
+    for (long long row = warp; n > 0 && row < m; row += warps) {
+        long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
+        start = start < 0 ? 0 : (start > nnz ? nnz : start);
+        end = end < start ? start : (end > nnz ? nnz : end);
+        if (end - start > long_limit) {
+            if ((threadIdx.x & 31) == 0) long_rows[atomicAdd(&counters[0], 1u)] = (int)row;
+            continue;
         }
+        sd_row_warp_span<TY, V, NV, G>(row, start, end, 0, 1, k, alpha, A, a_rs, B, b_rs, s, col_ind, base, n,
+                                       check != 0, out);
+    }
+    if (check && sd_check_finish(check, report, m, n, nnz, row_ptr, base))
+        sd_fill_nan<TY>(out, threadIdx.x, blockDim.x, nnz);
+}
+
+template <int TY, int V, int NV, int G>
+__device__ void sddmm_long_rows(int n, long long nnz, int k, typename sd_type<TY>::comp alpha,
+                                const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
+                                int b_rs, const typename sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,
+                                int base, const int* long_rows, unsigned int* counters,
+                                typename sd_type<TY>::elem* out, const sd_check* check) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const unsigned int count = check && check->invalid ? 0u : counters[0];
+    for (unsigned int i = 0; i < count; ++i) {
+        const long long row = long_rows[i];
+        long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
+        start = start < 0 ? 0 : (start > nnz ? nnz : start);
+        end = end < start ? start : (end > nnz ? nnz : end);
+        sd_row_warp_span<TY, V, NV, G>(row, start, end, warp, warps, k, alpha, A, a_rs, B, b_rs, s, col_ind, base, n,
+                                       check != 0, out);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(&counters[1], 1u) == gridDim.x - 1) {
+        counters[0] = 0;
+        counters[1] = 0;
     }
 }
 
@@ -631,17 +721,36 @@ __device__ void sddmm_row_warps(int m, long long nnz, int k, typename sd_type<TY
         int base, sd_type<TY>::elem* out, const sd_check* check) {                                                 \
         sddmm_row_warps<TY, V, NV, G>(m, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base, out, check);   \
     }
+#define SD_CSR_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256) sddmm_csr_row_warps_##SUFFIX##_g##G##_n##NV(                     \
+        int m, int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,            \
+        const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,     \
+        int base, long long long_limit, int* long_rows, unsigned int* counters, sd_type<TY>::elem* out,              \
+        sd_check* check, sd_report* report) {                                                                        \
+        sddmm_csr_row_warps<TY, V, NV, G>(m, n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base,           \
+                                          long_limit, long_rows, counters, out, check, report);                      \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) sddmm_long_rows_##SUFFIX##_g##G##_n##NV(                         \
+        int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                   \
+        const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,     \
+        int base, const int* long_rows, unsigned int* counters, sd_type<TY>::elem* out, const sd_check* check) {     \
+        sddmm_long_rows<TY, V, NV, G>(n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base, long_rows,      \
+                                      counters, out, check);                                                         \
+    }
 // Four lanes a group where a row is at most four vectors, else eight (the host's row_warps_shape);
 // up to 8 vectors a lane in f32 / f64, 4 in f16 / bf16 (whose 16-byte vectors widen to 8 floats).
+#define SD_ROW_WARPS_BOTH(SUFFIX, TY, V, G, NV) \
+    SD_ROW_WARPS(SUFFIX, TY, V, G, NV)          \
+    SD_CSR_ROW_WARPS(SUFFIX, TY, V, G, NV)
 #define SD_ROW_WARPS_TYPE(SUFFIX, TY, V) \
-    SD_ROW_WARPS(SUFFIX, TY, V, 4, 1)    \
-    SD_ROW_WARPS(SUFFIX, TY, V, 8, 1)    \
-    SD_ROW_WARPS(SUFFIX, TY, V, 8, 2)    \
-    SD_ROW_WARPS(SUFFIX, TY, V, 8, 4)
+    SD_ROW_WARPS_BOTH(SUFFIX, TY, V, 4, 1)    \
+    SD_ROW_WARPS_BOTH(SUFFIX, TY, V, 8, 1)    \
+    SD_ROW_WARPS_BOTH(SUFFIX, TY, V, 8, 2)    \
+    SD_ROW_WARPS_BOTH(SUFFIX, TY, V, 8, 4)
 SD_ROW_WARPS_TYPE(f32, 0, 4)
-SD_ROW_WARPS(f32, 0, 4, 8, 8)
+SD_ROW_WARPS_BOTH(f32, 0, 4, 8, 8)
 SD_ROW_WARPS_TYPE(f64, 1, 2)
-SD_ROW_WARPS(f64, 1, 2, 8, 8)
+SD_ROW_WARPS_BOTH(f64, 1, 2, 8, 8)
 SD_ROW_WARPS_TYPE(f16, 2, 8)
 SD_ROW_WARPS_TYPE(bf16, 3, 8)
 

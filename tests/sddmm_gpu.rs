@@ -584,8 +584,9 @@ fn row_warps_take<T: Element>(c: &Case) -> bool {
 /// K of one vector or less (four lanes a group), of one vector a lane, of several and not a
 /// multiple of a group's vectors (K = 200: the last lanes' vectors past K), leading dimensions K or
 /// K plus 8, both index bases, a run of rows without entries, S with and without values: every
-/// entry against the f64 reference, out poisoned first. f64 at K = 200 (13 vectors a lane, beyond
-/// the kernels' 8) stays on the COO kernel.
+/// entry against the f64 reference, out poisoned first; and each by sddmmDynamic from host memory
+/// (GPU-Dynamic's row-warp kernels), with a pattern of a few rows far longer than the mean. f64 at
+/// K = 200 (13 vectors a lane, beyond the kernels' 8) stays on the COO kernel.
 fn row_warps_for<T: Element>(label: &str) {
     let mut rng = Rng::fresh(label);
     let gpu = handle(BackendKind::Cuda);
@@ -605,8 +606,36 @@ fn row_warps_for<T: Element>(label: &str) {
         let expected = !(T::VALUE_TYPE == ValueType::F64 && k == 200);
         assert_eq!(row_warps_take::<T>(&c), expected, "{}: the row-warp kernel's shape", c.label);
         through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, false);
+        dynamic_from_the_host::<T>(&mut rng, gpu, &c);
     }
+    // Without a plan: rows of 40 among which four of 3000, more than twice the mean, which the
+    // second of GPU-Dynamic's row-warp kernels shares among all its warps.
+    let long_rows = |i: usize| if i % 1000 == 7 { 0..3000 } else { i * 37 % 2960..i * 37 % 2960 + 40 };
+    let mut c = Case::of_rows((4000, 3000, 32), IndexBase::One, 8, long_rows);
+    c.label = "4000x3000 rows of 40 and four of 3000 k=32".into();
+    dynamic_from_the_host::<T>(&mut rng, gpu, &c);
     unsafe { sddmmDestroy(gpu) };
+}
+
+/// `c` by sddmmDynamic on the CUDA handle `gpu` with the pattern, A, B and out in host memory (the
+/// pattern validated on the host), COO forced and AUTO: every entry against the f64 reference, out
+/// poisoned first.
+fn dynamic_from_the_host<T: Element>(rng: &mut Rng, gpu: sddmmHandle_t, c: &Case) {
+    let data = Data::<T>::new(rng, c);
+    let (want, scale) = data.reference(c);
+    for alg in [SddmmAlgorithm::Coo, SddmmAlgorithm::Auto] {
+        assert_eq!(unsafe { sddmmSetAlgorithm(gpu, alg as i32) }, OK);
+        let what = format!("{} {:?} {alg:?} sddmmDynamic", c.label, T::VALUE_TYPE);
+        let mut out = vec![T::from_f64(POISON); c.nnz()];
+        assert_eq!(
+            unsafe { dynamic(gpu, c, &data.alpha, data.host_ptrs(c, &mut out)) },
+            OK,
+            "{what}: {}",
+            last_error()
+        );
+        assert_eq!(last_algorithm(gpu), SddmmAlgorithm::Coo as i32, "{what}: algorithm");
+        check(&what, &out, &want, &scale);
+    }
 }
 
 #[test]
@@ -1009,6 +1038,16 @@ fn valid_device_patterns<T: Element>(label: &str) {
     }
     cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::clustered(200_000, 8, 8, 300, base)));
     cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::spaced(2000, 600, 32, 4, base)));
+    // Rows of 45 entries on average in 4000 rows, row-major (the row-warp kernels, a warp a row);
+    // and rows of 40 among which four of 3000, more than twice the mean (those shared by every warp
+    // of the second kernel).
+    for base in [IndexBase::Zero, IndexBase::One] {
+        cases.push(Case::arranged(&mut rng, (4000, 300, 32, 0.15), Layout::RowMajor, base, true, 0));
+        let long_rows = |i: usize| if i % 1000 == 7 { 0..3000 } else { i * 37 % 2960..i * 37 % 2960 + 40 };
+        let mut c = Case::of_rows((4000, 3000, 32), base, 0, long_rows);
+        c.label = format!("4000x3000 rows of 40 and four of 3000 k=32 {base:?}");
+        cases.push(c);
+    }
     let mut turn = 0;
     for c in &cases {
         let data = Data::<T>::new(&mut rng, c);
@@ -1158,8 +1197,12 @@ fn bad_device_patterns_are_reported_naming_the_first_fault_and_out_holds_nan() {
     let raw = cuda::Stream(stream.cu_stream());
     let h = handle(BackendKind::Cuda);
     assert_eq!(unsafe { sddmmSetStream(h, stream.cu_stream() as *mut c_void) }, OK);
-    for base in [IndexBase::One, IndexBase::Zero] {
-        let valid = Case::new(&mut rng, 333, 271, 20, 0.03, Layout::RowMajor, base);
+    // The second shape's rows (45 entries on average, 4000 of them, row-major) take the row-warp
+    // kernels, which validate as the CSR kernels do.
+    let shapes = [(333, 271, 20, 0.03), (4000, 300, 32, 0.15)];
+    for (shape, base) in shapes.into_iter().flat_map(|s| [IndexBase::One, IndexBase::Zero].map(|b| (s, b))) {
+        let pad = if shape.0 == 333 { rng.below(3) } else { 0 };
+        let valid = Case::arranged(&mut rng, shape, Layout::RowMajor, base, true, pad);
         assert!(valid.nnz() >= 100 && (1..valid.m).all(|r| valid.row_ptr[r] > base.offset() as i32));
         let data = Data::<f32>::new(&mut rng, &valid);
         let (want, scale) = data.reference(&valid);

@@ -53,6 +53,10 @@ const ROW_WARPS_MIN_ROW: usize = 32;
 const ROW_WARPS_EVEN: usize = 2;
 const ROW_WARPS_MIN_ROWS_PER_SM: usize = 16;
 const ROW_WARPS_BLOCKS_PER_SM: usize = 16;
+/// Thread blocks per multiprocessor of the kernel that shares rows longer than ROW_WARPS_EVEN times
+/// the mean among all its warps (`sddmm_long_rows_*`, GPU-Dynamic): where there are none, as on
+/// even patterns, its blocks only read the count, count themselves done and leave.
+const ROW_WARPS_LONG_BLOCKS_PER_SM: usize = 4;
 /// The row-warp kernel's time an entry against the COO kernel's, in the dense tiles' cost models:
 /// on random S at density 5e-2 (H200, both forced in one run) 0.53-0.68 in f16 and 0.57-0.69 in f32
 /// at k = 32 to 256.
@@ -558,9 +562,10 @@ fn row_warps<T: Element>(
     }
 }
 
-/// The row-warp kernel's lanes a group and vectors of A's row a lane, where it suits a call on a
-/// plan's pattern of m rows, `nnz` entries, the longest row `longest_row`, at width k: rows of at
-/// least ROW_WARPS_MIN_ROW entries on average and at most ROW_WARPS_EVEN times that, at least
+/// The row-warp kernels' lanes a group and vectors of A's row a lane, where they suit a call on a
+/// pattern of m rows and `nnz` entries at width k: rows of at least ROW_WARPS_MIN_ROW entries on
+/// average and, where the longest row is known (a plan's), at most ROW_WARPS_EVEN times that
+/// (without a plan, longer rows are shared by every warp: [`csr_row_warps`]), at least
 /// ROW_WARPS_MIN_ROWS_PER_SM rows a multiprocessor, A's and B's rows in whole 16-byte chunks
 /// (`chunks`, as for the dense tiles) with row strides below 2^31, and a kernel for the vectors a
 /// lane (up to 8 in f32 / f64, 4 in f16 / bf16). Eight lanes a group, four where a row is at most
@@ -570,14 +575,14 @@ fn row_warps<T: Element>(
 fn row_warps_shape<T: Element>(
     multiprocessors: usize,
     (m, nnz, k): (usize, usize, usize),
-    longest_row: usize,
+    longest_row: Option<usize>,
     chunks: bool,
     row_strides: (usize, usize),
 ) -> Option<(usize, usize)> {
     let mean_row = nnz / m.max(1);
     if !chunks
         || mean_row < ROW_WARPS_MIN_ROW
-        || longest_row > ROW_WARPS_EVEN * mean_row
+        || longest_row.is_some_and(|longest| longest > ROW_WARPS_EVEN * mean_row)
         || m < ROW_WARPS_MIN_ROWS_PER_SM * multiprocessors
         || i32::try_from(row_strides.0.max(row_strides.1)).is_err()
     {
@@ -867,7 +872,7 @@ impl DevicePlan {
         chunks: bool,
         row_strides: (usize, usize),
     ) -> Option<(usize, usize)> {
-        row_warps_shape::<T>(device.multiprocessors, dims, self.band.longest_row, chunks, row_strides)
+        row_warps_shape::<T>(device.multiprocessors, dims, Some(self.band.longest_row), chunks, row_strides)
     }
 
     /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
@@ -1051,6 +1056,8 @@ pub struct Unplanned {
     workspace: Workspace,
     check: DeviceBuffer,
     report: MappedWords,
+    /// The row-warp kernels' two counters ([`csr_row_warps`]), zero between calls.
+    row_counters: DeviceBuffer,
     /// A validation on the device was queued since the report was last read.
     unread: bool,
 }
@@ -1060,6 +1067,7 @@ impl Unplanned {
         // Zeroed on `stream`; the workspace's event, recorded after it, makes calls on any stream
         // wait for it.
         let check = DeviceBuffer::zeroed(device, CHECK_BYTES, stream, "the validation of device patterns")?.resident();
+        let row_counters = DeviceBuffer::zeroed(device, 8, stream, "the row-warp kernels' counters")?.resident();
         let mut workspace = Workspace::new(device)?;
         workspace.release(stream)?;
         Ok(Unplanned {
@@ -1067,6 +1075,7 @@ impl Unplanned {
             workspace,
             check,
             report: MappedWords::new(device, report::WORDS)?,
+            row_counters,
             unread: false,
         })
     }
@@ -1173,6 +1182,7 @@ fn run_unplanned<T: Element>(
     algorithm: SddmmAlgorithm,
     operands: &DeviceOperands<T>,
     memory: CUdeviceptr,
+    row_counters: CUdeviceptr,
     check: Option<DeviceCheck>,
 ) -> Result<()> {
     let op = operands;
@@ -1187,8 +1197,101 @@ fn run_unplanned<T: Element>(
             band_order(gpu, stream, &layout, dims, (op.row_ptr, op.col_ind, op.base), order, scratch, None)?;
             tiled(gpu, stream, op, order, rows)
         }
-        // No conversion: the kernel reads the row pointers (and validates where asked) itself.
-        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => coo_from_csr(gpu, stream, op, check),
+        // No conversion: the kernels read the row pointers (and validate where asked) themselves.
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
+            let chunks = rows_in_chunks::<T>(op.k, op.a_strides, op.b_strides)
+                && op.a.is_multiple_of(16)
+                && op.b.is_multiple_of(16);
+            let row_strides = (op.a_strides.0, op.b_strides.0);
+            match row_warps_shape::<T>(gpu.multiprocessors, (op.m, op.nnz, op.k), None, chunks, row_strides) {
+                Some(shape) => csr_row_warps(gpu, stream, op, shape, check, (memory, row_counters)),
+                None => coo_from_csr(gpu, stream, op, check),
+            }
+        }
+    }
+}
+
+/// GPU-Dynamic on rows of many entries (`sddmm_csr_row_warps_*` then `sddmm_long_rows_*`): a warp a
+/// row of at most ROW_WARPS_EVEN times the mean row, the row of A in registers, as through a plan;
+/// longer rows are listed in `long_rows` (m words) as the first kernel meets them and the second
+/// shares each among every warp of its grid. `counters` (two words, zero between calls: the second
+/// kernel clears them) count the listed rows and the second kernel's blocks. With `check` the first
+/// kernel validates the pattern.
+fn csr_row_warps<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    (group, per_lane): (usize, usize),
+    check: Option<DeviceCheck>,
+    (long_rows, counters): (CUdeviceptr, CUdeviceptr),
+) -> Result<()> {
+    let suffix = format!("{}_g{group}_n{per_lane}", T::VALUE_TYPE.short_name());
+    let rows_kernel = device.function(&SDDMM, &format!("sddmm_csr_row_warps_{suffix}"))?;
+    let long_kernel = device.function(&SDDMM, &format!("sddmm_long_rows_{suffix}"))?;
+    let warps_per_block = NNZ_THREADS as usize / 32;
+    let blocks = op.m.div_ceil(warps_per_block).clamp(1, device.multiprocessors * ROW_WARPS_BLOCKS_PER_SM) as u32;
+    let long_blocks = (device.multiprocessors * ROW_WARPS_LONG_BLOCKS_PER_SM) as u32;
+    crate::log::note(|| {
+        format!(
+            "kernels sddmm_csr_row_warps_{suffix} ({blocks} thread blocks, a warp a row) and sddmm_long_rows_{suffix}"
+        )
+    });
+    let (m, n, nnz, k) = (op.m as i32, op.n as i32, op.nnz as i64, op.k as i32);
+    // row_warps_shape checked that the row strides fit.
+    let (a_rs, b_rs) = (op.a_strides.0 as i32, op.b_strides.0 as i32);
+    let long_limit = (ROW_WARPS_EVEN * (op.nnz / op.m.max(1))) as i64;
+    let (check, report) = (check.map_or(0, |c| c.check), check.map_or(0, |c| c.report));
+    let cfg = |grid: u32| Launch { grid: (grid, 1, 1), block: (NNZ_THREADS, 1, 1), shared_bytes: 0 };
+    unsafe {
+        launch(
+            &rows_kernel,
+            cfg(blocks),
+            stream,
+            kernel_args![
+                &m,
+                &n,
+                &nnz,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &op.b,
+                &b_rs,
+                &op.s_values,
+                &op.row_ptr,
+                &op.col_ind,
+                &op.base,
+                &long_limit,
+                &long_rows,
+                &counters,
+                &op.out,
+                &check,
+                &report
+            ],
+        )?;
+        launch(
+            &long_kernel,
+            cfg(long_blocks),
+            stream,
+            kernel_args![
+                &n,
+                &nnz,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &op.b,
+                &b_rs,
+                &op.s_values,
+                &op.row_ptr,
+                &op.col_ind,
+                &op.base,
+                &long_rows,
+                &counters,
+                &op.out,
+                &check
+            ],
+        )
     }
 }
 
@@ -1204,6 +1307,8 @@ fn unplanned_bytes(gpu: &GpuDevice, algorithm: SddmmAlgorithm, (m, n, nnz): (usi
             let layout = OrderLayout::new(gpu, m, n, nnz);
             word_array_bytes(nnz) + layout.order_bytes + layout.scratch_bytes
         }
+        // The row-warp kernels' list of long rows, where they may take the call.
+        SddmmAlgorithm::Coo | SddmmAlgorithm::Auto if nnz >= ROW_WARPS_MIN_ROW * m => word_array_bytes(m),
         SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => 0,
     }
 }
@@ -1341,7 +1446,8 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let bytes = unplanned_bytes(&gpu, sampling.algorithm, (m, n, nnz));
         let memory = unplanned.workspace.take(&gpu, stream, bytes, "the COO rows or band order of a call")?;
         unplanned.unread |= in_place;
-        let queued = run_unplanned(&gpu, stream, sampling.algorithm, &operands, memory, check);
+        let counters = unplanned.row_counters.ptr();
+        let queued = run_unplanned(&gpu, stream, sampling.algorithm, &operands, memory, counters, check);
         // Released whatever was queued, so that the next user waits for it.
         let released = unplanned.workspace.release(stream);
         queued?;
@@ -1508,22 +1614,25 @@ mod tests {
         let sms = 132;
         let (m, nnz) = (8192, 8192 * 82);
         // Random S at density 1e-2: eight lanes a group, K / 8 vectors a lane (16-byte vectors).
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, true, (32, 32)), Some((8, 1)));
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 256), 120, true, (256, 256)), Some((8, 8)));
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 200), 120, true, (200, 200)), Some((8, 8)));
-        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 128), 120, true, (128, 128)), Some((8, 8)));
-        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 256), 120, true, (256, 256)), None);
-        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 256), 120, true, (256, 256)), Some((8, 4)));
-        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 512), 120, true, (512, 512)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), true, (32, 32)), Some((8, 1)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 256), Some(120), true, (256, 256)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 200), Some(120), true, (200, 200)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 128), Some(120), true, (128, 128)), Some((8, 8)));
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 256), Some(120), true, (256, 256)), None);
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 256), Some(120), true, (256, 256)), Some((8, 4)));
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 512), Some(120), true, (512, 512)), None);
         // Rows of at most four vectors: four lanes.
-        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 32), 120, true, (32, 32)), Some((4, 1)));
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 8), 120, true, (8, 8)), Some((4, 1)));
+        assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 32), Some(120), true, (32, 32)), Some((4, 1)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 8), Some(120), true, (8, 8)), Some((4, 1)));
         // Short, uneven or too few rows, rows not in whole chunks, strides past 32 bits.
-        assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), 40, true, (32, 32)), None);
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 165, true, (32, 32)), None);
-        assert_eq!(row_warps_shape::<f32>(sms, (2111, 2111 * 82, 32), 120, true, (32, 32)), None);
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, false, (32, 32)), None);
-        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), 120, true, (1 << 31, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), Some(40), true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(165), true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (2111, 2111 * 82, 32), Some(120), true, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), false, (32, 32)), None);
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), true, (1 << 31, 32)), None);
+        // Without a plan the longest row is not known: long rows are shared at run time.
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), None, true, (32, 32)), Some((8, 1)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), None, true, (32, 32)), None);
     }
 
     #[test]
