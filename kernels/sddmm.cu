@@ -121,6 +121,15 @@ __device__ __forceinline__ void sd_note_decrease(sd_check* check, long long o, i
     atomicMax(&check->decrease_previous, sd_fault(o, previous));
 }
 
+// rowPtr[o] >= rowPtr[o - 1] for o = first, first + blockDim.x, ... up to last; notes each decrease.
+__device__ __forceinline__ void sd_check_decreases(sd_check* check, const int* row_ptr, long long first,
+                                                   long long last) {
+    for (long long o = first; o <= last; o += blockDim.x) {
+        const int previous = row_ptr[o - 1], next = row_ptr[o];
+        if (next < previous) sd_note_decrease(check, o, next, previous);
+    }
+}
+
 // Whether colInd[e] = column lies in [base, n + base); notes it when not.
 __device__ __forceinline__ bool sd_column_ok(sd_check* check, long long e, int column, int n, int base) {
     long long j = (long long)column - base;
@@ -488,10 +497,7 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
         long long o0, o1;
         sd_block_share(m, o0, o1);
         if (share_next < share_previous) sd_note_decrease(check, o0 + 1 + threadIdx.x, share_next, share_previous);
-        for (long long o = o0 + 1 + threadIdx.x + blockDim.x; o <= o1; o += blockDim.x) {
-            int previous = row_ptr[o - 1], next = row_ptr[o];
-            if (next < previous) sd_note_decrease(check, o, next, previous);
-        }
+        sd_check_decreases(check, row_ptr, o0 + 1 + threadIdx.x + blockDim.x, o1);
         if (sd_check_finish(check, report, m, n, nnz, row_ptr, base)) sd_fill_nan<TY>(out, threadIdx.x, blockDim.x, nnz);
     }
 }
@@ -626,6 +632,17 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
     }
 }
 
+// Row `row`'s positions [start, end) by the row pointers, clamped into [0, nnz] so that a pattern
+// being validated reads nothing out of bounds whatever its row pointers hold (empty where they
+// decrease).
+__device__ __forceinline__ void sd_clamped_row(const int* row_ptr, long long row, int base, long long nnz,
+                                               long long& start, long long& end) {
+    start = (long long)row_ptr[row] - base;
+    end = (long long)row_ptr[row + 1] - base;
+    start = start < 0 ? 0 : (start > nnz ? nnz : start);
+    end = end < start ? start : (end > nnz ? nnz : end);
+}
+
 template <int TY, int V, int NV, int G>
 __device__ void sddmm_row_warps(int m, long long nnz, int k, typename sd_type<TY>::comp alpha,
                                 const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
@@ -669,16 +686,12 @@ __device__ void sddmm_csr_row_warps(int m, int n, long long nnz, int k, typename
         for (long long e = e0 + threadIdx.x; e < e1; e += blockDim.x) sd_column_ok(check, e, col_ind[e], n, base);
         long long o0, o1;
         sd_block_share(m, o0, o1);
-        for (long long o = o0 + 1 + threadIdx.x; o <= o1; o += blockDim.x) {
-            const int previous = row_ptr[o - 1], next = row_ptr[o];
-            if (next < previous) sd_note_decrease(check, o, next, previous);
-        }
+        sd_check_decreases(check, row_ptr, o0 + 1 + threadIdx.x, o1);
     }
     // A valid pattern without columns has no entries.
     for (long long row = warp; n > 0 && row < m; row += warps) {
-        long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
-        start = start < 0 ? 0 : (start > nnz ? nnz : start);
-        end = end < start ? start : (end > nnz ? nnz : end);
+        long long start, end;
+        sd_clamped_row(row_ptr, row, base, nnz, start, end);
         if (end - start > long_limit) {
             if ((threadIdx.x & 31) == 0) long_rows[atomicAdd(&counters[0], 1u)] = (int)row;
             continue;
@@ -701,9 +714,8 @@ __device__ void sddmm_long_rows(int n, long long nnz, int k, typename sd_type<TY
     const unsigned int count = check && check->invalid ? 0u : counters[0];
     for (unsigned int i = 0; i < count; ++i) {
         const long long row = long_rows[i];
-        long long start = (long long)row_ptr[row] - base, end = (long long)row_ptr[row + 1] - base;
-        start = start < 0 ? 0 : (start > nnz ? nnz : start);
-        end = end < start ? start : (end > nnz ? nnz : end);
+        long long start, end;
+        sd_clamped_row(row_ptr, row, base, nnz, start, end);
         sd_row_warp_span<TY, V, NV, G>(row, start, end, warp, warps, k, alpha, A, a_rs, B, b_rs, s, col_ind, base, n,
                                        check != 0, out);
     }
@@ -1211,8 +1223,8 @@ SD_TC(bf16, 3)
 
 // A warp computes one SD_BT × SD_BT tile of A·Bᵀ densely, for patterns whose entries cluster in such
 // tiles (blocks, bands): the tile's 16 rows of A and 16 rows of B are read once a tile instead of two
-// rows an entry, and each element loaded from shared memory serves several products. The rows are staged by cp.async, 128 bytes of each row a stage (SD_BT_STAGES stages),
-// each row padded by one 16-byte chunk so that the rows a load reads fall in distinct banks. Lane
+// rows an entry, and each element loaded from shared memory serves several products. The rows are
+// staged by cp.async, 128 bytes of each row a stage (SD_BT_STAGES stages), each row padded by one 16-byte chunk so that the rows a load reads fall in distinct banks. Lane
 // (r, q) = (lane / 4, lane % 4) accumulates the products of rows r and r + 8 with columns q, q + 4,
 // q + 8, q + 12, along K in order (as the reference does), 16 bytes of K a load. The finished tile
 // goes to shared memory and its entries are written from it, two rows a pass.

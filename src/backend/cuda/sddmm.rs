@@ -489,8 +489,9 @@ fn shape_vector_width<T: Element>(k: usize, a_strides: (usize, usize), b_strides
 /// 1e-2 and 5e-2; CSR_MIN_GROUP in the CSR kernels, whose groups each search their rows: on an H200,
 /// sddmmDynamic on random S of 8192 columns at density 5e-2 in f16 0.114 -> 0.076 ms at k = 32 and
 /// 0.138 -> 0.104 at k = 64, in f32 at k = 32 0.114 -> 0.099; at 1e-2 13-24 % faster in f16 / bf16
-/// and 5 % in f32), and on rows of NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at k = 256, f64 at k = 128 and 256: on
-/// an H200, random S of 8192 columns at density 5e-2 in f64 at k = 256 0.869 -> 0.724 ms in the
+/// and 5 % in f32), and on rows of NNZ_LONG_ROWS entries or more at most NNZ_MAX_GROUP (f32 at
+/// k = 256, f64 at k = 128 and 256: on an H200, random S of 8192 columns at density 5e-2 in f64 at
+/// k = 256 0.869 -> 0.724 ms in the
 /// band-column order, in f32 0.389 -> 0.347 in the band kernels, the suite's FEM matrix, random
 /// 1e-2 and ergo's overlap matrix 1-12 % faster; on rows of a few entries, the stencils, the road
 /// network, R-MAT and the circuit, 2-17 % slower); on a small one, where the GPU is not filled and
@@ -925,10 +926,16 @@ fn block_tiles_pay<T: Element>(tiles: usize, entries: f64, k: usize) -> bool {
     tiles as f64 * tile_ns < entries * entry_ns
 }
 
-/// Whether A's and B's rows lie in whole 16-byte chunks, as the dense tiles stage them: row-major with
-/// K and the leading dimensions multiples of 16 bytes (their base addresses must be too).
+/// Whether A's and B's rows lie in whole 16-byte chunks, as the dense tiles stage them and the
+/// row-warp kernels load them: row-major with K and the leading dimensions multiples of 16 bytes
+/// (their base addresses must be too: [`operands_in_chunks`]).
 fn rows_in_chunks<T: Element>(k: usize, a_strides: (usize, usize), b_strides: (usize, usize)) -> bool {
     shape_vector_width::<T>(k, a_strides, b_strides) == 16 / std::mem::size_of::<T>()
+}
+
+/// [`rows_in_chunks`] with the base addresses of A and B.
+fn operands_in_chunks<T: Element>(op: &DeviceOperands<T>) -> bool {
+    rows_in_chunks::<T>(op.k, op.a_strides, op.b_strides) && op.a.is_multiple_of(16) && op.b.is_multiple_of(16)
 }
 
 /// The tiled algorithm on CUDA cores (`sddmm_block_tiles_*`, FP32 arithmetic for the 16-bit types):
@@ -1199,10 +1206,7 @@ fn run_unplanned<T: Element>(
         }
         // No conversion: the kernels read the row pointers (and validate where asked) themselves.
         SddmmAlgorithm::Coo | SddmmAlgorithm::Auto => {
-            let chunks = rows_in_chunks::<T>(op.k, op.a_strides, op.b_strides)
-                && op.a.is_multiple_of(16)
-                && op.b.is_multiple_of(16);
-            let row_strides = (op.a_strides.0, op.b_strides.0);
+            let (chunks, row_strides) = (operands_in_chunks(op), (op.a_strides.0, op.b_strides.0));
             match row_warps_shape::<T>(gpu.multiprocessors, (op.m, op.nnz, op.k), None, chunks, row_strides) {
                 Some(shape) => csr_row_warps(gpu, stream, op, shape, check, (memory, row_counters)),
                 None => coo_from_csr(gpu, stream, op, check),
@@ -1393,9 +1397,7 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             check: 0,
         };
         if let Some(d) = resident {
-            let chunks = rows_in_chunks::<T>(call.k, operands.a_strides, operands.b_strides)
-                && operands.a.is_multiple_of(16)
-                && operands.b.is_multiple_of(16);
+            let chunks = operands_in_chunks(&operands);
             let row_strides = (operands.a_strides.0, operands.b_strides.0);
             let row_warps = d.row_warps::<T>(&gpu, (m, nnz, call.k), chunks, row_strides);
             match sampling.algorithm {
