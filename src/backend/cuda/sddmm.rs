@@ -1219,8 +1219,8 @@ fn run_unplanned<T: Element>(
 /// row of at most ROW_WARPS_EVEN times the mean row, the row of A in registers, as through a plan;
 /// longer rows are listed in `long_rows` (m words) as the first kernel meets them and the second
 /// shares each among every warp of its grid. `counters` (two words, zero between calls: the second
-/// kernel clears them) count the listed rows and the second kernel's blocks. With `check` the first
-/// kernel validates the pattern.
+/// kernel clears them) count the listed rows and the second kernel's blocks. With `check` the two
+/// validate the pattern, each column where it is read, and the second gives the verdict.
 fn csr_row_warps<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -1269,8 +1269,7 @@ fn csr_row_warps<T: Element>(
                 &long_rows,
                 &counters,
                 &op.out,
-                &check,
-                &report
+                &check
             ],
         )?;
         launch(
@@ -1278,6 +1277,7 @@ fn csr_row_warps<T: Element>(
             cfg(long_blocks),
             stream,
             kernel_args![
+                &m,
                 &n,
                 &nnz,
                 &k,
@@ -1293,7 +1293,8 @@ fn csr_row_warps<T: Element>(
                 &long_rows,
                 &counters,
                 &op.out,
-                &check
+                &check,
+                &report
             ],
         )
     }
