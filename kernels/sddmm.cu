@@ -309,6 +309,9 @@ __device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& 
 
 #define SD_BATCH 4
 
+// Asks L1 for the line holding *p (no register waits for it): a later load of it then hits.
+__device__ __forceinline__ void sd_prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
 // sum[u] = <a[u][0..k), b[u][0..k)> for the SD_BATCH nonzeros of a group of G lanes (this lane is
 // its `member`; `mask` its lanes), reduced over the group: each lane takes V elements of every G·V,
 // the batch's loads issued together, STEPS steps of the vector loop at a time (element p of a row is
@@ -403,6 +406,11 @@ __device__ void sddmm_coo(long long nnz, int k, typename sd_type<TY>::comp alpha
     // at the end. (The share is computed again there rather than held in registers through the
     // products.)
     int share_previous = 0, share_next = 0;
+    // With CSR: the columns of the group's first batch are asked of L1 before the block's rows are
+    // found, so that their round trip overlaps that search's (the only batch of each group at low
+    // densities: random S at 1e-5 to 1e-3). Loaded into registers there instead, they cost the
+    // kernels registers through the products (f32 60 -> 72 a thread, f64 64 -> 80 with spills).
+    if (CSR && first + group * SD_BATCH < last) sd_prefetch_l1(col_ind + first + group * SD_BATCH);
     if (CSR && check) {
         long long o0, o1;
         sd_block_share(m, o0, o1);
@@ -569,8 +577,8 @@ __device__ __forceinline__ void sd_transpose_sums(C (&sum)[G], int member) {
 // The row-warp iterations of one row: positions [start, end) of row `row`, the warp's iterations
 // first_step, first_step + steps, ... of 32 positions each (one warp a row: 0 and 1; a long row
 // shared by every warp of the grid: the warp's index and their count). With a `check` (a pattern being
-// validated, whose verdict replaces out) each column is validated as it is read, the only read of it,
-// and one outside [0, n) is noted and reads B's row 0.
+// validated, whose verdict replaces out) each column is validated where it is used, the only read of
+// it, and one outside [0, n) is noted and reads B's row 0.
 template <int TY, int V, int NV, int G>
 __device__ __forceinline__ void sd_row_warp_span(long long row, long long start, long long end, long long first_step,
                                                  long long steps, int k, typename sd_type<TY>::comp alpha,
@@ -596,14 +604,15 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
 #pragma unroll
             for (int v = 0; v < V; ++v) x[i][v] = 0;
     }
-    auto column = [&](long long e) {
-        if (e >= end) return 0;
-        const int stored = col_ind[e];
-        return check && !sd_column_ok(check, e, stored, n, base) ? 0 : stored - base;
-    };
-    int col = column(pos + lane);
+    // A column is loaded an iteration ahead and checked only where it is used: a check right after
+    // the load (a branch to an atomic) would hold this iteration's loads of B until the next
+    // iteration's column had arrived. Past the row's end the stored value is `base`: B's row 0,
+    // which exists where rows are read (n > 0), and nothing is written.
+    auto stored_column = [&](long long e) { return e < end ? col_ind[e] : base; };
+    int stored = stored_column(pos + lane);
     for (; pos < end; pos += stride) {
-        const int col_next = column(pos + stride + lane);
+        const int col = check && !sd_column_ok(check, pos + lane, stored, n, base) ? 0 : stored - base;
+        stored = stored_column(pos + stride + lane);
         const elem* b[G];
         comp sum[G];
 #pragma unroll
@@ -630,7 +639,6 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
         sd_transpose_sums<comp, G>(sum, member);
         const long long e = pos + lane;
         if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
-        col = col_next;
     }
 }
 

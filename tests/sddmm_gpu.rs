@@ -1144,6 +1144,12 @@ fn breakages() -> Vec<Breakage> {
             }),
         },
         Breakage {
+            // Every column is out of range; kernels that read no row without columns must still
+            // name the first.
+            what: "no columns (n = 0) for the entries",
+            edit: Box::new(|c| c.n = 0),
+        },
+        Breakage {
             what: "a column at i32::MIN, then one at i32::MAX",
             edit: Box::new(|c| {
                 let nnz = c.nnz();

@@ -61,8 +61,6 @@ const ROW_WARPS_LONG_BLOCKS_PER_SM: usize = 4;
 /// on random S at density 5e-2 (H200, both forced in one run) 0.53-0.68 in f16 and 0.57-0.69 in f32
 /// at k = 32 to 256.
 const ROW_WARPS_COST: f64 = 0.6;
-/// Row pointers a block of the CSR kernels keeps in shared memory (the kernel's SD_CSR_ROWS).
-const CSR_SPAN_ROWS: usize = 1024;
 /// The tensor-core tiles of f16 / bf16 (the kernels' SD_TC_M, SD_TC_N, SD_TC_THREADS): rows and
 /// columns of S a thread block computes densely, its threads, and its shared memory (three stages
 /// of the tile's rows of A and B, 80 bytes a row, or the 128 × 136 floats of the finished tile).
@@ -643,15 +641,17 @@ fn nnz_balanced<T: Element>(device: &Arc<GpuDevice>, stream: Stream, op: &Device
     let blocks = if csr {
         // Each block of the CSR kernels first finds its rows and last validates its share, a few
         // memory round trips each: one wave of blocks, as many as are resident at once, pays them
-        // once. And enough blocks that a block's positions span, on average, half the rows whose
-        // pointers it keeps in shared memory (more would bisect in global memory). The occupancy is
-        // asked of the driver at every launch: a cache of it measured no faster.
+        // once. And a block for every NNZ_THREADS rows: its share of the row pointers to check is
+        // then one a thread, read at its start (a second would be one more round trip at its end),
+        // and its positions span, on average, a quarter of the 1024 rows whose pointers it keeps
+        // in shared memory (the kernels' SD_CSR_ROWS; more would bisect in global memory). The
+        // occupancy is asked of the driver at every launch: a cache of it measured no faster.
         let resident = f
             .occupancy_max_active_blocks_per_multiprocessor(NNZ_THREADS, 0, None)
             .map_err(driver_error("reading a kernel's occupancy"))? as usize;
         op.nnz
             .div_ceil(per_pass)
-            .max(op.m.div_ceil(CSR_SPAN_ROWS / 2))
+            .max(op.m.div_ceil(NNZ_THREADS as usize))
             .clamp(1, device.multiprocessors * resident.max(1))
     } else {
         op.nnz.div_ceil(per_pass).clamp(1, device.multiprocessors * NNZ_BLOCKS_PER_SM)
