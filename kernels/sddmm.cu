@@ -715,6 +715,8 @@ __device__ void sddmm_csr_row_warps(int m, int n, long long nnz, int k, typename
     }
 }
 
+// Listed rows each warp of sddmm_long_rows reads a round.
+#define SD_LIST_ROWS 128
 template <int TY, int V, int NV, int G>
 __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_type<TY>::comp alpha,
                                 const typename sd_type<TY>::elem* A, int a_rs, const typename sd_type<TY>::elem* B,
@@ -723,13 +725,59 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
                                 typename sd_type<TY>::elem* out, sd_check* check, sd_report* report) {
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
     const unsigned int count = counters[0];
-    for (unsigned int i = 0; i < count; ++i) {
-        const long long row = long_rows[i];
-        long long start, end;
-        sd_clamped_row(row_ptr, row, base, nnz, start, end);
-        sd_row_warp_span<TY, V, NV, G>(row, start, end, warp, warps, k, alpha, A, a_rs, B, b_rs, s, col_ind, base, n,
-                                       check, out);
+    // The listed rows' iterations (32 positions each) in list order form one sequence, of which
+    // warp w takes iterations w, w + warps, ...: its first in a row is (w - the iterations before
+    // the row) mod warps. So many rows just over the limit (a block pattern's: 2000 rows of 4-5
+    // iterations) keep every warp busy, where the warps taking each row's iterations in turn left
+    // most of them idle (sddmmDynamic 30 times slower than through a plan), as does one row longer
+    // than all the others together. Every warp reads the whole list, SD_LIST_ROWS rows a round (a
+    // lane the bounds of SD_LIST_ROWS / 32 consecutive rows, their loads issued together), scans
+    // their iteration counts and computes only the rows where it has iterations.
+    // Positions and iterations fit 32 bits: nnz < 2^31 (row pointers are 32-bit).
+    const int my_warp = (int)warp, all_warps = (int)warps;
+    int before = 0;  // iterations of the rows of earlier rounds
+    for (unsigned int i0 = 0; i0 < count; i0 += SD_LIST_ROWS) {
+        constexpr int Q = SD_LIST_ROWS / 32;
+        const unsigned int mine = i0 + lane * Q;  // this lane's first row of the round
+        int row[Q], start[Q], end[Q];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) row[q] = mine + q < count ? long_rows[mine + q] : -1;
+        int lane_steps = 0;
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+            long long s0 = 0, s1 = 0;
+            if (row[q] >= 0) sd_clamped_row(row_ptr, row[q], base, nnz, s0, s1);
+            start[q] = (int)s0;
+            end[q] = (int)s1;
+            lane_steps += (end[q] - start[q] + 31) / 32;
+        }
+        int through = lane_steps;  // iterations of this round's rows up to this lane's last
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int other = __shfl_up_sync(0xffffffffu, through, d);
+            if (lane >= d) through += other;
+        }
+        int at = before + through - lane_steps;  // iterations before this lane's row q
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+            const int steps = (end[q] - start[q] + 31) / 32;
+            int first = (my_warp - at) % all_warps;  // this warp's first iteration in the row
+            if (first < 0) first += all_warps;
+            at += steps;
+            unsigned int with_work = __ballot_sync(0xffffffffu, first < steps);
+            while (with_work) {
+                const int j = __ffs(with_work) - 1;
+                with_work &= with_work - 1;
+                sd_row_warp_span<TY, V, NV, G>(__shfl_sync(0xffffffffu, row[q], j),
+                                               __shfl_sync(0xffffffffu, start[q], j),
+                                               __shfl_sync(0xffffffffu, end[q], j),
+                                               __shfl_sync(0xffffffffu, first, j), warps, k, alpha, A, a_rs, B, b_rs,
+                                               s, col_ind, base, n, check, out);
+            }
+        }
+        before += __shfl_sync(0xffffffffu, through, 31);
     }
     if (check && sd_check_finish(check, report, m, n, nnz, row_ptr, base))
         sd_fill_nan<TY>(out, threadIdx.x, blockDim.x, nnz);
@@ -756,7 +804,7 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
         sddmm_csr_row_warps<TY, V, NV, G>(m, n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base,           \
                                           long_limit, long_rows, counters, out, check);                              \
     }                                                                                                                \
-    extern "C" __global__ void __launch_bounds__(256) sddmm_long_rows_##SUFFIX##_g##G##_n##NV(                         \
+    extern "C" __global__ void __launch_bounds__(256, 2) sddmm_long_rows_##SUFFIX##_g##G##_n##NV(                      \
         int m, int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,            \
         const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,     \
         int base, const int* long_rows, unsigned int* counters, sd_type<TY>::elem* out, sd_check* check,             \

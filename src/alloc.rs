@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// The bytes of `len` elements of `T`, or INVALID_SIZE when no allocation can hold them. `what`
 /// names the array in the message.
-pub fn byte_count<T>(len: usize, what: &str) -> Result<usize> {
+pub fn byte_count<T>(len: usize, what: impl std::fmt::Display) -> Result<usize> {
     let size = size_of::<T>();
     len.checked_mul(size).filter(|&bytes| bytes <= isize::MAX as usize).ok_or_else(|| {
         Error::invalid_size(format!("{what} would take {len} elements of {size} bytes, more than can be addressed"))

@@ -104,6 +104,30 @@ impl Case {
         Case { label: String::new(), m, n, k, layout: Layout::RowMajor, base, lda, ldb, row_ptr, col_ind }
     }
 
+    /// Rows of 40 among which four of 3000, more than twice the mean (GPU-Dynamic's row-warp
+    /// kernels list them for the second, whose warps share them); K = 32.
+    fn four_long_rows(base: IndexBase, pad: usize) -> Case {
+        let columns = |i: usize| if i % 1000 == 7 { 0..3000 } else { i * 37 % 2960..i * 37 % 2960 + 40 };
+        let mut c = Case::of_rows((4000, 3000, 32), base, pad, columns);
+        c.label = format!("4000x3000 rows of 40 and four of 3000 k=32 {base:?}");
+        c
+    }
+
+    /// Rows of 40 among which 133 of 400 (every 30th) and one of 140 000: the second kernel reads
+    /// its list in two rounds (of 128 rows), most of its rows of fewer iterations (of 32 entries)
+    /// than the kernel has warps, and one of more (4375 against 2112 warps on 132 multiprocessors).
+    /// K = 32.
+    fn many_long_rows(base: IndexBase) -> Case {
+        let columns = |i: usize| match i {
+            7 => 0..140_000,
+            _ if i.is_multiple_of(30) => i * 37 % 139_000..i * 37 % 139_000 + 400,
+            _ => i * 37 % 139_000..i * 37 % 139_000 + 40,
+        };
+        let mut c = Case::of_rows((4000, 140_000, 32), base, 0, columns);
+        c.label = format!("4000x140000 rows of 40, 133 of 400 and one of 140000 k=32 {base:?}");
+        c
+    }
+
     /// `shuffled`: rows in random column order, some with a repeated column.
     fn arranged(
         rng: &mut Rng,
@@ -585,8 +609,9 @@ fn row_warps_take<T: Element>(c: &Case) -> bool {
 /// multiple of a group's vectors (K = 200: the last lanes' vectors past K), leading dimensions K or
 /// K plus 8, both index bases, a run of rows without entries, S with and without values: every
 /// entry against the f64 reference, out poisoned first; and each by sddmmDynamic from host memory
-/// (GPU-Dynamic's row-warp kernels), with a pattern of a few rows far longer than the mean. f64 at
-/// K = 200 (13 vectors a lane, beyond the kernels' 8) stays on the COO kernel.
+/// (GPU-Dynamic's row-warp kernels), with patterns of rows far longer than the mean
+/// ([`Case::four_long_rows`], [`Case::many_long_rows`]). f64 at K = 200 (13 vectors a lane, beyond
+/// the kernels' 8) stays on the COO kernel.
 fn row_warps_for<T: Element>(label: &str) {
     let mut rng = Rng::fresh(label);
     let gpu = handle(BackendKind::Cuda);
@@ -608,12 +633,10 @@ fn row_warps_for<T: Element>(label: &str) {
         through_a_gpu_plan::<T>(&mut rng, gpu, &c, idx != 1, false);
         dynamic_from_the_host::<T>(&mut rng, gpu, &c);
     }
-    // Without a plan: rows of 40 among which four of 3000, more than twice the mean, which the
-    // second of GPU-Dynamic's row-warp kernels shares among all its warps.
-    let long_rows = |i: usize| if i % 1000 == 7 { 0..3000 } else { i * 37 % 2960..i * 37 % 2960 + 40 };
-    let mut c = Case::of_rows((4000, 3000, 32), IndexBase::One, 8, long_rows);
-    c.label = "4000x3000 rows of 40 and four of 3000 k=32".into();
-    dynamic_from_the_host::<T>(&mut rng, gpu, &c);
+    // Without a plan: rows more than twice the mean, which the second of GPU-Dynamic's row-warp
+    // kernels shares among all its warps.
+    dynamic_from_the_host::<T>(&mut rng, gpu, &Case::four_long_rows(IndexBase::One, 8));
+    dynamic_from_the_host::<T>(&mut rng, gpu, &Case::many_long_rows(IndexBase::Zero));
     unsafe { sddmmDestroy(gpu) };
 }
 
@@ -1039,15 +1062,13 @@ fn valid_device_patterns<T: Element>(label: &str) {
     cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::clustered(200_000, 8, 8, 300, base)));
     cases.extend([IndexBase::Zero, IndexBase::One].map(|base| Case::spaced(2000, 600, 32, 4, base)));
     // Rows of 45 entries on average in 4000 rows, row-major (the row-warp kernels, a warp a row);
-    // and rows of 40 among which four of 3000, more than twice the mean (those shared by every warp
-    // of the second kernel).
+    // and rows of 40 among rows more than twice the mean (those shared by every warp of the second
+    // kernel).
     for base in [IndexBase::Zero, IndexBase::One] {
         cases.push(Case::arranged(&mut rng, (4000, 300, 32, 0.15), Layout::RowMajor, base, true, 0));
-        let long_rows = |i: usize| if i % 1000 == 7 { 0..3000 } else { i * 37 % 2960..i * 37 % 2960 + 40 };
-        let mut c = Case::of_rows((4000, 3000, 32), base, 0, long_rows);
-        c.label = format!("4000x3000 rows of 40 and four of 3000 k=32 {base:?}");
-        cases.push(c);
+        cases.push(Case::four_long_rows(base, 0));
     }
+    cases.push(Case::many_long_rows(IndexBase::One));
     let mut turn = 0;
     for c in &cases {
         let data = Data::<T>::new(&mut rng, c);

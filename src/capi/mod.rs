@@ -96,7 +96,8 @@ pub(crate) fn check_array<T>(ptr: *const T, len: usize, name: &str) -> Result<()
     if len == 0 {
         return Ok(());
     }
-    byte_count::<T>(len, &format!("argument {name}"))?;
+    // format_args!: the name is formatted only into an error (every call checks its arrays).
+    byte_count::<T>(len, format_args!("argument {name}"))?;
     check_ptr(ptr, name)
 }
 
