@@ -731,11 +731,14 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
     // warp w takes iterations w, w + warps, ...: its first in a row is (w - the iterations before
     // the row) mod warps. So many rows just over the limit (a block pattern's: 2000 rows of 4-5
     // iterations) keep every warp busy, where the warps taking each row's iterations in turn left
-    // most of them idle (sddmmDynamic 30 times slower than through a plan), as does one row longer
-    // than all the others together. Every warp reads the whole list, SD_LIST_ROWS rows a round (a
+    // most of them idle (sddmmDynamic took 38-55 times the planned call there), as does one row
+    // longer than all the others together. Every warp reads the whole list, SD_LIST_ROWS rows a round (a
     // lane the bounds of SD_LIST_ROWS / 32 consecutive rows, their loads issued together), scans
     // their iteration counts and computes only the rows where it has iterations.
-    // Positions and iterations fit 32 bits: nnz < 2^31 (row pointers are 32-bit).
+    // Iteration counts in 32 bits: enough for a valid pattern (row pointers are 32-bit) whose rows
+    // are shorter than 2^31 - 32 entries. An invalid pattern's clamped rows may overlap and their
+    // counts wrap; that moves only which warp takes which iteration (every position stays within
+    // its clamped row, and out gets NaN).
     const int my_warp = (int)warp, all_warps = (int)warps;
     int before = 0;  // iterations of the rows of earlier rounds
     for (unsigned int i0 = 0; i0 < count; i0 += SD_LIST_ROWS) {

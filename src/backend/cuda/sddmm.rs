@@ -1223,7 +1223,7 @@ fn run_unplanned<T: Element>(
 /// GPU-Dynamic on rows of many entries (`sddmm_csr_row_warps_*` then `sddmm_long_rows_*`): a warp a
 /// row of at most ROW_WARPS_EVEN times the mean row, the row of A in registers, as through a plan;
 /// longer rows are listed in `long_rows` (m words) as the first kernel meets them and the second
-/// shares each among every warp of its grid. `counters` (two words, zero between calls: the second
+/// shares their iterations among every warp of its grid. `counters` (two words, zero between calls: the second
 /// kernel clears them) count the listed rows and the second kernel's blocks. With `check` the two
 /// validate the pattern, each column where it is read, and the second gives the verdict.
 fn csr_row_warps<T: Element>(
