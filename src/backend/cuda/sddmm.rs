@@ -1223,9 +1223,10 @@ fn run_unplanned<T: Element>(
 /// GPU-Dynamic on rows of many entries (`sddmm_csr_row_warps_*` then `sddmm_long_rows_*`): a warp a
 /// row of at most ROW_WARPS_EVEN times the mean row, the row of A in registers, as through a plan;
 /// longer rows are listed in `long_rows` (m words) as the first kernel meets them and the second
-/// shares their iterations among every warp of its grid. `counters` (two words, zero between calls: the second
-/// kernel clears them) count the listed rows and the second kernel's blocks. With `check` the two
-/// validate the pattern, each column where it is read, and the second gives the verdict.
+/// shares their iterations among every warp of its grid. `counters` (two words, zero between calls:
+/// the second kernel clears them) count the listed rows and the second kernel's blocks. With
+/// `check` the two validate the pattern, each column where it is read, and the second gives the
+/// verdict.
 fn csr_row_warps<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
@@ -1614,9 +1615,9 @@ mod tests {
         assert!(part_of[2] > 1, "the long band is cut into several slices");
     }
 
-    /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
-    /// four vectors a lane, at least four lanes where the row has four vectors (two in the CSR
-    /// kernels), and at most eight lanes where rows hold 32 entries or more on average.
+    /// The row-warp kernels' shape: eight lanes a group (four where a row is at most four vectors)
+    /// and the vectors a lane a kernel exists for, only where rows are long and even enough, many
+    /// enough and in whole 16-byte chunks; without a plan the longest row is not asked.
     #[test]
     fn row_warps_take_long_even_rows_in_whole_chunks() {
         let sms = 132;
@@ -1643,6 +1644,9 @@ mod tests {
         assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), None, true, (32, 32)), None);
     }
 
+    /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
+    /// four vectors a lane, at least four lanes where the row has four vectors (two in the CSR
+    /// kernels), and at most eight lanes where rows hold 32 entries or more on average.
     #[test]
     fn lanes_per_nonzero_follow_the_width_and_the_rows_length() {
         let (m, short, long) = (100_000, 500_000, 5_000_000);
