@@ -804,20 +804,141 @@ __device__ __forceinline__ void smat_row(int rows, sgpu_i64 row, const int* __re
     }
 }
 
-// Each group of G lanes takes ROWS consecutive rows one after another. On short rows (a few
-// entries each) a group's work per row is little more than the chain of dependent loads (row
-// pointers, column indices, rows of B); taking several rows per group makes a grid with fewer thread
-// blocks, each doing more work (on rows of 3–5 entries measured 2–22 % faster with 8 rows a group).
-template <typename T, typename E, int CPL, bool VEC, int ROWS>
+// A row a group of G lanes (smat_rows_*).
+template <typename T, typename E, int CPL, bool VEC>
 __device__ void smat_rows(int rows, const int* __restrict__ row_ptr, const int* __restrict__ out_rows,
                           const int* __restrict__ col_ind, const T* __restrict__ values, int long_limit, int G,
                           typename E::compute alpha, const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs,
                           typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
     const sgpu_i64 group = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    smat_row<T, E, CPL, VEC>(rows, group, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs, b_cs, beta,
+                             c, c_rs, c_cs, n);
+}
+
+// Rows a group takes in the short rows' kernels (at most one a lane).
+#define SMAT_SHORT_ROWS 8
+
+// The run's rows multiplied as one sequence of entries, G at a time, the rows of B of RUN_SLOTS
+// entries in flight whichever rows they belong to; a row's sums are stored when the sequence passes
+// its last entry. A row at a time, each row of a few entries costs a chain of dependent loads (its
+// row pointers, then its columns, then its rows of B) for little work, which the kernel waits on.
+// Lane i < R holds the first entry and caller's row of the run's row i. Returns false, having done
+// nothing, when a run of the warp holds a row longer than long_limit (a segment kernel's): the
+// caller then takes the rows a row at a time.
+template <typename T, typename E, int CPL, bool VEC, int RUN_SLOTS>
+__device__ __forceinline__ bool smat_row_runs(sgpu_i64 run, int R, int rows, const int* __restrict__ row_ptr,
+                                              const int* __restrict__ out_rows, const int* __restrict__ col_ind,
+                                              const T* __restrict__ values, int long_limit, int G,
+                                              typename E::compute alpha, const T* __restrict__ b, sgpu_i64 b_rs,
+                                              sgpu_i64 b_cs, typename E::compute beta, T* __restrict__ c,
+                                              sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
+    typedef typename E::compute C;
+    const unsigned lane_in_warp = threadIdx.x & 31;
+    const int sub = (int)(lane_in_warp & (G - 1));
+    const unsigned group_mask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane_in_warp - sub);
+    const int r0 = (int)min(run * R, (sgpu_i64)rows);
+    const int run_rows = min(R, rows - r0);  // 0 past the last row
+    const int my_first = sub < run_rows ? row_ptr[r0 + sub] : 0;
+    const int my_out = sub < run_rows ? out_rows[r0 + sub] : 0;
+    const int last = run_rows > 0 ? row_ptr[r0 + run_rows] : 0;
+    int my_end = __shfl_down_sync(0xffffffffu, my_first, 1, G);
+    if (sub == run_rows - 1) my_end = last;
+    if (__any_sync(0xffffffffu, sub < run_rows && my_end - my_first > long_limit)) return false;
+    const int first = __shfl_sync(0xffffffffu, my_first, 0, G);
+    const int length = last - first;
+    const int longest = __reduce_max_sync(0xffffffffu, length);
+    const char* b_lane0 = reinterpret_cast<const char*>(b);
+    const unsigned pitch = VEC ? (unsigned)(b_rs * (sgpu_i64)sizeof(T)) : 0u;
+    for (int chunk = blockIdx.y * G * CPL; chunk < n; chunk += gridDim.y * G * CPL) {  // as in smat_row
+        const int j = chunk + sub * CPL;
+        const char* b_lane = b_lane0 + (j * b_cs) * (sgpu_i64)sizeof(T);
+        const bool whole = VEC && j + CPL <= n;
+        C acc[CPL];
+#pragma unroll
+        for (int q = 0; q < CPL; ++q) acc[q] = C(0);
+        int row = 0;  // the run's row being summed; rows before it are stored
+        // Stores the sums of the run's rows row … up_to − 1 (all but the first empty) and moves on.
+        auto store_rows = [&](int up_to) {
+            while (row < up_to) {
+                const int out_row = __shfl_sync(group_mask, my_out, row, G);
+                smat_store_c<T, E, CPL, VEC>(acc, alpha, beta, c, out_row, j, n, c_rs, c_cs);
+#pragma unroll
+                for (int q = 0; q < CPL; ++q) acc[q] = C(0);
+                ++row;
+            }
+        };
+        for (int base = 0; base < longest; base += G) {
+            const int e = first + base + sub;
+            const bool mine = base + sub < length;
+            const int my_col = mine ? __ldg(col_ind + e) : -1;
+            const C my_val = mine ? E::load(values[e]) : C(0);
+            // The run's row of entry e: the last row whose first entry is at most e (an empty row
+            // shares its first entry with the next). Past the run's entries: its last row, so that
+            // the rows before it are stored as soon as the group has none left.
+            int my_row = 0;
+#pragma unroll
+            for (int i = 1; i < SMAT_SHORT_ROWS; ++i) {
+                const int row_first = __shfl_sync(0xffffffffu, my_first, i & (G - 1), G);
+                if (i < run_rows && row_first <= e) ++my_row;
+            }
+            if (!mine) my_row = max(run_rows - 1, 0);
+            const int count = min(G, longest - base);  // the same on every lane of the warp
+            for (int t = 0; t < count; t += RUN_SLOTS) {
+                int k[RUN_SLOTS];
+#pragma unroll
+                for (int u = 0; u < RUN_SLOTS; ++u)
+                    k[u] = t + u < count ? __shfl_sync(0xffffffffu, my_col, (t + u) & (G - 1), G) : -1;
+                uint4 raw[RUN_SLOTS];
+                if (whole) {
+#pragma unroll
+                    for (int u = 0; u < RUN_SLOTS; ++u) {
+                        raw[u] = make_uint4(0u, 0u, 0u, 0u);
+                        if (k[u] >= 0)
+                            raw[u] = __ldg(reinterpret_cast<const uint4*>(
+                                b_lane + (unsigned long long)(unsigned)k[u] * pitch));
+                    }
+                } else {
+#pragma unroll
+                    for (int u = 0; u < RUN_SLOTS; ++u) raw[u] = smat_fetch_b<T, CPL>(b, k[u], j, n, b_rs, b_cs);
+                }
+#pragma unroll
+                for (int u = 0; u < RUN_SLOTS; ++u) {
+                    if (t + u >= count) break;
+                    const C v = __shfl_sync(0xffffffffu, my_val, (t + u) & (G - 1), G);
+                    const int entry_row = __shfl_sync(0xffffffffu, my_row, (t + u) & (G - 1), G);
+                    store_rows(entry_row);
+                    smat_b_chunk<T> piece;
+                    piece.v = raw[u];
+#pragma unroll
+                    for (int q = 0; q < CPL; ++q) acc[q] = fma(v, E::load(piece.e[q]), acc[q]);
+                }
+            }
+        }
+        store_rows(run_rows);
+    }
+    return true;
+}
+
+// Short rows (smat_short_rows_*): a run of R = min(SMAT_SHORT_ROWS, G) consecutive rows a group of G
+// lanes, as one sequence of entries (smat_row_runs, RUN_SLOTS > 0) or a row at a time (on rows of
+// 3–5 entries 2–22 % faster than a row a group: a grid of fewer thread blocks, each doing more
+// work). Which, per type, was measured (docs/methods.md).
+template <typename T, typename E, int CPL, bool VEC, int RUN_SLOTS>
+__device__ void smat_short_rows(int rows, const int* __restrict__ row_ptr, const int* __restrict__ out_rows,
+                                const int* __restrict__ col_ind, const T* __restrict__ values, int long_limit, int G,
+                                typename E::compute alpha, const T* __restrict__ b, sgpu_i64 b_rs, sgpu_i64 b_cs,
+                                typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
+    const int R = min(SMAT_SHORT_ROWS, G);
+    const sgpu_i64 run = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    if (RUN_SLOTS > 0 &&
+        smat_row_runs<T, E, CPL, VEC, (RUN_SLOTS > 0 ? RUN_SLOTS : 1)>(run, R, rows, row_ptr, out_rows, col_ind, values,
+                                                                      long_limit, G, alpha, b, b_rs, b_cs, beta, c,
+                                                                      c_rs, c_cs, n))
+        return;
 #pragma unroll 1
-    for (int r = 0; r < ROWS; ++r)
-        smat_row<T, E, CPL, VEC>(rows, group * ROWS + r, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b,
-                                 b_rs, b_cs, beta, c, c_rs, c_cs, n);
+    for (int r = 0; r < R; ++r)
+        smat_row<T, E, CPL, VEC>(rows, run * R + r, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs,
+                                 b_cs, beta, c, c_rs, c_cs, n);
 }
 
 // One group per segment of a long row: the partial product of entries seg_bounds[2s] …
@@ -889,27 +1010,29 @@ __device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ 
                           c_rs, c_cs, n);
 }
 
-#define SMAT_ROWS_ENTRY(KERNEL, T, E, CPL, VEC, ROWS, BOUNDS)                                                          \
+#define SMAT_ROWS_ENTRY(KERNEL, BODY, T, E, BOUNDS)                                                                    \
     extern "C" __global__ void __launch_bounds__ BOUNDS                                                                \
         KERNEL(int rows, const int* row_ptr, const int* out_rows, const int* col_ind, const T* values, int long_limit, \
                int G, E::compute alpha, const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute beta, T* c,               \
                sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {                                                                  \
-        smat_rows<T, E, CPL, VEC, ROWS>(rows, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs, b_cs, \
-                                        beta, c, c_rs, c_cs, n);                                                       \
+        BODY(rows, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs, n);   \
     }
 
-// smat_rows_* (a row per group) and smat_short_rows_* (SMAT_SHORT_ROWS rows per group), each in the
-// 16-byte form (_vec) and the general one; then the long-row kernels, with the launch bounds BOUNDS.
-// f64's are held to 64 registers (four blocks an SM): at the 72–76 the compiler takes otherwise,
-// three blocks an SM made them 3–9 % slower on the suite's short-row matrices at n = 128 (an A/B run
-// on an H100). The other types' bounds name no block count: with one named (even 1) the compiler
-// took 94–97 registers instead of 74–80 for f32, and f16 / f32 ran 10–20 % slower.
-#define SMAT_SHORT_ROWS 8
-#define SMAT_ROWS_KERNELS(NAME, T, E, CPL, BOUNDS)                                                                     \
-    SMAT_ROWS_ENTRY(smat_rows_##NAME##_vec, T, E, CPL, true, 1, BOUNDS)                                                \
-    SMAT_ROWS_ENTRY(smat_rows_##NAME, T, E, 1, false, 1, BOUNDS)                                                       \
-    SMAT_ROWS_ENTRY(smat_short_rows_##NAME##_vec, T, E, CPL, true, SMAT_SHORT_ROWS, BOUNDS)                            \
-    SMAT_ROWS_ENTRY(smat_short_rows_##NAME, T, E, 1, false, SMAT_SHORT_ROWS, BOUNDS)                                   \
+// smat_rows_* (a row per group) and smat_short_rows_* (runs of short rows), each in the 16-byte
+// form (_vec) and the general one; then the long-row kernels. The row kernels' launch bounds are
+// BOUNDS: f64's are held to 64 registers (four blocks an SM): at the 72–76 the compiler takes
+// otherwise, three blocks an SM made them 3–9 % slower on the suite's short-row matrices at n = 128
+// (an A/B run on an H100). The other types' bounds name no block count: with one named (even 1) the
+// compiler took 94–97 registers instead of 74–80 for f32, and f16 / f32 ran 10–20 % slower. The
+// short rows' kernels run RUN_SLOTS rows of B in flight (0: a row at a time) under SHORT_BOUNDS; an
+// A/B run on an H200 (docs/methods.md) chose 4 slots and three blocks an SM (80 registers) for f16
+// and bf16, 8 slots and three blocks for f32, and a row at a time for f64, whose runs (spilling at
+// 64 registers, or at 80) made the stencil and the circuit 7–12 % slower.
+#define SMAT_ROWS_KERNELS(NAME, T, E, CPL, BOUNDS, RUN_SLOTS, SHORT_BOUNDS)                                            \
+    SMAT_ROWS_ENTRY(smat_rows_##NAME##_vec, (smat_rows<T, E, CPL, true>), T, E, BOUNDS)                                \
+    SMAT_ROWS_ENTRY(smat_rows_##NAME, (smat_rows<T, E, 1, false>), T, E, BOUNDS)                                       \
+    SMAT_ROWS_ENTRY(smat_short_rows_##NAME##_vec, (smat_short_rows<T, E, CPL, true, RUN_SLOTS>), T, E, SHORT_BOUNDS)   \
+    SMAT_ROWS_ENTRY(smat_short_rows_##NAME, (smat_short_rows<T, E, 1, false, RUN_SLOTS>), T, E, SHORT_BOUNDS)          \
     extern "C" __global__ void __launch_bounds__(256)                                                                  \
         smat_segments_##NAME##_vec(int segments, const int* seg_bounds, const int* col_ind, const T* values, int G,     \
                                    const T* b, sgpu_i64 b_rs, sgpu_i64 b_cs, E::compute* partial, int n) {             \
@@ -933,7 +1056,7 @@ __device__ void smat_finish_tiles(int split_block_rows, const int* __restrict__ 
         smat_finish_tiles<T, E>(split_block_rows, splits, tile_rows, out_rows, partial, alpha, beta, c, c_rs, c_cs, n);     \
     }
 
-SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8, (256))
-SMAT_ROWS_KERNELS(bf16, sgpu_bf16, sgpu_half_elem<true>, 8, (256))
-SMAT_ROWS_KERNELS(f32, float, sgpu_elem<float>, 4, (256))
-SMAT_ROWS_KERNELS(f64, double, sgpu_elem<double>, 2, (256, 4))
+SMAT_ROWS_KERNELS(f16, sgpu_f16, sgpu_half_elem<false>, 8, (256), 4, (256, 3))
+SMAT_ROWS_KERNELS(bf16, sgpu_bf16, sgpu_half_elem<true>, 8, (256), 4, (256, 3))
+SMAT_ROWS_KERNELS(f32, float, sgpu_elem<float>, 4, (256), 8, (256, 3))
+SMAT_ROWS_KERNELS(f64, double, sgpu_elem<double>, 2, (256, 4), 0, (256, 4))

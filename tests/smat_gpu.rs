@@ -343,11 +343,24 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
             compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
         }
     }
-    // Many short rows (0–6 entries, a few long ones among them), a row count that is not a multiple
-    // of the rows a group takes: the kernel for short rows.
-    let short = random_rows::<T>(rng, 70_003, cols, |rng, r| if r % 10_007 == 5 { 700 } else { rng.below(7) });
-    let cases = [(1, Layout::RowMajor), (33, Layout::ColMajor), (128, Layout::RowMajor)];
-    compare_cases(rng, &short, cases, IndexBase::One, "short rows", (&gpu_handle, &cpu_handle));
+    // Many short rows (0–6 entries, runs of empty ones, a few long ones among them), a row count
+    // that is not a multiple of the rows a group takes: the kernel for short rows, whose groups of
+    // 1 to 32 lanes take runs of up to 8 rows (one a lane), a warp with a long row a row at a time.
+    let short = random_rows::<T>(rng, 70_003, cols, |rng, r| match r {
+        _ if r % 10_007 == 5 => 700,
+        _ if r % 1000 < 20 => 0,
+        _ => rng.below(7),
+    });
+    let cases = [
+        (1, Layout::RowMajor),
+        (33, Layout::ColMajor),
+        (128, Layout::RowMajor),
+        (16, Layout::RowMajor),
+        (32, Layout::RowMajor),
+        (64, Layout::RowMajor),
+        (300, Layout::RowMajor),
+    ];
+    compare_cases(rng, &short, &cases, IndexBase::One, "short rows", (&gpu_handle, &cpu_handle));
     // Row lengths of a power law (most rows 0–3 entries, every 97th 100–127, one long row): the
     // device keeps such rows longest first, and C's rows must still land in the caller's order.
     let skewed = random_rows::<T>(rng, 3001, cols, |rng, r| match r {
@@ -356,7 +369,7 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
         _ => rng.below(4),
     });
     let cases = [(1, Layout::ColMajor), (40, Layout::RowMajor), (128, Layout::RowMajor)];
-    compare_cases(rng, &skewed, cases, IndexBase::Zero, "skewed rows", (&gpu_handle, &cpu_handle));
+    compare_cases(rng, &skewed, &cases, IndexBase::Zero, "skewed rows", (&gpu_handle, &cpu_handle));
     // A band whose rows were shuffled (some left empty): the device keeps its rows by first column.
     let band_rows = 4000;
     let mut shuffled: Vec<usize> = (0..band_rows).collect();
@@ -375,7 +388,7 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
     }
     let permuted = CsrMatrix::from_triplets(band_rows, cols, triplets);
     let cases = [(3, Layout::RowMajor), (64, Layout::ColMajor), (128, Layout::RowMajor)];
-    compare_cases(rng, &permuted, cases, IndexBase::One, "shuffled band rows", (&gpu_handle, &cpu_handle));
+    compare_cases(rng, &permuted, &cases, IndexBase::One, "shuffled band rows", (&gpu_handle, &cpu_handle));
 }
 
 /// A rows × cols matrix whose row r holds `length(rng, r)` entries in random columns.
@@ -399,12 +412,12 @@ fn random_rows<T: Element>(
 fn compare_cases<T: Element>(
     rng: &mut Rng,
     csr: &CsrMatrix<T>,
-    cases: [(usize, Layout); 3],
+    cases: &[(usize, Layout)],
     base: IndexBase,
     name: &str,
     (gpu_handle, cpu_handle): (&Handle, &Handle),
 ) {
-    for (k, (n, layout)) in cases.into_iter().enumerate() {
+    for (k, &(n, layout)) in cases.iter().enumerate() {
         let p = Problem::new(rng, csr.clone(), n, layout, k == 1);
         let what = format!("{:?} {name} n {n} {layout:?}", T::VALUE_TYPE);
         compare_backends(&p, gpu_handle, cpu_handle, base, &what);

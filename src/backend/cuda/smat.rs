@@ -147,8 +147,9 @@ struct DeviceRows {
     values: CUdeviceptr,
     /// Rows with more entries are left to the segment kernels.
     long_limit: usize,
-    /// Rows a group of lanes takes one after another: `SHORT_ROWS` (the `smat_short_rows_*`
-    /// kernels) where the rows are short and many, else 1 (`smat_rows_*`).
+    /// Rows a group of lanes takes: `SHORT_ROWS` (the `smat_short_rows_*` kernels, a run of rows
+    /// as one sequence of entries; fewer where a group has fewer lanes) where the rows are short
+    /// and many, else 1 (`smat_rows_*`).
     rows_per_group: usize,
     /// Segments of the long rows: (first entry, end) pairs (i32), each inside one long row.
     segments: usize,
@@ -721,9 +722,11 @@ unsafe fn spmm<T: GpuSpmmElement>(
         };
 
         let kernel = if csr.rows_per_group > 1 { "smat_short_rows" } else { "smat_rows" };
+        // A group's run of short rows is at most one a lane (the kernel's R).
+        let rows_per_group = csr.rows_per_group.min(lanes);
         let f = gpu.function(&SMAT, &format!("{kernel}_{}{suffix}", T::NAME))?;
         crate::log::note(|| {
-            format!("CSR rows: {kernel}_{}{suffix}, {lanes} lanes a row, {} rows a group", T::NAME, csr.rows_per_group)
+            format!("CSR rows: {kernel}_{}{suffix}, {lanes} lanes a row, {rows_per_group} rows a group", T::NAME)
         });
         let (rows_i, long_limit) = (csr.rows as i32, csr.long_limit as i32);
         let (row_ptr, out_rows, col_ind, values) = (csr.row_ptr, csr.out_rows, csr.col_ind, csr.values);
@@ -732,7 +735,7 @@ unsafe fn spmm<T: GpuSpmmElement>(
         unsafe {
             launch(
                 &f,
-                launch_cfg(csr.rows.div_ceil(csr.rows_per_group)),
+                launch_cfg(csr.rows.div_ceil(rows_per_group)),
                 stream,
                 kernel_args![
                     &rows_i,
