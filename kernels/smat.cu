@@ -930,11 +930,11 @@ __device__ void smat_short_rows(int rows, const int* __restrict__ row_ptr, const
                                 typename E::compute beta, T* __restrict__ c, sgpu_i64 c_rs, sgpu_i64 c_cs, int n) {
     const int R = min(SMAT_SHORT_ROWS, G);
     const sgpu_i64 run = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / G;
-    if (RUN_SLOTS > 0 &&
-        smat_row_runs<T, E, CPL, VEC, (RUN_SLOTS > 0 ? RUN_SLOTS : 1)>(run, R, rows, row_ptr, out_rows, col_ind, values,
-                                                                      long_limit, G, alpha, b, b_rs, b_cs, beta, c,
-                                                                      c_rs, c_cs, n))
-        return;
+    if constexpr (RUN_SLOTS > 0) {
+        if (smat_row_runs<T, E, CPL, VEC, RUN_SLOTS>(run, R, rows, row_ptr, out_rows, col_ind, values, long_limit, G,
+                                                     alpha, b, b_rs, b_cs, beta, c, c_rs, c_cs, n))
+            return;
+    }
 #pragma unroll 1
     for (int r = 0; r < R; ++r)
         smat_row<T, E, CPL, VEC>(rows, run * R + r, row_ptr, out_rows, col_ind, values, long_limit, G, alpha, b, b_rs,
