@@ -798,20 +798,21 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
         int base, sd_type<TY>::elem* out, const sd_check* check) {                                                 \
         sddmm_row_warps<TY, V, NV, G>(m, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base, out, check);   \
     }
-#define SD_CSR_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                        \
-    extern "C" __global__ void __launch_bounds__(256) sddmm_csr_row_warps_##SUFFIX##_g##G##_n##NV(                     \
-        int m, int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,            \
+// The two kernels of GPU-Dynamic's row warps take one argument list (the host launches them with
+// one array): sddmm_csr_row_warps does not read report, sddmm_long_rows not long_limit.
+#define SD_CSR_ROW_WARPS_PARAMS(TY)                                                                                  \
+    int m, int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,            \
         const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,     \
         int base, long long long_limit, int* long_rows, unsigned int* counters, sd_type<TY>::elem* out,              \
-        sd_check* check) {                                                                                           \
+        sd_check* check, sd_report* report
+#define SD_CSR_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256)                                                                \
+        sddmm_csr_row_warps_##SUFFIX##_g##G##_n##NV(SD_CSR_ROW_WARPS_PARAMS(TY)) {                                   \
         sddmm_csr_row_warps<TY, V, NV, G>(m, n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base,           \
                                           long_limit, long_rows, counters, out, check);                              \
     }                                                                                                                \
-    extern "C" __global__ void __launch_bounds__(256, 2) sddmm_long_rows_##SUFFIX##_g##G##_n##NV(                      \
-        int m, int n, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,            \
-        const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,     \
-        int base, const int* long_rows, unsigned int* counters, sd_type<TY>::elem* out, sd_check* check,             \
-        sd_report* report) {                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                                             \
+        sddmm_long_rows_##SUFFIX##_g##G##_n##NV(SD_CSR_ROW_WARPS_PARAMS(TY)) {                                       \
         sddmm_long_rows<TY, V, NV, G>(m, n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base, long_rows,   \
                                       counters, out, check, report);                                                 \
     }

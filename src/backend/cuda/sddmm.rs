@@ -1252,57 +1252,33 @@ fn csr_row_warps<T: Element>(
     let long_limit = (ROW_WARPS_EVEN * (op.nnz / op.m.max(1))) as i64;
     let (check, report) = (check.map_or(0, |c| c.check), check.map_or(0, |c| c.report));
     let cfg = |grid: u32| Launch { grid: (grid, 1, 1), block: (NNZ_THREADS, 1, 1), shared_bytes: 0 };
+    // One argument list for both kernels (kernels/sddmm.cu, SD_CSR_ROW_WARPS_PARAMS).
+    let args = kernel_args![
+        &m,
+        &n,
+        &nnz,
+        &k,
+        &op.alpha,
+        &op.a,
+        &a_rs,
+        &op.b,
+        &b_rs,
+        &op.s_values,
+        &op.row_ptr,
+        &op.col_ind,
+        &op.base,
+        &long_limit,
+        &long_rows,
+        &counters,
+        &op.out,
+        &check,
+        &report
+    ];
+    // SAFETY: the list matches SD_CSR_ROW_WARPS_PARAMS; the operands cover what the kernels read
+    // and write for these sizes, long_rows holds a row per row of the pattern and counters two words.
     unsafe {
-        launch(
-            &rows_kernel,
-            cfg(blocks),
-            stream,
-            kernel_args![
-                &m,
-                &n,
-                &nnz,
-                &k,
-                &op.alpha,
-                &op.a,
-                &a_rs,
-                &op.b,
-                &b_rs,
-                &op.s_values,
-                &op.row_ptr,
-                &op.col_ind,
-                &op.base,
-                &long_limit,
-                &long_rows,
-                &counters,
-                &op.out,
-                &check
-            ],
-        )?;
-        launch(
-            &long_kernel,
-            cfg(long_blocks),
-            stream,
-            kernel_args![
-                &m,
-                &n,
-                &nnz,
-                &k,
-                &op.alpha,
-                &op.a,
-                &a_rs,
-                &op.b,
-                &b_rs,
-                &op.s_values,
-                &op.row_ptr,
-                &op.col_ind,
-                &op.base,
-                &long_rows,
-                &counters,
-                &op.out,
-                &check,
-                &report
-            ],
-        )
+        launch(&rows_kernel, cfg(blocks), stream, args)?;
+        launch(&long_kernel, cfg(long_blocks), stream, args)
     }
 }
 
