@@ -138,6 +138,15 @@ impl<T: Element> Problem<T> {
         Problem { db, dc, b, c, ..self }
     }
 
+    /// Row-major B and C with 16-byte aligned rows (leading dimensions a multiple of 8 elements, so
+    /// the CSR kernels' 16-byte form runs), filled afresh; column-major ones as they are.
+    fn with_aligned_rows(self, rng: &mut Rng) -> Self {
+        let aligned =
+            |d: Dense| Dense { ld: if d.layout == Layout::RowMajor { d.cols.next_multiple_of(8) } else { d.ld }, ..d };
+        let (db, dc) = (aligned(self.db), aligned(self.dc));
+        self.with_shapes(db, dc, rng)
+    }
+
     /// Checks every element of `got` against the f64 reference from the rounded inputs (bound of
     /// the tests of the CPU backend), and that C's padding is untouched.
     ///
@@ -342,10 +351,7 @@ fn csr_rows_and_segments<T: Element>(rng: &mut Rng) {
             let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
             // Leading dimensions that keep rows 16-byte aligned half of the time.
             if rng.below(2) == 0 {
-                let aligned =
-                    |d: Dense| Dense { ld: if layout == Layout::RowMajor { n.next_multiple_of(8) } else { d.ld }, ..d };
-                let (db, dc) = (aligned(p.db), aligned(p.dc));
-                p = p.with_shapes(db, dc, rng);
+                p = p.with_aligned_rows(rng);
             }
             let what = format!("{:?} long rows n {n} {layout:?} ldb {} ldc {}", T::VALUE_TYPE, p.db.ld, p.dc.ld);
             compare_backends(&p, &gpu_handle, &cpu_handle, IndexBase::Zero, &what);
@@ -410,12 +416,7 @@ fn csr_rows_with_nonfinite_b<T: Element>(rng: &mut Rng) {
     let (gpu_handle, cpu_handle) = (csr_only(BackendKind::Cuda), csr_only(BackendKind::Cpu));
     for (n, layout) in [(128, Layout::RowMajor), (44, Layout::RowMajor), (9, Layout::ColMajor)] {
         for beta_zero in [true, false] {
-            let p = Problem::new(rng, csr.clone(), n, layout, beta_zero);
-            // Rows 16-byte aligned in the row-major cases: the 16-byte kernels.
-            let aligned =
-                |d: Dense| Dense { ld: if layout == Layout::RowMajor { n.next_multiple_of(8) } else { d.ld }, ..d };
-            let (db, dc) = (aligned(p.db), aligned(p.dc));
-            let mut p = p.with_shapes(db, dc, rng);
+            let mut p = Problem::new(rng, csr.clone(), n, layout, beta_zero).with_aligned_rows(rng);
             for j in (0..n).step_by(7) {
                 p.b[p.db.index(5, j)] = T::from_f64(if j % 2 == 0 { f64::INFINITY } else { f64::NEG_INFINITY });
                 p.b[p.db.index(17, (j + 3) % n)] = T::from_f64(f64::NAN);
