@@ -309,6 +309,17 @@ __device__ __forceinline__ void sd_block_share(int m, long long& o0, long long& 
 
 #define SD_BATCH 4
 
+// The sum of v over lanes 0 … this one of the warp (every lane must call it).
+__device__ __forceinline__ int sd_warp_inclusive_sum(int v) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const int below = __shfl_up_sync(0xffffffffu, v, offset);
+        if (lane >= offset) v += below;
+    }
+    return v;
+}
+
 // Asks L1 for the line holding *p (no register waits for it): a later load of it then hits.
 __device__ __forceinline__ void sd_prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
@@ -756,12 +767,8 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
             end[q] = (int)s1;
             lane_steps += (end[q] - start[q] + 31) / 32;
         }
-        int through = lane_steps;  // iterations of this round's rows up to this lane's last
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const int other = __shfl_up_sync(0xffffffffu, through, d);
-            if (lane >= d) through += other;
-        }
+        // Iterations of this round's rows up to this lane's last.
+        const int through = sd_warp_inclusive_sum(lane_steps);
         int at = before + through - lane_steps;  // iterations before this lane's row q
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
@@ -841,11 +848,7 @@ SD_ROW_WARPS_TYPE(bf16, 3, 8)
 __device__ __forceinline__ int sd_block_scan(int v, int* total) {
     __shared__ int warp_sums[SD_THREADS / 32];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int in = v;
-    for (int offset = 1; offset < 32; offset <<= 1) {
-        int t = __shfl_up_sync(0xffffffffu, in, offset);
-        if (lane >= offset) in += t;
-    }
+    const int in = sd_warp_inclusive_sum(v);
     if (lane == 31) warp_sums[warp] = in;
     __syncthreads();
     int before = 0, all = 0;
@@ -1169,12 +1172,7 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
             count = at[1] - first;
         }
         row_first[threadIdx.x] = first;
-        inclusive = count;
-#pragma unroll
-        for (int offset = 1; offset < 32; offset <<= 1) {
-            int v = __shfl_up_sync(0xffffffffu, inclusive, offset);
-            if (lane >= offset) inclusive += v;
-        }
+        inclusive = sd_warp_inclusive_sum(count);
         if (lane == 31) warp_total[warp] = inclusive;
     }
     __syncthreads();
