@@ -408,10 +408,16 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         csc_partition<T, G>(n, ptr, idx, val, x_part, acc);                                                       \
     }
 
-// At most 40 registers a thread for the row groups, so that six blocks fit an SM (f64 with 32-bit
-// indices takes 42, five blocks, otherwise). The stream blocks' kernels are left to the compiler:
-// asked for a block count, it gives them more registers than the 32 they take unasked.
-#define MSREP_ROWS_BOUNDS __launch_bounds__(256, 6)
+// Registers of the row groups' kernels: in f32 at most 40 a thread, so that six blocks fit an SM (held
+// to 32 for eight blocks, they spill); in f64 at most 32, eight blocks an SM, which they take without
+// spilling (unbounded, 42 with 32-bit indices, five blocks). Measured on an H200 against six blocks
+// (40 registers): the large band in f64 0.208 → 0.197 ms, the 27-point stencil 0.298 → 0.287–0.289,
+// the suite's geometric mean in f64 1.24–1.26× → 1.28–1.29×; in f32 eight blocks were slower (band
+// 0.125 → 0.131 ms, suite 1.27–1.29× → 1.18–1.20×; docs/methods.md). The stream blocks' kernels are
+// left to the compiler: asked for a block count, it gives them more registers than the 32 they take
+// unasked.
+#define MSREP_ROWS_BOUNDS_f32 __launch_bounds__(256, 6)
+#define MSREP_ROWS_BOUNDS_f64 __launch_bounds__(256, 8)
 
 // msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets), each
 // also as _mapped (rows stored in another order, row_map given), and each of those as _streamed (a
@@ -428,7 +434,7 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
                                           beta, y, shared, raw, row_map, long_row, first_block);                   \
     }
 #define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                      \
-    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MSREP_ROWS_BOUNDS)                               \
+    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MSREP_ROWS_BOUNDS_##S)                           \
     MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, __launch_bounds__(256))
 
 #define MSREP_TYPE(T, S)                                                                                            \

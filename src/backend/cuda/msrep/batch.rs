@@ -34,15 +34,19 @@ const ENTRIES_PER_CHUNK: usize = 2048;
 const REGULAR_ENTRIES_PER_LANE: usize = 8;
 
 /// ... but in a batch of at least this many entries, which fills the GPU many times over, a lane takes
-/// about REGULAR_VALUE_BYTES_PER_LANE of values (12 entries in f32, 6 in f64): fewer shuffles for the
-/// same bytes. Measured on an H100: the band of 54 M nonzeros in f32 11 % faster with 2 lanes a row
-/// than with 4 (in f64, 4 lanes 6 % faster than 2, and 19 % faster than 8); the 27-point stencil of
-/// 73 M: alike with 2 and 4 lanes in f32, and in f64 4 lanes 9 % faster than 2 and 8 lanes 3 %
-/// faster than 4 (0.373 → 0.362 ms, 84 → 86 % of the copy bandwidth) — which 64 bytes a lane, 8
-/// entries, had not given it; while on the suite's 2-4 M-nonzero matrices, a few waves of the GPU,
-/// 16 entries a lane in f32 made the block matrix 17 % slower.
+/// about REGULAR_VALUE_BYTES_PER_LANE of values (16 entries in f32, 8 in f64): fewer shuffles for the
+/// same bytes. The band of 54 M nonzeros (17 a row) then takes 2 lanes a row in f32 and 4 in f64, the
+/// 27-point stencil of 73 M 2 and 4. Measured on an H200, two rounds each
+/// (docs/results/h200-2026-11-28-msrep-lanes-ab.jsonl): with the f64 kernel at eight blocks an SM,
+/// 48 bytes (the stencil on 4 lanes in f32, 8 in f64) took 0.181 / 0.284–0.287 ms for the stencil in
+/// f32 / f64, 64 bytes 0.167–0.168 / 0.274–0.277, and 96 bytes (also the band on 1 lane in f32, 2 in
+/// f64) the stencil alike, the band in f32 slower (0.126–0.127 → 0.129–0.130 ms) and in f64 a little
+/// faster (0.198–0.199 → 0.194–0.196); with six, 32 bytes (the band on 4 lanes in f32, 8 in f64)
+/// 0.163–0.165 / 0.273–0.276 ms for the band against 0.125 / 0.208. On the suite's 2-4 M-nonzero
+/// matrices, a few waves of the GPU, 16 entries a lane in f32 made the block matrix 17 % slower
+/// (H100).
 const LARGE_BATCH_ENTRIES: usize = 1 << 24;
-const REGULAR_VALUE_BYTES_PER_LANE: usize = 48;
+const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 
 /// Regular rows of at most this many lanes go to stream blocks too where their neighbours read distant
 /// columns ([`row_order::scattered`]): with few lanes a row, a warp's loads of values and column indices
@@ -683,11 +687,11 @@ mod tests {
         let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 4, "a small batch: 8 entries a lane in f32 too");
         let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
-        assert_eq!(s.lanes, 2, "a large batch in f32: 12 entries a lane");
+        assert_eq!(s.lanes, 2, "a large batch in f32: 16 entries a lane");
         let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
-        assert_eq!(s.lanes, 4, "a large batch in f64: 6 entries a lane");
+        assert_eq!(s.lanes, 4, "a large batch in f64: 8 entries a lane");
         let s = schedule(&ptr_of(&[27; LARGE_BATCH_ENTRIES / 27 + 1]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
-        assert_eq!(s.lanes, 8, "a 27-point stencil in f64: 8 lanes a row");
+        assert_eq!(s.lanes, 4, "a 27-point stencil in f64: 4 lanes a row");
         assert!(s.stream.is_empty() && s.chunks.is_empty());
         let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, || Ok(false)).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
