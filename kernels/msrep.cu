@@ -158,6 +158,34 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
     }
 }
 
+// Regular rows in slices of 32 (sliced ELLPACK): lane l of a warp takes row 32·s + l of slice s, whose
+// entry e lies at slices[s] + 32·e + l, so that a warp's loads of values and indices are 32
+// consecutive elements and, where neighbouring rows read neighbouring columns (bands, stencils), its
+// gathers of x too; a slice is as long as its longest row (the host lays the batch out so and pads
+// shorter rows, which their lanes skip). The sum runs in entry order, as the CPU specification's.
+// Each row block takes a contiguous range of slices, its warps striding over it.
+template <typename T, bool Mapped, typename I>
+__device__ void batch_slices(int block, int blocks, int rows, const int* __restrict__ ptr,
+                             const int* __restrict__ slices, const I* __restrict__ idx, int col_shift,
+                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                             int part_count, T alpha, T beta, T* y, T* shared, T* raw,
+                             const int* __restrict__ row_map) {
+    const int lane = (int)(threadIdx.x & 31);
+    const int slice_count = (rows + 31) / 32;
+    const int per_block = (slice_count + blocks - 1) / blocks;
+    const int start = min(slice_count, block * per_block);
+    const int stop = min(slice_count, (block + 1) * per_block);
+    MsrepCsrPart part = no_part();
+    for (int s = start + (int)(threadIdx.x >> 5); s < stop; s += (int)(blockDim.x >> 5)) {
+        const int v = 32 * s + lane;
+        if (v >= rows) continue;
+        const int first = slices[s] + lane;
+        const T sum = strided_dot<false>(first, first + 32 * (ptr[v + 1] - ptr[v]), 32, idx,
+                                         batch_col_base(idx, v, col_shift), val, x);
+        batch_emit<Mapped>(v, sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+    }
+}
+
 // The sum of every thread's s, on thread 0: warps reduce by shuffles, thread 0 adds the warps' sums
 // in warp order (the same bits on every run). blockDim.x is a multiple of 32.
 template <typename T>
@@ -256,7 +284,7 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
 // (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
-// row. A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
+// row, or, where `slices` is given, in slices of 32 rows (batch_slices). A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
 // A launch runs the batch's blocks first_block.. (one launch may run a part of the batch, as x
 // arrives). Each kind of batch has its kernel, which leaves the other kind's code out. Streamed (no
 // row blocks): 32 registers a thread instead of 40 with the row groups' code, so that eight blocks
@@ -264,7 +292,8 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // blocks' 4 or 8 KiB of shared memory a block, so that the driver leaves more of each SM's on-chip
 // memory to the L1 cache, where the rows' loads of x hit.
 template <typename T, typename I, bool Mapped, bool Streamed>
-__device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
+__device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ slices, const I* __restrict__ idx,
+                          int col_shift,
                           const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                           int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
                           int stream_count, const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums,
@@ -282,6 +311,11 @@ __device__ void csr_batch(const int* __restrict__ ptr, const I* __restrict__ idx
             batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count,
                                  alpha, beta, y, shared, raw, row_map);
         }
+        return;
+    }
+    if (slices) {
+        batch_slices<T, Mapped>(b, row_blocks, rows, ptr, slices, idx, col_shift, val, x, parts, part_count, alpha,
+                                beta, y, shared, raw, row_map);
         return;
     }
 #define MSREP_LANES(G)                                                                                              \
@@ -425,13 +459,13 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
 #define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, BOUNDS)                      \
     extern "C" __global__ void BOUNDS                                                                              \
         msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX(                                               \
-        const int* ptr, const I* idx, int col_shift, const T* val, const T* x, const MsrepCsrPart* parts,         \
-        int part_count, int rows, int lanes, int row_blocks, const int* stream, int stream_count,                 \
-        const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y,      \
-        T* shared, T* raw, const int* row_map, int long_row, int first_block) {                                   \
-        csr_batch<T, I, MAPPED, STREAMED>(ptr, idx, col_shift, val, x, parts, part_count, rows, lanes, row_blocks, \
-                                          stream, stream_count, chunks, chunk_count, chunk_sums, counters, alpha,  \
-                                          beta, y, shared, raw, row_map, long_row, first_block);                   \
+        const int* ptr, const int* slices, const I* idx, int col_shift, const T* val, const T* x,                 \
+        const MsrepCsrPart* parts, int part_count, int rows, int lanes, int row_blocks, const int* stream,         \
+        int stream_count, const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha,  \
+        T beta, T* y, T* shared, T* raw, const int* row_map, int long_row, int first_block) {                     \
+        csr_batch<T, I, MAPPED, STREAMED>(ptr, slices, idx, col_shift, val, x, parts, part_count, rows, lanes,    \
+                                          row_blocks, stream, stream_count, chunks, chunk_count, chunk_sums,       \
+                                          counters, alpha, beta, y, shared, raw, row_map, long_row, first_block);  \
     }
 #define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                      \
     MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MSREP_ROWS_BOUNDS_##S)                           \

@@ -56,6 +56,10 @@ pub struct TestHooks {
     /// threshold into chunks of a block each. Off: the row groups process every row, long ones in the
     /// widest group (a benchmark compares the two).
     pub msrep_long_row_chunks: bool,
+    /// MSREP matrices this executor makes resident put the regular rows of each pCSR batch in slices
+    /// of 32 rows wherever the layout allows, as only large batches of f64 values are otherwise, so
+    /// that small matrices and f32 exercise that layout.
+    pub msrep_slices_at_any_size: bool,
 }
 
 impl Default for TestHooks {
@@ -67,6 +71,7 @@ impl Default for TestHooks {
             msrep_sides_per_device: 1,
             msrep_partials_through_copies: false,
             msrep_long_row_chunks: true,
+            msrep_slices_at_any_size: false,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! MSREP SpMV on the CUDA backend against the CPU backend and an f64 reference: every format, f32 /
 //! f64, partition counts 1..8 and beyond nnz, empty rows, long rows split over partitions, index
 //! bases, α / β (β = 0 with NaN in y), host and device x / y, a non-default stream, the device lists
-//! [0] and (where two GPUs exist) [0, 1], the multi-device path forced on one GPU, and an injected
-//! allocation failure. Each test reports SKIPPED without a usable GPU.
+//! [0] and (where two GPUs exist) [0, 1], the multi-device path forced on one GPU, regular rows in
+//! slices (forced at any size, and a large f64 band by default), and an injected allocation failure.
+//! Each test reports SKIPPED without a usable GPU.
 
 mod common;
 use common::last_error;
@@ -267,17 +268,19 @@ fn eps<T: Element>() -> f64 {
     }
 }
 
-/// How partitions of other devices run (the test hooks of the same names): [`Path::DIRECT`] is the
-/// default, where only other devices take the multi-device path.
+/// How partitions of other devices run and how batches are laid out (the test hooks of the same
+/// names): [`Path::DIRECT`] is the default, where only other devices take the multi-device path.
 #[derive(Clone, Copy, Debug)]
 struct Path {
     stage_lead: bool,
     sides_per_device: usize,
     partials_through_copies: bool,
+    slices_at_any_size: bool,
 }
 
 impl Path {
-    const DIRECT: Path = Path { stage_lead: false, sides_per_device: 1, partials_through_copies: false };
+    const DIRECT: Path =
+        Path { stage_lead: false, sides_per_device: 1, partials_through_copies: false, slices_at_any_size: false };
 }
 
 /// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
@@ -289,6 +292,7 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
         hooks.msrep_stage_lead_partitions = path.stage_lead;
         hooks.msrep_sides_per_device = path.sides_per_device;
         hooks.msrep_partials_through_copies = path.partials_through_copies;
+        hooks.msrep_slices_at_any_size = path.slices_at_any_size;
     });
     let cpu_handle = Handle::new(BackendKind::Cpu, devices);
     for (a, kind) in matrices::<T>(&mut rng) {
@@ -395,8 +399,53 @@ fn raw_sums_through_copies() {
         return;
     }
     for devices in device_lists() {
-        let path = Path { stage_lead: true, sides_per_device: 2, partials_through_copies: true };
+        let path = Path { stage_lead: true, sides_per_device: 2, partials_through_copies: true, ..Path::DIRECT };
         sweep::<f64>("msrep gpu copies f64", &devices, path);
+    }
+}
+
+/// Regular rows in slices of 32 rows wherever the layout allows (by default only large batches of
+/// f64 values take them): on the lead device, and on the multi-device path with two sides.
+#[test]
+fn regular_rows_in_slices() {
+    if !common::cuda_available("regular_rows_in_slices") {
+        return;
+    }
+    for devices in device_lists() {
+        let path = Path { slices_at_any_size: true, ..Path::DIRECT };
+        sweep::<f64>("msrep gpu slices f64", &devices, path);
+        sweep::<f32>("msrep gpu slices f32", &devices, path);
+        let staged = Path { stage_lead: true, sides_per_device: 2, ..path };
+        sweep::<f64>("msrep gpu slices staged f64", &devices, staged);
+    }
+}
+
+/// A band of 2^20 rows and 17.8 M entries in f64, a batch large enough to go in slices by default:
+/// 1 and 3 partitions (rows split between them), β = 0 with NaN in y, and β ≠ 0.
+#[test]
+fn large_f64_band_in_slices() {
+    if !common::cuda_available("large_f64_band_in_slices") {
+        return;
+    }
+    let mut rng = Rng::fresh("msrep gpu large band");
+    let a: CsrMatrix<f64> = band_csr(&mut rng, 1 << 20, 8);
+    let input = Input {
+        format: SparseFormat::Csr,
+        major: a.row_ptr.clone(),
+        minor: a.col_ind.clone(),
+        values: a.values.clone(),
+    };
+    let x: Vec<f64> = (0..a.cols).map(|_| rng.range(-1.0, 1.0)).collect();
+    let y_old: Vec<f64> = (0..a.rows).map(|_| rng.range(-1.0, 1.0)).collect();
+    let h = Handle::new(BackendKind::Cuda, &[0]);
+    for np in [1, 3] {
+        let m = create(&h, a.rows, a.cols, &input, IndexBase::Zero, np);
+        for (alpha, beta) in [(1.5, 0.0), (-0.75, 2.0)] {
+            let y0 = if beta == 0.0 { vec![f64::NAN; a.rows] } else { y_old.clone() };
+            let got = spmv(&h, &m, alpha, &x, beta, &y0, Memory::Device);
+            let want = reference(&a, alpha, &x, beta, &y_old);
+            assert_spmv_close(&format!("large band np {np} α {alpha} β {beta}"), &got, &want, f64::EPSILON);
+        }
     }
 }
 

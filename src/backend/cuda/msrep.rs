@@ -304,8 +304,9 @@ impl GpuResident {
     /// Uploads every non-empty partition to its device (`Partition::device`), on a stream the
     /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
     ///
-    /// The test hooks [`TestHooks::msrep_stage_lead_partitions`] and
-    /// [`TestHooks::msrep_long_row_chunks`] of `hooks` apply to the matrix from now on.
+    /// The test hooks [`TestHooks::msrep_stage_lead_partitions`],
+    /// [`TestHooks::msrep_long_row_chunks`] and [`TestHooks::msrep_slices_at_any_size`] of `hooks`
+    /// apply to the matrix from now on.
     pub fn upload<T: ComputeScalar>(
         a: &PartitionedMatrix<T>,
         lead: &Arc<GpuDevice>,
@@ -410,10 +411,14 @@ impl GpuResident {
                 lanes: batch::lanes_for(p.bounds.nnz().div_ceil(p.bounds.major_count().max(1)), 1) as u32,
             });
         }
+        let layout = batch::Layout {
+            chunk_long_rows: hooks.msrep_long_row_chunks,
+            slices_at_any_size: hooks.msrep_slices_at_any_size,
+        };
         for (side, members) in csr_members.into_iter().enumerate() {
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             for group in batch::split_by_size(members) {
-                let b = batch::CsrBatch::upload(gpu, stream, side, &group, hooks.msrep_long_row_chunks)?;
+                let b = batch::CsrBatch::upload(gpu, stream, side, &group, layout)?;
                 resident.batches.push(b);
             }
         }

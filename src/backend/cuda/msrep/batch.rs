@@ -1,10 +1,11 @@
 //! pCSR batches: the pCSR partitions of one device concatenated into one CSR of "virtual" rows, so that
 //! one kernel launch (`msrep_csr_batch_*` in kernels/msrep.cu) covers them all, whatever the partition
 //! count. How the rows are spread over the kernel's blocks is decided at build time from their
-//! lengths: regular rows in order with a group of lanes each, skewed rows (and short regular rows that
-//! read columns far from their neighbours') in stream blocks of consecutive rows (CSR-stream), and
-//! rows longer than a threshold in chunks of a block each, so that a power-law row costs its bytes
-//! spread over the GPU rather than one block's time.
+//! lengths: regular rows in order with a group of lanes each (or, in large f64 batches, a lane each
+//! in slices of 32 rows), skewed rows (and short regular rows that read columns far from their
+//! neighbours') in stream blocks of consecutive rows (CSR-stream), and rows longer than a threshold
+//! in chunks of a block each, so that a power-law row costs its bytes spread over the GPU rather than
+//! one block's time.
 
 use super::super::memory::DeviceBuffer;
 use super::super::row_order;
@@ -47,6 +48,22 @@ const REGULAR_ENTRIES_PER_LANE: usize = 8;
 /// (H100).
 const LARGE_BATCH_ENTRIES: usize = 1 << 24;
 const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
+
+/// Regular rows of f64 values (at least this many bytes a value), at most [`SLICED_MAX_MEAN`] entries
+/// a row on average, in a batch of at least [`LARGE_BATCH_ENTRIES`] go in slices of [`SLICE`] rows,
+/// one lane a row (sliced ELLPACK, `batch_slices` in kernels/msrep.cu), where no row is chunked and
+/// padding each row to its slice's longest adds at most 1/[`SLICE_PADDING_LIMIT`] of the entries. A
+/// warp then loads 32 consecutive values and indices at a time and, where neighbouring rows read
+/// neighbouring columns, gathers 32 consecutive entries of x. Measured on an H200 against groups of
+/// lanes, two rounds each (docs/results/h200-2026-11-28-msrep-slices-ab.jsonl): in f64 the band of
+/// 54 M nonzeros 0.197 → 0.175 ms (87 → 98 % of the copy bandwidth), the 27-point stencil of 73 M
+/// 0.275 → 0.234 (81 → 95 %); in f32 both slower (band 0.124 → 0.137, stencil 0.166 → 0.175), and on
+/// the suite's 2-4 M-nonzero matrices, a wave of the GPU or less with a lane a row, up to 1.8x slower
+/// in f64 (the band, FEM).
+const SLICED_MIN_VALUE_BYTES: usize = 8;
+const SLICED_MAX_MEAN: f64 = 32.0;
+const SLICE: usize = 32;
+const SLICE_PADDING_LIMIT: usize = 8;
 
 /// Regular rows of at most this many lanes go to stream blocks too where their neighbours read distant
 /// columns ([`row_order::scattered`]): with few lanes a row, a warp's loads of values and column indices
@@ -93,9 +110,12 @@ pub struct Chunk {
 /// How a batch's rows are spread over the kernel's blocks.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Schedule {
-    /// Regular rows: lanes a row, and the blocks that stride over the rows in order (0: streamed).
+    /// Regular rows: lanes a row, and the blocks that stride over the rows in order (0: streamed) ...
     pub lanes: usize,
     pub row_blocks: usize,
+    /// ... or over slices of [`SLICE`] rows (one lane a row), where this is not empty: the position
+    /// of each slice's first entry in the sliced layout, and one past the last slice's.
+    pub slices: Vec<i32>,
     /// Skewed rows: the first and one-past-last row of each stream block.
     pub stream: Vec<[i32; 2]>,
     /// Rows longer than the threshold, cut into chunks, and how many such rows.
@@ -110,14 +130,16 @@ pub(super) fn lanes_for(len: usize, per_lane: usize) -> usize {
 
 /// The schedule of rows with pointer array `ptr` (zero-based, `ptr.len()` = rows + 1) of values of
 /// `value_bytes` each. Rows longer than `long_row` become chunks. The others: regular lengths
-/// (standard deviation at most half the mean) go in order to groups of lanes, on at most `max_blocks`
-/// blocks that stride over them, unless they take few lanes and `scattered` (asked only then) says
-/// that neighbouring rows read distant columns; skewed lengths and those to stream blocks.
+/// (standard deviation at most half the mean) go in order to groups of lanes or in slices
+/// ([`SLICED_MIN_VALUE_BYTES`]; wherever the layout allows with `slices_at_any_size`), on at most
+/// `max_blocks` blocks that stride over them, unless they take few lanes and `scattered` (asked only
+/// then) says that neighbouring rows read distant columns; skewed lengths and those to stream blocks.
 pub fn schedule(
     ptr: &[i32],
     value_bytes: usize,
     long_row: usize,
     max_blocks: usize,
+    slices_at_any_size: bool,
     scattered: impl FnOnce() -> Result<bool>,
 ) -> Result<Schedule> {
     use rayon::prelude::*;
@@ -156,8 +178,14 @@ pub fn schedule(
         };
         let lanes = lanes_for(mean.ceil() as usize, per_lane);
         if lanes > STREAM_SCATTERED_MAX_LANES || !scattered()? {
+            let sliced_rows = slices_at_any_size
+                || (nnz >= LARGE_BATCH_ENTRIES && value_bytes >= SLICED_MIN_VALUE_BYTES && mean <= SLICED_MAX_MEAN);
+            if sliced_rows && let Some(slices) = slices_of(ptr, nnz, &chunks)? {
+                let row_blocks = rows.div_ceil(BLOCK as usize).clamp(1, max_blocks);
+                return Ok(Schedule { lanes: 1, row_blocks, slices, stream: Vec::new(), chunks, long_rows });
+            }
             let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
-            return Ok(Schedule { lanes, row_blocks, stream: Vec::new(), chunks, long_rows });
+            return Ok(Schedule { lanes, row_blocks, slices: Vec::new(), stream: Vec::new(), chunks, long_rows });
         }
     }
     let mut stream = Vec::new();
@@ -179,7 +207,71 @@ pub fn schedule(
     if let Some((first, _)) = open {
         try_push(&mut stream, [first as i32, rows as i32], "MSREP stream blocks")?;
     }
-    Ok(Schedule { lanes: 1, row_blocks: 0, stream, chunks, long_rows })
+    Ok(Schedule { lanes: 1, row_blocks: 0, slices: Vec::new(), stream, chunks, long_rows })
+}
+
+/// The slice pointers of rows with pointer array `ptr` (`nnz` entries) in the sliced layout
+/// ([`SLICED_MIN_VALUE_BYTES`]), or None where it cannot be or costs too much memory: rows chunked,
+/// padding past the limit, or more positions than 32-bit indices reach.
+fn slices_of(ptr: &[i32], nnz: usize, chunks: &[Chunk]) -> Result<Option<Vec<i32>>> {
+    use rayon::prelude::*;
+    if !chunks.is_empty() {
+        return Ok(None);
+    }
+    let rows = ptr.len() - 1;
+    let widths: Vec<usize> = ptr[..rows]
+        .par_chunks(SLICE)
+        .enumerate()
+        .map(|(s, firsts)| (0..firsts.len()).map(|l| (ptr[s * SLICE + l + 1] - firsts[l]) as usize).max().unwrap_or(0))
+        .collect();
+    let positions: usize = widths.iter().map(|w| SLICE * w).sum();
+    if positions > nnz + nnz / SLICE_PADDING_LIMIT || positions > i32::MAX as usize {
+        return Ok(None);
+    }
+    let mut slices = Vec::new();
+    slices.try_reserve_exact(widths.len() + 1).map_err(|_| Error::alloc_failed("MSREP slices"))?;
+    slices.push(0);
+    for w in widths {
+        slices.push(slices.last().expect("pushed above") + (SLICE * w) as i32);
+    }
+    Ok(Some(slices))
+}
+
+/// Row `v`'s entries of `rows` rows (`row(v)`) in the sliced layout of `slices` ([`Schedule::slices`]):
+/// entry e of row v at slices[v / SLICE] + SLICE·e + v % SLICE, zero where a row is shorter than its
+/// slice's longest.
+fn sliced<'a, E: ZeroBits + Sync + 'a>(
+    slices: &[i32],
+    rows: usize,
+    row: impl Fn(usize) -> &'a [E] + Sync,
+    what: &str,
+) -> Result<Vec<E>> {
+    use rayon::prelude::*;
+    let mut laid: Vec<E> = try_zeros(*slices.last().unwrap_or(&0) as usize, what)?;
+    let mut pieces = Vec::with_capacity(slices.len().saturating_sub(1));
+    let mut rest = &mut laid[..];
+    for w in slices.windows(2) {
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut((w[1] - w[0]) as usize);
+        rest = tail;
+        pieces.push(piece);
+    }
+    pieces.into_par_iter().enumerate().for_each(|(s, piece)| {
+        for v in s * SLICE..(s * SLICE + SLICE).min(rows) {
+            for (e, &entry) in row(v).iter().enumerate() {
+                piece[SLICE * e + v % SLICE] = entry;
+            }
+        }
+    });
+    Ok(laid)
+}
+
+/// Choices of a batch's layout that tests change ([`crate::executor::TestHooks`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// Rows longer than [`LONG_ROW`] are chunked (otherwise left to the rows' schedule).
+    pub chunk_long_rows: bool,
+    /// Regular rows go in slices wherever the layout allows, whatever the batch's size and type.
+    pub slices_at_any_size: bool,
 }
 
 /// The pCSR partitions of one device, resident and scheduled.
@@ -189,6 +281,9 @@ pub struct CsrBatch {
     /// Virtual rows: the sum of the partitions' spans.
     pub rows: usize,
     ptr: DeviceBuffer,
+    /// Where the rows go in slices ([`Schedule::slices`]), the slices' first positions: the column
+    /// indices and values are then in the sliced layout.
+    slices: Option<DeviceBuffer>,
     /// Column indices: 32-bit, or 16-bit offsets from a diagonal with this shift ([`CompactColumns`]).
     idx: DeviceBuffer,
     col_shift: Option<i32>,
@@ -217,9 +312,26 @@ pub struct CsrBatch {
     summary: String,
 }
 
-/// Per row block of a batch of `rows` rows on `row_blocks` blocks (block b takes the rows the kernel's
-/// `batch_rows` gives it), one past the largest column its rows or an earlier block's read.
-fn row_block_cols_end<T>(members: &[Member<T>], rows: usize, row_blocks: usize) -> Result<Vec<usize>> {
+impl Schedule {
+    /// Rows of each row block of a batch of `rows` rows, the last's at most: as the kernel's
+    /// `batch_rows` and `batch_slices` share them out.
+    fn rows_per_block(&self, rows: usize) -> usize {
+        let blocks = self.row_blocks.max(1);
+        match self.slices.is_empty() {
+            true => rows.div_ceil(blocks),
+            false => rows.div_ceil(SLICE).div_ceil(blocks) * SLICE,
+        }
+    }
+}
+
+/// Per row block of a batch of `rows` rows on `row_blocks` blocks of `per_block` rows
+/// ([`Schedule::rows_per_block`]), one past the largest column its rows or an earlier block's read.
+fn row_block_cols_end<T>(
+    members: &[Member<T>],
+    rows: usize,
+    row_blocks: usize,
+    per_block: usize,
+) -> Result<Vec<usize>> {
     use rayon::prelude::*;
     // The batch's virtual rows as (member, local row), one past each row's largest column.
     let mut row_end: Vec<usize> = try_zeros(rows, "the MSREP row-block columns")?;
@@ -233,7 +345,7 @@ fn row_block_cols_end<T>(members: &[Member<T>], rows: usize, row_blocks: usize) 
         });
         at += n;
     }
-    let per_block = rows.div_ceil(row_blocks.max(1)).max(1);
+    let per_block = per_block.max(1);
     let mut ends: Vec<usize> =
         row_end.par_chunks(per_block).map(|block| block.iter().copied().max().unwrap_or(0)).collect();
     ends.resize(row_blocks, 0);
@@ -300,24 +412,33 @@ impl<T: ZeroBits + Sync> ReorderedRows<T> {
     }
 }
 
-impl<T> Member<'_, T> {
-    /// The column indices of local row `j`.
-    fn row(&self, j: usize) -> &[i32] {
+impl<'a, T> Member<'a, T> {
+    /// The entries of local row `j`.
+    fn entries(&self, j: usize) -> Range<usize> {
         let base = self.local_ptr[0];
-        &self.minor[(self.local_ptr[j] - base) as usize..(self.local_ptr[j + 1] - base) as usize]
+        (self.local_ptr[j] - base) as usize..(self.local_ptr[j + 1] - base) as usize
+    }
+
+    /// The column indices of local row `j`.
+    fn row(&self, j: usize) -> &'a [i32] {
+        &self.minor[self.entries(j)]
+    }
+
+    /// The values of local row `j`.
+    fn row_values(&self, j: usize) -> &'a [T] {
+        &self.values[self.entries(j)]
     }
 }
 
 impl CsrBatch {
     /// Uploads `members` (partitions of one device, in order; together at most i32::MAX entries and
-    /// rows) to `gpu` on `stream`. Rows longer than [`LONG_ROW`] are chunked unless `chunk_long_rows`
-    /// is off.
+    /// rows) to `gpu` on `stream`, laid out as `layout` says.
     pub fn upload<T: ZeroBits + Sync>(
         gpu: &Arc<GpuDevice>,
         stream: Stream,
         side: usize,
         members: &[Member<T>],
-        chunk_long_rows: bool,
+        layout: Layout,
     ) -> Result<CsrBatch> {
         let reordered: Vec<Option<ReorderedRows<T>>> =
             members.iter().map(ReorderedRows::by_first_column).collect::<Result<_>>()?;
@@ -362,12 +483,22 @@ impl CsrBatch {
             }
             false => None,
         };
-        let long_row = if chunk_long_rows { LONG_ROW } else { usize::MAX };
-        let plan =
-            schedule(&ptr, std::mem::size_of::<T>(), long_row, gpu.multiprocessors * 32, || scattered_rows(members))?;
+        let long_row = if layout.chunk_long_rows { LONG_ROW } else { usize::MAX };
+        let plan = schedule(
+            &ptr,
+            std::mem::size_of::<T>(),
+            long_row,
+            gpu.multiprocessors * 32,
+            layout.slices_at_any_size,
+            || scattered_rows(members),
+        )?;
         let compact = compact_columns(members, &parts, &plan.stream)?;
-        let row_block_cols_end = row_block_cols_end(members, rows, plan.row_blocks)?;
-
+        let row_block_cols_end = row_block_cols_end(members, rows, plan.row_blocks, plan.rows_per_block(rows))?;
+        // Where the schedule chose slices, the columns and values in their layout.
+        let member_row = |v: usize| {
+            let m = parts.partition_point(|p| p.row_base as usize <= v) - 1;
+            (&members[m], v - parts[m].row_base as usize)
+        };
         let upload =
             |data: &[i32], what: &str| DeviceBuffer::from_host(gpu, data, stream, what).map(DeviceBuffer::resident);
         let minors: Vec<&[i32]> = members.iter().map(|m| m.minor).collect();
@@ -376,7 +507,14 @@ impl CsrBatch {
             "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s), column indices {}",
             members.len(),
             rows,
-            if plan.row_blocks > 0 {
+            if !plan.slices.is_empty() {
+                format!(
+                    "slices of {SLICE} rows ({} positions for {} entries) on {} blocks",
+                    plan.slices.last().expect("slices end"),
+                    ptr[rows],
+                    plan.row_blocks
+                )
+            } else if plan.row_blocks > 0 {
                 format!("{} lanes a row on {} blocks", plan.lanes, plan.row_blocks)
             } else {
                 format!("{} stream blocks", plan.stream.len())
@@ -390,13 +528,41 @@ impl CsrBatch {
             side,
             rows,
             ptr: upload(&ptr, "MSREP batch pointers")?,
-            idx: match &compact {
-                Some(c) => DeviceBuffer::from_host(gpu, &c.offsets, stream, "MSREP column offsets")?,
-                None => DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?,
+            idx: match (&compact, plan.slices.is_empty()) {
+                (Some(c), true) => DeviceBuffer::from_host(gpu, &c.offsets, stream, "MSREP column offsets")?,
+                (None, true) => DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?,
+                (Some(c), false) => {
+                    let offsets = |v: usize| &c.offsets[ptr[v] as usize..ptr[v + 1] as usize];
+                    let laid = sliced(&plan.slices, rows, offsets, "MSREP sliced column offsets")?;
+                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP column offsets")?
+                }
+                (None, false) => {
+                    let columns = |v: usize| {
+                        let (m, j) = member_row(v);
+                        m.row(j)
+                    };
+                    let laid = sliced(&plan.slices, rows, columns, "MSREP sliced column indices")?;
+                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP partition indices")?
+                }
             }
             .resident(),
             col_shift: compact.map(|c| c.shift),
-            val: DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?.resident(),
+            val: match plan.slices.is_empty() {
+                true => DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?,
+                false => {
+                    let row_values = |v: usize| {
+                        let (m, j) = member_row(v);
+                        m.row_values(j)
+                    };
+                    let laid = sliced(&plan.slices, rows, row_values, "MSREP sliced values")?;
+                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP partition values")?
+                }
+            }
+            .resident(),
+            slices: match plan.slices.is_empty() {
+                true => None,
+                false => Some(upload(&plan.slices, "MSREP slices")?),
+            },
             parts: DeviceBuffer::from_host(gpu, &parts, stream, "MSREP partition table")?.resident(),
             part_count: parts.len() as i32,
             part_table: parts,
@@ -489,7 +655,7 @@ impl CsrBatch {
         let (ptr, idx, val, parts) = (self.ptr.ptr(), self.idx.ptr(), self.val.ptr(), self.parts.ptr());
         let (stream_blocks, chunks, chunk_sums, counters) =
             (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
-        let row_map = ptr_of(&self.row_map);
+        let (row_map, slices) = (ptr_of(&self.row_map), ptr_of(&self.slices));
         let rows = self.rows as i32;
         let col_shift = self.col_shift.unwrap_or(0);
         unsafe {
@@ -499,6 +665,7 @@ impl CsrBatch {
                 stream,
                 crate::kernel_args![
                     &ptr,
+                    &slices,
                     &idx,
                     &col_shift,
                     &val,
@@ -682,27 +849,82 @@ mod tests {
 
     #[test]
     fn regular_rows_go_in_order_to_groups_of_lanes() {
-        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, false, || Ok(false)).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (4, 16), "1000 rows × 4 lanes in blocks of 256");
-        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 4, LONG_ROW, 4096, false, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 4, "a small batch: 8 entries a lane in f32 too");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, || Ok(false)).unwrap();
+        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 4, LONG_ROW, 4096, false, || Ok(false)).unwrap();
         assert_eq!(s.lanes, 2, "a large batch in f32: 16 entries a lane");
-        let s = schedule(&ptr_of(&[17; LARGE_BATCH_ENTRIES / 17 + 1]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
-        assert_eq!(s.lanes, 4, "a large batch in f64: 8 entries a lane");
-        let s = schedule(&ptr_of(&[27; LARGE_BATCH_ENTRIES / 27 + 1]), 8, LONG_ROW, 4096, || Ok(false)).unwrap();
-        assert_eq!(s.lanes, 4, "a 27-point stencil in f64: 4 lanes a row");
-        assert!(s.stream.is_empty() && s.chunks.is_empty());
-        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, || Ok(false)).unwrap();
+        let s = schedule(&ptr_of(&[40; LARGE_BATCH_ENTRIES / 40 + 1]), 8, LONG_ROW, 4096, false, || Ok(false)).unwrap();
+        assert_eq!(s.lanes, 8, "a large batch in f64 of rows too long for slices: 8 entries a lane");
+        let s = schedule(&ptr_of(&[27; LARGE_BATCH_ENTRIES / 27 + 1]), 4, LONG_ROW, 4096, false, || Ok(false)).unwrap();
+        assert_eq!(s.lanes, 2, "a 27-point stencil in f32: 2 lanes a row");
+        assert!(s.stream.is_empty() && s.chunks.is_empty() && s.slices.is_empty());
+        let s = schedule(&ptr_of(&[8; 1 << 20]), 8, LONG_ROW, 100, false, || Ok(false)).unwrap();
         assert_eq!(s.row_blocks, 100, "blocks are bounded");
     }
 
     #[test]
+    fn large_batches_of_short_regular_f64_rows_go_in_slices() {
+        // A band of 17 entries a row, its first and last 8 rows shorter, in f64: slices of 32 rows,
+        // each as long as its longest row.
+        let rows = LARGE_BATCH_ENTRIES / 17 + 10;
+        let lengths: Vec<usize> = (0..rows).map(|r| 17 - 8usize.saturating_sub(r.min(rows - 1 - r))).collect();
+        let ptr = ptr_of(&lengths);
+        let s = schedule(&ptr, 8, LONG_ROW, 4096, false, || Ok(false)).unwrap();
+        assert_eq!((s.lanes, s.row_blocks), (1, rows.div_ceil(256)), "one lane a row, blocks of 256");
+        assert_eq!(s.slices.len(), rows.div_ceil(SLICE) + 1);
+        assert!(s.slices.windows(2).all(|w| w[1] - w[0] == (SLICE * 17) as i32), "every slice holds a 17");
+        assert!(s.stream.is_empty() && s.chunks.is_empty());
+        // f32, or a smaller batch: groups of lanes; asked for slices at any size: slices.
+        assert!(schedule(&ptr, 4, LONG_ROW, 4096, false, || Ok(false)).unwrap().slices.is_empty());
+        let small = ptr_of(&lengths[..1000]);
+        assert!(schedule(&small, 8, LONG_ROW, 4096, false, || Ok(false)).unwrap().slices.is_empty());
+        let s = schedule(&small, 4, LONG_ROW, 4096, true, || Ok(false)).unwrap();
+        assert_eq!((s.lanes, s.row_blocks, s.slices.len()), (1, 4, 1000usize.div_ceil(SLICE) + 1));
+        // Rows as regular as the schedule asks (deviation at most half the mean) but unequal within
+        // each slice: padding them would add more than 1/8 of the entries.
+        let uneven = ptr_of(&(0..1000).map(|r| [8, 12, 16][r % 3]).collect::<Vec<_>>());
+        let s = schedule(&uneven, 8, LONG_ROW, 4096, true, || Ok(false)).unwrap();
+        assert!(s.slices.is_empty() && s.lanes > 1);
+        // Chunked rows keep the groups of lanes.
+        let mut lengths = vec![17; 1000];
+        lengths[500] = LONG_ROW + 1;
+        let s = schedule(&ptr_of(&lengths), 8, LONG_ROW, 4096, true, || Ok(false)).unwrap();
+        assert!(s.slices.is_empty() && !s.chunks.is_empty());
+    }
+
+    #[test]
+    fn the_sliced_layout_interleaves_the_rows_of_a_slice() {
+        // 35 rows (a slice of 32 and one of 3) of lengths r % 4 + 1; entry e of row r is 100·r + e + 1.
+        let rows: Vec<Vec<i32>> = (0..35).map(|r| (0..r % 4 + 1).map(|e| 100 * r + e + 1).collect()).collect();
+        let ptr = ptr_of(&rows.iter().map(Vec::len).collect::<Vec<_>>());
+        assert_eq!(slices_of(&ptr, ptr[35] as usize, &[]).unwrap(), None, "padding 3/5 of the entries");
+        let slices = [0, 4 * SLICE as i32, 8 * SLICE as i32];
+        let laid = sliced(&slices, 35, |v| &rows[v][..], "test").unwrap();
+        assert_eq!(laid.len(), 8 * SLICE);
+        for (at, &got) in laid.iter().enumerate() {
+            let (s, e, l) = (at / (4 * SLICE), at % (4 * SLICE) / SLICE, at % SLICE);
+            let want = rows.get(SLICE * s + l).and_then(|row| row.get(e)).copied().unwrap_or(0);
+            assert_eq!(got, want, "slice {s}, entry {e}, lane {l}");
+        }
+        // Rows of equal lengths: no padding but in a last slice of fewer rows.
+        assert_eq!(slices_of(&ptr_of(&[3; 64]), 192, &[]).unwrap(), Some(vec![0, 96, 192]));
+        assert_eq!(slices_of(&ptr_of(&[3; 300]), 900, &[]).unwrap().map(|s| s[10]), Some(960));
+        // The row blocks share whole slices out: 35 rows on 2 blocks is a slice each.
+        let s =
+            Schedule { lanes: 1, row_blocks: 2, slices: slices.to_vec(), stream: vec![], chunks: vec![], long_rows: 0 };
+        assert_eq!(s.rows_per_block(35), 32);
+        let s = Schedule { slices: vec![], ..s };
+        assert_eq!(s.rows_per_block(35), 18);
+    }
+
+    #[test]
     fn short_regular_rows_stream_where_neighbours_read_distant_columns() {
-        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, || Ok(true)).unwrap();
+        let s = schedule(&ptr_of(&[17; 1000]), 8, LONG_ROW, 4096, false, || Ok(true)).unwrap();
         assert_eq!((s.lanes, s.row_blocks), (1, 0), "4 lanes a row, scattered: stream blocks");
         assert_eq!(s.stream.len(), 1000usize.div_ceil(STREAM_ENTRIES / 17));
-        let s = schedule(&ptr_of(&[100; 1000]), 8, LONG_ROW, 4096, || panic!("not asked")).unwrap();
+        let s = schedule(&ptr_of(&[100; 1000]), 8, LONG_ROW, 4096, false, || panic!("not asked")).unwrap();
         assert_eq!(s.lanes, 16, "16 lanes a row load coalesced: scattered or not, in order");
     }
 
@@ -782,7 +1004,7 @@ mod tests {
         lengths[400] = LONG_ROW + 1;
         lengths[402] = 1020;
         let ptr = ptr_of(&lengths);
-        let s = schedule(&ptr, 8, LONG_ROW, 4096, || Ok(false)).unwrap();
+        let s = schedule(&ptr, 8, LONG_ROW, 4096, false, || Ok(false)).unwrap();
         assert_eq!(s.row_blocks, 0);
         // The stream blocks cover every row but the long ones, in order, each within its limits.
         let mut covered = Vec::new();
@@ -892,29 +1114,33 @@ mod tests {
         let (ptr_a, minor_a) = ([4, 6, 8, 9], [0, 1, 90, 2, 3]);
         let (ptr_b, minor_b) = ([0, 3, 3], [5, 7, 6]);
         let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
-        assert_eq!(row_block_cols_end(&members, 5, 3).unwrap(), [91, 91, 91]);
+        assert_eq!(row_block_cols_end(&members, 5, 3, 2).unwrap(), [91, 91, 91]);
         let minor_a = [0, 1, 9, 2, 3];
         let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
-        assert_eq!(row_block_cols_end(&members, 5, 3).unwrap(), [10, 10, 10]);
+        assert_eq!(row_block_cols_end(&members, 5, 3, 2).unwrap(), [10, 10, 10]);
         // One block per row: each block's own end, kept at least the earlier blocks'.
-        assert_eq!(row_block_cols_end(&members, 5, 5).unwrap(), [2, 10, 10, 10, 10]);
+        assert_eq!(row_block_cols_end(&members, 5, 5, 1).unwrap(), [2, 10, 10, 10, 10]);
         // More blocks than rows: the blocks without rows keep the end before them.
-        assert_eq!(row_block_cols_end(&members, 5, 7).unwrap(), [2, 10, 10, 10, 10, 10, 10]);
+        assert_eq!(row_block_cols_end(&members, 5, 7, 1).unwrap(), [2, 10, 10, 10, 10, 10, 10]);
         // A band: each block's end follows its last row.
         let rows = 1000;
         let ptr: Vec<i32> = (0..=rows as i32).map(|r| 3 * r).collect();
         let minor: Vec<i32> =
             (0..rows as i32).flat_map(|r| [(r - 1).max(0), r, (r + 1).min(rows as i32 - 1)]).collect();
         let values = vec![0f32; minor.len()];
-        let ends = row_block_cols_end(&[member(0, 0, &ptr, &minor, &values)], rows, 10).unwrap();
+        let band = [member(0, 0, &ptr, &minor, &values)];
+        let ends = row_block_cols_end(&band, rows, 10, 100).unwrap();
         assert_eq!(ends, (1..=10).map(|b| (100 * b + 1).min(rows)).collect::<Vec<_>>());
+        // In slices: 32 slices on 10 blocks, 4 slices (128 rows) a block, the last two without rows.
+        let ends = row_block_cols_end(&band, rows, 10, 128).unwrap();
+        assert_eq!(ends, (1..=10).map(|b| (128 * b + 1).min(rows)).collect::<Vec<_>>());
     }
 
     #[test]
     fn without_chunks_a_long_row_is_a_stream_block_of_its_own() {
         let mut lengths = vec![1usize; 300];
         lengths[7] = 5000;
-        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096, || Ok(false)).unwrap();
+        let s = schedule(&ptr_of(&lengths), 8, usize::MAX, 4096, false, || Ok(false)).unwrap();
         assert!(s.chunks.is_empty());
         assert_eq!(s.stream, [[0, 7], [7, 8], [8, 264], [264, 300]]);
     }
