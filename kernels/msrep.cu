@@ -284,21 +284,21 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
 // (rows stream[2i]..stream[2i+1]), the rest (row_blocks of them) the rows in order with `lanes` lanes a
-// row, or, where `slices` is given, in slices of 32 rows (batch_slices). A batch has stream blocks (skewed rows) or row blocks (regular rows), and chunks of either.
-// A launch runs the batch's blocks first_block.. (one launch may run a part of the batch, as x
-// arrives). Each kind of batch has its kernel, which leaves the other kind's code out. Streamed (no
-// row blocks): 32 registers a thread instead of 40 with the row groups' code, so that eight blocks
-// of 256 threads fit an SM instead of six. Not streamed (no stream blocks): without the stream
-// blocks' 4 or 8 KiB of shared memory a block, so that the driver leaves more of each SM's on-chip
-// memory to the L1 cache, where the rows' loads of x hit.
+// row, or, where `slices` is given, in slices of 32 rows (batch_slices). A batch has stream blocks
+// (skewed rows) or row blocks (regular rows), and chunks of either. A launch runs the batch's blocks
+// first_block.. (one launch may run a part of the batch, as x arrives). Each kind of batch has its
+// kernel, which leaves the other kind's code out. Streamed (no row blocks): 32 registers a thread
+// instead of 40 with the row groups' code, so that eight blocks of 256 threads fit an SM instead of
+// six. Not streamed (no stream blocks): without the stream blocks' 4 or 8 KiB of shared memory a
+// block, so that the driver leaves more of each SM's on-chip memory to the L1 cache, where the rows'
+// loads of x hit.
 template <typename T, typename I, bool Mapped, bool Streamed>
 __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ slices, const I* __restrict__ idx,
-                          int col_shift,
-                          const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
-                          int part_count, int rows, int lanes, int row_blocks, const int* __restrict__ stream,
-                          int stream_count, const MsrepChunk* __restrict__ chunks, int chunk_count, T* chunk_sums,
-                          unsigned* counters, T alpha, T beta, T* y, T* shared, T* raw,
-                          const int* __restrict__ row_map, int long_row, int first_block) {
+                          int col_shift, const T* __restrict__ val, const T* __restrict__ x,
+                          const MsrepCsrPart* __restrict__ parts, int part_count, int rows, int lanes, int row_blocks,
+                          const int* __restrict__ stream, int stream_count, const MsrepChunk* __restrict__ chunks,
+                          int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared,
+                          T* raw, const int* __restrict__ row_map, int long_row, int first_block) {
     int b = (int)blockIdx.x + first_block;
     if (b < chunk_count) {
         batch_chunk<Mapped>(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw,
