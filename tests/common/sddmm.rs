@@ -67,15 +67,24 @@ impl Call<'_> {
 
 /// Whether AUTO takes the tensor-core tiles: only for f16 / bf16, A and B row-major with K and the
 /// leading dimensions multiples of 8, rows sorted by column without repeats and at least as many
-/// entries as rows times (column tiles of 128 + 1); then where the 128 × 128 tiles holding entries
-/// are at least 10 % full, never below 2.5 % (between, by the library's cost model: `None`).
+/// entries as rows times (column tiles of 128 + 1), and only where the library's cost model puts the
+/// COO kernel above the tiles' least time (`tensor_tiles_pay` and `TC_FEWEST_TILES_NS` in
+/// src/backend/cuda/sddmm.rs: 15 µs; `None` within 25 % of it); then where the 128 × 128 tiles
+/// holding entries are at least 10 % full, never below 2.5 % (between, by the cost model: `None`).
 fn tensor_tiles(call: &Call) -> Option<bool> {
-    let ((m, n, _), nnz) = (call.shape, call.col_ind.len());
+    let ((m, n, k), nnz) = (call.shape, call.col_ind.len());
     let possible = matches!(call.value_type, ValueType::F16 | ValueType::Bf16)
         && call.suits_tiles(8)
         && m * (n.div_ceil(128) + 1) <= nnz;
     if !possible {
         return Some(false);
+    }
+    let coo_ns = nnz as f64 * (0.0164 + 0.00029 * k as f64);
+    if coo_ns < 0.8 * 15_000.0 {
+        return Some(false);
+    }
+    if coo_ns < 1.25 * 15_000.0 {
+        return None;
     }
     let fill = nnz as f64 / (call.tiles(128) * 128 * 128) as f64;
     if fill >= 0.1 {

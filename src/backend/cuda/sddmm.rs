@@ -991,11 +991,22 @@ fn block_tiles<T: Element>(
 /// width k, by a cost model fitted to an H100 (random 8192 × 8192 in f16 at densities 5e-2 and 1e-1,
 /// k = 32 to 256, both kernels forced in one run): a listed tile costs 8.5 + 0.119·k ns plus 8.9 ps
 /// an entry, the COO kernel 16.4 + 0.29·k ps an entry. So the tiles pay where they are more than
-/// 2.9 % (k = 256) to 4.5 % (k = 32) full.
+/// 2.9 % (k = 256) to 4.5 % (k = 32) full. That model counts throughput, which thousands of tiles
+/// reach; a few hundred tiles, a block each, take the time of one block at least
+/// ([`TC_FEWEST_TILES_NS`] in the model's units).
 fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
     let k = k as f64;
-    tiles as f64 * (8.5 + 0.119 * k) < entries * (0.0075 + 0.00029 * k)
+    let tiles_ns = (tiles as f64 * (8.5 + 0.119 * k) + entries * 0.0089).max(TC_FEWEST_TILES_NS);
+    tiles_ns < entries * (0.0164 + 0.00029 * k)
 }
+
+/// The least time of the tensor-core tiles in [`tensor_tiles_pay`]'s model, from ergo's overlap
+/// matrix (1625 rows, 0.36 M entries, 165 tiles of 128 × 128 holding entries) in f16 / bf16 on an
+/// H200 (docs/results/h200-2026-11-28-sddmm-suite-half.jsonl): the tiles took 25.5–26.6 µs a call at
+/// k = 32 to 128 and 32.0 at 256, COO 21.6 / 25.2 / 31.4 / 47.1 µs at k = 32 / 64 / 128 / 256. The
+/// model puts COO at 9.1 / 12.4 / 19.0 / 32.2 µs there and the tiles at 5.2–9.8, so any least time
+/// between 12.4 and 19.0 µs picks the faster at each k.
+const TC_FEWEST_TILES_NS: f64 = 15_000.0;
 
 /// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32): each
 /// listed tile of S computed densely, its entries written from shared memory.
@@ -1541,6 +1552,25 @@ impl SddmmPatterns for CudaExecutor {
 mod tests {
     use super::*;
     use half::f16;
+
+    /// The tensor-core tiles' cost model: ergo's overlap matrix (165 tiles, 355 741 entries) goes to
+    /// COO at K = 32 and 64 and to the tiles at 128 and 256, as measured; thousands of tiles, where
+    /// the least time does not bind, as the throughput model alone says (random 8192 × 8192 at
+    /// density 5e-2: 4096 tiles, 3.36 M entries, the tiles from K = 32 on; at 1e-2, 0.67 M entries,
+    /// not at K = 32).
+    #[test]
+    fn tensor_tiles_pay_their_least_time_where_few() {
+        let ergo: Vec<bool> = [32, 64, 128, 256].iter().map(|&k| tensor_tiles_pay(165, 355_741.0, k)).collect();
+        assert_eq!(ergo, [false, false, true, true]);
+        for k in [32, 64, 128, 256] {
+            let throughput_only =
+                |tiles: f64, entries: f64| tiles * (8.5 + 0.119 * k as f64) < entries * (0.0075 + 0.00029 * k as f64);
+            for (tiles, entries) in [(4096, 3_355_443.0), (4096, 671_089.0)] {
+                assert_eq!(tensor_tiles_pay(tiles, entries, k), throughput_only(tiles as f64, entries), "K = {k}");
+            }
+        }
+        assert!(tensor_tiles_pay(4096, 3_355_443.0, 32) && !tensor_tiles_pay(4096, 671_089.0, 32));
+    }
 
     /// The band kernels' slices: every band's positions covered once, in order, by non-empty slices
     /// of at most the slice size, listed part by part (a band's k-th slice after every band's
