@@ -1001,7 +1001,7 @@ fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
 }
 
 /// The least time of the tensor-core tiles in [`tensor_tiles_pay`]'s model, from ergo's overlap
-/// matrix (1625 rows, 0.36 M entries, 165 tiles of 128 × 128 holding entries) in f16 / bf16 on an
+/// matrix (1625 rows, 0.36 M entries, 165 tiles of 128 × 128 holding entries) in f16 on an
 /// H200 (docs/results/h200-2026-11-28-sddmm-suite-half.jsonl): the tiles took 25.5–26.6 µs a call at
 /// k = 32 to 128 and 32.0 at 256, COO 21.6 / 25.2 / 31.4 / 47.1 µs at k = 32 / 64 / 128 / 256. The
 /// model puts COO at 9.1 / 12.4 / 19.0 / 32.2 µs there and the tiles at 5.2–9.8, so any least time
