@@ -1001,11 +1001,11 @@ fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
 }
 
 /// The least time of the tensor-core tiles in [`tensor_tiles_pay`]'s model, from ergo's overlap
-/// matrix (1625 rows, 0.36 M entries, 165 tiles of 128 × 128 holding entries) in f16 on an
-/// H200 (docs/results/h200-2026-11-28-sddmm-suite-half.jsonl): the tiles took 25.5–26.6 µs a call at
-/// k = 32 to 128 and 32.0 at 256, COO 21.6 / 25.2 / 31.4 / 47.1 µs at k = 32 / 64 / 128 / 256. The
-/// model puts COO at 9.1 / 12.4 / 19.0 / 32.2 µs there and the tiles at 5.2–9.8, so any least time
-/// between 12.4 and 19.0 µs picks the faster at each k.
+/// matrix (1625 rows, 0.36 M entries, 165 tiles of 128 × 128 holding entries) in f16 on an H200,
+/// both algorithms forced (docs/results/h200-2026-11-28-sddmm-tiles-least-time-ab.jsonl): the tiles
+/// took 23.7 / 24.4 / 26.3 / 31.3 µs a call at k = 32 / 64 / 128 / 256, COO 19.8 / 22.7 / 31.0 /
+/// 45.2. The model puts COO at 9.1 / 12.4 / 19.0 / 32.2 µs there and the tiles at 5.2–9.8, so any
+/// least time between 12.4 and 19.0 µs picks the faster at each k.
 const TC_FEWEST_TILES_NS: f64 = 15_000.0;
 
 /// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32): each
