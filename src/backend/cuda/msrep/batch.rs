@@ -180,12 +180,11 @@ pub fn schedule(
         if lanes > STREAM_SCATTERED_MAX_LANES || !scattered()? {
             let sliced_rows = slices_at_any_size
                 || (nnz >= LARGE_BATCH_ENTRIES && value_bytes >= SLICED_MIN_VALUE_BYTES && mean <= SLICED_MAX_MEAN);
-            if sliced_rows && let Some(slices) = slices_of(ptr, nnz, &chunks)? {
-                let row_blocks = rows.div_ceil(BLOCK as usize).clamp(1, max_blocks);
-                return Ok(Schedule { lanes: 1, row_blocks, slices, stream: Vec::new(), chunks, long_rows });
-            }
+            let slices = if sliced_rows { slices_of(ptr, nnz, &chunks)? } else { None }.unwrap_or_default();
+            // In slices, a lane a row.
+            let lanes = if slices.is_empty() { lanes } else { 1 };
             let row_blocks = (rows * lanes).div_ceil(BLOCK as usize).clamp(1, max_blocks);
-            return Ok(Schedule { lanes, row_blocks, slices: Vec::new(), stream: Vec::new(), chunks, long_rows });
+            return Ok(Schedule { lanes, row_blocks, slices, stream: Vec::new(), chunks, long_rows });
         }
     }
     let mut stream = Vec::new();
