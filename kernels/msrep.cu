@@ -88,12 +88,22 @@ __device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const
                shared + part.shared_slot);
 }
 
-// Column indices of a batch: 32-bit columns (I = int), or 16-bit offsets from a diagonal (I = short,
-// where the batch's columns allow it): column = a + col_shift + idx[e], where the anchor a is the
-// entry's virtual row, or for a row of a stream block the block's first row (a stream block loads its
-// entries without their rows). `col_base` is what an index is added to: 0, or a + col_shift.
-__device__ __forceinline__ int batch_col_base(const int*, int, int) { return 0; }
-__device__ __forceinline__ int batch_col_base(const short*, int v, int col_shift) { return v + col_shift; }
+// Column indices of a batch: 32-bit columns (I = int), or 16-bit offsets (I = short, where the
+// batch's columns allow it): column = shift + idx[e], plus, where the offsets are from a diagonal, the
+// entry's anchor a: its virtual row, or for a row of a stream block the block's first row (a stream
+// block loads its entries without their rows). Offsets from a fixed column (from_diagonal 0) serve a
+// batch whose columns all lie within 64 K of each other, wherever its rows read them. `col_base` is
+// what an index is added to: 0, or shift (+ a).
+struct MsrepColumns {
+    int shift;
+    int from_diagonal;
+};
+__device__ __forceinline__ int batch_col_base(const int*, int, MsrepColumns) { return 0; }
+// from_diagonal is 0 or 1: a product rather than a select, with which the f64 row kernels, held to
+// 32 registers, spilled.
+__device__ __forceinline__ int batch_col_base(const short*, int a, MsrepColumns c) {
+    return c.shift + a * c.from_diagonal;
+}
 
 // An entry's index or value: with Streaming (entries a block reads once, coalesced: stream blocks and
 // long-row chunks), marked evict-first (ld.global.cs), so that the matrix passing through L2 leaves
@@ -138,7 +148,7 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const I
 // long_row belong to the chunk blocks.
 template <typename T, int G, bool Mapped, typename I>
 __device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
-                           int col_shift, const T* __restrict__ val, const T* __restrict__ x,
+                           MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
                            const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
                            T* raw, const int* __restrict__ row_map, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
@@ -151,7 +161,7 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
     for (int v = start + (int)(threadIdx.x / G); v < stop; v += (int)(blockDim.x / G)) {
         const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
-        T s = strided_dot<false>(begin + (int)lane, end, G, idx, batch_col_base(idx, v, col_shift), val, x);
+        T s = strided_dot<false>(begin + (int)lane, end, G, idx, batch_col_base(idx, v, columns), val, x);
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
         if (lane == 0) batch_emit<Mapped>(v, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
@@ -166,7 +176,7 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
 // Each row block takes a contiguous range of slices, its warps striding over it.
 template <typename T, bool Mapped, typename I>
 __device__ void batch_slices(int block, int blocks, int rows, const int* __restrict__ ptr,
-                             const int* __restrict__ slices, const I* __restrict__ idx, int col_shift,
+                             const int* __restrict__ slices, const I* __restrict__ idx, MsrepColumns columns,
                              const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                              int part_count, T alpha, T beta, T* y, T* shared, T* raw,
                              const int* __restrict__ row_map) {
@@ -181,7 +191,7 @@ __device__ void batch_slices(int block, int blocks, int rows, const int* __restr
         if (v >= rows) continue;
         const int first = slices[s] + lane;
         const T sum = strided_dot<false>(first, first + 32 * (ptr[v + 1] - ptr[v]), 32, idx,
-                                         batch_col_base(idx, v, col_shift), val, x);
+                                         batch_col_base(idx, v, columns), val, x);
         batch_emit<Mapped>(v, sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
     }
 }
@@ -210,14 +220,14 @@ __device__ __forceinline__ T block_sum(T s) {
 // blockDim.x is 256 (the kernel's launch bounds).
 #define MSREP_STREAM_ENTRIES 1024
 template <bool Mapped, typename T, typename I>
-__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx, int col_shift,
-                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
-                             int part_count, T alpha, T beta, T* y, T* shared, T* raw,
-                             const int* __restrict__ row_map) {
+__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx,
+                             MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
+                             const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
+                             T* raw, const int* __restrict__ row_map) {
     __shared__ T products[MSREP_STREAM_ENTRIES];
     MsrepCsrPart part = no_part();
     const int base = ptr[r0], rows = r1 - r0;
-    const int col_base = batch_col_base(idx, r0, col_shift);
+    const int col_base = batch_col_base(idx, r0, columns);
     if (rows == 1) {
         const T total =
             block_sum(strided_dot<true>(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, col_base, val, x));
@@ -260,12 +270,12 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 // floating-point atomics: the result is the same bits on every run, though summed in another order
 // than the CPU backend's loop.
 template <bool Mapped, typename T, typename I>
-__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, int col_shift,
+__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, MsrepColumns columns,
                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                             int part_count, T alpha, T beta, T* y, T* shared, T* raw, const int* __restrict__ row_map,
                             T* chunk_sums, unsigned* counters) {
     const T total = block_sum(strided_dot<true>(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx,
-                                          batch_col_base(idx, c.row, col_shift), val, x));
+                                          batch_col_base(idx, c.row, columns), val, x));
     if (threadIdx.x != 0) return;
     MsrepCsrPart part = no_part();
     if (c.count == 1) {
@@ -294,33 +304,33 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // loads of x hit.
 template <typename T, typename I, bool Mapped, bool Streamed>
 __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ slices, const I* __restrict__ idx,
-                          int col_shift, const T* __restrict__ val, const T* __restrict__ x,
+                          MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
                           const MsrepCsrPart* __restrict__ parts, int part_count, int rows, int lanes, int row_blocks,
                           const int* __restrict__ stream, int stream_count, const MsrepChunk* __restrict__ chunks,
                           int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared,
                           T* raw, const int* __restrict__ row_map, int long_row, int first_block) {
     int b = (int)blockIdx.x + first_block;
     if (b < chunk_count) {
-        batch_chunk<Mapped>(b, chunks[b], idx, col_shift, val, x, parts, part_count, alpha, beta, y, shared, raw,
+        batch_chunk<Mapped>(b, chunks[b], idx, columns, val, x, parts, part_count, alpha, beta, y, shared, raw,
                             row_map, chunk_sums, counters);
         return;
     }
     b -= chunk_count;
     if (Streamed) {
         if (b < stream_count) {
-            batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, col_shift, val, x, parts, part_count,
+            batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, columns, val, x, parts, part_count,
                                  alpha, beta, y, shared, raw, row_map);
         }
         return;
     }
     if (slices) {
-        batch_slices<T, Mapped>(b, row_blocks, rows, ptr, slices, idx, col_shift, val, x, parts, part_count, alpha,
+        batch_slices<T, Mapped>(b, row_blocks, rows, ptr, slices, idx, columns, val, x, parts, part_count, alpha,
                                 beta, y, shared, raw, row_map);
         return;
     }
 #define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
-        batch_rows<T, G, Mapped>(b, row_blocks, rows, ptr, idx, col_shift, val, x, parts, part_count, alpha, beta, \
+        batch_rows<T, G, Mapped>(b, row_blocks, rows, ptr, idx, columns, val, x, parts, part_count, alpha, beta,    \
                                  y, shared, raw, row_map, long_row);                                               \
         break;
     switch (lanes) {
@@ -459,11 +469,11 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
 #define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, BOUNDS)                      \
     extern "C" __global__ void BOUNDS                                                                              \
         msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX(                                               \
-        const int* ptr, const int* slices, const I* idx, int col_shift, const T* val, const T* x,                 \
+        const int* ptr, const int* slices, const I* idx, MsrepColumns columns, const T* val, const T* x,          \
         const MsrepCsrPart* parts, int part_count, int rows, int lanes, int row_blocks, const int* stream,         \
         int stream_count, const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha,  \
         T beta, T* y, T* shared, T* raw, const int* row_map, int long_row, int first_block) {                     \
-        csr_batch<T, I, MAPPED, STREAMED>(ptr, slices, idx, col_shift, val, x, parts, part_count, rows, lanes,    \
+        csr_batch<T, I, MAPPED, STREAMED>(ptr, slices, idx, columns, val, x, parts, part_count, rows, lanes,      \
                                           row_blocks, stream, stream_count, chunks, chunk_count, chunk_sums,       \
                                           counters, alpha, beta, y, shared, raw, row_map, long_row, first_block);  \
     }

@@ -109,6 +109,28 @@ fn wide_band<T: Element>(rng: &mut Rng, far: bool) -> CsrMatrix<T> {
     CsrMatrix::from_triplets(n as usize, n as usize, triplets)
 }
 
+/// `rows` rows of `lengths` entries each (and with `long_row`, row 1 of 2500: chunks) at random
+/// columns 40000..=105535 of 110000, both ends in row 0: columns too far from the diagonal for
+/// offsets from it, but within 64 K of each other, so that a batch holding all of them stores 16-bit
+/// offsets from its lowest column (one holding only some of them too).
+fn far_columns<T: Element>(
+    rng: &mut Rng,
+    rows: usize,
+    lengths: std::ops::RangeInclusive<usize>,
+    long_row: bool,
+) -> CsrMatrix<T> {
+    let (low, high) = (40_000, 40_000 + 65_535);
+    let mut triplets = vec![(0, low, T::from_f64(rng.range(-1.0, 1.0))), (0, high, T::from_f64(rng.range(-1.0, 1.0)))];
+    for r in 0..rows {
+        let len =
+            if long_row && r == 1 { 2500 } else { lengths.start() + rng.below(lengths.end() - lengths.start() + 1) };
+        for _ in 0..len {
+            triplets.push((r, low + rng.below(high - low + 1), T::from_f64(rng.range(-1.0, 1.0))));
+        }
+    }
+    CsrMatrix::from_triplets(rows, 110_000, triplets)
+}
+
 /// 1500 rows of 1100 entries about the diagonal: regular rows past the long-row threshold, chunked,
 /// in a batch of 16-bit offsets.
 fn long_band<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
@@ -150,8 +172,9 @@ fn empty_row_runs<T: Element>(rng: &mut Rng) -> CsrMatrix<T> {
 
 /// Test matrices: empty shapes, tiny, empty rows (also in runs at both ends), long rows, a shuffled
 /// band, R-MAT (power law), a dense row of 3000 (one group of lanes per row must still sum it), bands
-/// whose columns fit 16-bit offsets from the diagonal or not, a narrow band whose devices read nearly
-/// disjoint columns, and one with no nonzeros.
+/// whose columns fit 16-bit offsets from the diagonal or not, rows whose columns fit 16-bit offsets
+/// from the lowest column only (short rows and a chunked one in stream blocks; long rows in groups of
+/// lanes), a narrow band whose devices read nearly disjoint columns, and one with no nonzeros.
 fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
     let mut dense_row = Vec::new();
     for c in 0..3000 {
@@ -177,6 +200,8 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (wide_band(rng, false), "band with 16-bit column offsets"),
         (wide_band(rng, true), "band with a column too far for 16-bit offsets"),
         (long_band(rng), "long regular rows with 16-bit column offsets"),
+        (far_columns(rng, 2000, 5..=12, true), "short rows and a chunked one, offsets from the lowest column"),
+        (far_columns(rng, 600, 60..=80, false), "regular rows with 16-bit offsets from the lowest column"),
         (band_csr(rng, 40_000, 2), "narrow band (each device's columns sent to it directly)"),
         (random_csr(rng, 20, 30, 0.0), "no nonzeros"),
     ]

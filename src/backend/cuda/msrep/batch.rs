@@ -283,9 +283,9 @@ pub struct CsrBatch {
     /// Where the rows go in slices ([`Schedule::slices`]), the slices' first positions: the column
     /// indices and values are then in the sliced layout.
     slices: Option<DeviceBuffer>,
-    /// Column indices: 32-bit, or 16-bit offsets from a diagonal with this shift ([`CompactColumns`]).
+    /// Column indices: 32-bit, or 16-bit offsets from what `offsets_from` says ([`CompactColumns`]).
     idx: DeviceBuffer,
-    col_shift: Option<i32>,
+    offsets_from: Option<ColumnBase>,
     val: DeviceBuffer,
     parts: DeviceBuffer,
     part_table: Vec<PartEntry>,
@@ -520,7 +520,11 @@ impl CsrBatch {
             },
             plan.long_rows,
             plan.chunks.len(),
-            if compact.is_some() { "as 16-bit offsets from the diagonal" } else { "of 32 bits" }
+            match compact.as_ref().map(|c| c.base) {
+                Some(ColumnBase { from_diagonal: 1, .. }) => "as 16-bit offsets from the diagonal".to_string(),
+                Some(ColumnBase { shift, .. }) => format!("as 16-bit offsets from column {shift}"),
+                None => "of 32 bits".to_string(),
+            }
         ) + if row_map.is_some() { ", rows by first column (neighbouring rows far apart)" } else { "" };
         let size = std::mem::size_of::<T>();
         Ok(CsrBatch {
@@ -545,7 +549,7 @@ impl CsrBatch {
                 }
             }
             .resident(),
-            col_shift: compact.map(|c| c.shift),
+            offsets_from: compact.map(|c| c.base),
             val: match plan.slices.is_empty() {
                 true => DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?,
                 false => {
@@ -643,7 +647,7 @@ impl CsrBatch {
         // blocks need, the rest of the SM's on-chip memory going to L1 for the gathers of x.
         let name = format!(
             "msrep_csr_batch_{sfx}{}{}{}",
-            if self.col_shift.is_some() { "_i16" } else { "" },
+            if self.offsets_from.is_some() { "_i16" } else { "" },
             if self.row_map.is_some() { "_mapped" } else { "" },
             if self.row_blocks == 0 { "_streamed" } else { "" }
         );
@@ -656,7 +660,7 @@ impl CsrBatch {
             (ptr_of(&self.stream), ptr_of(&self.chunks), ptr_of(&self.chunk_sums), ptr_of(&self.counters));
         let (row_map, slices) = (ptr_of(&self.row_map), ptr_of(&self.slices));
         let rows = self.rows as i32;
-        let col_shift = self.col_shift.unwrap_or(0);
+        let columns = self.offsets_from.unwrap_or(ColumnBase { shift: 0, from_diagonal: 0 });
         unsafe {
             super::super::launch(
                 &f,
@@ -666,7 +670,7 @@ impl CsrBatch {
                     &ptr,
                     &slices,
                     &idx,
-                    &col_shift,
+                    &columns,
                     &val,
                     &x,
                     &parts,
@@ -727,16 +731,28 @@ impl CsrBatch {
     }
 }
 
-/// A batch's columns as 16-bit offsets: entry e of virtual row v has column a + `shift` + offsets[e],
-/// where the anchor a is v, or for a row of a stream block the block's first row (the kernel forms a
-/// stream block's products without knowing each entry's row). Half the index bytes, which
-/// bandwidth-bound SpMV turns into time, wherever every column lies within ±32 K of its anchor's
-/// diagonal (bands, stencils, FEM meshes and road networks in a local order); `shift` carries a
-/// device's first row, since virtual rows count from 0 on each device.
+/// A batch's columns as 16-bit offsets: entry e of virtual row v has column `base.shift` +
+/// offsets[e], plus, with offsets from the diagonal, the anchor a: v, or for a row of a stream block
+/// the block's first row (the kernel forms a stream block's products without knowing each entry's
+/// row). Half the index bytes, which bandwidth-bound SpMV turns into time, wherever every column lies
+/// within ±32 K of its anchor's diagonal (bands, stencils, FEM meshes and road networks in a local
+/// order; `shift` then carries a device's first row, since virtual rows count from 0 on each
+/// device), or else wherever all of the batch's columns lie within 64 K of each other, whatever rows
+/// read them (offsets from a fixed column: blocks scattered over 65,536 columns, random rows of a
+/// matrix of at most 65,536 columns).
 #[derive(Debug)]
 struct CompactColumns {
     offsets: Vec<i16>,
+    base: ColumnBase,
+}
+
+/// What a batch's 16-bit offsets count from (`MsrepColumns` in kernels/msrep.cu): `shift`, plus each
+/// entry's anchor where `from_diagonal` is 1.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ColumnBase {
     shift: i32,
+    from_diagonal: i32,
 }
 
 /// Rows per task when the offsets are computed in parallel.
@@ -757,12 +773,13 @@ impl<'a> Run<'a> {
         (self.ptr[self.rows.start] - self.ptr[0]) as usize..(self.ptr[self.rows.end] - self.ptr[0]) as usize
     }
 
-    /// Its entries' offsets from their anchors' diagonals (`shift` as in [`CompactColumns`]), in
-    /// order; None for a column too far from it.
-    fn offsets(&self, shift: i32) -> impl Iterator<Item = Option<i16>> + 'a {
+    /// Its entries' offsets from `base` (as in [`CompactColumns`]), in order; None for a column
+    /// too far from it.
+    fn offsets(&self, base: ColumnBase) -> impl Iterator<Item = Option<i16>> + 'a {
         let Run { ptr, minor, anchors, .. } = *self;
         self.rows.clone().flat_map(move |j| {
-            let diagonal = anchors[j] as i64 + shift as i64;
+            let anchor = if base.from_diagonal == 1 { anchors[j] as i64 } else { 0 };
+            let diagonal = anchor + base.shift as i64;
             let entries = (ptr[j] - ptr[0]) as usize..(ptr[j + 1] - ptr[0]) as usize;
             entries.map(move |e| i16::try_from(minor[e] as i64 - diagonal).ok())
         })
@@ -770,7 +787,8 @@ impl<'a> Run<'a> {
 }
 
 /// The members' columns as [`CompactColumns`] (`parts` their table, `stream` the schedule's stream
-/// blocks of virtual rows), or None when a column is too far from its anchor's diagonal.
+/// blocks of virtual rows): offsets from the diagonal where every column is near enough to its
+/// anchor's, else from a fixed column where all lie within 64 K of each other, else None.
 fn compact_columns<T>(
     members: &[Member<T>],
     parts: &[PartEntry],
@@ -778,7 +796,7 @@ fn compact_columns<T>(
 ) -> Result<Option<CompactColumns>> {
     use rayon::prelude::*;
     let Some(first) = parts.first() else { return Ok(None) };
-    let shift = first.y_offset - first.row_base;
+    let diagonal = ColumnBase { shift: first.y_offset - first.row_base, from_diagonal: 1 };
     let rows: usize = members.iter().map(|m| m.bounds.major_count()).sum();
     let mut anchors = crate::alloc::try_collect_par(rows, "MSREP column anchors", |v| v as i32)?;
     for &[r0, r1] in stream {
@@ -794,9 +812,19 @@ fn compact_columns<T>(
         }
     }
     // Whether every column fits first, so that a matrix that keeps 32-bit indices costs no memory.
-    if !runs.par_iter().all(|run| run.offsets(shift).all(|o| o.is_some())) {
-        return Ok(None);
-    }
+    let base = if runs.par_iter().all(|run| run.offsets(diagonal).all(|o| o.is_some())) {
+        diagonal
+    } else {
+        let low = members.iter().filter_map(|m| m.minor.par_iter().min()).min();
+        let high = members.iter().filter_map(|m| m.minor.par_iter().max()).max();
+        let (Some(&low), Some(&high)) = (low, high) else { return Ok(None) };
+        // The lowest column at offset i16::MIN, so that the highest may be 65,535 columns past it.
+        let shift = low as i64 - i16::MIN as i64;
+        if high as i64 - shift > i16::MAX as i64 || shift > i32::MAX as i64 {
+            return Ok(None);
+        }
+        ColumnBase { shift: shift as i32, from_diagonal: 0 }
+    };
     let entries: usize = members.iter().map(|m| m.minor.len()).sum();
     let mut offsets: Vec<i16> = crate::alloc::try_zeros(entries, "MSREP column offsets")?;
     // Each run fills its own piece of `offsets`.
@@ -808,11 +836,11 @@ fn compact_columns<T>(
         pieces.push((piece, run));
     }
     pieces.into_par_iter().for_each(|(piece, run)| {
-        for (slot, offset) in piece.iter_mut().zip(run.offsets(shift)) {
+        for (slot, offset) in piece.iter_mut().zip(run.offsets(base)) {
             *slot = offset.expect("every offset fits");
         }
     });
-    Ok(Some(CompactColumns { offsets, shift }))
+    Ok(Some(CompactColumns { offsets, base }))
 }
 
 /// Groups consecutive `members` into batches of at most i32::MAX entries and rows each (the kernel's
@@ -1069,7 +1097,7 @@ mod tests {
     }
 
     #[test]
-    fn columns_within_16_bits_of_the_diagonal_become_offsets_from_it() {
+    fn columns_become_16_bit_offsets_from_the_diagonal_or_else_the_lowest_column() {
         // Two members of one device: rows 40000..40002 and 40002..40004 (local pointers starting at
         // 10, as a partition's do), columns at the extremes of the i16 range from each row's diagonal.
         let values = [0f32; 8];
@@ -1078,23 +1106,46 @@ mod tests {
         let members =
             [member(0, 40000, &ptr_a, &minor_a, &values[..4]), member(1, 40002, &ptr_b, &minor_b, &values[4..])];
         let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("every column fits");
-        assert_eq!(c.shift, 40000);
+        assert_eq!(c.base, ColumnBase { shift: 40000, from_diagonal: 1 });
         assert_eq!(c.offsets, [-32768, 32767, 0, -5, -32768, 0, 32767, 1]);
         // Virtual row v, entry e: column v + shift + offset, as the kernel decodes it.
         let rows = [0, 0, 1, 1, 2, 2, 3, 3];
-        let columns: Vec<i32> = c.offsets.iter().zip(rows).map(|(&o, v)| v + c.shift + o as i32).collect();
+        let columns: Vec<i32> = c.offsets.iter().zip(rows).map(|(&o, v)| v + c.base.shift + o as i32).collect();
         assert_eq!(columns, minor_a.iter().chain(&minor_b).copied().collect::<Vec<_>>());
         // Rows of a stream block take their offsets from the block's first row: virtual rows 0..2
         // from row 40000; then a block 2..4 whose second row's last column is 32768 past row 40002.
         let c = compact_columns(&members, &table(&members), &[[0, 2]]).unwrap().expect("fits");
         assert_eq!(c.offsets, [-32768, 32767, 1, -4, -32768, 0, 32767, 1]);
+        // Too far for the diagonal of the block's first row, and the columns span 65,538: 32-bit.
         assert!(compact_columns(&members, &table(&members), &[[2, 4]]).unwrap().is_none());
-        // One column a step too far, either way, keeps the batch on 32-bit indices.
+        // A column a step too far from its diagonal, either way: offsets from the lowest column.
         for far in [40001 + 32768, 40001 - 32769] {
             let minor_far = [40000, 40000, far, 40001];
             let members = [member(0, 40000, &ptr_a, &minor_far, &values[..4])];
-            assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none(), "column {far}");
+            let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("within 64 K");
+            let low = far.min(40000);
+            assert_eq!(c.base, ColumnBase { shift: low + 32768, from_diagonal: 0 }, "column {far}");
+            let columns: Vec<i32> = c.offsets.iter().map(|&o| c.base.shift + o as i32).collect();
+            assert_eq!(columns, minor_far, "column {far}");
         }
+        // Columns 65,535 apart fit offsets from the lowest; 65,536 apart keep 32-bit indices, as
+        // does a lowest column so high that the shift would pass i32::MAX.
+        for (high, fits) in [(40000 + 65535, true), (40000 + 65536, false)] {
+            let minor_wide = [40000, 40000, high, 40001];
+            let members = [member(0, 0, &ptr_a, &minor_wide, &values[..4])];
+            let c = compact_columns(&members, &table(&members), &[]).unwrap();
+            assert_eq!(c.is_some(), fits, "columns 40000..={high}");
+            if let Some(c) = c {
+                assert_eq!(c.offsets, [-32768, -32768, 32767, -32767]);
+            }
+        }
+        let top = i32::MAX - 10;
+        let minor_top = [top, top, top - 70000, top];
+        let members = [member(0, 0, &ptr_a, &minor_top, &values[..4])];
+        assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none());
+        let minor_top = [top, top, top - 1, top];
+        let members = [member(0, 0, &ptr_a, &minor_top, &values[..4])];
+        assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none(), "a shift past i32::MAX");
         // Many rows: the parallel pieces cover every entry once.
         let rows = 3 * ROWS_PER_TASK + 17;
         let ptr: Vec<i32> = (0..=rows as i32).map(|r| 5 + 3 * r).collect();
