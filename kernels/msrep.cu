@@ -1,6 +1,7 @@
 // MSREP SpMV kernels: the pCSR partitions of a device in one launch (a batch), pCSC / pCOO one
 // partition per launch, on the device that holds them, plus the merge of partial results on the lead
-// device (src/backend/cuda/msrep.rs orders them).
+// device, in a launch of its own or at the end of a batch launch that holds every partition
+// (src/backend/cuda/msrep.rs orders them).
 //
 // Row results of a partition go one of two ways:
 // - "finish" (pCSR partitions on the lead device): rows only this partition touches are finished in
@@ -27,6 +28,54 @@ __device__ __forceinline__ void msrep_emit(int j, int n, T s, int start_flag, in
     } else {
         y_part[j] = msrep_finish(alpha, s, beta, y_part + j);
     }
+}
+
+// Merged rows (split between partitions, or in no partition): y = β·y (0 without reading y when
+// β = 0) plus α·s of every partition sharing the row, in partition order (as the CPU merge adds them).
+// Shared row i of shared_count is rows[i], its sums shared[slot[k]] for k in first[i]..first[i+1];
+// the rows in no partition come as runs, run r rows run_bounds[2r]..run_bounds[2r+1]. Run by a launch
+// of its own, or, where one batch launch holds every partition that writes shared sums and there are
+// no such runs, by the last of that launch's threads to write a shared sum (`finished` counts them).
+struct MsrepMerge {
+    int shared_count;
+    const int* rows;
+    const int* first;
+    const int* slot;
+    int runs;
+    const int* run_bounds;
+    unsigned* finished;
+};
+
+// The merge's rows for thread `thread` of `threads`. The sums are read past L1 (ld.global.cg): in a
+// batch launch that merges they were written by other blocks of the same launch.
+template <typename T>
+__device__ void merge_rows(int thread, int threads, const MsrepMerge& m, const T* shared, T alpha, T beta, T* y) {
+    for (int i = thread; i < m.shared_count; i += threads) {
+        const int row = m.rows[i];
+        T acc = beta == (T)0 ? (T)0 : beta * y[row];
+        for (int k = m.first[i]; k < m.first[i + 1]; ++k) acc += alpha * __ldcg(shared + m.slot[k]);
+        y[row] = acc;
+    }
+    for (int r = 0; r < m.runs; ++r) {
+        for (sgpu_i64 row = (sgpu_i64)m.run_bounds[2 * r] + thread; row < m.run_bounds[2 * r + 1]; row += threads) {
+            y[row] = beta == (T)0 ? (T)0 : beta * y[row];
+        }
+    }
+}
+
+// The merge at the end of a batch launch that merges (`merge` given; only where the merge has no rows
+// in no partition): each thread that writes a shared row's sum then counts it in `finished`, once it
+// is visible to the device; the last of them (finished reaches the number of sums) merges the shared
+// rows alone, and resets the count for the next call. A launch fewer a call than a merge of its own,
+// and nothing for the threads and blocks that write no shared sum.
+template <typename T>
+__device__ void merge_when_last(const MsrepMerge* __restrict__ merge, const T* shared, T alpha, T beta, T* y) {
+    __threadfence();
+    const MsrepMerge m = *merge;
+    if (atomicAdd(m.finished, 1u) != (unsigned)m.first[m.shared_count] - 1) return;
+    __threadfence();
+    merge_rows<T>(0, 1, m, shared, alpha, beta, y);
+    *m.finished = 0;
 }
 
 // pCSR runs as batches: the partitions of one device concatenated (their local pointers offset into
@@ -73,19 +122,22 @@ __device__ __forceinline__ MsrepCsrPart no_part() {
 // Where virtual row v's sum goes: raw[v] (raw mode: partitions of another device), else finished
 // into y or a shared slot as msrep_emit says for its partition (`part`, kept from row to row). A
 // batch whose rows the device stores in another order than its partitions' maps each stored row to
-// its virtual row in `row_map` (Mapped; otherwise stored rows are virtual rows).
+// its virtual row in `row_map` (Mapped; otherwise stored rows are virtual rows). Returns whether the
+// sum went to a shared slot.
 template <bool Mapped, typename T>
-__device__ __forceinline__ void batch_emit(int v, T s, MsrepCsrPart& part, const MsrepCsrPart* __restrict__ parts,
+__device__ __forceinline__ bool batch_emit(int v, T s, MsrepCsrPart& part, const MsrepCsrPart* __restrict__ parts,
                                            int part_count, T alpha, T beta, T* y, T* shared, T* raw,
                                            const int* __restrict__ row_map) {
     if (Mapped) v = row_map[v];
     if (raw) {
         raw[v] = s;
-        return;
+        return false;
     }
     part = batch_part(v, part, parts, part_count);
-    msrep_emit(v - part.row_base, part.rows, s, part.start_flag, part.end_flag, alpha, beta, y + part.y_offset,
+    const int j = v - part.row_base;
+    msrep_emit(j, part.rows, s, part.start_flag, part.end_flag, alpha, beta, y + part.y_offset,
                shared + part.shared_slot);
+    return (part.start_flag && j == 0) || (part.end_flag && j == part.rows - 1);
 }
 
 // Column indices of a batch: 32-bit columns (I = int), or 16-bit offsets (I = short, where the
@@ -140,14 +192,45 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const I
     return s;
 }
 
+// Whether a thread of a row block wrote a shared row's sum, kept across the block's rows for the merge
+// at the end of a launch that merges (Merging; otherwise nothing is kept): in a register, which the
+// row loop returns (`in_loop`), but for f64 values in shared memory, cleared by csr_batch and read by
+// it after the loop (`stored`), since the f64 row kernels, held to 32 registers, spill with one more
+// live value (the large band in f64 0.174 -> 0.185 ms on an H200). The f32 kernels have room for it
+// at 40 registers; a shared array there measured 2-5 % slower on the large band in two runs (its
+// bytes raise the kernel's shared-memory carveout a step, leaving L1 less).
+template <typename T, bool Merging>
+struct SharedWrites {
+    bool wrote = false;
+    __device__ void note() { wrote = true; }
+    __device__ bool in_loop() const { return wrote; }
+    __device__ static void clear() {}
+    __device__ static bool stored() { return false; }
+};
+template <typename T>
+struct SharedWrites<T, false> {
+    __device__ void note() {}
+    __device__ bool in_loop() const { return false; }
+    __device__ static void clear() {}
+    __device__ static bool stored() { return false; }
+};
+__shared__ bool msrep_shared_writes[256];  // blockDim.x
+template <>
+struct SharedWrites<double, true> {
+    __device__ void note() { msrep_shared_writes[threadIdx.x] = true; }
+    __device__ bool in_loop() const { return false; }
+    __device__ static void clear() { msrep_shared_writes[threadIdx.x] = false; }
+    __device__ static bool stored() { return msrep_shared_writes[threadIdx.x]; }
+};
+
 // Regular rows (bands, stencils): a group of G lanes (G = 1..32) per row, in row order; lanes stride
 // over the row's entries, then reduce by shuffles within the group. Each row block takes a contiguous
 // range of rows, its groups striding over it (neighbouring groups on neighbouring rows, so loads
 // coalesce, and a block meets at most a few partition boundaries); a group's lanes always agree on the
 // row, so the group mask is exact even when other groups of the warp have finished. Rows longer than
 // long_row belong to the chunk blocks.
-template <typename T, int G, bool Mapped, typename I>
-__device__ void batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
+template <typename T, int G, bool Mapped, bool Merging, typename I>
+__device__ bool batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
                            MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
                            const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
                            T* raw, const int* __restrict__ row_map, int long_row) {
@@ -158,14 +241,18 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
     const int start = (int)min((sgpu_i64)rows, block * per_block);
     const int stop = (int)min((sgpu_i64)rows, (block + 1) * per_block);
     MsrepCsrPart part = no_part();
+    SharedWrites<T, Merging> writes;
     for (int v = start + (int)(threadIdx.x / G); v < stop; v += (int)(blockDim.x / G)) {
         const int begin = ptr[v], end = ptr[v + 1];
         if (end - begin > long_row) continue;  // the same for every lane of the group
         T s = strided_dot<false>(begin + (int)lane, end, G, idx, batch_col_base(idx, v, columns), val, x);
 #pragma unroll
         for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, G);
-        if (lane == 0) batch_emit<Mapped>(v, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+        if (lane == 0 && batch_emit<Mapped>(v, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map)) {
+            writes.note();
+        }
     }
+    return writes.in_loop();
 }
 
 // Regular rows in slices of 32 (sliced ELLPACK): lane l of a warp takes row 32·s + l of slice s, whose
@@ -174,8 +261,8 @@ __device__ void batch_rows(int block, int blocks, int rows, const int* __restric
 // gathers of x too; a slice is as long as its longest row (the host lays the batch out so and pads
 // shorter rows, which their lanes skip). The sum runs in entry order, as the CPU specification's.
 // Each row block takes a contiguous range of slices, its warps striding over it.
-template <typename T, bool Mapped, typename I>
-__device__ void batch_slices(int block, int blocks, int rows, const int* __restrict__ ptr,
+template <typename T, bool Mapped, bool Merging, typename I>
+__device__ bool batch_slices(int block, int blocks, int rows, const int* __restrict__ ptr,
                              const int* __restrict__ slices, const I* __restrict__ idx, MsrepColumns columns,
                              const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                              int part_count, T alpha, T beta, T* y, T* shared, T* raw,
@@ -186,14 +273,18 @@ __device__ void batch_slices(int block, int blocks, int rows, const int* __restr
     const int start = min(slice_count, block * per_block);
     const int stop = min(slice_count, (block + 1) * per_block);
     MsrepCsrPart part = no_part();
+    SharedWrites<T, Merging> writes;
     for (int s = start + (int)(threadIdx.x >> 5); s < stop; s += (int)(blockDim.x >> 5)) {
         const int v = 32 * s + lane;
         if (v >= rows) continue;
         const int first = slices[s] + lane;
         const T sum = strided_dot<false>(first, first + 32 * (ptr[v + 1] - ptr[v]), 32, idx,
                                          batch_col_base(idx, v, columns), val, x);
-        batch_emit<Mapped>(v, sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+        if (batch_emit<Mapped>(v, sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map)) {
+            writes.note();
+        }
     }
+    return writes.in_loop();
 }
 
 // The sum of every thread's s, on thread 0: warps reduce by shuffles, thread 0 adds the warps' sums
@@ -220,7 +311,7 @@ __device__ __forceinline__ T block_sum(T s) {
 // blockDim.x is 256 (the kernel's launch bounds).
 #define MSREP_STREAM_ENTRIES 1024
 template <bool Mapped, typename T, typename I>
-__device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx,
+__device__ bool batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx,
                              MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
                              const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
                              T* raw, const int* __restrict__ row_map) {
@@ -231,10 +322,8 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
     if (rows == 1) {
         const T total =
             block_sum(strided_dot<true>(base + (int)threadIdx.x, ptr[r1], (int)blockDim.x, idx, col_base, val, x));
-        if (threadIdx.x == 0) {
-            batch_emit<Mapped>(r0, total, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
-        }
-        return;
+        return threadIdx.x == 0 && batch_emit<Mapped>(r0, total, part, parts, part_count, alpha, beta, y, shared,
+                                                       raw, row_map);
     }
     const int count = ptr[r1] - base;
     int col[MSREP_STREAM_ENTRIES / 256];
@@ -256,12 +345,12 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
     const unsigned lane = lane_in_warp % lanes;
     const unsigned mask = lanes == 32 ? 0xffffffffu : (((1u << lanes) - 1u) << (lane_in_warp - lane));
     const int row = (int)threadIdx.x / lanes;
-    if (row >= rows) return;  // whole groups: rows·lanes ≤ blockDim.x
+    if (row >= rows) return false;  // whole groups: rows·lanes ≤ blockDim.x
     const int begin = ptr[r0 + row] - base, end = ptr[r0 + row + 1] - base;
     T s = 0;
     for (int e = begin + (int)lane; e < end; e += lanes) s += products[e];
     for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(mask, s, off, lanes);
-    if (lane == 0) batch_emit<Mapped>(r0 + row, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+    return lane == 0 && batch_emit<Mapped>(r0 + row, s, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
 }
 
 // One chunk of a long row per block, summed by the whole block. A row of one chunk is emitted at once;
@@ -270,26 +359,25 @@ __device__ void batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 // floating-point atomics: the result is the same bits on every run, though summed in another order
 // than the CPU backend's loop.
 template <bool Mapped, typename T, typename I>
-__device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, MsrepColumns columns,
+__device__ bool batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, MsrepColumns columns,
                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                             int part_count, T alpha, T beta, T* y, T* shared, T* raw, const int* __restrict__ row_map,
                             T* chunk_sums, unsigned* counters) {
     const T total = block_sum(strided_dot<true>(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx,
                                           batch_col_base(idx, c.row, columns), val, x));
-    if (threadIdx.x != 0) return;
+    if (threadIdx.x != 0) return false;
     MsrepCsrPart part = no_part();
     if (c.count == 1) {
-        batch_emit<Mapped>(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
-        return;
+        return batch_emit<Mapped>(c.row, total, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
     }
     chunk_sums[chunk_index] = total;
     __threadfence();  // the sum is visible before the counter says so
-    if (atomicAdd(counters + c.long_index, 1u) != (unsigned)c.count - 1) return;
+    if (atomicAdd(counters + c.long_index, 1u) != (unsigned)c.count - 1) return false;
     __threadfence();
     T row_sum = 0;
     for (int k = 0; k < c.count; ++k) row_sum += __ldcg(chunk_sums + c.first + k);
     counters[c.long_index] = 0;
-    batch_emit<Mapped>(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
+    return batch_emit<Mapped>(c.row, row_sum, part, parts, part_count, alpha, beta, y, shared, raw, row_map);
 }
 
 // A batch: blocks 0..chunk_count take one chunk each, the next stream_count one stream block each
@@ -301,47 +389,53 @@ __device__ void batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // instead of 40 with the row groups' code, so that eight blocks of 256 threads fit an SM instead of
 // six. Not streamed (no stream blocks): without the stream blocks' 4 or 8 KiB of shared memory a
 // block, so that the driver leaves more of each SM's on-chip memory to the L1 cache, where the rows'
-// loads of x hit.
-template <typename T, typename I, bool Mapped, bool Streamed>
+// loads of x hit. Merging (a launch of every block of a batch that holds every partition): the last
+// thread to write a shared sum then merges (merge_when_last).
+template <typename T, typename I, bool Mapped, bool Streamed, bool Merging>
 __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ slices, const I* __restrict__ idx,
                           MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
                           const MsrepCsrPart* __restrict__ parts, int part_count, int rows, int lanes, int row_blocks,
                           const int* __restrict__ stream, int stream_count, const MsrepChunk* __restrict__ chunks,
                           int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared,
-                          T* raw, const int* __restrict__ row_map, int long_row, int first_block) {
+                          T* raw, const int* __restrict__ row_map, int long_row, int first_block,
+                          const MsrepMerge* __restrict__ merge) {
     int b = (int)blockIdx.x + first_block;
+    bool wrote_shared = false;
+    if (Merging) SharedWrites<T, Merging>::clear();
     if (b < chunk_count) {
-        batch_chunk<Mapped>(b, chunks[b], idx, columns, val, x, parts, part_count, alpha, beta, y, shared, raw,
-                            row_map, chunk_sums, counters);
-        return;
-    }
-    b -= chunk_count;
-    if (Streamed) {
+        wrote_shared = batch_chunk<Mapped>(b, chunks[b], idx, columns, val, x, parts, part_count, alpha, beta, y,
+                                           shared, raw, row_map, chunk_sums, counters);
+    } else if (Streamed) {
+        b -= chunk_count;
         if (b < stream_count) {
-            batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, columns, val, x, parts, part_count,
-                                 alpha, beta, y, shared, raw, row_map);
+            wrote_shared = batch_stream<Mapped>(stream[2 * b], stream[2 * b + 1], ptr, idx, columns, val, x, parts,
+                                                part_count, alpha, beta, y, shared, raw, row_map);
         }
-        return;
-    }
-    if (slices) {
-        batch_slices<T, Mapped>(b, row_blocks, rows, ptr, slices, idx, columns, val, x, parts, part_count, alpha,
-                                beta, y, shared, raw, row_map);
-        return;
-    }
+    } else if (slices) {
+        wrote_shared = batch_slices<T, Mapped, Merging>(b - chunk_count, row_blocks, rows, ptr, slices, idx, columns,
+                                                        val, x, parts, part_count, alpha, beta, y, shared, raw,
+                                                        row_map);
+    } else {
+        b -= chunk_count;
 #define MSREP_LANES(G)                                                                                              \
     case G:                                                                                                         \
-        batch_rows<T, G, Mapped>(b, row_blocks, rows, ptr, idx, columns, val, x, parts, part_count, alpha, beta,    \
-                                 y, shared, raw, row_map, long_row);                                               \
+        wrote_shared = batch_rows<T, G, Mapped, Merging>(b, row_blocks, rows, ptr, idx, columns, val, x, parts,     \
+                                                         part_count, alpha, beta, y, shared, raw, row_map,          \
+                                                         long_row);                                                 \
         break;
-    switch (lanes) {
-        MSREP_LANES(1)
-        MSREP_LANES(2)
-        MSREP_LANES(4)
-        MSREP_LANES(8)
-        MSREP_LANES(16)
-        MSREP_LANES(32)
-    }
+        switch (lanes) {
+            MSREP_LANES(1)
+            MSREP_LANES(2)
+            MSREP_LANES(4)
+            MSREP_LANES(8)
+            MSREP_LANES(16)
+            MSREP_LANES(32)
+        }
 #undef MSREP_LANES
+    }
+    if (Merging && (wrote_shared || SharedWrites<T, Merging>::stored())) {
+        merge_when_last<T>(merge, shared, alpha, beta, y);
+    }
 }
 
 // Raw sums of a batch of another device (copied to the lead device) finished into y / shared slots.
@@ -407,35 +501,6 @@ __device__ void finish_partial(int n, const T* __restrict__ partial, int start_f
     }
 }
 
-// Merged rows (split between partitions, or in no partition): y = β·y (0 without reading y when
-// β = 0) plus α·s of every partition sharing the row, in partition order (as the CPU merge adds them),
-// one launch for all. The rows are `segments` runs: run k starts at row starts[k] and covers flat
-// positions offsets[k]..offsets[k+1] of `total`; a binary search maps a flat position to its run.
-// Shared row i is rows[i] (increasing), its sums are shared[slot[k]] for k in first[i]..first[i+1].
-template <typename T>
-__device__ void merge_rows(sgpu_i64 total, const int* __restrict__ starts, const sgpu_i64* __restrict__ offsets,
-                           int segments, int shared_count, const int* __restrict__ rows, const int* __restrict__ first,
-                           const int* __restrict__ slot, const T* __restrict__ shared, T alpha, T beta, T* y) {
-    for (sgpu_i64 t = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (sgpu_i64)gridDim.x * blockDim.x) {
-        int lo = 0, hi = segments - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (offsets[mid] <= t) lo = mid; else hi = mid - 1;
-        }
-        const int row = starts[lo] + (int)(t - offsets[lo]);
-        T acc = beta == (T)0 ? (T)0 : beta * y[row];
-        int a = 0, b = shared_count;  // the first shared row at or after `row`
-        while (a < b) {
-            const int mid = (a + b) / 2;
-            if (rows[mid] < row) a = mid + 1; else b = mid;
-        }
-        if (a < shared_count && rows[a] == row) {
-            for (int k = first[a]; k < first[a + 1]; ++k) acc += alpha * shared[slot[k]];
-        }
-        y[row] = acc;
-    }
-}
-
 // pCSC merge: y = α·Σ_k sources[k] + β·y, the partial vectors of every device summed in device order.
 template <typename T>
 __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int count, T alpha, T beta, T* y) {
@@ -465,21 +530,27 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
 
 // msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets), each
 // also as _mapped (rows stored in another order, row_map given), and each of those as _streamed (a
-// batch without row blocks).
-#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, BOUNDS)                      \
+// batch without row blocks); those without a row map also as _merging (the launch merges at its end,
+// `merge` given; the others leave it unread), a variant of its own so that launches that do not merge
+// run the code they ran before the merge moved into the launch.
+#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, MERGING, MERGING_SUFFIX,     \
+                    BOUNDS)                                                                                        \
     extern "C" __global__ void BOUNDS                                                                              \
-        msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX(                                               \
+        msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX##MERGING_SUFFIX(                               \
         const int* ptr, const int* slices, const I* idx, MsrepColumns columns, const T* val, const T* x,          \
         const MsrepCsrPart* parts, int part_count, int rows, int lanes, int row_blocks, const int* stream,         \
         int stream_count, const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha,  \
-        T beta, T* y, T* shared, T* raw, const int* row_map, int long_row, int first_block) {                     \
-        csr_batch<T, I, MAPPED, STREAMED>(ptr, slices, idx, columns, val, x, parts, part_count, rows, lanes,      \
-                                          row_blocks, stream, stream_count, chunks, chunk_count, chunk_sums,       \
-                                          counters, alpha, beta, y, shared, raw, row_map, long_row, first_block);  \
+        T beta, T* y, T* shared, T* raw, const int* row_map, int long_row, int first_block,                       \
+        const MsrepMerge* merge) {                                                                                 \
+        csr_batch<T, I, MAPPED, STREAMED, MERGING>(ptr, slices, idx, columns, val, x, parts, part_count, rows,    \
+                                                   lanes, row_blocks, stream, stream_count, chunks, chunk_count,   \
+                                                   chunk_sums, counters, alpha, beta, y, shared, raw, row_map,     \
+                                                   long_row, first_block, merge);                                  \
     }
-#define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX)                                                      \
-    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MSREP_ROWS_BOUNDS_##S)                           \
-    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, __launch_bounds__(256))
+#define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, MERGING, MERGING_SUFFIX)                            \
+    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MERGING, MERGING_SUFFIX, MSREP_ROWS_BOUNDS_##S)   \
+    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, MERGING, MERGING_SUFFIX,                 \
+                __launch_bounds__(256))
 
 #define MSREP_TYPE(T, S)                                                                                            \
     MSREP_CSC(T, S, 1)                                                                                              \
@@ -488,10 +559,12 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     MSREP_CSC(T, S, 8)                                                                                              \
     MSREP_CSC(T, S, 16)                                                                                             \
     MSREP_CSC(T, S, 32)                                                                                             \
-    MSREP_BATCHES(T, S, int, , false, )                                                                             \
-    MSREP_BATCHES(T, S, short, _i16, false, )                                                                       \
-    MSREP_BATCHES(T, S, int, , true, _mapped)                                                                       \
-    MSREP_BATCHES(T, S, short, _i16, true, _mapped)                                                                 \
+    MSREP_BATCHES(T, S, int, , false, , false, )                                                                    \
+    MSREP_BATCHES(T, S, short, _i16, false, , false, )                                                              \
+    MSREP_BATCHES(T, S, int, , true, _mapped, false, )                                                              \
+    MSREP_BATCHES(T, S, short, _i16, true, _mapped, false, )                                                        \
+    MSREP_BATCHES(T, S, int, , false, , true, _merging)                                                             \
+    MSREP_BATCHES(T, S, short, _i16, false, , true, _merging)                                                       \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \
@@ -504,11 +577,10 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
                                                         T alpha, T beta, T* y_part, T* shared) {                 \
         finish_partial<T>(n, partial, start_flag, end_flag, alpha, beta, y_part, shared);                        \
     }                                                                                                             \
-    extern "C" __global__ void msrep_merge_rows_##S(sgpu_i64 total, const int* starts, const sgpu_i64* offsets,     \
-                                                    int segments, int shared_count, const int* rows,              \
-                                                    const int* first, const int* slot, const T* shared, T alpha,  \
-                                                    T beta, T* y) {                                               \
-        merge_rows<T>(total, starts, offsets, segments, shared_count, rows, first, slot, shared, alpha, beta, y);   \
+    extern "C" __global__ void msrep_merge_rows_##S(const MsrepMerge* merge, const T* shared, T alpha, T beta,    \
+                                                    T* y) {                                                       \
+        merge_rows<T>((int)(blockIdx.x * blockDim.x + threadIdx.x), (int)(gridDim.x * blockDim.x), *merge, shared,  \
+                      alpha, beta, y);                                                                            \
     }                                                                                                             \
     extern "C" __global__ void msrep_csc_merge_##S(int rows, const T* const* sources, int count, T alpha, T beta,  \
                                                    T* y) {                                                        \

@@ -132,8 +132,9 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
 }
 
 /// kernels/msrep.cu holds the pCSR batch kernel for both index widths of each value type, with and
-/// without a row map, each also for batches without row blocks (src/backend/cuda/msrep/batch.rs), and
-/// the other kernels src/backend/cuda/msrep.rs names.
+/// without a row map, each also for batches without row blocks, and those without a row map also for
+/// launches that merge (src/backend/cuda/msrep/batch.rs), and the other kernels
+/// src/backend/cuda/msrep.rs names.
 #[test]
 fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
     if !nvrtc_or_skip() {
@@ -149,6 +150,9 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
         }
         for suffix in ["", "_i16", "_mapped", "_i16_mapped"] {
             names.push(format!("msrep_csr_batch_{ty}{suffix}_streamed"));
+        }
+        for suffix in ["", "_i16", "_streamed", "_i16_streamed"] {
+            names.push(format!("msrep_csr_batch_{ty}{suffix}_merging"));
         }
         names.extend([1, 2, 4, 8, 16, 32].map(|g| format!("msrep_csc_{ty}_g{g}")));
     }

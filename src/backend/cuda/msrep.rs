@@ -164,22 +164,137 @@ struct LeadSide {
     batch_raw_sums: Vec<Option<RawSums>>,
     /// Two slots per partition: raw sums of its split first and last row.
     shared_sums: Option<DeviceBuffer>,
-    /// Merged rows as runs: start row and flat offset of each run, and their total.
-    merged_starts: Option<DeviceBuffer>,
-    merged_offsets: Option<DeviceBuffer>,
-    merged_runs: i32,
-    merged_total: i64,
-    /// Distinct shared rows, where their contributions start, and each contribution's slot.
-    shared_rows: Option<DeviceBuffer>,
-    shared_first: Option<DeviceBuffer>,
-    shared_slots: Option<DeviceBuffer>,
-    shared_count: i32,
+    /// The merge of rows split between partitions or in none ([`MergeTable`]), where there are such
+    /// rows: the table on the device, and the arrays and counter it points to.
+    merge: Option<Merge>,
     x_ready: Event,
     /// Recorded on the caller's stream at the end of every SpMV: the next call on another stream and
     /// the matrix's destruction wait for it, as the matrix's buffers are reused.
     done: TrackedEvent,
     /// The lead device's own stream for the allocations above that live there.
     alloc_stream: Arc<CudaStream>,
+}
+
+/// The merge's table as the kernels read it (`MsrepMerge` in kernels/msrep.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct MergeTable {
+    shared_count: i32,
+    rows: CUdeviceptr,
+    first: CUdeviceptr,
+    slot: CUdeviceptr,
+    runs: i32,
+    run_bounds: CUdeviceptr,
+    finished: CUdeviceptr,
+}
+
+/// The merge of the rows split between partitions (shared rows) and of those in no partition, on the
+/// lead device: shared row i is `rows[i]`, the slots of its partitions' sums `slots[first[i]..first[i +
+/// 1]]` in partition order (as the CPU merge adds them); the rows in no partition as runs, two bounds
+/// a run; `finished` counts the shared sums a merging batch launch has written (zero between calls);
+/// `table` points the kernels at all of them.
+struct Merge {
+    table: DeviceBuffer,
+    /// Threads the merge has work for: one a shared row, and one a row of the longest run.
+    threads: usize,
+    /// Whether a batch launch may merge at its end: shared rows only (its last writer merges alone).
+    in_batch: bool,
+    _rows: DeviceBuffer,
+    _first: DeviceBuffer,
+    _slots: DeviceBuffer,
+    _run_bounds: DeviceBuffer,
+    _finished: DeviceBuffer,
+}
+
+/// What [`Merge`] uploads, built on the host.
+#[derive(Debug, PartialEq, Eq)]
+struct MergeLists {
+    shared_rows: Vec<i32>,
+    first: Vec<i32>,
+    slots: Vec<i32>,
+    run_bounds: Vec<i32>,
+    longest_run: usize,
+}
+
+impl MergeLists {
+    /// The lists for `rows` rows cut by `bounds`: shared rows from the partitions' flags, rows in no
+    /// partition from the merged segments ([`row_segments`]) less the shared rows.
+    fn of(bounds: &[PartitionBounds], rows: usize) -> MergeLists {
+        let mut contributions: Vec<(usize, i32)> = Vec::new();
+        for (p, b) in bounds.iter().enumerate() {
+            for row in b.shared_majors() {
+                let slot = if b.start_flag && row == b.start_major { 0 } else { 1 };
+                contributions.push((row, (2 * p + slot) as i32));
+            }
+        }
+        // Stable: contributions to one row stay in partition order.
+        contributions.sort_by_key(|&(row, _)| row);
+        let (mut shared_rows, mut first) = (Vec::new(), Vec::new());
+        for (k, &(row, _)) in contributions.iter().enumerate() {
+            if shared_rows.last() != Some(&(row as i32)) {
+                shared_rows.push(row as i32);
+                first.push(k as i32);
+            }
+        }
+        first.push(contributions.len() as i32);
+        let slots = contributions.iter().map(|&(_, s)| s).collect();
+        let (mut run_bounds, mut longest_run) = (Vec::new(), 0);
+        let mut run = |start: usize, end: usize| {
+            if end > start {
+                run_bounds.extend([start as i32, end as i32]);
+                longest_run = longest_run.max(end - start);
+            }
+        };
+        for segment in row_segments(bounds, rows) {
+            if let RowSegment::Merged { rows } = segment {
+                let mut start = rows.start;
+                let first_shared = shared_rows.partition_point(|&r| (r as usize) < rows.start);
+                for &row in shared_rows[first_shared..].iter().take_while(|&&r| (r as usize) < rows.end) {
+                    run(start, row as usize);
+                    start = row as usize + 1;
+                }
+                run(start, rows.end);
+            }
+        }
+        MergeLists { shared_rows, first, slots, run_bounds, longest_run }
+    }
+}
+
+impl Merge {
+    /// The merge of `rows` rows cut by `bounds`, uploaded to `lead`; None where every row belongs to
+    /// one partition only.
+    fn build(bounds: &[PartitionBounds], rows: usize, lead: &Arc<GpuDevice>, stream: Stream) -> Result<Option<Merge>> {
+        let lists = MergeLists::of(bounds, rows);
+        if lists.shared_rows.is_empty() && lists.run_bounds.is_empty() {
+            return Ok(None);
+        }
+        let upload =
+            |data: &[i32], what: &str| DeviceBuffer::from_host(lead, data, stream, what).map(DeviceBuffer::resident);
+        let rows_buffer = upload(&lists.shared_rows, "MSREP shared rows")?;
+        let first_buffer = upload(&lists.first, "MSREP shared rows")?;
+        let slots_buffer = upload(&lists.slots, "MSREP shared rows")?;
+        let runs_buffer = upload(&lists.run_bounds, "MSREP rows in no partition")?;
+        let finished = DeviceBuffer::zeroed(lead, 4, stream, "MSREP merge count")?.resident();
+        let table = MergeTable {
+            shared_count: lists.shared_rows.len() as i32,
+            rows: rows_buffer.ptr(),
+            first: first_buffer.ptr(),
+            slot: slots_buffer.ptr(),
+            runs: (lists.run_bounds.len() / 2) as i32,
+            run_bounds: runs_buffer.ptr(),
+            finished: finished.ptr(),
+        };
+        Ok(Some(Merge {
+            table: DeviceBuffer::from_host(lead, &[table], stream, "MSREP merge table")?.resident(),
+            threads: lists.shared_rows.len().max(lists.longest_run),
+            in_batch: lists.run_bounds.is_empty(),
+            _rows: rows_buffer,
+            _first: first_buffer,
+            _slots: slots_buffer,
+            _run_bounds: runs_buffer,
+            _finished: finished,
+        }))
+    }
 }
 
 /// The GPU side of a partitioned matrix. Field order is drop order: lead-side buffers (freed on
@@ -264,8 +379,9 @@ fn peer_copy(
 /// pCSR bounds with each non-empty partition's rows stretched over the rows in no partition before
 /// it (empty rows after the previous partition's last entry, or at the top) and, for the last one,
 /// after it: the batch kernel then finishes those rows (β·y) itself, so that unless rows are split
-/// between partitions no merge kernel runs (R-MAT's empty leading rows cost a 3 µs merge a call
-/// otherwise, ncu on an H100). A partition whose first row is split keeps its start.
+/// between partitions there is nothing to merge (R-MAT's empty leading rows cost a 3 µs merge kernel
+/// a call otherwise, ncu on an H100), and split rows alone the batch launch merges itself
+/// ([`Merge::in_batch`]). A partition whose first row is split keeps its start.
 fn stretched_over_empty_rows(bounds: &[PartitionBounds], rows: usize) -> Vec<PartitionBounds> {
     let mut stretched = bounds.to_vec();
     let mut covered = 0;
@@ -487,55 +603,12 @@ impl GpuResident {
                 None
             });
         }
-        let mut merged_starts = None;
-        let mut merged_offsets = None;
-        let mut merged_runs = 0;
-        let mut merged_total = 0i64;
         let mut shared_sums = None;
-        let mut shared_rows = None;
-        let mut shared_first = None;
-        let mut shared_slots = None;
-        let mut shared_count = 0;
+        let mut merge = None;
         if !csc {
             let bounds = &self.bounds;
-            let mut starts = Vec::new();
-            let mut offsets = vec![0i64];
-            for segment in row_segments(bounds, a.rows) {
-                if let RowSegment::Merged { rows } = segment {
-                    starts.push(rows.start as i32);
-                    merged_total += rows.len() as i64;
-                    offsets.push(merged_total);
-                }
-            }
-            merged_runs = starts.len() as i32;
-            merged_starts = Some(DeviceBuffer::from_host(lead, &starts, lead_stream, "MSREP merged rows")?.resident());
-            merged_offsets =
-                Some(DeviceBuffer::from_host(lead, &offsets, lead_stream, "MSREP merged rows")?.resident());
-
-            let mut contributions: Vec<(usize, i32)> = Vec::new();
-            for (p, b) in bounds.iter().enumerate() {
-                for row in b.shared_majors() {
-                    let slot = if b.start_flag && row == b.start_major { 0 } else { 1 };
-                    contributions.push((row, (2 * p + slot) as i32));
-                }
-            }
-            // Stable: contributions to one row stay in partition order, as the CPU merge adds them.
-            contributions.sort_by_key(|&(row, _)| row);
-            let mut rows = Vec::new();
-            let mut first = Vec::new();
-            for (k, &(row, _)) in contributions.iter().enumerate() {
-                if rows.last() != Some(&(row as i32)) {
-                    rows.push(row as i32);
-                    first.push(k as i32);
-                }
-            }
-            first.push(contributions.len() as i32);
-            let slots: Vec<i32> = contributions.iter().map(|&(_, s)| s).collect();
-            shared_count = rows.len() as i32;
-            shared_rows = Some(DeviceBuffer::from_host(lead, &rows, lead_stream, "MSREP shared rows")?.resident());
-            shared_first = Some(DeviceBuffer::from_host(lead, &first, lead_stream, "MSREP shared rows")?.resident());
-            shared_slots = Some(DeviceBuffer::from_host(lead, &slots, lead_stream, "MSREP shared rows")?.resident());
             shared_sums = Some(on_lead(2 * bounds.len() * size, "MSREP shared-row sums")?);
+            merge = Merge::build(bounds, a.rows, lead, lead_stream)?;
         }
         let lead_side = LeadSide {
             ordinal: lead.ordinal,
@@ -549,14 +622,7 @@ impl GpuResident {
             raw_staging,
             batch_raw_sums: self.batches.iter().map(|_| None).collect(),
             shared_sums,
-            merged_starts,
-            merged_offsets,
-            merged_runs,
-            merged_total,
-            shared_rows,
-            shared_first,
-            shared_slots,
-            shared_count,
+            merge,
             x_ready: Event::new(lead)?,
             done: TrackedEvent::new(lead)?,
             alloc_stream,
@@ -641,6 +707,18 @@ impl GpuResident {
             });
         }
         let shared_sums = ptr_of(&l.shared_sums);
+        // Where one launch holds every partition (a single batch of the lead device, on its stream)
+        // and the merge has shared rows only, the last thread of that launch to write a shared row's
+        // sum merges, instead of a launch of the merge after it.
+        let merge_in_batch = self.batches.len() == 1
+            && self.partitions.is_empty()
+            && !l.staged[self.batches[0].side]
+            && self.batches[0].can_merge()
+            && l.merge.as_ref().is_some_and(|m| m.in_batch);
+        let batch_merge = match merge_in_batch {
+            true => l.merge.as_ref().map_or(0, |m| m.table.ptr()),
+            false => 0,
+        };
         // The lead device's own partitions first: queued before the host spends its time on the
         // other devices' copies and launches, they start at once.
         lead.bind()?;
@@ -671,7 +749,7 @@ impl GpuResident {
                 }
             }
             for b in self.batches.iter().filter(|b| b.side == s) {
-                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks())?;
+                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks(), batch_merge)?;
             }
         }
         timeline.stamp(lead, stream, || "the lead device's own partitions done".into())?;
@@ -722,9 +800,9 @@ impl GpuResident {
             let launch_batch = |k: usize, blocks: Range<u32>| -> Result<()> {
                 let b = &self.batches[k];
                 if batch_raw[k] == 0 {
-                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks)
+                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks, 0)
                 } else {
-                    b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks)
+                    b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks, 0)
                 }
             };
             // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk
@@ -796,32 +874,11 @@ impl GpuResident {
             let f = lead.function(&MSREP, &format!("msrep_csc_merge_{sfx}"))?;
             let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), l.csc_source_count);
             unsafe { launch(&f, grid_for(lead, rows), stream, kernel_args![&r, &sources, &count, &alpha, &beta, &y]) }?;
-        } else if l.merged_total > 0 {
+        } else if let Some(merge) = l.merge.as_ref().filter(|_| !merge_in_batch) {
             let f = lead.function(&MSREP, &format!("msrep_merge_rows_{sfx}"))?;
-            let (starts, offsets) = (ptr_of(&l.merged_starts), ptr_of(&l.merged_offsets));
-            let (total, runs) = (l.merged_total, l.merged_runs);
-            let (count, rows_ptr, first, slots) =
-                (l.shared_count, ptr_of(&l.shared_rows), ptr_of(&l.shared_first), ptr_of(&l.shared_slots));
+            let table = merge.table.ptr();
             unsafe {
-                launch(
-                    &f,
-                    grid_for(lead, total as usize),
-                    stream,
-                    kernel_args![
-                        &total,
-                        &starts,
-                        &offsets,
-                        &runs,
-                        &count,
-                        &rows_ptr,
-                        &first,
-                        &slots,
-                        &shared_sums,
-                        &alpha,
-                        &beta,
-                        &y
-                    ],
-                )
+                launch(&f, grid_for(lead, merge.threads), stream, kernel_args![&table, &shared_sums, &alpha, &beta, &y])
             }?;
         }
         l.done.record(stream)?;
@@ -958,6 +1015,52 @@ fn launch_partition<T: ComputeScalar>(
 mod tests {
     use super::*;
     use crate::msrep::partition::{compressed_bounds, local_pointers};
+
+    #[test]
+    fn the_merge_lists_split_rows_with_their_partitions_sums_and_the_other_merged_rows_as_runs() {
+        // 10 rows: 0-1 empty, 2-3 three entries each, 4 empty, 5 four entries, 6-9 empty; the
+        // partitions as computed (not stretched), so rows in none of them lie before, between and after.
+        let ptr = [0, 0, 0, 3, 6, 6, 10, 10, 10, 10, 10];
+        for np in 1..=12 {
+            let bounds = compressed_bounds(&ptr, np);
+            let lists = MergeLists::of(&bounds, 10);
+            // Every merged row once: in the shared list or in one run.
+            let merged: Vec<usize> = row_segments(&bounds, 10)
+                .into_iter()
+                .flat_map(|s| match s {
+                    RowSegment::Merged { rows } => rows,
+                    RowSegment::Exclusive { .. } => 0..0,
+                })
+                .collect();
+            let mut listed: Vec<usize> = lists.shared_rows.iter().map(|&r| r as usize).collect();
+            for run in lists.run_bounds.chunks(2) {
+                assert!(run[0] < run[1], "np {np}: empty run {run:?}");
+                listed.extend(run[0] as usize..run[1] as usize);
+            }
+            listed.sort_unstable();
+            assert_eq!(listed, merged, "np {np}");
+            let longest = lists.run_bounds.chunks(2).map(|r| (r[1] - r[0]) as usize).max().unwrap_or(0);
+            assert_eq!(lists.longest_run, longest, "np {np}");
+            // A shared row's sums: the slot of each partition that splits it, in partition order.
+            assert_eq!(lists.first.len(), lists.shared_rows.len() + 1);
+            for (i, &row) in lists.shared_rows.iter().enumerate() {
+                let want: Vec<i32> = bounds
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(p, b)| {
+                        let slot = move |r: usize| (2 * p + usize::from(!(b.start_flag && r == b.start_major))) as i32;
+                        b.shared_majors().filter(move |&r| r == row as usize).map(slot)
+                    })
+                    .collect();
+                assert!(want.len() >= 2, "np {np}: row {row} is split between partitions");
+                let (from, to) = (lists.first[i] as usize, lists.first[i + 1] as usize);
+                assert_eq!(lists.slots[from..to], want[..], "np {np}, row {row}");
+            }
+        }
+        let one = MergeLists::of(&compressed_bounds(&ptr, 1), 10);
+        assert!(one.shared_rows.is_empty() && one.slots.is_empty());
+        assert_eq!((one.run_bounds, one.longest_run), (vec![0, 2, 6, 10], 4), "the rows before and after");
+    }
 
     #[test]
     fn pcsr_partitions_cover_the_empty_rows_beside_them() {

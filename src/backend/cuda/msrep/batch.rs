@@ -627,7 +627,10 @@ impl CsrBatch {
 
     /// Queues the batch's thread blocks `blocks` (all: [`Self::all_blocks`]) on `stream` of `gpu` (its
     /// device): with `raw` (non-zero) every virtual row's sum goes there; otherwise rows are finished
-    /// into `y` and split rows' sums into `shared`.
+    /// into `y` and split rows' sums into `shared`. With `merge` (non-zero: the lead device's merge
+    /// table, of shared rows only), the launch's last thread to write a shared row's sum then merges
+    /// the shared rows into `y` (the `_merging` kernels): only for a launch of all the blocks of a
+    /// batch that holds every partition and [`Self::can_merge`].
     #[allow(clippy::too_many_arguments)]
     pub fn launch<T: Copy>(
         &self,
@@ -641,15 +644,18 @@ impl CsrBatch {
         raw: u64,
         sfx: &str,
         blocks: Range<u32>,
+        merge: u64,
     ) -> Result<()> {
         // A batch of stream blocks and one of row groups each run a kernel without the other's code
         // (fewer registers or no shared memory), asking for no more shared memory than its resident
         // blocks need, the rest of the SM's on-chip memory going to L1 for the gathers of x.
+        debug_assert!(merge == 0 || self.can_merge(), "a batch with a row map has no merging kernel");
         let name = format!(
-            "msrep_csr_batch_{sfx}{}{}{}",
+            "msrep_csr_batch_{sfx}{}{}{}{}",
             if self.offsets_from.is_some() { "_i16" } else { "" },
             if self.row_map.is_some() { "_mapped" } else { "" },
-            if self.row_blocks == 0 { "_streamed" } else { "" }
+            if self.row_blocks == 0 { "_streamed" } else { "" },
+            if merge != 0 { "_merging" } else { "" }
         );
         let f = gpu.function_prepared(&super::super::kernels::MSREP, &name, |gpu, f| gpu.prefer_l1_cache(f, BLOCK))?;
         crate::log::note(|| format!("{name}: {}", self.summary));
@@ -691,10 +697,17 @@ impl CsrBatch {
                     &raw,
                     &row_map,
                     &self.long_row,
-                    &first_block
+                    &first_block,
+                    &merge
                 ],
             )
         }
+    }
+
+    /// Whether a launch of this batch can merge at its end (`merge` of [`Self::launch`]): the
+    /// merging kernels are those of batches without a row map.
+    pub fn can_merge(&self) -> bool {
+        self.row_map.is_none()
     }
 
     /// The partition table, for a copy on the lead device.
