@@ -684,6 +684,32 @@ __device__ __forceinline__ uint4 smat_fetch_b(const T* __restrict__ b, int k, in
     return u.v;
 }
 
+// Byte offset of row k of B from row 0 at `pitch` bytes a row: a signed 64-bit product, or, where
+// the caller's pitch is unsigned (k ≥ 0 and the pitch within 32 bits), a 32-bit unsigned one widened
+// by the multiply (made the short rows' kernels 2–10 % faster in f16 / bf16, docs/methods.md).
+__device__ __forceinline__ sgpu_i64 smat_b_offset(int k, int pitch) { return (sgpu_i64)k * pitch; }
+__device__ __forceinline__ unsigned long long smat_b_offset(int k, unsigned pitch) {
+    return (unsigned long long)(unsigned)k * pitch;
+}
+
+// A lane's CPL values of rows k[0 … N) of B (zeros where k < 0): with `whole` (VEC, and the lane's
+// columns all below n), one 16-byte load a row at b_lane + row offset; otherwise element by element.
+template <typename T, int CPL, int N, typename Pitch>
+__device__ __forceinline__ void smat_load_b_rows(uint4 (&raw)[N], const int (&k)[N], bool whole, const char* b_lane,
+                                                 Pitch pitch, const T* __restrict__ b, int j, int n, sgpu_i64 b_rs,
+                                                 sgpu_i64 b_cs) {
+    if (whole) {
+#pragma unroll
+        for (int u = 0; u < N; ++u) {
+            raw[u] = make_uint4(0u, 0u, 0u, 0u);
+            if (k[u] >= 0) raw[u] = __ldg(reinterpret_cast<const uint4*>(b_lane + smat_b_offset(k[u], pitch)));
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < N; ++u) raw[u] = smat_fetch_b<T, CPL>(b, k[u], j, n, b_rs, b_cs);
+    }
+}
+
 // acc += Σ A[row, e] · B[col(e), j …] over entries first … last − 1 of one row, by a group of G lanes
 // (sub = the lane's index in its group). Every lane of the warp must call this together: the loop
 // runs as long as the warp's longest row, shorter rows' groups idling under a predicate, because
@@ -721,16 +747,7 @@ __device__ __forceinline__ void smat_row_product(typename E::compute* acc, int f
                 k[u] = t + u < count ? shuffled : -1;
             }
             uint4 raw[UNROLL];
-            if (whole) {
-#pragma unroll
-                for (int u = 0; u < UNROLL; ++u) {
-                    raw[u] = make_uint4(0u, 0u, 0u, 0u);
-                    if (k[u] >= 0) raw[u] = __ldg(reinterpret_cast<const uint4*>(b_lane + (sgpu_i64)k[u] * pitch));
-                }
-            } else {
-#pragma unroll
-                for (int u = 0; u < UNROLL; ++u) raw[u] = smat_fetch_b<T, CPL>(b, k[u], j, n, b_rs, b_cs);
-            }
+            smat_load_b_rows<T, CPL>(raw, k, whole, b_lane, pitch, b, j, n, b_rs, b_cs);
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const C shuffled = __shfl_sync(0xffffffffu, my_val, (t + u) & (G - 1), G);
@@ -889,18 +906,7 @@ __device__ __forceinline__ bool smat_row_runs(sgpu_i64 run, int R, int rows, con
                 for (int u = 0; u < RUN_SLOTS; ++u)
                     k[u] = t + u < count ? __shfl_sync(0xffffffffu, my_col, (t + u) & (G - 1), G) : -1;
                 uint4 raw[RUN_SLOTS];
-                if (whole) {
-#pragma unroll
-                    for (int u = 0; u < RUN_SLOTS; ++u) {
-                        raw[u] = make_uint4(0u, 0u, 0u, 0u);
-                        if (k[u] >= 0)
-                            raw[u] = __ldg(reinterpret_cast<const uint4*>(
-                                b_lane + (unsigned long long)(unsigned)k[u] * pitch));
-                    }
-                } else {
-#pragma unroll
-                    for (int u = 0; u < RUN_SLOTS; ++u) raw[u] = smat_fetch_b<T, CPL>(b, k[u], j, n, b_rs, b_cs);
-                }
+                smat_load_b_rows<T, CPL>(raw, k, whole, b_lane, pitch, b, j, n, b_rs, b_cs);
 #pragma unroll
                 for (int u = 0; u < RUN_SLOTS; ++u) {
                     if (t + u >= count) break;
