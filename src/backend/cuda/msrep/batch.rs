@@ -828,9 +828,15 @@ fn compact_columns<T>(
     let base = if runs.par_iter().all(|run| run.offsets(diagonal).all(|o| o.is_some())) {
         diagonal
     } else {
-        let low = members.iter().filter_map(|m| m.minor.par_iter().min()).min();
-        let high = members.iter().filter_map(|m| m.minor.par_iter().max()).max();
-        let (Some(&low), Some(&high)) = (low, high) else { return Ok(None) };
+        // The lowest and highest column, in one pass over the entries.
+        let span = |(a, b): (i32, i32), (c, d): (i32, i32)| (a.min(c), b.max(d));
+        let (low, high) = members
+            .iter()
+            .map(|m| m.minor.par_iter().map(|&c| (c, c)).reduce(|| (i32::MAX, i32::MIN), span))
+            .fold((i32::MAX, i32::MIN), span);
+        if low > high {
+            return Ok(None); // no entries
+        }
         // The lowest column at offset i16::MIN, so that the highest may be 65,535 columns past it.
         let shift = low as i64 - i16::MIN as i64;
         if high as i64 - shift > i16::MAX as i64 || shift > i32::MAX as i64 {
