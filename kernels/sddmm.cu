@@ -12,6 +12,8 @@
 //   sddmm_csr_<ty>_v<V>    the COO kernel reading S as CSR (GPU-Dynamic in one launch)
 //   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, a plan, rows sorted)
 //   sddmm_block_tiles_<ty> the tiled algorithm on CUDA cores, 16 × 16 tiles (a plan, rows sorted)
+//   sddmm_panels_<ty>_g8_n<NV>  the tiled algorithm with panels of B in shared memory (a plan, rows
+//                          sorted; K = 64 and up)
 // Given an sd_check, sddmm_coo_rows also validates a caller's pattern that lies in device memory
 // (see "Validation on the device" below), and the compute kernels after it fill out with NaN
 // instead of reading through a pattern found invalid.
@@ -1414,3 +1416,131 @@ SD_BT_KERNEL(f32, 0)
 SD_BT_KERNEL(f64, 1)
 SD_BT_KERNEL(f16, 2)
 SD_BT_KERNEL(bf16, 3)
+
+// ---------------------------------------------------------------------------------------------
+// The tiled algorithm with B's rows in shared memory (a plan whose rows are sorted by column)
+// ---------------------------------------------------------------------------------------------
+
+// Where S is dense and spread over its columns (random S at density 5e-2), each row of B is read by
+// many rows of S, and the row-warp kernel reads it from L1 or L2 once for every entry (838 MB a
+// call on 8192 × 8192 at density 5e-2, k = 64 in f32, with L2 66 % busy). Here a thread block keeps
+// a panel of B, all rows of SD_TC_N · panel_tiles consecutive columns of S (as many as its shared
+// memory holds), and takes the entries in those columns of one group of group_rows rows of S: B is
+// read from L2 once a block (30 MB there), each row of A once a panel, and an entry's row of B comes
+// from shared memory: as many bytes through the same SRAM as before, so this pays only where L2
+// held the row-warp kernel back (docs/methods.md). The grid is (panels, row groups), one wave.
+// Each group of G lanes takes a row (its row of A in registers, NV vectors of V elements a lane, as
+// the row-warp kernel holds it) and the row's entries in the panel, G at a time: lane `member`
+// reads the column of the group's entry `member`, the group gets them by shuffles, and the
+// transposing reduction leaves entry `member`'s sum in lane `member`, which writes it. The 32 / G
+// groups of a warp take neighbouring rows and iterate as long as any has entries left.
+// `starts` holds for every row its first entry in each column tile of SD_TC_N columns and its end
+// (column_tiles + 1 words a row: the tensor-core tiles' starts). Rows of A and B lie in whole
+// 16-byte chunks (k · the element's size, the row strides and both base addresses multiples of 16).
+template <int TY, int V, int NV, int G>
+__device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alpha, const typename sd_type<TY>::elem* A,
+                             int a_rs, const typename sd_type<TY>::elem* B, int b_rs,
+                             const typename sd_type<TY>::elem* s, const int* col_ind, const int* starts,
+                             int column_tiles, int panel_tiles, int group_rows, typename sd_type<TY>::elem* out) {
+    typedef typename sd_type<TY>::comp comp;
+    typedef typename sd_type<TY>::elem elem;
+    constexpr int CHUNK = 16 / (int)sizeof(elem);  // elements of a 16-byte chunk
+    extern __shared__ __align__(16) unsigned char sd_panel_shared[];
+    elem* panel = (elem*)sd_panel_shared;
+    const int t0 = blockIdx.x * panel_tiles;
+    const int t1 = t0 + panel_tiles < column_tiles ? t0 + panel_tiles : column_tiles;
+    const int c0 = t0 * SD_TC_N;
+    const int cols = (t1 * SD_TC_N < n ? t1 * SD_TC_N : n) - c0;
+    const int r_begin = blockIdx.y * group_rows;
+    const int r_end = r_begin + group_rows < m ? r_begin + group_rows : m;
+    if (r_begin >= r_end) return;
+
+    const int row_chunks = k / CHUNK;
+    const int chunks = cols * row_chunks;
+    for (int q = threadIdx.x; q < chunks; q += blockDim.x) {
+        const int c = q / row_chunks, part = (q - c * row_chunks) * CHUNK;
+        sgpu_cp_async16(sgpu_smem_address(panel + c * k + part), B + (long long)(c0 + c) * b_rs + part);
+    }
+    sgpu_cp_async_commit();
+
+    const int lane = threadIdx.x & 31;
+    const int member = lane & (G - 1);
+    const int first = lane - member;  // entry `first + u` of an iteration is the group's u-th
+    const int groups = blockDim.x / G;
+    const long long per_row = column_tiles + 1;
+    for (int row0 = r_begin; row0 < r_end; row0 += groups) {
+        const int row = row0 + threadIdx.x / G;
+        int start = 0, end = 0;
+        comp x[NV][V];
+        if (row < r_end) {
+            start = starts[row * per_row + t0];
+            end = starts[row * per_row + t1];
+        }
+        const elem* a = A + (long long)(row < r_end ? row : r_begin) * a_rs;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int p = (member + i * G) * V;
+            if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
+            else
+#pragma unroll
+                for (int v = 0; v < V; ++v) x[i][v] = 0;
+        }
+        if (row0 == r_begin) {  // the first rows' loads are issued: now the panel
+            sgpu_cp_async_wait<0>();
+            __syncthreads();
+        }
+        // Past a row's end a lane's column is the panel's first (its row of B is in shared memory)
+        // and nothing is written.
+        int stored = start + member < end ? col_ind[start + member] - c0 : 0;
+        for (int pos = start; __any_sync(0xffffffffu, pos < end); pos += G) {
+            const int e = pos + member;
+            const int col = stored;
+            stored = e + G < end ? col_ind[e + G] - c0 : 0;
+            const elem* b[G];
+            comp sum[G];
+#pragma unroll
+            for (int u = 0; u < G; ++u) {
+                b[u] = panel + __shfl_sync(0xffffffffu, col, first + u) * k;
+                sum[u] = 0;
+            }
+#pragma unroll
+            for (int i = 0; i < NV; ++i) {
+                const int p = (member + i * G) * V;
+                if (p < k) {
+#pragma unroll
+                    for (int u = 0; u < G; ++u) {
+                        comp y[V];
+                        sd_load_vec<TY, V>(b[u] + p, y);
+#pragma unroll
+                        for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[v];
+                    }
+                }
+            }
+            sd_transpose_sums<comp, G>(sum, member);
+            if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
+        }
+    }
+}
+
+#define SD_PANEL_THREADS 512
+#define SD_PANELS(SUFFIX, TY, V, G, NV)                                                                         \
+    extern "C" __global__ void __launch_bounds__(SD_PANEL_THREADS) sddmm_panels_##SUFFIX##_g##G##_n##NV(        \
+        int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                     \
+        const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* col_ind, const int* starts, \
+        int column_tiles, int panel_tiles, int group_rows, sd_type<TY>::elem* out) {                            \
+        sddmm_panels<TY, V, NV, G>(m, n, k, alpha, A, a_rs, B, b_rs, s, col_ind, starts, column_tiles,          \
+                                   panel_tiles, group_rows, out);                                               \
+    }
+// The shapes of K = 64 on (the host's panel_shape): eight lanes a group, each an eighth of the row's
+// 16-byte vectors (rounded up to a power of two).
+SD_PANELS(f32, 0, 4, 8, 2)
+SD_PANELS(f32, 0, 4, 8, 4)
+SD_PANELS(f32, 0, 4, 8, 8)
+SD_PANELS(f64, 1, 2, 8, 4)
+SD_PANELS(f64, 1, 2, 8, 8)
+SD_PANELS(f16, 2, 8, 8, 1)
+SD_PANELS(f16, 2, 8, 8, 2)
+SD_PANELS(f16, 2, 8, 8, 4)
+SD_PANELS(bf16, 3, 8, 8, 1)
+SD_PANELS(bf16, 3, 8, 8, 2)
+SD_PANELS(bf16, 3, 8, 8, 4)

@@ -471,13 +471,29 @@ fn tensor_tiles_for<T: Element>(label: &str) {
 /// `auto_tiled`, COO elsewhere) and with TILED forced, S with or without values: every entry against
 /// the f64 reference, out poisoned first.
 fn through_a_gpu_plan<T: Element>(rng: &mut Rng, gpu: sddmmHandle_t, c: &Case, with_values: bool, auto_tiled: bool) {
+    through_a_gpu_plan_with::<T>(rng, gpu, c, with_values, Some(auto_tiled))
+}
+
+/// [`through_a_gpu_plan`]; with `auto_tiled` None, TILED only.
+fn through_a_gpu_plan_with<T: Element>(
+    rng: &mut Rng,
+    gpu: sddmmHandle_t,
+    c: &Case,
+    with_values: bool,
+    auto_tiled: Option<bool>,
+) {
     let a: Vec<T> = rng.vec(c.len(c.m, c.lda));
     let b: Vec<T> = rng.vec(c.len(c.n, c.ldb));
     let s: Vec<T> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
     let alpha = T::from_f64(rng.range(-2.0, 2.0)).to_compute();
     let (want, scale) = c.reference(alpha.to_f64(), &a, &b, with_values.then_some(&s[..]));
     let plan = unsafe { create_plan(gpu, c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
-    for alg in [SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled] {
+    let algorithms = if auto_tiled.is_some() {
+        &[SddmmAlgorithm::Auto, SddmmAlgorithm::Tiled][..]
+    } else {
+        &[SddmmAlgorithm::Tiled]
+    };
+    for &alg in algorithms {
         assert_eq!(unsafe { sddmmSetAlgorithm(gpu, alg as i32) }, OK);
         let what = format!("{} {:?} {alg:?} values={with_values}", c.label, T::VALUE_TYPE);
         let mut out = vec![T::from_f64(POISON); c.nnz()];
@@ -490,7 +506,7 @@ fn through_a_gpu_plan<T: Element>(rng: &mut Rng, gpu: sddmmHandle_t, c: &Case, w
             out: out.as_mut_ptr(),
         };
         assert_eq!(unsafe { execute(gpu, plan, c, &alpha, ptrs) }, OK, "{what}: {}", last_error());
-        let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled;
+        let tiled = alg == SddmmAlgorithm::Tiled || auto_tiled == Some(true);
         let expected = if tiled { SddmmAlgorithm::Tiled } else { SddmmAlgorithm::Coo };
         assert_eq!(last_algorithm(gpu), expected as i32, "{what}: algorithm");
         check(&what, &out, &want, &scale);
@@ -512,6 +528,137 @@ fn bf16_tensor_core_tiles_match_the_reference() {
         return;
     }
     tensor_tiles_for::<bf16>("sddmm gpu bf16 tensor tiles");
+}
+
+/// The panel kernel's cases, every one of which AUTO takes to the panels in f32 and f16 / bf16:
+/// rows long and even in 4000 rows or more, K from 64 on, rows of many entries a panel, several
+/// panels and a narrower last one, K not a multiple of a group's vectors (200: the last lanes'
+/// vectors past K), a panel of one column tile (f32 and f64 at K = 256 and 128). f64 takes them on
+/// the first and the last; at K = 128 on the second its panels of one column tile hold 8 entries
+/// of a row (AUTO takes the row-warp kernel), and at K = 200 and 256 it has no panel kernel (its row
+/// of A would be 13-16 vectors a lane).
+const PANEL_SHAPES: &[(usize, usize, usize, f64)] = &[
+    (4000, 2000, 64, 0.1),
+    (4100, 3000, 128, 0.06),
+    (4000, 1029, 200, 0.2),
+    (4000, 1500, 256, 0.2),
+    (4000, 1000, 128, 0.2),
+];
+
+/// Whether the plan of `c` has the column tiles' row starts and the panel kernel applies to a call
+/// of element type T: rows sorted by column without repeats, at least as many entries as rows ×
+/// (column tiles of 128 + 1), K of 64 or more, A and B row-major with K and the leading dimensions
+/// multiples of 16 bytes, and A's row in registers (8 vectors a lane at most, 4 in f16 / bf16).
+fn panels_apply<T: Element>(c: &Case) -> bool {
+    let size = std::mem::size_of::<T>();
+    let offset = c.base.offset() as usize;
+    let sorted = (0..c.m).all(|i| {
+        c.col_ind[c.row_ptr[i] as usize - offset..c.row_ptr[i + 1] as usize - offset].windows(2).all(|w| w[0] < w[1])
+    });
+    let vectors = (c.k * size).div_ceil(16);
+    let per_lane = vectors.div_ceil(if vectors <= 4 { 4 } else { 8 }).next_power_of_two();
+    c.layout == Layout::RowMajor
+        && c.k >= 64
+        && [c.k, c.lda, c.ldb].iter().all(|d| (d * size).is_multiple_of(16))
+        && sorted
+        && c.m * (c.n.div_ceil(128) + 1) <= c.nnz()
+        && per_lane <= if size == 2 { 4 } else { 8 }
+}
+
+/// Whether AUTO takes the panel kernel (`panels_pay` in src/backend/cuda/sddmm.rs) on a GPU whose
+/// blocks may have 227 KiB of shared memory (an H100 or H200): where it applies, the row-warp kernel
+/// would take the call and a row holds at least 16 entries a panel (panels of as
+/// many column tiles of 128 as the shared memory holds, split evenly), every 128 × 128 tile at most
+/// twice the mean; `None` within 25 % of the 16 entries.
+fn panels_take<T: Element>(c: &Case) -> Option<bool> {
+    if !(panels_apply::<T>(c) && row_warps_take::<T>(c)) {
+        return Some(false);
+    }
+    let column_tiles = c.n.div_ceil(128);
+    let most = 232_448 / (128 * c.k * std::mem::size_of::<T>());
+    let panel_tiles = column_tiles.div_ceil(column_tiles.div_ceil(most));
+    let a_row_panel = c.nnz() as f64 * (panel_tiles * 128).min(c.n) as f64 / (c.m * c.n) as f64;
+    let offset = c.base.offset() as usize;
+    let mut tiles = std::collections::HashMap::new();
+    for i in 0..c.m {
+        for &j in &c.col_ind[c.row_ptr[i] as usize - offset..c.row_ptr[i + 1] as usize - offset] {
+            *tiles.entry((i / 128, (j as usize - offset) / 128)).or_insert(0usize) += 1;
+        }
+    }
+    let busiest = tiles.values().copied().max().unwrap_or(0);
+    if busiest * c.m.div_ceil(128) * column_tiles > 2 * c.nnz() {
+        return Some(false);
+    }
+    if a_row_panel >= 1.25 * 16.0 {
+        Some(true)
+    } else if a_row_panel < 0.8 * 16.0 {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The panel kernel through a plan made on the CUDA handle, on [`PANEL_SHAPES`]: AUTO and the tiled
+/// algorithm forced, both of which take the panels where AUTO's rule says so (and on f64's second
+/// shape AUTO takes the row-warp kernel), both index bases, leading dimensions K or K plus 16 bytes,
+/// S with and without values, a run of rows without entries: every entry against the f64
+/// reference, out poisoned first.
+fn panels_for<T: Element>(label: &str) {
+    let mut rng = Rng::fresh(label);
+    let gpu = handle(BackendKind::Cuda);
+    let chunk = 16 / std::mem::size_of::<T>();
+    for (idx, &shape) in PANEL_SHAPES.iter().enumerate() {
+        let base = if idx % 2 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let pad = chunk * rng.below(2);
+        let mut c = Case::sorted(&mut rng, shape, base, pad);
+        if idx == 0 {
+            // Rows 100 to 139 without entries.
+            let (start, end) = (c.row_ptr[100], c.row_ptr[140]);
+            let offset = base.offset() as i32;
+            c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
+            c.row_ptr[101..=140].iter_mut().for_each(|p| *p = start);
+            c.row_ptr[141..].iter_mut().for_each(|p| *p -= end - start);
+        }
+        let f64_without = T::VALUE_TYPE == ValueType::F64 && [1, 2, 3].contains(&idx);
+        let auto = panels_take::<T>(&c).unwrap_or_else(|| panic!("{}: panels not clear-cut", c.label));
+        assert_eq!(auto, !f64_without, "{}: AUTO's panels", c.label);
+        // f64 at K = 200 and 256: which tiled kernel AUTO and TILED take is not the panels' concern.
+        let checked_auto = (auto || idx == 1).then_some(auto);
+        through_a_gpu_plan_with::<T>(&mut rng, gpu, &c, idx % 3 != 0, checked_auto);
+    }
+    unsafe { sddmmDestroy(gpu) };
+}
+
+#[test]
+fn f32_panels_match_the_reference() {
+    if !common::cuda_available("f32_panels_match_the_reference") {
+        return;
+    }
+    panels_for::<f32>("sddmm gpu f32 panels");
+}
+
+#[test]
+fn f64_panels_match_the_reference() {
+    if !common::cuda_available("f64_panels_match_the_reference") {
+        return;
+    }
+    panels_for::<f64>("sddmm gpu f64 panels");
+}
+
+#[test]
+fn f16_panels_match_the_reference() {
+    if !common::cuda_available("f16_panels_match_the_reference") {
+        return;
+    }
+    panels_for::<f16>("sddmm gpu f16 panels");
+}
+
+#[test]
+fn bf16_panels_match_the_reference() {
+    if !common::cuda_available("bf16_panels_match_the_reference") {
+        return;
+    }
+    panels_for::<bf16>("sddmm gpu bf16 panels");
 }
 
 /// The tiled algorithm's band kernels through a plan made on the CUDA handle: patterns of short rows

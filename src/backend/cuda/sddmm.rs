@@ -1,9 +1,9 @@
 //! Launchers of `kernels/sddmm.cu`: the CSR → COO row expansion and the nnz-balanced kernel
 //! (GPU-Convert), the on-device band order in which the tiled algorithm runs that kernel, and the
 //! tiled algorithm through a plan: bands of A in shared memory, or, where the rows are sorted by
-//! column, dense tiles of S (tensor cores for f16 / bf16, CUDA cores for every type); the validation
-//! of a caller's pattern in device memory, fused into the row expansion, and what a handle keeps on
-//! its device for calls without a plan ([`Unplanned`]).
+//! column, panels of B in shared memory or dense tiles of S (tensor cores for f16 / bf16, CUDA cores
+//! for every type); the validation of a caller's pattern in device memory, fused into the row
+//! expansion, and what a handle keeps on its device for calls without a plan ([`Unplanned`]).
 
 use super::kernels::SDDMM;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput, MappedWords, Workspace};
@@ -589,6 +589,14 @@ fn row_warps_shape<T: Element>(
     {
         return None;
     }
+    row_in_registers::<T>(k)
+}
+
+/// Lanes a group and 16-byte vectors a lane that hold a row of A of k elements in registers, as the
+/// row-warp and panel kernels hold it: eight lanes, four where a row is at most four vectors, and
+/// up to 8 vectors a lane in f32 / f64, 4 in f16 / bf16 (whose vectors widen to 8 floats); `None`
+/// for wider rows.
+fn row_in_registers<T: Element>(k: usize) -> Option<(usize, usize)> {
     let vectors = k.div_ceil(16 / std::mem::size_of::<T>());
     let group = if vectors <= 4 { 4 } else { 8 };
     let per_lane = vectors.div_ceil(group).next_power_of_two();
@@ -735,20 +743,21 @@ struct BlockTiles {
 
 /// The tensor-core tiles of a plan's pattern on the device: for every row i and column tile t the
 /// first entry of row i in the tile's columns (`column_tiles + 1` words a row, the last the row's
-/// end), and the (row tile, column tile) pairs holding entries.
+/// end; the panels read them too), and the (row tile, column tile) pairs holding entries.
 struct TensorTiles {
     starts: DeviceBuffer,
     tiles: DeviceBuffer,
     count: usize,
     column_tiles: usize,
+    /// The most entries a listed tile holds (how evenly the panel kernel's blocks share the work).
+    busiest: usize,
 }
 
 /// The host arrays of [`TensorTiles`] for a zero-based pattern, or `None` where the pattern does not
 /// suit them: a row not sorted by column (its entries in a tile would not be consecutive), or fewer
 /// entries than rows × column tiles (the starts would outgrow the column indices, and the tiles
 /// would compute mostly products nobody asked for).
-#[allow(clippy::type_complexity)]
-fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<(Vec<i32>, Vec<[i32; 2]>, usize)>> {
+fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<ColumnTiles>> {
     let (m, n, nnz) = (pattern.outer_dim, pattern.inner_dim, pattern.nnz());
     let column_tiles = n.div_ceil(TC_TILE_COLS);
     let per_row = column_tiles + 1;
@@ -771,17 +780,31 @@ fn tensor_tile_arrays(pattern: &CompressedRef<'_, ()>) -> Result<Option<(Vec<i32
         }
     });
     let row_tiles = m.div_ceil(TC_TILE_ROWS);
-    let tiles: Vec<[i32; 2]> = (0..row_tiles)
+    let counted: Vec<([i32; 2], usize)> = (0..row_tiles)
         .into_par_iter()
         .flat_map_iter(|r| {
             let rows = r * TC_TILE_ROWS..((r + 1) * TC_TILE_ROWS).min(m);
             let starts = &starts;
             (0..column_tiles)
-                .filter(move |&t| rows.clone().any(|i| starts[i * per_row + t] < starts[i * per_row + t + 1]))
-                .map(move |t| [r as i32, t as i32])
+                .map(move |t| {
+                    let entries =
+                        rows.clone().map(|i| (starts[i * per_row + t + 1] - starts[i * per_row + t]) as usize);
+                    ([r as i32, t as i32], entries.sum())
+                })
+                .filter(|&(_, entries)| entries > 0)
         })
         .collect();
-    Ok(Some((starts, tiles, column_tiles)))
+    let busiest = counted.iter().map(|&(_, entries)| entries).max().unwrap_or(0);
+    let tiles = counted.into_iter().map(|(tile, _)| tile).collect();
+    Ok(Some(ColumnTiles { starts, tiles, column_tiles, busiest }))
+}
+
+/// The host arrays of [`TensorTiles`], and the most entries any tile holds.
+struct ColumnTiles {
+    starts: Vec<i32>,
+    tiles: Vec<[i32; 2]>,
+    column_tiles: usize,
+    busiest: usize,
 }
 
 /// Whether every row of a zero-based pattern is sorted by column without repeats.
@@ -876,6 +899,23 @@ impl DevicePlan {
         row_strides: (usize, usize),
     ) -> Option<(usize, usize)> {
         row_warps_shape::<T>(device.multiprocessors, dims, Some(self.band.longest_row), chunks, row_strides)
+    }
+
+    /// The panel kernel's shape for a call at width k on this plan's m × n pattern of `nnz` entries
+    /// ([`panel_shape`]), where the plan has its column tiles' row starts and the panels pay
+    /// ([`panels_pay`]; `row_warps`: the row-warp kernel would take the call).
+    fn panels<T: Element>(
+        &self,
+        device: &GpuDevice,
+        (m, n, nnz, k): (usize, usize, usize, usize),
+        chunks: bool,
+        row_strides: (usize, usize),
+        row_warps: bool,
+    ) -> Option<PanelShape> {
+        let tt = self.tensor_tiles.as_ref()?;
+        let gpu = (device.multiprocessors, device.max_shared_memory_per_block_optin);
+        panel_shape::<T>(gpu, (m, n, k), tt.column_tiles, chunks, row_strides)
+            .filter(|shape| panels_pay(shape, (m, n, nnz), (tt.column_tiles, tt.busiest), row_warps))
     }
 
     /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
@@ -1052,6 +1092,144 @@ fn tensor_tiles<T: Element>(
                 &starts,
                 &column_tiles,
                 &tiles,
+                &op.out
+            ],
+        )
+    }
+}
+
+/// The panel kernel's threads a block (the kernels' SD_PANEL_THREADS): sixteen warps, one block a
+/// multiprocessor, whose shared memory holds the panel of B.
+const PANEL_THREADS: u32 = 512;
+/// Where AUTO takes the panel kernel ([`panels_pay`]), from random S of 8192 × 8192 on an
+/// H200, the panels and the row-warp kernel forced in one run (docs/methods.md): at density 5e-2 the
+/// panels took 0.68-0.71 of the row-warp kernel's time in f16 / bf16 at K = 64 (rows of 83 entries a
+/// panel), 0.79 in f64 (19), 0.95 in f32 (45); at K = 128 0.90-0.96 in f16 / bf16 (45) and 0.92 in
+/// f32 (19); at K = 32, whose rows of B are loaded in one vector a lane, 1.11-1.60 times its time
+/// at 5e-2 (but f64's 0.97) and 1.20-1.37 at 1e-2; and wherever a row held fewer than 16 entries a
+/// panel 0.99-2.41 times (every cell at 1e-2 but f16 / bf16 at K = 64, 0.97 / 1.03; f32 at K = 256
+/// and f64 at K = 128, a column tile a panel). A tile of S holding more than twice the mean would
+/// leave the blocks of other panels or rows idle.
+const PANEL_MIN_K: usize = 64;
+const PANEL_MIN_ENTRIES: usize = 16;
+const PANEL_EVEN_TILES: usize = 2;
+
+/// The launch of `sddmm_panels_*` for one call: the row of A in registers (`group` lanes of
+/// `per_lane` vectors, [`row_in_registers`]), panels of `panel_tiles` column tiles of B in shared
+/// memory (`shared_bytes`), and the grid: `panels` × `row_groups` thread blocks of `group_rows` rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PanelShape {
+    group: usize,
+    per_lane: usize,
+    panel_tiles: usize,
+    panels: usize,
+    row_groups: usize,
+    group_rows: usize,
+    shared_bytes: usize,
+}
+
+/// The panel kernel's shape for a call at width k on an m × n pattern with `column_tiles` tiles of
+/// TC_TILE_COLS columns, on a GPU of `multiprocessors` whose blocks may have `shared_memory` bytes,
+/// where it applies: from K = PANEL_MIN_K on (at K = 32 the row-warp kernel was the faster but in
+/// f64 at density 5e-2), A's and B's rows in whole 16-byte chunks (`chunks`) with row strides below
+/// 2^31, the row of A in registers, and a column tile of B in the shared memory of a block. Panels
+/// as wide as the shared memory holds, the column tiles split evenly among them, and as many row
+/// groups as leave one block a multiprocessor in one wave.
+fn panel_shape<T: Element>(
+    (multiprocessors, shared_memory): (usize, usize),
+    (m, n, k): (usize, usize, usize),
+    column_tiles: usize,
+    chunks: bool,
+    row_strides: (usize, usize),
+) -> Option<PanelShape> {
+    if !chunks || m == 0 || n == 0 || k < PANEL_MIN_K || i32::try_from(row_strides.0.max(row_strides.1)).is_err() {
+        return None;
+    }
+    let (group, per_lane) = row_in_registers::<T>(k)?;
+    let column_bytes = k * std::mem::size_of::<T>();
+    let most_tiles = shared_memory / (TC_TILE_COLS * column_bytes);
+    if most_tiles == 0 {
+        return None;
+    }
+    let panel_tiles = column_tiles.div_ceil(column_tiles.div_ceil(most_tiles));
+    let panels = column_tiles.div_ceil(panel_tiles);
+    let row_groups = (multiprocessors / panels).clamp(1, m);
+    let group_rows = m.div_ceil(row_groups);
+    let row_groups = m.div_ceil(group_rows);
+    let shared_bytes = (panel_tiles * TC_TILE_COLS).min(n) * column_bytes;
+    Some(PanelShape { group, per_lane, panel_tiles, panels, row_groups, group_rows, shared_bytes })
+}
+
+/// Whether the panel kernel (of `shape`) beats the other kernels on an m × n pattern of `nnz`
+/// entries with `column_tiles` tiles of TC_TILE_COLS columns, none of whose TC_TILE_ROWS ×
+/// TC_TILE_COLS tiles holds more than `busiest` entries: where the row-warp kernel would take the
+/// call (`row_warps`: rows long and even), a row holds at least PANEL_MIN_ENTRIES entries a panel on
+/// average, and no tile holds more than PANEL_EVEN_TILES times the mean of all tiles (the blocks
+/// then share the work about evenly).
+fn panels_pay(
+    shape: &PanelShape,
+    (m, n, nnz): (usize, usize, usize),
+    (column_tiles, busiest): (usize, usize),
+    row_warps: bool,
+) -> bool {
+    let panel_columns = (shape.panel_tiles * TC_TILE_COLS).min(n);
+    let all_tiles = m.div_ceil(TC_TILE_ROWS) * column_tiles;
+    row_warps
+        && nnz as f64 * panel_columns as f64 >= PANEL_MIN_ENTRIES as f64 * m as f64 * n as f64
+        && busiest * all_tiles <= PANEL_EVEN_TILES * nnz
+}
+
+/// The tiled algorithm with panels of B in shared memory (`sddmm_panels_*`, [`panel_shape`]), on the
+/// column tiles' row starts of a plan whose rows are sorted by column.
+fn panels<T: Element>(
+    device: &Arc<GpuDevice>,
+    stream: Stream,
+    op: &DeviceOperands<T>,
+    tt: &TensorTiles,
+    shape: PanelShape,
+) -> Result<()> {
+    let name = format!("sddmm_panels_{}_g{}_n{}", T::VALUE_TYPE.short_name(), shape.group, shape.per_lane);
+    let f = device
+        .function_prepared(&SDDMM, &name, |d, f| d.allow_shared_memory(f, d.max_shared_memory_per_block_optin))?;
+    crate::log::note(|| {
+        format!(
+            "kernel {name} ({} panels of {} columns of B, {} groups of {} rows)",
+            shape.panels,
+            shape.panel_tiles * TC_TILE_COLS,
+            shape.row_groups,
+            shape.group_rows
+        )
+    });
+    let cfg = Launch {
+        grid: (shape.panels as u32, shape.row_groups as u32, 1),
+        block: (PANEL_THREADS, 1, 1),
+        shared_bytes: shape.shared_bytes as u32,
+    };
+    let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
+    // panel_shape checked that the row strides fit.
+    let (a_rs, b_rs) = (op.a_strides.0 as i32, op.b_strides.0 as i32);
+    let (starts, column_tiles) = (tt.starts.ptr(), tt.column_tiles as i32);
+    let (panel_tiles, group_rows) = (shape.panel_tiles as i32, shape.group_rows as i32);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![
+                &m,
+                &n,
+                &k,
+                &op.alpha,
+                &op.a,
+                &a_rs,
+                &op.b,
+                &b_rs,
+                &op.s_values,
+                &op.col_ind,
+                &starts,
+                &column_tiles,
+                &panel_tiles,
+                &group_rows,
                 &op.out
             ],
         )
@@ -1333,8 +1511,11 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let chunks =
             rows_in_chunks::<T>(operands.k, a_strides, b_strides) && aligned(operands.a.ptr) && aligned(operands.b.ptr);
         let dims = (shape.rows, shape.nnz, operands.k);
-        let row_warps = d.row_warps::<T>(&gpu, dims, chunks, (a_strides.0, b_strides.0)).is_some();
-        d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false, row_warps).is_some()
+        let row_strides = (a_strides.0, b_strides.0);
+        let row_warps = d.row_warps::<T>(&gpu, dims, chunks, row_strides).is_some();
+        let full_dims = (shape.rows, shape.cols, shape.nnz, operands.k);
+        d.panels::<T>(&gpu, full_dims, chunks, row_strides, row_warps).is_some()
+            || d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false, row_warps).is_some()
             || (!row_warps && band_pays::<T>(&gpu, &d.band, dims, a_strides, b_strides))
     }
 
@@ -1396,19 +1577,25 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
             let row_warps = d.row_warps::<T>(&gpu, (m, nnz, call.k), chunks, row_strides);
             match sampling.algorithm {
                 SddmmAlgorithm::Tiled => {
-                    // Where the band kernels pay, TILED takes them (as AUTO, which may have chosen
-                    // TILED for them), not the tensor-core tiles it falls back on elsewhere.
+                    // Where the panels or the band kernels pay, TILED takes them (as AUTO, which may
+                    // have chosen TILED for them), not the tensor-core tiles it falls back on
+                    // elsewhere.
                     let band = band_pays::<T>(&gpu, &d.band, (m, nnz, call.k), operands.a_strides, operands.b_strides);
-                    match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some()) {
-                        Some(DenseTiles::Tensor) => {
-                            tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
-                        }
-                        Some(DenseTiles::Block) => {
-                            block_tiles(&gpu, stream, &operands, d.block_tiles.as_ref().expect("chosen"))?
-                        }
-                        None => {
-                            if !band_staged(&gpu, stream, &operands, &d.band)? {
-                                tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
+                    let dims = (m, n, nnz, call.k);
+                    if let Some(shape) = d.panels::<T>(&gpu, dims, chunks, row_strides, row_warps.is_some()) {
+                        panels(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("the panels' starts"), shape)?
+                    } else {
+                        match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some()) {
+                            Some(DenseTiles::Tensor) => {
+                                tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
+                            }
+                            Some(DenseTiles::Block) => {
+                                block_tiles(&gpu, stream, &operands, d.block_tiles.as_ref().expect("chosen"))?
+                            }
+                            None => {
+                                if !band_staged(&gpu, stream, &operands, &d.band)? {
+                                    tiled(&gpu, stream, &operands, d.band.order.ptr(), d.coo_rows.ptr())?;
+                                }
                             }
                         }
                     }
@@ -1519,11 +1706,13 @@ impl SddmmPatterns for CudaExecutor {
         // The host arrays outlive the copies: they are dropped after the synchronisation.
         let arrays = tensor_tile_arrays(&plan.pattern())?;
         let tensor_tiles = match &arrays {
-            Some((starts, tiles, column_tiles)) => Some(TensorTiles {
-                starts: DeviceBuffer::from_host(&gpu, starts, stream, "the tensor-core tiles' row starts")?.resident(),
-                tiles: DeviceBuffer::from_host(&gpu, tiles.as_flattened(), stream, "the tensor-core tiles")?.resident(),
-                count: tiles.len(),
-                column_tiles: *column_tiles,
+            Some(host) => Some(TensorTiles {
+                starts: DeviceBuffer::from_host(&gpu, &host.starts, stream, "the column tiles' row starts")?.resident(),
+                tiles: DeviceBuffer::from_host(&gpu, host.tiles.as_flattened(), stream, "the tensor-core tiles")?
+                    .resident(),
+                count: host.tiles.len(),
+                column_tiles: host.column_tiles,
+                busiest: host.busiest,
             }),
             None => None,
         };
@@ -1648,6 +1837,64 @@ mod tests {
         // Without a plan the longest row is not known: long rows are shared at run time.
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), None, true, (32, 32)), Some((8, 1)));
         assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), None, true, (32, 32)), None);
+    }
+
+    /// Panels as wide as a block's shared memory holds (an H200: 132 multiprocessors, 227 KiB a
+    /// block), the column tiles split evenly among them, one wave of blocks; none where the row of A
+    /// does not fit the registers, K is 0 or a column tile does not fit.
+    #[test]
+    fn panels_fill_the_shared_memory_in_one_wave() {
+        let h200 = (132, 232_448);
+        let random = (8192, 8192, 64);
+        let shape = panel_shape::<f32>(h200, random, 64, true, (64, 64)).expect("f32 at K = 64");
+        let expected = PanelShape {
+            group: 8,
+            per_lane: 2,
+            panel_tiles: 7,
+            panels: 10,
+            row_groups: 13,
+            group_rows: 631,
+            shared_bytes: 896 * 256,
+        };
+        assert_eq!(shape, expected);
+        let f16 = panel_shape::<f16>(h200, random, 64, true, (64, 64)).expect("f16 at K = 64");
+        assert_eq!((f16.group, f16.per_lane, f16.panel_tiles, f16.panels, f16.row_groups), (8, 1, 13, 5, 26));
+        // Fewer columns than a panel holds: one panel, its shared memory the columns there are.
+        let narrow = panel_shape::<f32>(h200, (100, 300, 64), 3, true, (64, 64)).expect("300 columns");
+        assert_eq!((narrow.panels, narrow.row_groups, narrow.group_rows), (1, 100, 1));
+        assert_eq!(narrow.shared_bytes, 300 * 256);
+        assert_eq!(panel_shape::<f64>(h200, (8192, 8192, 256), 64, true, (256, 256)), None);
+        assert_eq!(panel_shape::<f32>(h200, (8192, 8192, 32), 64, true, (32, 32)), None);
+        assert_eq!(panel_shape::<f32>(h200, random, 64, false, (64, 64)), None);
+        assert_eq!(panel_shape::<f32>((132, 100_000), random, 64, true, (64, 64)).map(|s| s.panel_tiles), Some(3));
+        assert_eq!(panel_shape::<f32>((132, 60_000), (8192, 8192, 128), 64, true, (128, 128)), None);
+    }
+
+    /// AUTO's panels: random S of 8192 × 8192 on an H200 at density 5e-2 (tiles of 819 entries on
+    /// average) where a row holds 16 entries a panel or more; at 1e-2 only where panels are wide
+    /// (16-bit at K = 64); never where the row-warp kernel would not take the call or a tile holds
+    /// more than twice the mean.
+    #[test]
+    fn panels_pay_on_wide_panels_of_even_patterns() {
+        let h200 = (132, 232_448);
+        let pays = |shape: Option<PanelShape>, nnz: usize, busiest: usize| {
+            panels_pay(&shape.expect("a shape"), (8192, 8192, nnz), (64, busiest), true)
+        };
+        let (dense, sparse) = (3_355_443, 671_089);
+        let at = |k: usize| (8192, 8192, k);
+        for k in [64, 128] {
+            assert!(pays(panel_shape::<f32>(h200, at(k), 64, true, (k, k)), dense, 900), "f32, K = {k}");
+            assert!(pays(panel_shape::<f16>(h200, at(k), 64, true, (k, k)), dense, 900), "f16, K = {k}");
+        }
+        assert!(pays(panel_shape::<f64>(h200, at(64), 64, true, (64, 64)), dense, 900));
+        assert!(!pays(panel_shape::<f64>(h200, at(128), 64, true, (128, 128)), dense, 900));
+        assert!(!pays(panel_shape::<f32>(h200, at(256), 64, true, (256, 256)), dense, 900));
+        assert!(!pays(panel_shape::<f32>(h200, at(64), 64, true, (64, 64)), sparse, 200));
+        assert!(pays(panel_shape::<f16>(h200, at(64), 64, true, (64, 64)), sparse, 200));
+        // Uneven: a tile of more than twice the mean (819).
+        assert!(!pays(panel_shape::<f32>(h200, at(64), 64, true, (64, 64)), dense, 1700));
+        let shape = panel_shape::<f32>(h200, at(64), 64, true, (64, 64)).expect("f32 at K = 64");
+        assert!(!panels_pay(&shape, (8192, 8192, dense), (64, 900), false));
     }
 
     /// Lanes per nonzero: one vector a lane on small problems (up to a warp); on large ones about
