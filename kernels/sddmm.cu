@@ -1522,9 +1522,8 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
     }
 }
 
-#define SD_PANEL_THREADS 512
-#define SD_PANELS(SUFFIX, TY, V, G, NV)                                                                         \
-    extern "C" __global__ void __launch_bounds__(SD_PANEL_THREADS) sddmm_panels_##SUFFIX##_g##G##_n##NV(        \
+#define SD_PANELS(SUFFIX, TY, V, G, NV, THREADS)                                                                \
+    extern "C" __global__ void __launch_bounds__(THREADS) sddmm_panels_##SUFFIX##_g##G##_n##NV(                 \
         int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                     \
         const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* col_ind, const int* starts, \
         int column_tiles, int panel_tiles, int group_rows, sd_type<TY>::elem* out) {                            \
@@ -1532,15 +1531,16 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
                                    panel_tiles, group_rows, out);                                               \
     }
 // The shapes of K = 64 on (the host's panel_shape): eight lanes a group, each an eighth of the row's
-// 16-byte vectors (rounded up to a power of two).
-SD_PANELS(f32, 0, 4, 8, 2)
-SD_PANELS(f32, 0, 4, 8, 4)
-SD_PANELS(f32, 0, 4, 8, 8)
-SD_PANELS(f64, 1, 2, 8, 4)
-SD_PANELS(f64, 1, 2, 8, 8)
-SD_PANELS(f16, 2, 8, 8, 1)
-SD_PANELS(f16, 2, 8, 8, 2)
-SD_PANELS(f16, 2, 8, 8, 4)
-SD_PANELS(bf16, 3, 8, 8, 1)
-SD_PANELS(bf16, 3, 8, 8, 2)
-SD_PANELS(bf16, 3, 8, 8, 4)
+// 16-byte vectors (rounded up to a power of two). 1024 threads a block where a lane holds at most
+// two vectors (the kernel then fits 64 registers), else 512 (the host's PANEL_WIDE_VECTORS).
+SD_PANELS(f32, 0, 4, 8, 2, 1024)
+SD_PANELS(f32, 0, 4, 8, 4, 512)
+SD_PANELS(f32, 0, 4, 8, 8, 512)
+SD_PANELS(f64, 1, 2, 8, 4, 512)
+SD_PANELS(f64, 1, 2, 8, 8, 512)
+SD_PANELS(f16, 2, 8, 8, 1, 1024)
+SD_PANELS(f16, 2, 8, 8, 2, 1024)
+SD_PANELS(f16, 2, 8, 8, 4, 512)
+SD_PANELS(bf16, 3, 8, 8, 1, 1024)
+SD_PANELS(bf16, 3, 8, 8, 2, 1024)
+SD_PANELS(bf16, 3, 8, 8, 4, 512)

@@ -1098,9 +1098,17 @@ fn tensor_tiles<T: Element>(
     }
 }
 
-/// The panel kernel's threads a block (the kernels' SD_PANEL_THREADS): sixteen warps, one block a
-/// multiprocessor, whose shared memory holds the panel of B.
+/// The panel kernel's threads a block (the kernels' SD_PANELS lines), one block a multiprocessor
+/// whose shared memory holds the panel of B: 32 warps where a lane holds at most
+/// PANEL_WIDE_VECTORS vectors of A's row (the kernel then fits 64 registers), else 16. On random S
+/// of 8192 × 8192 on an H200, 1024 threads against 512, both builds forced to the panels in one run,
+/// two rounds (docs/results/h200-2026-11-29-sddmm-panel-threads-ab.jsonl): f32 at k = 64 0.0738 ->
+/// 0.0640 ms at density 5e-2 and 0.0322 -> 0.0300 at 1e-2, f16 / bf16 at k = 128 0.096 -> 0.082 at
+/// 5e-2 and 0.039 -> 0.035 at 1e-2, at k = 64 0.024-0.026 -> 0.023 at 1e-2 but 0.049-0.050 ->
+/// 0.051-0.052 at 5e-2.
 const PANEL_THREADS: u32 = 512;
+const PANEL_WIDE_THREADS: u32 = 1024;
+const PANEL_WIDE_VECTORS: usize = 2;
 /// Where AUTO takes the panel kernel ([`panels_pay`]), from random S of 8192 × 8192 on an
 /// H200, the panels and the row-warp kernel forced in one run (docs/methods.md): at density 5e-2 the
 /// panels took 0.68-0.71 of the row-warp kernel's time in f16 / bf16 at K = 64 (rows of 83 entries a
@@ -1116,11 +1124,13 @@ const PANEL_EVEN_TILES: usize = 2;
 
 /// The launch of `sddmm_panels_*` for one call: the row of A in registers (`group` lanes of
 /// `per_lane` vectors, [`row_in_registers`]), panels of `panel_tiles` column tiles of B in shared
-/// memory (`shared_bytes`), and the grid: `panels` × `row_groups` thread blocks of `group_rows` rows.
+/// memory (`shared_bytes`), and the grid: `panels` × `row_groups` thread blocks of `group_rows` rows
+/// and `threads` threads.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct PanelShape {
     group: usize,
     per_lane: usize,
+    threads: u32,
     panel_tiles: usize,
     panels: usize,
     row_groups: usize,
@@ -1157,7 +1167,8 @@ fn panel_shape<T: Element>(
     let group_rows = m.div_ceil(row_groups);
     let row_groups = m.div_ceil(group_rows);
     let shared_bytes = (panel_tiles * TC_TILE_COLS).min(n) * column_bytes;
-    Some(PanelShape { group, per_lane, panel_tiles, panels, row_groups, group_rows, shared_bytes })
+    let threads = if per_lane <= PANEL_WIDE_VECTORS { PANEL_WIDE_THREADS } else { PANEL_THREADS };
+    Some(PanelShape { group, per_lane, threads, panel_tiles, panels, row_groups, group_rows, shared_bytes })
 }
 
 /// Whether the panel kernel (of `shape`) beats the other kernels on an m × n pattern of `nnz`
@@ -1202,7 +1213,7 @@ fn panels<T: Element>(
     });
     let cfg = Launch {
         grid: (shape.panels as u32, shape.row_groups as u32, 1),
-        block: (PANEL_THREADS, 1, 1),
+        block: (shape.threads, 1, 1),
         shared_bytes: shape.shared_bytes as u32,
     };
     let (m, n, k) = (op.m as i32, op.n as i32, op.k as i32);
@@ -1850,6 +1861,7 @@ mod tests {
         let expected = PanelShape {
             group: 8,
             per_lane: 2,
+            threads: 1024,
             panel_tiles: 7,
             panels: 10,
             row_groups: 13,
@@ -1859,6 +1871,8 @@ mod tests {
         assert_eq!(shape, expected);
         let f16 = panel_shape::<f16>(h200, random, 64, true, (64, 64)).expect("f16 at K = 64");
         assert_eq!((f16.group, f16.per_lane, f16.panel_tiles, f16.panels, f16.row_groups), (8, 1, 13, 5, 26));
+        let f64 = panel_shape::<f64>(h200, random, 64, true, (64, 64)).expect("f64 at K = 64");
+        assert_eq!((f64.per_lane, f64.threads, f64.panel_tiles), (4, 512, 3));
         // Fewer columns than a panel holds: one panel, its shared memory the columns there are.
         let narrow = panel_shape::<f32>(h200, (100, 300, 64), 3, true, (64, 64)).expect("300 columns");
         assert_eq!((narrow.panels, narrow.row_groups, narrow.group_rows), (1, 100, 1));
