@@ -587,6 +587,21 @@ __device__ __forceinline__ void sd_transpose_sums(C (&sum)[G], int member) {
     }
 }
 
+// A row of A into the registers of a group of G lanes, as the row-warp and panel kernels hold it:
+// lane `member` takes vectors member, member + G, ... of V elements (NV of them), zeros past k.
+template <int TY, int V, int NV, int G>
+__device__ __forceinline__ void sd_load_row(const typename sd_type<TY>::elem* a, int member, int k,
+                                            typename sd_type<TY>::comp (&x)[NV][V]) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int p = (member + i * G) * V;
+        if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
+        else
+#pragma unroll
+            for (int v = 0; v < V; ++v) x[i][v] = 0;
+    }
+}
+
 // The row-warp iterations of one row: positions [start, end) of row `row`, the warp's iterations
 // first_step, first_step + steps, ... of 32 positions each (one warp a row: 0 and 1; a long row
 // shared by every warp of the grid: the warp's index and their count). With a `check` (a pattern being
@@ -608,15 +623,7 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
     if (pos >= end) return;
     const long long stride = steps * 32;
     comp x[NV][V];
-    const elem* a = A + row * a_rs;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const int p = (member + i * G) * V;
-        if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
-        else
-#pragma unroll
-            for (int v = 0; v < V; ++v) x[i][v] = 0;
-    }
+    sd_load_row<TY, V, NV, G>(A + row * a_rs, member, k, x);
     // A column is loaded an iteration ahead and checked only where it is used: a check right after
     // the load (a branch to an atomic) would hold this iteration's loads of B until the next
     // iteration's column had arrived. Past the row's end the stored value is `base`: B's row 0,
@@ -1476,15 +1483,7 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
             start = starts[row * per_row + t0];
             end = starts[row * per_row + t1];
         }
-        const elem* a = A + (long long)(row < r_end ? row : r_begin) * a_rs;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int p = (member + i * G) * V;
-            if (p < k) sd_load_vec<TY, V>(a + p, x[i]);
-            else
-#pragma unroll
-                for (int v = 0; v < V; ++v) x[i][v] = 0;
-        }
+        sd_load_row<TY, V, NV, G>(A + (long long)(row < r_end ? row : r_begin) * a_rs, member, k, x);
         if (row0 == r_begin) {  // the first rows' loads are issued: now the panel
             sgpu_cp_async_wait<0>();
             __syncthreads();

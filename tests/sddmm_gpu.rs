@@ -168,6 +168,15 @@ impl Case {
         self.col_ind.len()
     }
 
+    /// Leaves the rows `rows` without entries.
+    fn clear_rows(&mut self, rows: std::ops::Range<usize>) {
+        let offset = self.base.offset() as i32;
+        let (start, end) = (self.row_ptr[rows.start], self.row_ptr[rows.end]);
+        self.col_ind.drain((start - offset) as usize..(end - offset) as usize);
+        self.row_ptr[rows.start + 1..=rows.end].iter_mut().for_each(|p| *p = start);
+        self.row_ptr[rows.end + 1..].iter_mut().for_each(|p| *p -= end - start);
+    }
+
     /// Whether AUTO with a plan of a CUDA handle takes dense tiles of S (tensor-core or block tiles)
     /// for element type T.
     fn takes_dense_tiles<T: Element>(&self) -> Option<bool> {
@@ -555,21 +564,19 @@ fn panels_apply<T: Element>(c: &Case) -> bool {
     let sorted = (0..c.m).all(|i| {
         c.col_ind[c.row_ptr[i] as usize - offset..c.row_ptr[i + 1] as usize - offset].windows(2).all(|w| w[0] < w[1])
     });
-    let vectors = (c.k * size).div_ceil(16);
-    let per_lane = vectors.div_ceil(if vectors <= 4 { 4 } else { 8 }).next_power_of_two();
     c.layout == Layout::RowMajor
         && c.k >= 64
         && [c.k, c.lda, c.ldb].iter().all(|d| (d * size).is_multiple_of(16))
         && sorted
         && c.m * (c.n.div_ceil(128) + 1) <= c.nnz()
-        && per_lane <= if size == 2 { 4 } else { 8 }
+        && row_in_registers::<T>(c.k)
 }
 
 /// Whether AUTO takes the panel kernel (`panels_pay` in src/backend/cuda/sddmm.rs) on a GPU whose
 /// blocks may have 227 KiB of shared memory (an H100 or H200): where it applies, the row-warp kernel
-/// would take the call and a row holds at least 16 entries a panel (panels of as
-/// many column tiles of 128 as the shared memory holds, split evenly), every 128 × 128 tile at most
-/// twice the mean; `None` within 25 % of the 16 entries.
+/// would take the call and a row holds at least 16 entries a panel (panels of as many column tiles
+/// of 128 as the shared memory holds, split evenly), every 128 × 128 tile at most twice the mean;
+/// `None` within 25 % of the 16 entries.
 fn panels_take<T: Element>(c: &Case) -> Option<bool> {
     if !(panels_apply::<T>(c) && row_warps_take::<T>(c)) {
         return Some(false);
@@ -612,12 +619,7 @@ fn panels_for<T: Element>(label: &str) {
         let pad = chunk * rng.below(2);
         let mut c = Case::sorted(&mut rng, shape, base, pad);
         if idx == 0 {
-            // Rows 100 to 139 without entries.
-            let (start, end) = (c.row_ptr[100], c.row_ptr[140]);
-            let offset = base.offset() as i32;
-            c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
-            c.row_ptr[101..=140].iter_mut().for_each(|p| *p = start);
-            c.row_ptr[141..].iter_mut().for_each(|p| *p -= end - start);
+            c.clear_rows(100..140);
         }
         let f64_without = T::VALUE_TYPE == ValueType::F64 && [1, 2, 3].contains(&idx);
         let auto = panels_take::<T>(&c).unwrap_or_else(|| panic!("{}: panels not clear-cut", c.label));
@@ -741,15 +743,22 @@ fn row_warps_take<T: Element>(c: &Case) -> bool {
     let size = std::mem::size_of::<T>();
     let mean = c.nnz() / c.m.max(1);
     let longest = c.row_ptr.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
-    let vectors = (c.k * size).div_ceil(16);
-    let per_lane = vectors.div_ceil(if vectors <= 4 { 4 } else { 8 }).next_power_of_two();
-    let most = if size == 2 { 4 } else { 8 };
     c.layout == Layout::RowMajor
         && [c.k, c.lda, c.ldb].iter().all(|d| (d * size).is_multiple_of(16))
         && mean >= 32
         && longest <= 2 * mean
         && c.m >= 4000
-        && per_lane <= most
+        && row_in_registers::<T>(c.k)
+}
+
+/// Whether a row of A of k elements fits the registers of a group of lanes as the row-warp and panel
+/// kernels hold it: 8 vectors of 16 bytes a lane at most (4 in f16 / bf16) in groups of 8 lanes (4
+/// where the row is at most four vectors).
+fn row_in_registers<T: Element>(k: usize) -> bool {
+    let size = std::mem::size_of::<T>();
+    let vectors = (k * size).div_ceil(16);
+    let per_lane = vectors.div_ceil(if vectors <= 4 { 4 } else { 8 }).next_power_of_two();
+    per_lane <= if size == 2 { 4 } else { 8 }
 }
 
 /// The row-warp kernel through a plan made on the CUDA handle (AUTO takes it; the tiled algorithm
@@ -770,12 +779,7 @@ fn row_warps_for<T: Element>(label: &str) {
         let pad = 8 * rng.below(2);
         let mut c = Case::arranged(&mut rng, (m, n, k, density), Layout::RowMajor, base, true, pad);
         if idx == 3 {
-            // Rows 100 to 139 without entries.
-            let (start, end) = (c.row_ptr[100], c.row_ptr[140]);
-            let offset = base.offset() as i32;
-            c.col_ind.drain((start - offset) as usize..(end - offset) as usize);
-            c.row_ptr[101..=140].iter_mut().for_each(|p| *p = start);
-            c.row_ptr[141..].iter_mut().for_each(|p| *p -= end - start);
+            c.clear_rows(100..140);
         }
         let expected = !(T::VALUE_TYPE == ValueType::F64 && k == 200);
         assert_eq!(row_warps_take::<T>(&c), expected, "{}: the row-warp kernel's shape", c.label);
