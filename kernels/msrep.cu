@@ -17,9 +17,10 @@ __device__ __forceinline__ T msrep_finish(T alpha, T s, T beta, const T* y) {
     return beta == (T)0 ? alpha * s : alpha * s + beta * *y;
 }
 
-// Where row j (local to its partition, n rows) of a partition's results goes in finish mode.
+// Where row j (local to its partition, n rows) of a partition's results goes in finish mode. Returns
+// whether it went to a shared slot.
 template <typename T>
-__device__ __forceinline__ void msrep_emit(int j, int n, T s, int start_flag, int end_flag, T alpha, T beta,
+__device__ __forceinline__ bool msrep_emit(int j, int n, T s, int start_flag, int end_flag, T alpha, T beta,
                                            T* y_part, T* shared) {
     if (start_flag && j == 0) {
         shared[0] = s;
@@ -27,7 +28,9 @@ __device__ __forceinline__ void msrep_emit(int j, int n, T s, int start_flag, in
         shared[1] = s;
     } else {
         y_part[j] = msrep_finish(alpha, s, beta, y_part + j);
+        return false;
     }
+    return true;
 }
 
 // Merged rows (split between partitions, or in no partition): y = β·y (0 without reading y when
@@ -134,10 +137,8 @@ __device__ __forceinline__ bool batch_emit(int v, T s, MsrepCsrPart& part, const
         return false;
     }
     part = batch_part(v, part, parts, part_count);
-    const int j = v - part.row_base;
-    msrep_emit(j, part.rows, s, part.start_flag, part.end_flag, alpha, beta, y + part.y_offset,
-               shared + part.shared_slot);
-    return (part.start_flag && j == 0) || (part.end_flag && j == part.rows - 1);
+    return msrep_emit(v - part.row_base, part.rows, s, part.start_flag, part.end_flag, alpha, beta,
+                      y + part.y_offset, shared + part.shared_slot);
 }
 
 // Column indices of a batch: 32-bit columns (I = int), or 16-bit offsets (I = short, where the

@@ -116,7 +116,8 @@ fn holds_entry_points(module: &kernels::KernelSource, names: &[String]) {
 
 /// kernels/sddmm.cu compiles with the validation of device-resident patterns fused into its
 /// conversion kernel and its CSR compute kernels, and holds every entry point the launchers
-/// (src/backend/cuda/sddmm.rs) name.
+/// (src/backend/cuda/sddmm.rs) name: among them the panels for the vectors a lane of A's row from
+/// K = 64 on (f32 2-8, f64 4-8, f16 / bf16 1-4).
 #[test]
 fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     if !nvrtc_or_skip() {
@@ -127,6 +128,9 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
         for source in ["coo", "csr"] {
             names.extend(widths.iter().map(|v| format!("sddmm_{source}_{ty}_v{v}")));
         }
+    }
+    for (ty, per_lane) in [("f32", &[2, 4, 8][..]), ("f64", &[4, 8]), ("f16", &[1, 2, 4]), ("bf16", &[1, 2, 4])] {
+        names.extend(per_lane.iter().map(|n| format!("sddmm_panels_{ty}_g8_n{n}")));
     }
     holds_entry_points(&kernels::SDDMM, &names);
 }
