@@ -606,9 +606,9 @@ __device__ __forceinline__ void sd_load_row(const typename sd_type<TY>::elem* a,
 // first_step, first_step + steps, ... of 32 positions each (one warp a row: 0 and 1; a long row
 // shared by every warp of the grid: the warp's index and their count). With a `check` (a pattern being
 // validated, whose verdict replaces out) each column is validated where it is used, the only read of
-// it, and one outside [0, n) is noted and reads B's row 0.
-template <int TY, int V, int NV, int G>
-__device__ __forceinline__ void sd_row_warp_span(long long row, long long start, long long end, long long first_step,
+// it, and one outside [0, n) is noted and reads B's row 0. LEAN and FULL: see sd_row_warp_span.
+template <int TY, int V, int NV, int G, bool LEAN, bool FULL>
+__device__ __forceinline__ void sd_row_warp_span_of(long long row, long long start, long long end, long long first_step,
                                                  long long steps, int k, typename sd_type<TY>::comp alpha,
                                                  const typename sd_type<TY>::elem* A, int a_rs,
                                                  const typename sd_type<TY>::elem* B, int b_rs,
@@ -624,6 +624,7 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
     const long long stride = steps * 32;
     comp x[NV][V];
     sd_load_row<TY, V, NV, G>(A + row * a_rs, member, k, x);
+    const unsigned b_row_bytes = (unsigned)b_rs * (unsigned)sizeof(elem);
     // A column is loaded an iteration ahead and checked only where it is used: a check right after
     // the load (a branch to an atomic) would hold this iteration's loads of B until the next
     // iteration's column had arrived. Past the row's end the stored value is `base`: B's row 0,
@@ -637,7 +638,9 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
         comp sum[G];
 #pragma unroll
         for (int u = 0; u < G; ++u) {
-            b[u] = B + (long long)__shfl_sync(0xffffffffu, col, first + u) * b_rs;
+            const int column = __shfl_sync(0xffffffffu, col, first + u);
+            b[u] = LEAN ? (const elem*)((const char*)B + (unsigned long long)(unsigned)column * b_row_bytes)
+                        : B + (long long)column * b_rs;
             sum[u] = 0;
         }
 #pragma unroll
@@ -646,7 +649,7 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
             comp y[G][V];
 #pragma unroll
             for (int u = 0; u < G; ++u) {
-                if (p < k) sd_load_vec<TY, V>(b[u] + p, y[u]);
+                if (FULL || p < k) sd_load_vec<TY, V>(b[u] + p, y[u]);
                 else
 #pragma unroll
                     for (int v = 0; v < V; ++v) y[u][v] = 0;
@@ -660,6 +663,35 @@ __device__ __forceinline__ void sd_row_warp_span(long long row, long long start,
         const long long e = pos + lane;
         if (e < end) out[e] = sd_finish<TY>(alpha, s, e, sum[0]);
     }
+}
+
+// sd_row_warp_span_of, lean where that measured faster: a row of B's address from one 32-bit
+// product (IMAD.WIDE.U32 of a column, never negative here, and the row's bytes, below 2^32 by the
+// host's row_warps_shape, added to B) instead of a sign extension, a 64-bit product and a scaled
+// add; and where k = G·V·NV (every lane's vectors lie inside the row: the widths the kernels are
+// tuned for) FULL, loads of B without a bound, where otherwise a vector past k is zeroed first (two
+// instructions an element: 135 of the 310 instructions of an iteration of the f32 kernel at
+// k = 64, sm_90; lean and full, 178). On random S (H200, docs/methods.md) the lean iteration made
+// the row-warp kernels up to 25 % faster, but the f32 kernels of 4 and 8 vectors a lane up to 29 %
+// slower (34 % with the 32-bit product alone): ptxas then gave them fewer registers (94 against
+// 128) and interleaved each load with its products, 3 loads in flight a lane instead of 13-15.
+// Those keep the bounded loads and 64-bit address arithmetic. The second instance of the loop
+// costs compile time: NVRTC took 62 s for this file for sm_90 on a 2-core host, 41 s before.
+// GPU-Dynamic's long-row kernel keeps one (sddmm_long_rows).
+template <int TY, int V, int NV, int G>
+__device__ __forceinline__ void sd_row_warp_span(long long row, long long start, long long end, long long first_step,
+                                                 long long steps, int k, typename sd_type<TY>::comp alpha,
+                                                 const typename sd_type<TY>::elem* A, int a_rs,
+                                                 const typename sd_type<TY>::elem* B, int b_rs,
+                                                 const typename sd_type<TY>::elem* s, const int* col_ind, int base,
+                                                 int n, sd_check* check, typename sd_type<TY>::elem* out) {
+    constexpr bool lean = TY != 0 || NV <= 2;
+    if (lean && k == G * V * NV)
+        sd_row_warp_span_of<TY, V, NV, G, lean, true>(row, start, end, first_step, steps, k, alpha, A, a_rs, B, b_rs,
+                                                      s, col_ind, base, n, check, out);
+    else
+        sd_row_warp_span_of<TY, V, NV, G, lean, false>(row, start, end, first_step, steps, k, alpha, A, a_rs, B, b_rs,
+                                                       s, col_ind, base, n, check, out);
 }
 
 // Row `row`'s positions [start, end) by the row pointers, clamped into [0, nnz] so that a pattern
@@ -789,11 +821,12 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
             while (with_work) {
                 const int j = __ffs(with_work) - 1;
                 with_work &= with_work - 1;
-                sd_row_warp_span<TY, V, NV, G>(__shfl_sync(0xffffffffu, row[q], j),
-                                               __shfl_sync(0xffffffffu, start[q], j),
-                                               __shfl_sync(0xffffffffu, end[q], j),
-                                               __shfl_sync(0xffffffffu, first, j), warps, k, alpha, A, a_rs, B, b_rs,
-                                               s, col_ind, base, n, check, out);
+                // The bounded loop only (see sd_row_warp_span): these rows are the few longer than
+                // twice the mean, and a second instance here made sddmm.cu a third slower to compile.
+                sd_row_warp_span_of<TY, V, NV, G, false, false>(
+                    __shfl_sync(0xffffffffu, row[q], j), __shfl_sync(0xffffffffu, start[q], j),
+                    __shfl_sync(0xffffffffu, end[q], j), __shfl_sync(0xffffffffu, first, j), warps, k, alpha, A, a_rs,
+                    B, b_rs, s, col_ind, base, n, check, out);
             }
         }
         before += __shfl_sync(0xffffffffu, through, 31);
@@ -1444,7 +1477,14 @@ SD_BT_KERNEL(bf16, 3)
 // `starts` holds for every row its first entry in each column tile of SD_TC_N columns and its end
 // (column_tiles + 1 words a row: the tensor-core tiles' starts). Rows of A and B lie in whole
 // 16-byte chunks (k · the element's size, the row strides and both base addresses multiples of 16).
-template <int TY, int V, int NV, int G>
+// FULL where k = G·V·NV (the kernel launched with k of a whole number of vectors a lane, the widths
+// it is tuned for): no vector lies past k, and the loop over a lane's vectors has no branch. Entries
+// past a row's end, which a group's last iteration has, read nothing in f32 and f64 (their loads
+// and products predicated); in f16 / bf16, whose eight conversions a vector made that a branch,
+// they read the panel's first row (random S on an H200, docs/methods.md: FULL and the predicate
+// together 5-18 % faster in f32 / f64 at density 5e-2, FULL alone in f16 / bf16 10-17 %, with the
+// predicate there 26-29 % slower at k = 64 and 256).
+template <int TY, int V, int NV, int G, bool FULL>
 __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alpha, const typename sd_type<TY>::elem* A,
                              int a_rs, const typename sd_type<TY>::elem* B, int b_rs,
                              const typename sd_type<TY>::elem* s, const int* col_ind, const int* starts,
@@ -1488,8 +1528,8 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
             sgpu_cp_async_wait<0>();
             __syncthreads();
         }
-        // Past a row's end a lane's column is the panel's first (its row of B is in shared memory)
-        // and nothing is written.
+        // Past a row's end a lane's column is the panel's first (its row of B is in shared memory:
+        // the 16-bit types read it) and nothing is written.
         int stored = start + member < end ? col_ind[start + member] - c0 : 0;
         for (int pos = start; __any_sync(0xffffffffu, pos < end); pos += G) {
             const int e = pos + member;
@@ -1505,13 +1545,15 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
 #pragma unroll
             for (int i = 0; i < NV; ++i) {
                 const int p = (member + i * G) * V;
-                if (p < k) {
+                if (FULL || p < k) {
 #pragma unroll
                     for (int u = 0; u < G; ++u) {
-                        comp y[V];
-                        sd_load_vec<TY, V>(b[u] + p, y);
+                        if (sizeof(elem) == 2 || pos + u < end) {
+                            comp y[V];
+                            sd_load_vec<TY, V>(b[u] + p, y);
 #pragma unroll
-                        for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[v];
+                            for (int v = 0; v < V; ++v) sum[u] += x[i][v] * y[v];
+                        }
                     }
                 }
             }
@@ -1526,8 +1568,12 @@ __device__ void sddmm_panels(int m, int n, int k, typename sd_type<TY>::comp alp
         int m, int n, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                     \
         const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* col_ind, const int* starts, \
         int column_tiles, int panel_tiles, int group_rows, sd_type<TY>::elem* out) {                            \
-        sddmm_panels<TY, V, NV, G>(m, n, k, alpha, A, a_rs, B, b_rs, s, col_ind, starts, column_tiles,          \
-                                   panel_tiles, group_rows, out);                                               \
+        if (k == G * V * NV)                                                                                    \
+            sddmm_panels<TY, V, NV, G, true>(m, n, k, alpha, A, a_rs, B, b_rs, s, col_ind, starts, column_tiles,  \
+                                             panel_tiles, group_rows, out);                                     \
+        else                                                                                                    \
+            sddmm_panels<TY, V, NV, G, false>(m, n, k, alpha, A, a_rs, B, b_rs, s, col_ind, starts, column_tiles, \
+                                              panel_tiles, group_rows, out);                                    \
     }
 // The shapes of K = 64 on (the host's panel_shape): eight lanes a group, each an eighth of the row's
 // 16-byte vectors (rounded up to a power of two). 1024 threads a block where a lane holds at most

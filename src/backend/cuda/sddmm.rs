@@ -568,7 +568,8 @@ fn row_warps<T: Element>(
 /// average and, where the longest row is known (a plan's), at most ROW_WARPS_EVEN times that
 /// (without a plan, longer rows are shared by every warp: [`csr_row_warps`]), at least
 /// ROW_WARPS_MIN_ROWS_PER_SM rows a multiprocessor, A's and B's rows in whole 16-byte chunks
-/// (`chunks`, as for the dense tiles) with row strides below 2^31, and a kernel for the vectors a
+/// (`chunks`, as for the dense tiles) with row strides below 2^31 elements (B's below 2^32 bytes,
+/// which the kernels multiply by a column in one 32-bit product), and a kernel for the vectors a
 /// lane (up to 8 in f32 / f64, 4 in f16 / bf16). Eight lanes a group, four where a row is at most
 /// four vectors (f16 / bf16 at k <= 32): on random S at densities 1e-2 and 5e-2 (H200), four lanes
 /// (two or four vectors a lane) were as fast as eight in f32 at k = 32 and 5-11 % slower in f32 at
@@ -586,6 +587,7 @@ fn row_warps_shape<T: Element>(
         || longest_row.is_some_and(|longest| longest > ROW_WARPS_EVEN * mean_row)
         || m < ROW_WARPS_MIN_ROWS_PER_SM * multiprocessors
         || i32::try_from(row_strides.0.max(row_strides.1)).is_err()
+        || u32::try_from(row_strides.1.saturating_mul(std::mem::size_of::<T>())).is_err()
     {
         return None;
     }
@@ -1839,12 +1841,16 @@ mod tests {
         // Rows of at most four vectors: four lanes.
         assert_eq!(row_warps_shape::<f16>(sms, (m, nnz, 32), Some(120), true, (32, 32)), Some((4, 1)));
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 8), Some(120), true, (8, 8)), Some((4, 1)));
-        // Short, uneven or too few rows, rows not in whole chunks, strides past 32 bits.
+        // Short, uneven or too few rows, rows not in whole chunks, strides past 31 bits.
         assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), Some(40), true, (32, 32)), None);
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(165), true, (32, 32)), None);
         assert_eq!(row_warps_shape::<f32>(sms, (2111, 2111 * 82, 32), Some(120), true, (32, 32)), None);
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), false, (32, 32)), None);
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), true, (1 << 31, 32)), None);
+        // B's rows less than 2^32 bytes apart (the kernels' 32-bit product of a column and them).
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 32), Some(120), true, (32, 1 << 29)), None);
+        assert_eq!(row_warps_shape::<f64>(sms, (m, nnz, 32), Some(120), true, (32, (1 << 29) - 2)), Some((8, 2)));
+        assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), Some(120), true, (32, (1 << 30) - 4)), Some((8, 1)));
         // Without a plan the longest row is not known: long rows are shared at run time.
         assert_eq!(row_warps_shape::<f32>(sms, (m, nnz, 32), None, true, (32, 32)), Some((8, 1)));
         assert_eq!(row_warps_shape::<f32>(sms, (m, m * 31, 32), None, true, (32, 32)), None);
