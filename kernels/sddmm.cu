@@ -840,21 +840,24 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
     }
 }
 
-// Resident blocks of 256 threads an SM that the row-warp kernels of NV vectors a lane are held to:
-// the kernels wait on the latency of their rows of B (ncu, f32, density 1e-2, k = 64: no eligible
-// warp 64 % of the cycles at 3 blocks an SM, 80 registers), so 4 blocks (64 registers) for NV = 1
-// and 2 and 3 (80) for NV = 4, although ptxas then spills a few values in most of them (up to 80
-// bytes a thread stored with NV = 1 and 2, 184 with NV = 4); NV = 8 keeps the compiler's 128
-// registers. Measured on an H200 against the unbounded kernels, both in one run, two runs of two
-// rounds (random S, densities 1e-3 to 5e-2, k = 32 to 256, all four types; docs/methods.md,
-// "Row-warp kernels held to more blocks"): with NV = 1 and 2 (8 lanes a row) the calls at 1e-2 and 5e-2
-// 1-13 % shorter; with NV = 4 mixed, bf16 2-11 % shorter, f32 and f16 up to 23 and 29 % longer.
-#define SD_RW_BOUNDS_1 __launch_bounds__(256, 4)
-#define SD_RW_BOUNDS_2 __launch_bounds__(256, 4)
-#define SD_RW_BOUNDS_4 __launch_bounds__(256, 3)
-#define SD_RW_BOUNDS_8 __launch_bounds__(256)
+// Resident blocks of 256 threads an SM that the row-warp kernels of NV vectors a lane are held to
+// (`dynamic`: GPU-Dynamic's sddmm_csr_row_warps; 0: no minimum, the compiler's choice): the kernels
+// wait on the latency of their rows of B (ncu, f32, density 1e-2, k = 64: no eligible warp 64 % of
+// the cycles at 3 blocks an SM, 80 registers), so 4 blocks (64 registers) for NV = 1 and 2, although
+// ptxas then spills a few values in most of them (up to 80 bytes a thread stored), and 3 (80
+// registers, up to 184 bytes spilled) for NV = 4 in bf16 and in GPU-Dynamic's f64 only. Measured on
+// an H200 (random S, densities 1e-3 to 5e-2, k = 32 to 256, all four types; docs/methods.md,
+// "Row-warp kernels held to more blocks"): against the unbounded kernels, NV = 1 and 2 (8 lanes a
+// row) 1-13 % shorter at 1e-2 and 5e-2; NV = 4 bf16 2-11 % shorter and GPU-Dynamic's f64 8-12 %, but
+// planned f64 2-8 % longer, f32 up to 23 % and f16 (GPU-Dynamic's, k = 256) 13-29 %, which this rule
+// leaves unbounded (against NV = 4 held in every type: f32 GPU-Dynamic at 5e-2, k = 128 0.160 ->
+// 0.140 ms, f16 at k = 256 0.060 -> 0.054 at 1e-2 and 0.191 -> 0.150 at 5e-2).
+constexpr int sd_row_warp_blocks(int ty, int nv, bool dynamic) {
+    return nv <= 2 ? 4 : nv == 4 && (ty == 3 || (ty == 1 && dynamic)) ? 3 : 0;
+}
 #define SD_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                          \
-    extern "C" __global__ void SD_RW_BOUNDS_##NV sddmm_row_warps_##SUFFIX##_g##G##_n##NV(                           \
+    extern "C" __global__ void __launch_bounds__(256, sd_row_warp_blocks(TY, NV, false))                             \
+        sddmm_row_warps_##SUFFIX##_g##G##_n##NV(                                                                    \
         int m, long long nnz, int k, sd_type<TY>::comp alpha, const sd_type<TY>::elem* A, int a_rs,                 \
         const sd_type<TY>::elem* B, int b_rs, const sd_type<TY>::elem* s, const int* row_ptr, const int* col_ind,   \
         int base, sd_type<TY>::elem* out, const sd_check* check) {                                                 \
@@ -868,7 +871,7 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
         int base, long long long_limit, int* long_rows, unsigned int* counters, sd_type<TY>::elem* out,              \
         sd_check* check, sd_report* report
 #define SD_CSR_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                        \
-    extern "C" __global__ void SD_RW_BOUNDS_##NV                                                                     \
+    extern "C" __global__ void __launch_bounds__(256, sd_row_warp_blocks(TY, NV, true))                              \
         sddmm_csr_row_warps_##SUFFIX##_g##G##_n##NV(SD_CSR_ROW_WARPS_PARAMS(TY)) {                                   \
         sddmm_csr_row_warps<TY, V, NV, G>(m, n, nnz, k, alpha, A, a_rs, B, b_rs, s, row_ptr, col_ind, base,           \
                                           long_limit, long_rows, counters, out, check);                              \
