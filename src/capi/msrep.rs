@@ -174,7 +174,7 @@ unsafe fn matrix_args<'a>(
     if matches!(value_type, ValueType::F16 | ValueType::Bf16) {
         return Err(Error::not_supported(format!(
             "argument valueType: MSREP supports SGPU_VALUE_TYPE_F32 and SGPU_VALUE_TYPE_F64 only, not {value_type:?} \
-             (SpMV is bandwidth-bound and the method is defined for FP32 / FP64)"
+             (16-bit storage with FP32 accumulation is not implemented)"
         )));
     }
     Ok(MatrixArgs { handle, out, rows, cols, nnz, value_type, base, partitions })
