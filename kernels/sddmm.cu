@@ -853,6 +853,7 @@ __device__ void sddmm_long_rows(int m, int n, long long nnz, int k, typename sd_
 // leaves unbounded (against NV = 4 held in every type: f32 GPU-Dynamic at 5e-2, k = 128 0.160 ->
 // 0.140 ms, f16 at k = 256 0.060 -> 0.054 at 1e-2 and 0.191 -> 0.150 at 5e-2).
 constexpr int sd_row_warp_blocks(int ty, int nv, bool dynamic) {
+    // ty as sd_type's: 1 f64, 3 bf16.
     return nv <= 2 ? 4 : nv == 4 && (ty == 3 || (ty == 1 && dynamic)) ? 3 : 0;
 }
 #define SD_ROW_WARPS(SUFFIX, TY, V, G, NV)                                                                          \

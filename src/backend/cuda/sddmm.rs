@@ -1895,8 +1895,8 @@ mod tests {
 
     /// AUTO's panels: random S of 8192 × 8192 on an H200 at density 5e-2 (tiles of 819 entries on
     /// average) where a row holds 18 entries a panel or more; never at 1e-2 (16.6 entries a panel at
-    /// most, 16-bit at K = 64), where the row-warp kernel would not take the call or a tile holds
-    /// more than twice the mean.
+    /// most, 16-bit at K = 64), nor where the row-warp kernel would not take the call or a tile
+    /// holds more than twice the mean.
     #[test]
     fn panels_pay_on_wide_panels_of_even_patterns() {
         let h200 = (132, 232_448);
