@@ -325,14 +325,30 @@ impl<T: Copy> CsrMatrix<T> {
         (row_ind, self.col_ind.clone(), self.values.clone())
     }
 
+    /// Aᵀ in CSR (so A's CSC), by a counting sort: each row of Aᵀ holds its entries in the order of
+    /// A's rows, as `from_triplets` of the transposed triplets would.
     pub fn transpose(&self) -> CsrMatrix<T> {
-        let mut triplets = Vec::with_capacity(self.nnz());
+        let mut row_ptr = vec![0i32; self.cols + 1];
+        for &c in &self.col_ind {
+            row_ptr[c as usize + 1] += 1;
+        }
+        for c in 0..self.cols {
+            row_ptr[c + 1] += row_ptr[c];
+        }
+        let mut next: Vec<i32> = row_ptr[..self.cols].to_vec();
+        let mut col_ind = vec![0i32; self.nnz()];
+        // Every slot is written once below (the counts cover each entry).
+        let mut values = self.values.clone();
         for r in 0..self.rows {
             for e in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
-                triplets.push((self.col_ind[e] as usize, r, self.values[e]));
+                let c = self.col_ind[e] as usize;
+                let at = next[c] as usize;
+                next[c] += 1;
+                col_ind[at] = r as i32;
+                values[at] = self.values[e];
             }
         }
-        CsrMatrix::from_triplets(self.cols, self.rows, triplets)
+        CsrMatrix { rows: self.cols, cols: self.rows, row_ptr, col_ind, values }
     }
 
     /// Row-major dense copy in f64 (duplicates summed), for references.
@@ -353,6 +369,18 @@ impl<T: Copy> CsrMatrix<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transpose_matches_the_transposed_triplets() {
+        // Unsorted columns within rows, a duplicate, an empty row and an empty column.
+        let triplets = vec![(0, 3, 1.0), (0, 1, 2.0), (2, 1, 3.0), (2, 1, 4.0), (3, 0, 5.0), (3, 3, 6.0)];
+        let mut a = CsrMatrix::from_triplets(4, 5, triplets.clone());
+        a.col_ind.swap(0, 1);
+        a.values.swap(0, 1);
+        let want = CsrMatrix::from_triplets(5, 4, triplets.iter().map(|&(r, c, v)| (c, r, v)).collect());
+        assert_eq!(a.transpose(), want);
+        assert_eq!(CsrMatrix::<f64>::from_triplets(0, 3, vec![]).transpose(), CsrMatrix::from_triplets(3, 0, vec![]));
+    }
 
     /// Checked in parallel, a structure with several faults far apart (each part of the pool's work
     /// finding one) still reports the first in entry order, as a serial scan would.

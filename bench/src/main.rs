@@ -3,7 +3,7 @@
 //!
 //!     sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
 //!                     [--mtx PATH]... [--suite [NAME,...]] [--devices K | K,K,...]
-//!                     [--partitions P,...] [--large]
+//!                     [--partitions P,...] [--formats F,...] [--large]
 //!     sparsegpu-bench --demo [--quick] [--json PATH]
 //!
 //! Method (docs/benchmarks.md): warm-up calls, then repeats, each after an L2 flush and with the
@@ -43,8 +43,8 @@ const ABOUT: &str = "Runs each libsparsegpu family and the vendor library doing 
 const USAGE: &str = "\
 sparsegpu-bench [--family spamm|smat|msrep|sddmm|all] [--n N] [--quick] [--json PATH]
                        [--mtx PATH]... [--suite [NAME,...]] [--widths N,N,...] [--devices K|K,...]
-                       [--partitions P,...] [--large] [--block-size B] [--ratios R,R,...] [--densities D,...]
-                       [--types T,T,...]
+                       [--partitions P,...] [--formats F,...] [--large] [--block-size B] [--ratios R,R,...]
+                       [--densities D,...] [--types T,T,...]
                        [--decay algebraic|exponential|both] [--no-exact] [--square]
        sparsegpu-bench --demo [--quick] [--json PATH]";
 
@@ -122,6 +122,11 @@ pub struct Options {
     /// MSREP: pCSR partitions per device, each number a run (default 1; e.g. 1,2,4,8)
     #[arg(long, value_name = "P,...", value_parser = parse_positive_list, allow_hyphen_values = true)]
     pub partitions: Option<std::vec::Vec<usize>>,
+    /// MSREP: the partial formats, each a run: csr (pCSR from the CSR), csc (pCSC from the CSC),
+    /// coo (pCOO from the row-sorted COO); each against cusparseSpMV on A in the same format
+    /// (default csr)
+    #[arg(long, value_name = "F,...", value_parser = parse_formats, allow_hyphen_values = true)]
+    pub formats: Option<std::vec::Vec<sparsegpu::types::SparseFormat>>,
     /// MSREP on large matrices instead of the default inputs: band (half-width 8, 3.2 M rows, 54 M
     /// nonzeros), 3D 27-point stencil (140³, 74 M) and R-MAT scale 23 (edge factor 16, about 120 M);
     /// 1/64 of that with --quick; with --n N, a band of N rows and a stencil and an R-MAT of about as
@@ -232,6 +237,18 @@ fn parse_types(v: &str) -> Result<Vec<ValueType>, String> {
             "bf16" => Ok(ValueType::Bf16),
             "f64" => Ok(ValueType::F64),
             _ => Err("f32, f16, bf16 and f64 separated by commas are expected".to_string()),
+        })
+        .collect()
+}
+
+fn parse_formats(v: &str) -> Result<Vec<sparsegpu::types::SparseFormat>, String> {
+    use sparsegpu::types::SparseFormat;
+    v.split(',')
+        .map(|f| match f {
+            "csr" => Ok(SparseFormat::Csr),
+            "csc" => Ok(SparseFormat::Csc),
+            "coo" => Ok(SparseFormat::Coo),
+            _ => Err("csr, csc and coo separated by commas are expected".to_string()),
         })
         .collect()
 }

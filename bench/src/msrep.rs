@@ -1,12 +1,13 @@
-//! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, `--partitions` per
-//! device) on 1..K devices (or the numbers `--devices` lists) vs the fastest of cusparseSpMV's CSR
-//! algorithms on device 0, the single-GPU baseline of the MSREP paper. x and y live on device 0 for
-//! both; our call spreads the work. Inputs: R-MAT and a band (default), the matrix suite (`--suite`)
-//! or large matrices of 54-131 M nonzeros (`--large`), and any `--mtx` files.
+//! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, or pCSC / pCOO with
+//! `--formats`, `--partitions` per device) on 1..K devices (or the numbers `--devices` lists) vs the
+//! fastest of cusparseSpMV's algorithms for A in the same format on device 0, the single-GPU baseline
+//! of the MSREP paper. x and y live on device 0 for both; our call spreads the work. Inputs: R-MAT and
+//! a band (default), the matrix suite (`--suite`) or large matrices of 54-131 M nonzeros (`--large`),
+//! and any `--mtx` files.
 
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
-use crate::vendor::{DeviceCsr, Fastest, Scalar, SpMV, SpmvAlg};
+use crate::vendor::{Fastest, Scalar, SpMV, SpmvAlg, SpmvMatrix};
 use crate::{
     Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, suite, tolerance, type_name, type_size,
     upload_as, upload_csr,
@@ -15,6 +16,7 @@ use sparsegpu::ValueType;
 use sparsegpu::capi::msrep::*;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{self, Rng};
+use sparsegpu::types::SparseFormat;
 use std::time::Instant;
 
 struct Handle(msrepHandle_t);
@@ -44,8 +46,10 @@ pub fn run(b: &mut Bench) {
     let counts = b.device_counts(b.device_count);
     let partitions = b.opts.partitions.clone().unwrap_or_else(|| vec![1]);
     let types = b.opts.types.clone().unwrap_or_else(|| vec![ValueType::F32, ValueType::F64]);
+    let formats = b.opts.formats.clone().unwrap_or_else(|| vec![SparseFormat::Csr]);
     table_header(&format!(
-        "MSREP: y = A·x on {counts:?} device(s), {partitions:?} pCSR partition(s) per device; vendor the fastest of cusparseSpMV's CSR algorithms on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth; creation from the host CSR in the note"
+        "MSREP: y = A·x on {counts:?} device(s), {partitions:?} partition(s) per device of {}; vendor the fastest of cusparseSpMV's algorithms for A in the same format on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth; creation from the host arrays in the note",
+        formats.iter().map(|&f| partial_name(f)).collect::<Vec<_>>().join(", ")
     ));
     let available = probe(b);
     announce_probe("MSREP", &available);
@@ -59,21 +63,29 @@ pub fn run(b: &mut Bench) {
             Ok(a) => a,
             Err(why) => {
                 let mut m =
-                    Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV", "-", &input.name, String::new());
+                    Measurement::new("msrep", &op_name(formats[0]), "cusparseSpMV", "-", &input.name, String::new());
                 m.class = input.class;
                 m.not_available(format!("the matrix could not be made: {why}"));
                 b.report.push(m);
                 continue;
             }
         };
-        for &ty in &types {
-            let setup = Setup { counts: &counts, partitions: &partitions, class: input.class };
-            if let Err(why) = case(b, &available, &input.name, a, ty, &setup, &mut rng) {
-                let mut m =
-                    Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV", type_name(ty), &input.name, shape(a));
-                m.class = input.class;
-                m.not_available(format!("harness or vendor failure: {why}"));
-                b.report.push(m);
+        for &format in &formats {
+            for &ty in &types {
+                let setup = Setup { counts: &counts, partitions: &partitions, class: input.class };
+                if let Err(why) = case(b, &available, &input.name, a, ty, format, &setup, &mut rng) {
+                    let mut m = Measurement::new(
+                        "msrep",
+                        &op_name(format),
+                        "cusparseSpMV",
+                        type_name(ty),
+                        &input.name,
+                        shape(a),
+                    );
+                    m.class = input.class;
+                    m.not_available(format!("harness or vendor failure: {why}"));
+                    b.report.push(m);
+                }
             }
         }
     }
@@ -137,6 +149,43 @@ fn shape(a: &CsrMatrix<f64>) -> String {
     format!("{}x{} nnz={}", a.rows, a.cols, a.nnz())
 }
 
+/// The partial format a partition of `format` input keeps, as the paper names it.
+fn partial_name(format: SparseFormat) -> &'static str {
+    match format {
+        SparseFormat::Csr => "pCSR",
+        SparseFormat::Csc => "pCSC",
+        SparseFormat::Coo => "pCOO",
+    }
+}
+
+fn op_name(format: SparseFormat) -> String {
+    format!("msrepSpMV {}", partial_name(format))
+}
+
+fn format_name(format: SparseFormat) -> &'static str {
+    match format {
+        SparseFormat::Csr => "CSR",
+        SparseFormat::Csc => "CSC",
+        SparseFormat::Coo => "COO",
+    }
+}
+
+/// msrepCreateCsr / msrepCreateCsc / msrepCreateCoo: (handle, matrix, rows, cols, nnz, major, minor,
+/// values, valueType, indexBase, numPartitions).
+type CreateFn = unsafe extern "C" fn(
+    msrepHandle_t,
+    *mut msrepMatrix_t,
+    i32,
+    i32,
+    i64,
+    *const i32,
+    *const i32,
+    *const std::ffi::c_void,
+    i32,
+    i32,
+    i32,
+) -> i32;
+
 /// What each input runs on: the device counts, partitions per device, and the input's class.
 struct Setup<'a> {
     counts: &'a [usize],
@@ -144,50 +193,77 @@ struct Setup<'a> {
     class: &'static str,
 }
 
-/// Times every CSR algorithm of cusparseSpMV that takes these operands (workspace and preprocessing
-/// set up outside the timing) and leaves the fastest one's result in y.
-fn fastest_spmv<'a>(b: &'a Bench, csr: &DeviceCsr, x: u64, y: u64) -> Outcome<Fastest<SpMV<'a>>> {
+/// Times every algorithm of cusparseSpMV that takes these operands (workspace and preprocessing set
+/// up outside the timing) and leaves the fastest one's result in y.
+fn fastest_spmv<'a>(b: &'a Bench, a: &SpmvMatrix, x: u64, y: u64) -> Outcome<Fastest<SpMV<'a>>> {
     crate::vendor::fastest(
         &b.gpu,
-        "cusparseSpMV (CSR)",
-        &SpmvAlg::ALL,
+        "cusparseSpMV",
+        SpmvAlg::for_format(a),
         SpmvAlg::name,
-        |alg| SpMV::new(&b.sparse, &b.gpu, csr, x, y, alg),
+        |alg| SpMV::new(&b.sparse, &b.gpu, a, x, y, alg),
         SpMV::run,
         |_| "",
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn case(
     b: &mut Bench,
     available: &Outcome<()>,
     input: &str,
     a: &CsrMatrix<f64>,
     ty: ValueType,
+    format: SparseFormat,
     setup: &Setup,
     rng: &mut Rng,
 ) -> Outcome<()> {
     let s = type_size(ty);
-    let csr = upload_csr(&b.gpu, ty, a)?;
+    // The host arrays our call is given (major: rowPtr / colPtr / rowInd, minor: colInd / rowInd /
+    // colInd), and A on the device in the same format for the vendor.
+    let (on_device, transpose, row_ind);
+    let (major, minor, host_values, operand) = match format {
+        SparseFormat::Csr => {
+            on_device = upload_csr(&b.gpu, ty, a)?;
+            (a.row_ptr.clone(), a.col_ind.clone(), a.values.clone(), SpmvMatrix::Csr(&on_device))
+        }
+        SparseFormat::Csc => {
+            let t = a.transpose();
+            transpose = upload_csr(&b.gpu, ty, &t)?;
+            (t.row_ptr, t.col_ind, t.values, SpmvMatrix::Csc { transpose: &transpose })
+        }
+        SparseFormat::Coo => {
+            let (rows, cols, values) = a.to_coo();
+            on_device = upload_csr(&b.gpu, ty, a)?;
+            row_ind = b.gpu.upload(&rows, "rowInd")?;
+            (rows, cols, values, SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind })
+        }
+    };
     let x = upload_as(&b.gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
     let y_vendor = b.gpu.zeros(a.rows * s, "y (cuSPARSE)")?;
     // NaN in y first: every row must be written (β = 0 does not read y).
     let nan_y = vec![f64::NAN; a.rows];
     let (vendor_alg, vendor, vendor_algorithms) = {
-        let best = fastest_spmv(b, &csr, x.ptr(), y_vendor.ptr())?;
+        let best = fastest_spmv(b, &operand, x.ptr(), y_vendor.ptr())?;
         (best.op.alg.name(), best.timing, best.algorithms)
     };
     let reference = download_as(&b.gpu, ty, &y_vendor, a.rows)?;
 
-    let mut base =
-        Measurement::new("msrep", "msrepSpMV pCSR", "cusparseSpMV CSR fastest", type_name(ty), input, shape(a));
+    let vendor_name = format!("cusparseSpMV {} fastest", format_name(format));
+    let mut base = Measurement::new("msrep", &op_name(format), &vendor_name, type_name(ty), input, shape(a));
     base.class = setup.class;
     base.vendor_alg = vendor_alg;
     base.density = Some(a.nnz() as f64 / (a.rows as f64 * a.cols as f64).max(1.0));
     base.vendor_ms = Some(vendor.gpu_ms);
     base.vendor_wall_ms = Some(vendor.wall_ms);
-    // Values and column indices once, row pointers, x once, y written (β = 0).
-    base.bytes = Some((a.nnz() * (4 + s) + (a.rows + 1) * 4 + (a.cols + a.rows) * s) as f64);
+    // Values and minor indices once, the major pointers (CSR, CSC) or indices (COO), x once, y
+    // written (β = 0).
+    let major_bytes = match format {
+        SparseFormat::Csr => (a.rows + 1) * 4,
+        SparseFormat::Csc => (a.cols + 1) * 4,
+        SparseFormat::Coo => a.nnz() * 4,
+    };
+    base.bytes = Some((a.nnz() * (4 + s) + major_bytes + (a.cols + a.rows) * s) as f64);
 
     for &k in setup.counts {
         for &per_device in setup.partitions {
@@ -197,28 +273,33 @@ fn case(
             let result = (|| -> Outcome<()> {
                 available.clone()?;
                 let handle = new_handle(b, k)?;
-                // Partitioning from the host CSR and the upload: setup, timed apart.
-                let values = HostArray::new(ty, &a.values);
+                // Partitioning from the host arrays and the upload: setup, timed apart.
+                let values = HostArray::new(ty, &host_values);
                 let y_ours = upload_as(&b.gpu, ty, &nan_y, "y (ours)")?;
                 let mut mat = std::ptr::null_mut();
+                let (create, create_name) = match format {
+                    SparseFormat::Csr => (msrepCreateCsr as CreateFn, "msrepCreateCsr"),
+                    SparseFormat::Csc => (msrepCreateCsc as CreateFn, "msrepCreateCsc"),
+                    SparseFormat::Coo => (msrepCreateCoo as CreateFn, "msrepCreateCoo"),
+                };
                 let began = Instant::now();
                 check(
                     unsafe {
-                        msrepCreateCsr(
+                        create(
                             handle.0,
                             &mut mat,
                             a.rows as i32,
                             a.cols as i32,
                             a.nnz() as i64,
-                            a.row_ptr.as_ptr(),
-                            a.col_ind.as_ptr(),
+                            major.as_ptr(),
+                            minor.as_ptr(),
                             values.ptr(),
                             ty as i32,
                             sparsegpu::IndexBase::Zero as i32,
                             (k * per_device) as i32,
                         )
                     },
-                    "msrepCreateCsr",
+                    create_name,
                 )?;
                 let matrix = Matrix(mat);
                 let created_ms = began.elapsed().as_secs_f64() * 1e3;

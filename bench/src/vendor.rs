@@ -276,6 +276,57 @@ impl Descriptors {
         Ok(d)
     }
 
+    /// The CSC of a matrix whose transpose's CSR is `transpose` (its row pointers are the column
+    /// pointers, its column indices the row indices).
+    fn csc(&mut self, transpose: &DeviceCsr) -> Outcome<sp::cusparseSpMatDescr_t> {
+        let mut d = std::ptr::null_mut();
+        cusparse_check(
+            unsafe {
+                sp::cusparseCreateCsc(
+                    &mut d,
+                    transpose.cols as i64,
+                    transpose.rows as i64,
+                    transpose.nnz as i64,
+                    transpose.row_ptr.ptr() as *mut c_void,
+                    transpose.col_ind.ptr() as *mut c_void,
+                    transpose.values.ptr() as *mut c_void,
+                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    sparse_data_type(transpose.ty),
+                )
+            },
+            "cusparseCreateCsc",
+        )?;
+        self.sparse.push(d);
+        Ok(d)
+    }
+
+    /// The row-sorted COO of the CSR matrix `a`, whose column indices and values it shares, with the
+    /// row of each entry in `row_ind`.
+    fn coo(&mut self, a: &DeviceCsr, row_ind: &DeviceBuffer) -> Outcome<sp::cusparseSpMatDescr_t> {
+        let mut d = std::ptr::null_mut();
+        cusparse_check(
+            unsafe {
+                sp::cusparseCreateCoo(
+                    &mut d,
+                    a.rows as i64,
+                    a.cols as i64,
+                    a.nnz as i64,
+                    row_ind.ptr() as *mut c_void,
+                    a.col_ind.ptr() as *mut c_void,
+                    a.values.ptr() as *mut c_void,
+                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    sparse_data_type(a.ty),
+                )
+            },
+            "cusparseCreateCoo",
+        )?;
+        self.sparse.push(d);
+        Ok(d)
+    }
+
     /// A row-major `rows × cols` dense matrix with leading dimension `ld`.
     fn row_major(
         &mut self,
@@ -535,18 +586,27 @@ impl<'a> SpMM<'a> {
     }
 }
 
-/// The CSR algorithms of cusparseSpMV: the default, CSR_ALG1 (row-split) and CSR_ALG2 (merge-based,
-/// balanced by nonzeros). As for SpMM, which is fastest depends on the matrix and type, so the harness
-/// times each one cuSPARSE accepts.
+/// The algorithms of cusparseSpMV: the default, CSR_ALG1 (row-split) and CSR_ALG2 (merge-based,
+/// balanced by nonzeros) for CSR, COO_ALG1 and COO_ALG2 for COO. As for SpMM, which is fastest
+/// depends on the matrix and type, so the harness times each one cuSPARSE accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpmvAlg {
     Default,
     Csr1,
     Csr2,
+    Coo1,
+    Coo2,
 }
 
 impl SpmvAlg {
-    pub const ALL: [SpmvAlg; 3] = [SpmvAlg::Default, SpmvAlg::Csr1, SpmvAlg::Csr2];
+    /// The algorithms that may take a matrix of this format (the CSR ones for CSC too, which
+    /// cuSPARSE may refuse).
+    pub fn for_format(matrix: &SpmvMatrix) -> &'static [SpmvAlg] {
+        match matrix {
+            SpmvMatrix::Csr(_) | SpmvMatrix::Csc { .. } => &[SpmvAlg::Default, SpmvAlg::Csr1, SpmvAlg::Csr2],
+            SpmvMatrix::Coo { .. } => &[SpmvAlg::Default, SpmvAlg::Coo1, SpmvAlg::Coo2],
+        }
+    }
 
     /// The enumerator's name without its `CUSPARSE_SPMV_` prefix.
     pub fn name(self) -> &'static str {
@@ -554,6 +614,8 @@ impl SpmvAlg {
             SpmvAlg::Default => "ALG_DEFAULT",
             SpmvAlg::Csr1 => "CSR_ALG1",
             SpmvAlg::Csr2 => "CSR_ALG2",
+            SpmvAlg::Coo1 => "COO_ALG1",
+            SpmvAlg::Coo2 => "COO_ALG2",
         }
     }
 
@@ -562,11 +624,38 @@ impl SpmvAlg {
             SpmvAlg::Default => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
             SpmvAlg::Csr1 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG1,
             SpmvAlg::Csr2 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2,
+            SpmvAlg::Coo1 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_COO_ALG1,
+            SpmvAlg::Coo2 => sp::cusparseSpMVAlg_t::CUSPARSE_SPMV_COO_ALG2,
         }
     }
 }
 
-/// cusparseSpMV: y = α·A·x + β·y with A CSR, one CSR algorithm, compute type = value type. The
+/// The sparse operand of [`SpMV`], in the format a caller of cuSPARSE would hand it over.
+pub enum SpmvMatrix<'a> {
+    Csr(&'a DeviceCsr),
+    /// The CSC of A, given as the CSR of Aᵀ.
+    Csc {
+        transpose: &'a DeviceCsr,
+    },
+    /// The row-sorted COO of the CSR matrix `csr`: its column indices and values, with each entry's
+    /// row in `row_ind`.
+    Coo {
+        csr: &'a DeviceCsr,
+        row_ind: &'a DeviceBuffer,
+    },
+}
+
+impl SpmvMatrix<'_> {
+    /// Rows, columns and value type of A.
+    fn shape(&self) -> (usize, usize, ValueType) {
+        match self {
+            SpmvMatrix::Csr(a) | SpmvMatrix::Coo { csr: a, .. } => (a.rows, a.cols, a.ty),
+            SpmvMatrix::Csc { transpose } => (transpose.cols, transpose.rows, transpose.ty),
+        }
+    }
+}
+
+/// cusparseSpMV: y = α·A·x + β·y with A CSR, CSC or COO, one algorithm, compute type = value type. The
 /// workspace and cusparseSpMV_preprocess (optional; it lets later calls reuse what an algorithm
 /// learns about the matrix) are set up at creation, outside the timing; where cuSPARSE does not offer
 /// preprocessing for the operands, the algorithm runs without, as a caller's would.
@@ -587,17 +676,23 @@ impl<'a> SpMV<'a> {
     pub fn new(
         sparse: &'a Cusparse,
         gpu: &Gpu,
-        a: &DeviceCsr,
+        a: &SpmvMatrix,
         x: u64,
         y: u64,
         alg: SpmvAlg,
     ) -> Result<SpMV<'a>, VendorFailure> {
         let mut descriptors = Descriptors::default();
-        let da = descriptors.csr(a, a.values.ptr()).map_err(VendorFailure::Failed)?;
-        let dx = descriptors.vector(a.cols, x, a.ty).map_err(VendorFailure::Failed)?;
-        let dy = descriptors.vector(a.rows, y, a.ty).map_err(VendorFailure::Failed)?;
-        let (alpha, beta) = (Scalar::new(a.ty, 1.0), Scalar::new(a.ty, 0.0));
-        let compute = sparse_compute_type(a.ty);
+        let da = match a {
+            SpmvMatrix::Csr(a) => descriptors.csr(a, a.values.ptr()),
+            SpmvMatrix::Csc { transpose } => descriptors.csc(transpose),
+            SpmvMatrix::Coo { csr, row_ind } => descriptors.coo(csr, row_ind),
+        }
+        .map_err(VendorFailure::Failed)?;
+        let (rows, cols, ty) = a.shape();
+        let dx = descriptors.vector(cols, x, ty).map_err(VendorFailure::Failed)?;
+        let dy = descriptors.vector(rows, y, ty).map_err(VendorFailure::Failed)?;
+        let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
+        let compute = sparse_compute_type(ty);
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let mut bytes = 0usize;
         cusparse_status(
