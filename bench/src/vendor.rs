@@ -252,79 +252,74 @@ struct Descriptors {
 }
 
 impl Descriptors {
-    fn csr(&mut self, a: &DeviceCsr, values: u64) -> Outcome<sp::cusparseSpMatDescr_t> {
+    /// A sparse matrix descriptor made by `create` (the cuSPARSE call named `call`), destroyed with
+    /// the others.
+    fn sparse_matrix(
+        &mut self,
+        call: &str,
+        create: impl FnOnce(&mut sp::cusparseSpMatDescr_t) -> sp::cusparseStatus_t,
+    ) -> Outcome<sp::cusparseSpMatDescr_t> {
         let mut d = std::ptr::null_mut();
-        cusparse_check(
-            unsafe {
-                sp::cusparseCreateCsr(
-                    &mut d,
-                    a.rows as i64,
-                    a.cols as i64,
-                    a.nnz as i64,
-                    a.row_ptr.ptr() as *mut c_void,
-                    a.col_ind.ptr() as *mut c_void,
-                    values as *mut c_void,
-                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    sparse_data_type(a.ty),
-                )
-            },
-            "cusparseCreateCsr",
-        )?;
+        cusparse_check(create(&mut d), call)?;
         self.sparse.push(d);
         Ok(d)
+    }
+
+    fn csr(&mut self, a: &DeviceCsr, values: u64) -> Outcome<sp::cusparseSpMatDescr_t> {
+        self.sparse_matrix("cusparseCreateCsr", |d| unsafe {
+            sp::cusparseCreateCsr(
+                d,
+                a.rows as i64,
+                a.cols as i64,
+                a.nnz as i64,
+                a.row_ptr.ptr() as *mut c_void,
+                a.col_ind.ptr() as *mut c_void,
+                values as *mut c_void,
+                sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                sparse_data_type(a.ty),
+            )
+        })
     }
 
     /// The CSC of a matrix whose transpose's CSR is `transpose` (its row pointers are the column
     /// pointers, its column indices the row indices).
     fn csc(&mut self, transpose: &DeviceCsr) -> Outcome<sp::cusparseSpMatDescr_t> {
-        let mut d = std::ptr::null_mut();
-        cusparse_check(
-            unsafe {
-                sp::cusparseCreateCsc(
-                    &mut d,
-                    transpose.cols as i64,
-                    transpose.rows as i64,
-                    transpose.nnz as i64,
-                    transpose.row_ptr.ptr() as *mut c_void,
-                    transpose.col_ind.ptr() as *mut c_void,
-                    transpose.values.ptr() as *mut c_void,
-                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    sparse_data_type(transpose.ty),
-                )
-            },
-            "cusparseCreateCsc",
-        )?;
-        self.sparse.push(d);
-        Ok(d)
+        self.sparse_matrix("cusparseCreateCsc", |d| unsafe {
+            sp::cusparseCreateCsc(
+                d,
+                transpose.cols as i64,
+                transpose.rows as i64,
+                transpose.nnz as i64,
+                transpose.row_ptr.ptr() as *mut c_void,
+                transpose.col_ind.ptr() as *mut c_void,
+                transpose.values.ptr() as *mut c_void,
+                sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                sparse_data_type(transpose.ty),
+            )
+        })
     }
 
     /// The row-sorted COO of the CSR matrix `a`, whose column indices and values it shares, with the
     /// row of each entry in `row_ind`.
     fn coo(&mut self, a: &DeviceCsr, row_ind: &DeviceBuffer) -> Outcome<sp::cusparseSpMatDescr_t> {
-        let mut d = std::ptr::null_mut();
-        cusparse_check(
-            unsafe {
-                sp::cusparseCreateCoo(
-                    &mut d,
-                    a.rows as i64,
-                    a.cols as i64,
-                    a.nnz as i64,
-                    row_ind.ptr() as *mut c_void,
-                    a.col_ind.ptr() as *mut c_void,
-                    a.values.ptr() as *mut c_void,
-                    sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    sparse_data_type(a.ty),
-                )
-            },
-            "cusparseCreateCoo",
-        )?;
-        self.sparse.push(d);
-        Ok(d)
+        self.sparse_matrix("cusparseCreateCoo", |d| unsafe {
+            sp::cusparseCreateCoo(
+                d,
+                a.rows as i64,
+                a.cols as i64,
+                a.nnz as i64,
+                row_ind.ptr() as *mut c_void,
+                a.col_ind.ptr() as *mut c_void,
+                a.values.ptr() as *mut c_void,
+                sp::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sp::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                sparse_data_type(a.ty),
+            )
+        })
     }
 
     /// A row-major `rows × cols` dense matrix with leading dimension `ld`.
