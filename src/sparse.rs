@@ -12,10 +12,9 @@ use std::ops::Range;
 /// without the pool's overhead.
 const CHECK_MIN_POSITIONS: usize = 4096;
 
-/// The first i in 0..n where `fault(i)`, searched in parallel: the checks of a matrix's structure
-/// read every index once, one thread's work an index (a CSR check of 134 M entries took 268 ms on
-/// one host thread, most of creating an MSREP matrix of that size), and report the first fault as
-/// a serial scan would.
+/// The first i in 0..n where `fault(i)`, as a serial scan finds it, searched on the thread pool: a
+/// structure check reads every index of the matrix (on one host thread, the CSR check of 134 M
+/// entries had taken 268 ms, most of the time of creating an MSREP matrix of that size).
 fn first_where(n: usize, fault: impl Fn(usize) -> bool + Sync) -> Option<usize> {
     (0..n).into_par_iter().with_min_len(CHECK_MIN_POSITIONS).find_first(|&i| fault(i))
 }
@@ -318,11 +317,17 @@ impl<T: Copy> CsrMatrix<T> {
 
     /// The same matrix in row-sorted COO: (rowInd, colInd, values).
     pub fn to_coo(&self) -> (Vec<i32>, Vec<i32>, Vec<T>) {
+        (self.row_indices(), self.col_ind.clone(), self.values.clone())
+    }
+
+    /// The row of each entry: the row indices of the row-sorted COO that shares `col_ind` and
+    /// `values` with this CSR.
+    pub fn row_indices(&self) -> Vec<i32> {
         let mut row_ind = Vec::with_capacity(self.nnz());
         for r in 0..self.rows {
             row_ind.extend(std::iter::repeat_n(r as i32, (self.row_ptr[r + 1] - self.row_ptr[r]) as usize));
         }
-        (row_ind, self.col_ind.clone(), self.values.clone())
+        row_ind
     }
 
     /// Aᵀ in CSR (so A's CSC), by a counting sort: each row of Aᵀ holds its entries in the order of

@@ -119,7 +119,7 @@ pub struct Options {
     /// K,K,... runs on exactly those numbers of devices (e.g. 1,2,4,8)
     #[arg(long, value_name = "K|K,...", value_parser = parse_devices, allow_hyphen_values = true)]
     pub devices: Option<std::vec::Vec<usize>>,
-    /// MSREP: pCSR partitions per device, each number a run (default 1; e.g. 1,2,4,8)
+    /// MSREP: partitions per device, each number a run (default 1; e.g. 1,2,4,8)
     #[arg(long, value_name = "P,...", value_parser = parse_positive_list, allow_hyphen_values = true)]
     pub partitions: Option<std::vec::Vec<usize>>,
     /// MSREP: the partial formats, each a run: csr (pCSR from the CSR), csc (pCSC from the CSC),

@@ -17,6 +17,7 @@ use sparsegpu::capi::msrep::*;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{self, Rng};
 use sparsegpu::types::SparseFormat;
+use std::borrow::Cow;
 use std::time::Instant;
 
 struct Handle(msrepHandle_t);
@@ -186,6 +187,14 @@ type CreateFn = unsafe extern "C" fn(
     i32,
 ) -> i32;
 
+/// The host arrays an msrepCreate* call is given: major (rowPtr / colPtr / rowInd), minor (colInd /
+/// rowInd / colInd) and values, borrowed from the CSR where they are its own.
+struct HostInput<'a> {
+    major: Cow<'a, [i32]>,
+    minor: Cow<'a, [i32]>,
+    values: Cow<'a, [f64]>,
+}
+
 /// What each input runs on: the device counts, partitions per device, and the input's class.
 struct Setup<'a> {
     counts: &'a [usize],
@@ -219,24 +228,27 @@ fn case(
     rng: &mut Rng,
 ) -> Outcome<()> {
     let s = type_size(ty);
-    // The host arrays our call is given (major: rowPtr / colPtr / rowInd, minor: colInd / rowInd /
-    // colInd), and A on the device in the same format for the vendor.
+    // The host arrays our call is given, and A on the device in the same format for the vendor.
     let (on_device, transpose, row_ind);
-    let (major, minor, host_values, operand) = match format {
+    let (host, operand) = match format {
         SparseFormat::Csr => {
             on_device = upload_csr(&b.gpu, ty, a)?;
-            (a.row_ptr.clone(), a.col_ind.clone(), a.values.clone(), SpmvMatrix::Csr(&on_device))
+            let host =
+                HostInput { major: a.row_ptr[..].into(), minor: a.col_ind[..].into(), values: a.values[..].into() };
+            (host, SpmvMatrix::Csr(&on_device))
         }
         SparseFormat::Csc => {
             let t = a.transpose();
             transpose = upload_csr(&b.gpu, ty, &t)?;
-            (t.row_ptr, t.col_ind, t.values, SpmvMatrix::Csc { transpose: &transpose })
+            let host = HostInput { major: t.row_ptr.into(), minor: t.col_ind.into(), values: t.values.into() };
+            (host, SpmvMatrix::Csc { transpose: &transpose })
         }
         SparseFormat::Coo => {
-            let (rows, cols, values) = a.to_coo();
+            let rows = a.row_indices();
             on_device = upload_csr(&b.gpu, ty, a)?;
             row_ind = b.gpu.upload(&rows, "rowInd")?;
-            (rows, cols, values, SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind })
+            let host = HostInput { major: rows.into(), minor: a.col_ind[..].into(), values: a.values[..].into() };
+            (host, SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind })
         }
     };
     let x = upload_as(&b.gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
@@ -274,7 +286,7 @@ fn case(
                 available.clone()?;
                 let handle = new_handle(b, k)?;
                 // Partitioning from the host arrays and the upload: setup, timed apart.
-                let values = HostArray::new(ty, &host_values);
+                let values = HostArray::new(ty, &host.values);
                 let y_ours = upload_as(&b.gpu, ty, &nan_y, "y (ours)")?;
                 let mut mat = std::ptr::null_mut();
                 let (create, create_name) = match format {
@@ -291,8 +303,8 @@ fn case(
                             a.rows as i32,
                             a.cols as i32,
                             a.nnz() as i64,
-                            major.as_ptr(),
-                            minor.as_ptr(),
+                            host.major.as_ptr(),
+                            host.minor.as_ptr(),
                             values.ptr(),
                             ty as i32,
                             sparsegpu::IndexBase::Zero as i32,
