@@ -114,6 +114,17 @@ impl Layout {
     }
 }
 
+impl SparseFormat {
+    /// The format's name, "CSR", "CSC" or "COO" (MSREP's partitions of it: "p" and the name).
+    pub fn name(self) -> &'static str {
+        match self {
+            SparseFormat::Csr => "CSR",
+            SparseFormat::Csc => "CSC",
+            SparseFormat::Coo => "COO",
+        }
+    }
+}
+
 impl ValueType {
     /// The type's short name, "f32", "f64", "f16" or "bf16": how kernels of each type are named.
     pub fn short_name(self) -> &'static str {

@@ -17,7 +17,6 @@ use sparsegpu::capi::msrep::*;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{self, Rng};
 use sparsegpu::types::SparseFormat;
-use std::borrow::Cow;
 use std::time::Instant;
 
 struct Handle(msrepHandle_t);
@@ -50,7 +49,7 @@ pub fn run(b: &mut Bench) {
     let formats = b.opts.formats.clone().unwrap_or_else(|| vec![SparseFormat::Csr]);
     table_header(&format!(
         "MSREP: y = A·x on {counts:?} device(s), {partitions:?} partition(s) per device of {}; vendor the fastest of cusparseSpMV's algorithms for A in the same format on one device; GB/s of compulsory traffic, %peak of devices × copy bandwidth; creation from the host arrays in the note",
-        formats.iter().map(|&f| partial_name(f)).collect::<Vec<_>>().join(", ")
+        formats.iter().map(|f| format!("p{}", f.name())).collect::<Vec<_>>().join(", ")
     ));
     let available = probe(b);
     announce_probe("MSREP", &available);
@@ -72,9 +71,10 @@ pub fn run(b: &mut Bench) {
             }
         };
         for &format in &formats {
+            let given = Given::of(a, format);
             for &ty in &types {
                 let setup = Setup { counts: &counts, partitions: &partitions, class: input.class };
-                if let Err(why) = case(b, &available, &input.name, a, ty, format, &setup, &mut rng) {
+                if let Err(why) = case(b, &available, &input.name, a, ty, &given, &setup, &mut rng) {
                     let mut m = Measurement::new(
                         "msrep",
                         &op_name(format),
@@ -150,25 +150,8 @@ fn shape(a: &CsrMatrix<f64>) -> String {
     format!("{}x{} nnz={}", a.rows, a.cols, a.nnz())
 }
 
-/// The partial format a partition of `format` input keeps, as the paper names it.
-fn partial_name(format: SparseFormat) -> &'static str {
-    match format {
-        SparseFormat::Csr => "pCSR",
-        SparseFormat::Csc => "pCSC",
-        SparseFormat::Coo => "pCOO",
-    }
-}
-
 fn op_name(format: SparseFormat) -> String {
-    format!("msrepSpMV {}", partial_name(format))
-}
-
-fn format_name(format: SparseFormat) -> &'static str {
-    match format {
-        SparseFormat::Csr => "CSR",
-        SparseFormat::Csc => "CSC",
-        SparseFormat::Coo => "COO",
-    }
+    format!("msrepSpMV p{}", format.name())
 }
 
 /// msrepCreateCsr / msrepCreateCsc / msrepCreateCoo: (handle, matrix, rows, cols, nnz, major, minor,
@@ -187,12 +170,41 @@ type CreateFn = unsafe extern "C" fn(
     i32,
 ) -> i32;
 
-/// The host arrays an msrepCreate* call is given: major (rowPtr / colPtr / rowInd), minor (colInd /
-/// rowInd / colInd) and values, borrowed from the CSR where they are its own.
-struct HostInput<'a> {
-    major: Cow<'a, [i32]>,
-    minor: Cow<'a, [i32]>,
-    values: Cow<'a, [f64]>,
+/// A in the format our call and the vendor's are given, made once for every value type: the CSR,
+/// the CSR of Aᵀ (A's CSC), or the row of each entry (the row-sorted COO that shares the CSR's
+/// column indices and values).
+enum Given<'a> {
+    Csr(&'a CsrMatrix<f64>),
+    Csc { transpose: CsrMatrix<f64> },
+    Coo { csr: &'a CsrMatrix<f64>, row_ind: Vec<i32> },
+}
+
+impl<'a> Given<'a> {
+    fn of(a: &'a CsrMatrix<f64>, format: SparseFormat) -> Self {
+        match format {
+            SparseFormat::Csr => Given::Csr(a),
+            SparseFormat::Csc => Given::Csc { transpose: a.transpose() },
+            SparseFormat::Coo => Given::Coo { csr: a, row_ind: a.row_indices() },
+        }
+    }
+
+    fn format(&self) -> SparseFormat {
+        match self {
+            Given::Csr(_) => SparseFormat::Csr,
+            Given::Csc { .. } => SparseFormat::Csc,
+            Given::Coo { .. } => SparseFormat::Coo,
+        }
+    }
+
+    /// The arrays an msrepCreate* call is given: major (rowPtr / colPtr / rowInd), minor (colInd /
+    /// rowInd / colInd) and values.
+    fn arrays(&self) -> (&[i32], &[i32], &[f64]) {
+        match self {
+            Given::Csr(a) => (&a.row_ptr, &a.col_ind, &a.values),
+            Given::Csc { transpose: t } => (&t.row_ptr, &t.col_ind, &t.values),
+            Given::Coo { csr, row_ind } => (row_ind, &csr.col_ind, &csr.values),
+        }
+    }
 }
 
 /// What each input runs on: the device counts, partitions per device, and the input's class.
@@ -223,32 +235,27 @@ fn case(
     input: &str,
     a: &CsrMatrix<f64>,
     ty: ValueType,
-    format: SparseFormat,
+    given: &Given,
     setup: &Setup,
     rng: &mut Rng,
 ) -> Outcome<()> {
     let s = type_size(ty);
-    // The host arrays our call is given, and A on the device in the same format for the vendor.
-    let (on_device, transpose, row_ind);
-    let (host, operand) = match format {
-        SparseFormat::Csr => {
+    let format = given.format();
+    // A on the device in the format our call is given, for the vendor.
+    let (on_device, row_ind);
+    let operand = match given {
+        Given::Csr(a) => {
             on_device = upload_csr(&b.gpu, ty, a)?;
-            let host =
-                HostInput { major: a.row_ptr[..].into(), minor: a.col_ind[..].into(), values: a.values[..].into() };
-            (host, SpmvMatrix::Csr(&on_device))
+            SpmvMatrix::Csr(&on_device)
         }
-        SparseFormat::Csc => {
-            let t = a.transpose();
-            transpose = upload_csr(&b.gpu, ty, &t)?;
-            let host = HostInput { major: t.row_ptr.into(), minor: t.col_ind.into(), values: t.values.into() };
-            (host, SpmvMatrix::Csc { transpose: &transpose })
+        Given::Csc { transpose } => {
+            on_device = upload_csr(&b.gpu, ty, transpose)?;
+            SpmvMatrix::Csc { transpose: &on_device }
         }
-        SparseFormat::Coo => {
-            let rows = a.row_indices();
-            on_device = upload_csr(&b.gpu, ty, a)?;
-            row_ind = b.gpu.upload(&rows, "rowInd")?;
-            let host = HostInput { major: rows.into(), minor: a.col_ind[..].into(), values: a.values[..].into() };
-            (host, SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind })
+        Given::Coo { csr, row_ind: rows } => {
+            on_device = upload_csr(&b.gpu, ty, csr)?;
+            row_ind = b.gpu.upload(rows, "rowInd")?;
+            SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind }
         }
     };
     let x = upload_as(&b.gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
@@ -261,7 +268,7 @@ fn case(
     };
     let reference = download_as(&b.gpu, ty, &y_vendor, a.rows)?;
 
-    let vendor_name = format!("cusparseSpMV {} fastest", format_name(format));
+    let vendor_name = format!("cusparseSpMV {} fastest", format.name());
     let mut base = Measurement::new("msrep", &op_name(format), &vendor_name, type_name(ty), input, shape(a));
     base.class = setup.class;
     base.vendor_alg = vendor_alg;
@@ -286,7 +293,8 @@ fn case(
                 available.clone()?;
                 let handle = new_handle(b, k)?;
                 // Partitioning from the host arrays and the upload: setup, timed apart.
-                let values = HostArray::new(ty, &host.values);
+                let (major, minor, values) = given.arrays();
+                let values = HostArray::new(ty, values);
                 let y_ours = upload_as(&b.gpu, ty, &nan_y, "y (ours)")?;
                 let mut mat = std::ptr::null_mut();
                 let (create, create_name) = match format {
@@ -303,8 +311,8 @@ fn case(
                             a.rows as i32,
                             a.cols as i32,
                             a.nnz() as i64,
-                            host.major.as_ptr(),
-                            host.minor.as_ptr(),
+                            major.as_ptr(),
+                            minor.as_ptr(),
                             values.ptr(),
                             ty as i32,
                             sparsegpu::IndexBase::Zero as i32,

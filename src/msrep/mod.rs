@@ -253,11 +253,6 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
 
     /// The matrix and its partitions as log lines say them.
     fn describe(&self, core: &HandleCore) -> String {
-        let format = match self.format {
-            SparseFormat::Csr => "pCSR",
-            SparseFormat::Csc => "pCSC",
-            SparseFormat::Coo => "pCOO",
-        };
         let nnz = self.partitions.iter().map(|p| p.bounds.nnz());
         let (fewest, most) = (nnz.clone().min().unwrap_or(0), nnz.clone().max().unwrap_or(0));
         let cut_inside = self.partitions.iter().filter(|p| p.bounds.start_flag).count();
@@ -266,8 +261,9 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
         devices.sort_unstable();
         devices.dedup();
         format!(
-            "{format} {} {}x{}, nnz {} on {}: {} partitions of {fewest} to {most} nonzeros on devices {devices:?}, \
+            "p{} {} {}x{}, nnz {} on {}: {} partitions of {fewest} to {most} nonzeros on devices {devices:?}, \
              {major}s cut between partitions: {cut_inside}",
+            self.format.name(),
             T::VALUE_TYPE.short_name(),
             self.rows,
             self.cols,
