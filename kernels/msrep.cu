@@ -1,15 +1,15 @@
-// MSREP SpMV kernels: the pCSR partitions of a device in one launch (a batch), pCSC / pCOO one
-// partition per launch, on the device that holds them, plus the merge of partial results on the lead
-// device, in a launch of its own or at the end of a batch launch that holds every partition
-// (src/backend/cuda/msrep.rs orders them).
+// MSREP SpMV kernels: the pCSR and pCOO partitions of a device in one launch (a batch; a pCOO
+// partition runs as the pCSR partition of the same entries), pCSC one partition per launch, on the
+// device that holds them, plus the merge of partial results on the lead device, in a launch of its
+// own or at the end of a batch launch that holds every partition (src/backend/cuda/msrep.rs orders
+// them).
 //
 // Row results of a partition go one of two ways:
-// - "finish" (pCSR partitions on the lead device): rows only this partition touches are finished in
+// - "finish" (partitions whose device writes y): rows only this partition touches are finished in
 //   place, y = α·s + β·y (β = 0 never reads y); the raw sums of its split first / last row go to
 //   shared[0] / shared[1] for the merge, which applies β once to those rows;
-// - "raw" (pCOO, and every partition on another device): raw sums s of all its rows go to a partial
-//   vector, which finish_partial (finish_batch for a pCSR batch) later turns into the same y / shared
-//   writes on the lead device.
+// - "raw" (partitions of a device that cannot write y): raw sums s of all its rows go to a partial
+//   vector, which finish_batch later turns into the same y / shared writes on the lead device.
 
 // The sum of a product term, accumulated in the element type (as the CPU specification does).
 template <typename T>
@@ -464,44 +464,6 @@ __device__ void csc_partition(int n, const int* __restrict__ ptr, const int* __r
     }
 }
 
-// pCOO, row-sorted: each warp takes 32 consecutive entries at a time, forms products, and sums runs of
-// equal rows with a segmented inclusive scan by shuffles; the last lane of each run adds the run's sum
-// to the partition's raw partial vector (zeroed per call) with one atomic. A long row thus costs one
-// atomic per 32 entries, a short one one per run. The loop bound is warp-uniform (blockDim % 32 == 0).
-template <typename T>
-__device__ void coo_partition(sgpu_i64 nnz, const int* __restrict__ row, const int* __restrict__ col,
-                              const T* __restrict__ val, const T* __restrict__ x, T* partial) {
-    const int lane = threadIdx.x & 31;
-    const sgpu_i64 warp = ((sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const sgpu_i64 warps = (sgpu_i64)gridDim.x * blockDim.x / 32;
-    for (sgpu_i64 base = warp * 32; base < nnz; base += warps * 32) {
-        const sgpu_i64 e = base + lane;
-        int r = -1;
-        T v = 0;
-        if (e < nnz) {
-            r = row[e];
-            v = val[e] * x[col[e]];
-        }
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const T other = __shfl_up_sync(0xffffffffu, v, off);
-            const int other_row = __shfl_up_sync(0xffffffffu, r, off);
-            if (lane >= off && other_row == r) v += other;
-        }
-        const int next_row = __shfl_down_sync(0xffffffffu, r, 1);
-        if (r >= 0 && (lane == 31 || next_row != r)) atomicAdd(partial + r, v);
-    }
-}
-
-// Finish mode applied to a raw partial vector on the lead device (pCOO, or partials from elsewhere).
-template <typename T>
-__device__ void finish_partial(int n, const T* __restrict__ partial, int start_flag, int end_flag, T alpha, T beta,
-                               T* y_part, T* shared) {
-    for (sgpu_i64 j = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += (sgpu_i64)gridDim.x * blockDim.x) {
-        msrep_emit((int)j, n, partial[j], start_flag, end_flag, alpha, beta, y_part, shared);
-    }
-}
-
 // pCSC merge: y = α·Σ_k sources[k] + β·y, the partial vectors of every device summed in device order.
 template <typename T>
 __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int count, T alpha, T beta, T* y) {
@@ -569,14 +531,6 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \
-    }                                                                                                             \
-    extern "C" __global__ void msrep_coo_##S(sgpu_i64 nnz, const int* row, const int* col, const T* val,          \
-                                             const T* x, T* partial) {                                            \
-        coo_partition<T>(nnz, row, col, val, x, partial);                                                         \
-    }                                                                                                             \
-    extern "C" __global__ void msrep_finish_partial_##S(int n, const T* partial, int start_flag, int end_flag,    \
-                                                        T alpha, T beta, T* y_part, T* shared) {                 \
-        finish_partial<T>(n, partial, start_flag, end_flag, alpha, beta, y_part, shared);                        \
     }                                                                                                             \
     extern "C" __global__ void msrep_merge_rows_##S(const MsrepMerge* merge, const T* shared, T alpha, T beta,    \
                                                     T* y) {                                                       \

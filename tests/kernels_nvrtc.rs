@@ -146,7 +146,7 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
     }
     let mut names = Vec::new();
     for ty in ["f32", "f64"] {
-        for kernel in ["csr_batch", "finish_batch", "coo", "finish_partial", "merge_rows", "csc_merge"] {
+        for kernel in ["csr_batch", "finish_batch", "merge_rows", "csc_merge"] {
             names.push(format!("msrep_{kernel}_{ty}"));
         }
         for suffix in ["_i16", "_mapped", "_i16_mapped"] {

@@ -1,7 +1,9 @@
-//! MSREP SpMV on the GPUs: partitions resident on their devices, the pCSR partitions of a device in
-//! one launch ([`batch`]) and pCSC / pCOO partitions one kernel after another on each device's
-//! stream (devices concurrently), and the merge of `crate::msrep::merge` on the lead device (the
-//! handle's first device, where the caller's stream lives and where y ends up).
+//! MSREP SpMV on the GPUs: partitions resident on their devices, the pCSR and pCOO partitions of a
+//! device in one launch ([`batch`]; a row-sorted pCOO partition holds the entries of a pCSR
+//! partition, and runs as one from row pointers made when it is placed) and pCSC partitions one
+//! kernel after another on each device's stream (devices concurrently), and the merge of
+//! `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
+//! lives and where y ends up).
 //!
 //! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
 //! in place. Every other device has two streams the matrix owns there. x reaches it in chunks, each
@@ -11,14 +13,13 @@
 //! the lead device's x, each next one from the device before it (which sends on its copy stream),
 //! each chunk once it has arrived there, and each device only the columns it and the devices after
 //! it read, so the lead sends x once whatever the number of devices. On its compute stream, the row
-//! blocks of its pCSR partitions start as the chunks holding the columns they read arrive, the rest
+//! blocks of its pCSR (and pCOO) partitions start as the chunks holding the columns they read arrive, the rest
 //! of its work once all of its columns are in. pCSR partitions write their finished rows of y, and
 //! the raw sums of their split rows, straight into the lead device's memory (peer access); where
 //! the device cannot reach that memory, they write raw row sums that are copied to the lead device
 //! and finished there. pCSC scatters with atomics into one rows-long accumulator per device (the
 //! one-phase variant: the paper's partial vector per GPU, shared by that GPU's partitions), summed
-//! on the lead device as y = α·Σ + β·y; pCOO partitions' raw sums are copied and finished there
-//! too. Each device records its `ready` event, which the caller's stream waits for before merging
+//! on the lead device as y = α·Σ + β·y. Each device records its `ready` event, which the caller's stream waits for before merging
 //! the rows split between partitions.
 //!
 //! Everything a call needs besides x and y (partition data, partial vectors, staging, merge
@@ -100,7 +101,7 @@ struct XRoute {
     chunks: Vec<XChunk>,
     first_cell: usize,
     /// `chunks[own]` is the last chunk holding columns this side reads: the work that reads columns
-    /// anywhere (stream blocks, long-row chunks, pCSC and pCOO partitions) starts once it has arrived.
+    /// anywhere (stream blocks, long-row chunks, pCSC partitions) starts once it has arrived.
     own: usize,
 }
 
@@ -128,13 +129,11 @@ struct RawSums {
     parts: DeviceBuffer,
 }
 
-/// One non-empty pCSC or pCOO partition's resident data.
+/// One non-empty pCSC partition's resident data.
 struct PartitionOnGpu {
-    /// Index among all partitions (shared-row slots are 2·index and 2·index + 1).
-    index: usize,
     side: usize,
     bounds: PartitionBounds,
-    /// Local pointers (pCSC) or local rows (pCOO).
+    /// Local column pointers.
     major: DeviceBuffer,
     minor: DeviceBuffer,
     values: DeviceBuffer,
@@ -156,9 +155,6 @@ struct LeadSide {
     /// pCSC: device pointers of the vectors summed by the merge, on the lead device.
     csc_sources: Option<DeviceBuffer>,
     csc_source_count: i32,
-    /// Per pCOO partition: raw row sums on its device, and their lead copy when staged.
-    raw: Vec<Option<DeviceBuffer>>,
-    raw_staging: Vec<Option<DeviceBuffer>>,
     /// Per pCSR batch: its raw sums on the way to the lead device, made at the first call that
     /// needs them (a staged side that cannot write y).
     batch_raw_sums: Vec<Option<RawSums>>,
@@ -412,6 +408,19 @@ fn padded_pointers(local_ptr: &[i32], bounds: &PartitionBounds, stretched: &Part
     Ok(padded)
 }
 
+/// The row pointers (zero-based positions) of a pCOO partition of `rows` rows whose entries lie in
+/// rows `local_row` (relative to its first row, sorted): the same entries as a pCSR partition.
+fn coo_pointers(local_row: &[i32], rows: usize) -> Result<Vec<i32>> {
+    let mut ptr = crate::alloc::try_zeros::<i32>(rows + 1, "MSREP pCOO row pointers")?;
+    for &r in local_row {
+        ptr[r as usize + 1] += 1;
+    }
+    for r in 0..rows {
+        ptr[r + 1] += ptr[r];
+    }
+    Ok(ptr)
+}
+
 fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {
     b.as_ref().map_or(0, |b| b.ptr())
 }
@@ -430,16 +439,25 @@ impl GpuResident {
     ) -> Result<Self> {
         let original: Vec<PartitionBounds> = a.partitions.iter().map(|p| p.bounds).collect();
         let bounds = match a.format {
-            SparseFormat::Csr => stretched_over_empty_rows(&original, a.rows),
-            _ => original,
+            SparseFormat::Csc => original,
+            _ => stretched_over_empty_rows(&original, a.rows),
         };
-        let stretched_pointers: Vec<Option<Vec<i32>>> = a
+        // Row pointers of the pCSR and pCOO partitions where they are not the partition's own:
+        // stretched over empty rows, or made from a pCOO partition's rows.
+        let row_pointers: Vec<Option<Vec<i32>>> = a
             .partitions
             .iter()
             .zip(&bounds)
             .map(|(p, b)| match &p.data {
-                PartitionData::Compressed { local_ptr, .. } if *b != p.bounds => {
+                PartitionData::Compressed { local_ptr, .. } if *b != p.bounds && a.format == SparseFormat::Csr => {
                     padded_pointers(local_ptr, &p.bounds, b).map(Some)
+                }
+                PartitionData::Coordinate { local_row, .. } => {
+                    let local_ptr = coo_pointers(local_row, p.bounds.major_count())?;
+                    match *b != p.bounds {
+                        true => padded_pointers(&local_ptr, &p.bounds, b).map(Some),
+                        false => Ok(Some(local_ptr)),
+                    }
                 }
                 _ => Ok(None),
             })
@@ -509,18 +527,16 @@ impl GpuResident {
                 PartitionData::Compressed { local_ptr, minor_ind, values } => (local_ptr, minor_ind, values),
                 PartitionData::Coordinate { local_row, col_ind, values } => (local_row, col_ind, values),
             };
-            if a.format == SparseFormat::Csr {
-                let (bounds, local_ptr) =
-                    (resident.bounds[index], stretched_pointers[index].as_deref().unwrap_or(major));
+            if a.format != SparseFormat::Csc {
+                let (bounds, local_ptr) = (resident.bounds[index], row_pointers[index].as_deref().unwrap_or(major));
                 csr_members[side].push(batch::Member { index, bounds, local_ptr, minor, values });
                 continue;
             }
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
             resident.partitions.push(PartitionOnGpu {
-                index,
                 side,
                 bounds: p.bounds,
-                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers / rows")?.resident(),
+                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers")?.resident(),
                 minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
                 values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
                 // pCSC: a lane per entry of the average column (a power of two, 1..32).
@@ -586,23 +602,6 @@ impl GpuResident {
             csc_source_count = sources.len() as i32;
             csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?.resident());
         }
-        let coo = a.format == SparseFormat::Coo;
-        let mut raw = Vec::new();
-        let mut raw_staging = Vec::new();
-        for p in &self.partitions {
-            let side = &self.sides[p.side];
-            let bytes = p.bounds.major_count() * size;
-            raw.push(if coo {
-                Some(DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), "an MSREP partial vector")?.resident())
-            } else {
-                None
-            });
-            raw_staging.push(if coo && staged[p.side] {
-                Some(on_lead(bytes, "an MSREP partial vector's copy")?)
-            } else {
-                None
-            });
-        }
         let mut shared_sums = None;
         let mut merge = None;
         if !csc {
@@ -618,8 +617,6 @@ impl GpuResident {
             accumulator_staging,
             csc_sources,
             csc_source_count,
-            raw,
-            raw_staging,
             batch_raw_sums: self.batches.iter().map(|_| None).collect(),
             shared_sums,
             merge,
@@ -722,31 +719,12 @@ impl GpuResident {
         // The lead device's own partitions first: queued before the host spends its time on the
         // other devices' copies and launches, they start at once.
         lead.bind()?;
-        let finisher = |p: &PartitionOnGpu, partial: CUdeviceptr| -> Result<()> {
-            let f = lead.function(&MSREP, &format!("msrep_finish_partial_{sfx}"))?;
-            let n = p.bounds.major_count() as i32;
-            let (sf, ef) = (p.bounds.start_flag as i32, p.bounds.end_flag as i32);
-            let y_part = y + (p.bounds.start_major * size) as u64;
-            let shared = shared_sums + (2 * p.index * size) as u64;
-            unsafe {
-                launch(
-                    &f,
-                    grid_for(lead, n as usize),
-                    stream,
-                    kernel_args![&n, &partial, &sf, &ef, &alpha, &beta, &y_part, &shared],
-                )
-            }
-        };
         for (s, _) in self.sides.iter().enumerate().filter(|(s, _)| !l.staged[*s]) {
             if let Some(acc) = &l.accumulators[s] {
                 zero(acc.ptr(), rows * size, stream)?;
             }
-            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
-                let raw = ptr_of(&l.raw[k]);
-                launch_partition::<T>(format, lead, stream, p, x, ptr_of(&l.accumulators[s]), raw, sfx)?;
-                if format == SparseFormat::Coo {
-                    finisher(p, raw)?;
-                }
+            for p in self.partitions.iter().filter(|p| p.side == s) {
+                launch_csc_partition::<T>(lead, stream, p, x, ptr_of(&l.accumulators[s]), sfx)?;
             }
             for b in self.batches.iter().filter(|b| b.side == s) {
                 b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks(), batch_merge)?;
@@ -808,7 +786,7 @@ impl GpuResident {
             // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk
             // (a band's or a stencil's rows read only the columns near them), instead of all of
             // them waiting for the side's last chunk; the rest (stream blocks of skewed rows,
-            // long-row chunks, pCSC and pCOO partitions) wait for all of the side's columns.
+            // long-row chunks, pCSC partitions) wait for all of the side's columns.
             // Per batch, its first row block not launched yet.
             let mut next: Vec<u32> = self.batches.iter().map(|b| b.row_blocks().start).collect();
             for chunk in &route.chunks[..=route.own] {
@@ -824,12 +802,8 @@ impl GpuResident {
             if let Some(acc) = &l.accumulators[s] {
                 zero(acc.ptr(), rows * size, ss)?;
             }
-            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
-                let raw = ptr_of(&l.raw[k]);
-                launch_partition::<T>(format, &side.gpu, ss, p, x_copy, ptr_of(&l.accumulators[s]), raw, sfx)?;
-                if let Some(staging) = &l.raw_staging[k] {
-                    peer_copy(staging.ptr(), lead, raw, &side.gpu, p.bounds.major_count() * size, ss)?;
-                }
+            for p in self.partitions.iter().filter(|p| p.side == s) {
+                launch_csc_partition::<T>(&side.gpu, ss, p, x_copy, ptr_of(&l.accumulators[s]), sfx)?;
             }
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
                 // The leading blocks (long-row chunks, stream blocks) and the row blocks not yet
@@ -859,11 +833,6 @@ impl GpuResident {
         lead.bind()?;
         for (s, side) in self.sides.iter().enumerate().filter(|(s, _)| l.staged[*s]) {
             side.ready.wait_on(stream)?;
-            for (k, p) in self.partitions.iter().enumerate().filter(|(_, p)| p.side == s) {
-                if let Some(staging) = &l.raw_staging[k] {
-                    finisher(p, staging.ptr())?;
-                }
-            }
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s && through_copies[s]) {
                 let sums = l.batch_raw_sums[k].as_ref().expect("made above");
                 b.finish(lead, stream, sums.staging.ptr(), sums.parts.ptr(), alpha, beta, y, shared_sums, sfx)?;
@@ -974,47 +943,37 @@ fn raw_sums<'a>(
     Ok(slot.as_ref().expect("made above"))
 }
 
-/// Queues one pCSC or pCOO partition's kernel on `stream` of its device: pCOO zeroes `raw` and
-/// accumulates into it; pCSC scatters into `accumulator`.
-#[allow(clippy::too_many_arguments)]
-fn launch_partition<T: ComputeScalar>(
-    format: SparseFormat,
+/// Queues one pCSC partition's kernel on `stream` of its device, scattering into `accumulator`.
+fn launch_csc_partition<T: ComputeScalar>(
     gpu: &GpuDevice,
     stream: Stream,
     p: &PartitionOnGpu,
     x: CUdeviceptr,
     accumulator: CUdeviceptr,
-    raw: CUdeviceptr,
     sfx: &str,
 ) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let n = p.bounds.major_count() as i32;
-    let nnz = p.bounds.nnz();
     let (major, minor, values) = (p.major.ptr(), p.minor.ptr(), p.values.ptr());
-    match format {
-        SparseFormat::Csc => {
-            let g = p.lanes;
-            let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
-            crate::log::note(|| format!("msrep_csc_{sfx}_g{g} ({g} lanes per column)"));
-            let x_part = x + (p.bounds.start_major * size) as u64;
-            let cfg = grid_for(gpu, n as usize * g as usize);
-            unsafe { launch(&f, cfg, stream, kernel_args![&n, &major, &minor, &values, &x_part, &accumulator]) }
-        }
-        SparseFormat::Coo => {
-            zero(raw, n as usize * size, stream)?;
-            let f = gpu.function(&MSREP, &format!("msrep_coo_{sfx}"))?;
-            crate::log::note(|| format!("msrep_coo_{sfx}"));
-            let count = nnz as i64;
-            unsafe { launch(&f, grid_for(gpu, nnz), stream, kernel_args![&count, &major, &minor, &values, &x, &raw]) }
-        }
-        SparseFormat::Csr => unreachable!("pCSR partitions run as batches"),
-    }
+    let g = p.lanes;
+    let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
+    crate::log::note(|| format!("msrep_csc_{sfx}_g{g} ({g} lanes per column)"));
+    let x_part = x + (p.bounds.start_major * size) as u64;
+    let cfg = grid_for(gpu, n as usize * g as usize);
+    unsafe { launch(&f, cfg, stream, kernel_args![&n, &major, &minor, &values, &x_part, &accumulator]) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::msrep::partition::{compressed_bounds, local_pointers};
+
+    #[test]
+    fn a_pcoo_partition_has_the_row_pointers_of_its_rows() {
+        // Rows 0..5 (relative to the partition's first): 2, 0, 3, 0 and 1 entries.
+        assert_eq!(coo_pointers(&[0, 0, 2, 2, 2, 4], 5).unwrap(), [0, 2, 2, 5, 5, 6]);
+        assert_eq!(coo_pointers(&[], 0).unwrap(), [0]);
+    }
 
     #[test]
     fn the_merge_lists_split_rows_with_their_partitions_sums_and_the_other_merged_rows_as_runs() {
