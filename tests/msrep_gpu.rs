@@ -197,6 +197,7 @@ fn matrices<T: Element>(rng: &mut Rng) -> Vec<(CsrMatrix<T>, &'static str)> {
         (CsrMatrix::from_triplets(12, 3000, dense_row), "dense row"),
         (power_law_rows(rng, 2500), "short rows and a few of 1000+ (chunks of long rows)"),
         (power_law_rows(rng, 100_000), "short and long rows with columns too far for 16-bit offsets"),
+        (power_law_rows(rng, 2500).transpose(), "short and long columns (pCSC: chunks of long columns)"),
         (wide_band(rng, false), "band with 16-bit column offsets"),
         (wide_band(rng, true), "band with a column too far for 16-bit offsets"),
         (long_band(rng), "long regular rows with 16-bit column offsets"),

@@ -137,8 +137,37 @@ struct PartitionOnGpu {
     major: DeviceBuffer,
     minor: DeviceBuffer,
     values: DeviceBuffer,
-    /// pCSC: lanes per column.
+    /// pCSC: lanes per column, and the chunks of its long columns ([`csc_chunks`]).
     lanes: u32,
+    chunks: Option<DeviceBuffer>,
+    chunk_count: i32,
+}
+
+/// A piece of a long column of a pCSC partition (`MsrepCscChunk`): entries begin..end of local
+/// column `column`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CscChunk {
+    column: i32,
+    begin: i32,
+    end: i32,
+}
+
+/// The chunks of the columns of a pCSC partition (local pointers `local_ptr`) longer than
+/// [`batch::LONG_ROW`] entries, [`batch::ENTRIES_PER_CHUNK`] entries each but the last of a column:
+/// a block each, as the long rows of pCSR (the scatter's atomics need no merge of the chunks).
+fn csc_chunks(local_ptr: &[i32]) -> Result<Vec<CscChunk>> {
+    let mut chunks = Vec::new();
+    for (j, w) in local_ptr.windows(2).enumerate() {
+        if (w[1] - w[0]) as usize <= batch::LONG_ROW {
+            continue;
+        }
+        for begin in (w[0]..w[1]).step_by(batch::ENTRIES_PER_CHUNK) {
+            let chunk = CscChunk { column: j as i32, begin, end: w[1].min(begin + batch::ENTRIES_PER_CHUNK as i32) };
+            crate::alloc::try_push(&mut chunks, chunk, "MSREP long-column chunks")?;
+        }
+    }
+    Ok(chunks)
 }
 
 /// What depends on which device leads (merges): partial vectors, staging, merge metadata, events.
@@ -533,6 +562,7 @@ impl GpuResident {
                 continue;
             }
             let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
+            let chunks = csc_chunks(major)?;
             resident.partitions.push(PartitionOnGpu {
                 side,
                 bounds: p.bounds,
@@ -541,6 +571,13 @@ impl GpuResident {
                 values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
                 // pCSC: a lane per entry of the average column (a power of two, 1..32).
                 lanes: batch::lanes_for(p.bounds.nnz().div_ceil(p.bounds.major_count().max(1)), 1) as u32,
+                chunks: match chunks.is_empty() {
+                    true => None,
+                    false => {
+                        Some(DeviceBuffer::from_host(gpu, &chunks, stream, "MSREP long-column chunks")?.resident())
+                    }
+                },
+                chunk_count: chunks.len() as i32,
             });
         }
         let layout = batch::Layout {
@@ -959,8 +996,17 @@ fn launch_csc_partition<T: ComputeScalar>(
     let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
     crate::log::note(|| format!("msrep_csc_{sfx}_g{g} ({g} lanes per column)"));
     let x_part = x + (p.bounds.start_major * size) as u64;
-    let cfg = grid_for(gpu, n as usize * g as usize);
-    unsafe { launch(&f, cfg, stream, kernel_args![&n, &major, &minor, &values, &x_part, &accumulator]) }
+    let mut cfg = grid_for(gpu, n as usize * g as usize);
+    cfg.grid.0 += p.chunk_count as u32;
+    let (chunks, long_column) = (p.chunks.as_ref().map_or(0, |c| c.ptr()), batch::LONG_ROW as i32);
+    unsafe {
+        launch(
+            &f,
+            cfg,
+            stream,
+            kernel_args![&n, &major, &minor, &values, &x_part, &accumulator, &chunks, &p.chunk_count, &long_column],
+        )
+    }
 }
 
 #[cfg(test)]
@@ -973,6 +1019,24 @@ mod tests {
         // Rows 0..5 (relative to the partition's first): 2, 0, 3, 0 and 1 entries.
         assert_eq!(coo_pointers(&[0, 0, 2, 2, 2, 4], 5).unwrap(), [0, 2, 2, 5, 5, 6]);
         assert_eq!(coo_pointers(&[], 0).unwrap(), [0]);
+    }
+
+    #[test]
+    fn long_columns_are_cut_into_chunks_that_cover_them_once() {
+        let (long, chunk) = (batch::LONG_ROW as i32, batch::ENTRIES_PER_CHUNK as i32);
+        // Columns of 3, LONG_ROW (not long), LONG_ROW + 1, 0 and 2·chunk + 5 entries.
+        let mut ptr = vec![0, 3, 3 + long];
+        ptr.push(ptr[2] + long + 1);
+        ptr.push(ptr[3]);
+        ptr.push(ptr[4] + 2 * chunk + 5);
+        let want = [
+            CscChunk { column: 2, begin: ptr[2], end: ptr[3] },
+            CscChunk { column: 4, begin: ptr[4], end: ptr[4] + chunk },
+            CscChunk { column: 4, begin: ptr[4] + chunk, end: ptr[4] + 2 * chunk },
+            CscChunk { column: 4, begin: ptr[4] + 2 * chunk, end: ptr[5] },
+        ];
+        assert_eq!(csc_chunks(&ptr).unwrap(), want);
+        assert!(csc_chunks(&[0]).unwrap().is_empty());
     }
 
     #[test]
