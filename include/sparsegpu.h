@@ -416,7 +416,10 @@ sgpuStatus_t msrepCreateCsr(msrepHandle_t handle,
 
 // Creates a matrix from CSC and cuts it into pCSC partitions, as `msrepCreateCsr` does for CSR:
 // `colPtr` has cols + 1 entries, `rowInd` and `values` nnz. Each pCSC partition yields a full-length
-// partial y, so the matrix keeps one rows-long buffer per non-empty partition.
+// partial y, so the matrix keeps one rows-long buffer per non-empty partition. On a GPU handle the
+// entries of each device's partitions are also sorted by rows here, and run there as rows (no
+// atomics; the same sums on every call): creation takes longer than `msrepCreateCsr` (figures in
+// docs/benchmarks.md) and each device holds row pointers over all rows.
 sgpuStatus_t msrepCreateCsc(msrepHandle_t handle,
                             msrepMatrix_t *matrix,
                             int rows,

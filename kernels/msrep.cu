@@ -449,40 +449,6 @@ __device__ void finish_batch(int rows, const T* __restrict__ raw, const MsrepCsr
     }
 }
 
-// A piece of a long column of a pCSC partition: entries begin..end of local column `column`.
-struct MsrepCscChunk {
-    int column;
-    int begin;
-    int end;
-};
-
-// pCSC (Algorithm 5): a group of G lanes per local column scatters val·x[col] into the device's
-// rows-long accumulator with atomics (partitions of one device share it; it is zeroed per call).
-// Columns longer than long_column come as chunks instead, one block each (blocks 0..chunk_count),
-// whose threads stride over the chunk's entries: a group would loop over such a column while the
-// rest of the GPU waits (a circuit's nets, a graph's hubs). The scatter adds in no fixed order either
-// way.
-template <typename T, int G>
-__device__ void csc_partition(int n, const int* __restrict__ ptr, const int* __restrict__ idx,
-                              const T* __restrict__ val, const T* __restrict__ x_part, T* acc,
-                              const MsrepCscChunk* __restrict__ chunks, int chunk_count, int long_column) {
-    if ((int)blockIdx.x < chunk_count) {
-        const MsrepCscChunk c = chunks[blockIdx.x];
-        const T xj = x_part[c.column];
-        for (int e = c.begin + (int)threadIdx.x; e < c.end; e += (int)blockDim.x) atomicAdd(acc + idx[e], val[e] * xj);
-        return;
-    }
-    const unsigned lane = (threadIdx.x & 31) % G;
-    const sgpu_i64 group = ((sgpu_i64)(blockIdx.x - chunk_count) * blockDim.x + threadIdx.x) / G;
-    const sgpu_i64 groups = (sgpu_i64)(gridDim.x - chunk_count) * blockDim.x / G;
-    for (sgpu_i64 j = group; j < n; j += groups) {
-        const int begin = ptr[j], end = ptr[j + 1];
-        if (end - begin > long_column) continue;  // the same for every lane of the group
-        const T xj = x_part[j];
-        for (int e = begin + (int)lane; e < end; e += G) atomicAdd(acc + idx[e], val[e] * xj);
-    }
-}
-
 // pCSC merge: y = α·Σ_k sources[k] + β·y, the partial vectors of every device summed in device order.
 template <typename T>
 __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int count, T alpha, T beta, T* y) {
@@ -492,13 +458,6 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         y[r] = msrep_finish(alpha, s, beta, y + r);
     }
 }
-
-#define MSREP_CSC(T, S, G)                                                                                          \
-    extern "C" __global__ void msrep_csc_##S##_g##G(int n, const int* ptr, const int* idx, const T* val,          \
-                                                    const T* x_part, T* acc, const MsrepCscChunk* chunks,        \
-                                                    int chunk_count, int long_column) {                          \
-        csc_partition<T, G>(n, ptr, idx, val, x_part, acc, chunks, chunk_count, long_column);                     \
-    }
 
 // Registers of the row groups' kernels: in f32 at most 40 a thread, so that six blocks fit an SM (held
 // to 32 for eight blocks, they spill); in f64 at most 32, eight blocks an SM, which they take without
@@ -536,12 +495,6 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
                 __launch_bounds__(256))
 
 #define MSREP_TYPE(T, S)                                                                                            \
-    MSREP_CSC(T, S, 1)                                                                                              \
-    MSREP_CSC(T, S, 2)                                                                                              \
-    MSREP_CSC(T, S, 4)                                                                                              \
-    MSREP_CSC(T, S, 8)                                                                                              \
-    MSREP_CSC(T, S, 16)                                                                                             \
-    MSREP_CSC(T, S, 32)                                                                                             \
     MSREP_BATCHES(T, S, int, , false, , false, )                                                                    \
     MSREP_BATCHES(T, S, short, _i16, false, , false, )                                                              \
     MSREP_BATCHES(T, S, int, , true, _mapped, false, )                                                              \

@@ -158,7 +158,6 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
         for suffix in ["", "_i16", "_streamed", "_i16_streamed"] {
             names.push(format!("msrep_csr_batch_{ty}{suffix}_merging"));
         }
-        names.extend([1, 2, 4, 8, 16, 32].map(|g| format!("msrep_csc_{ty}_g{g}")));
     }
     holds_entry_points(&kernels::MSREP, &names);
 }

@@ -281,7 +281,10 @@ pub unsafe extern "C" fn msrepCreateCsr(
 
 /// Creates a matrix from CSC and cuts it into pCSC partitions, as `msrepCreateCsr` does for CSR:
 /// `colPtr` has cols + 1 entries, `rowInd` and `values` nnz. Each pCSC partition yields a full-length
-/// partial y, so the matrix keeps one rows-long buffer per non-empty partition.
+/// partial y, so the matrix keeps one rows-long buffer per non-empty partition. On a GPU handle the
+/// entries of each device's partitions are also sorted by rows here, and run there as rows (no
+/// atomics; the same sums on every call): creation takes longer than `msrepCreateCsr` (figures in
+/// docs/benchmarks.md) and each device holds row pointers over all rows.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn msrepCreateCsc(
     handle: msrepHandle_t,

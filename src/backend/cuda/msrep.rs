@@ -1,9 +1,9 @@
-//! MSREP SpMV on the GPUs: partitions resident on their devices, the pCSR and pCOO partitions of a
-//! device in one launch ([`batch`]; a row-sorted pCOO partition holds the entries of a pCSR
-//! partition, and runs as one from row pointers made when it is placed) and pCSC partitions one
-//! kernel after another on each device's stream (devices concurrently), and the merge of
-//! `crate::msrep::merge` on the lead device (the handle's first device, where the caller's stream
-//! lives and where y ends up).
+//! MSREP SpMV on the GPUs: partitions resident on their devices, the partitions of a device in one
+//! launch of the pCSR batch kernels ([`batch`]), and the merge of `crate::msrep::merge` on the lead
+//! device (the handle's first device, where the caller's stream lives and where y ends up). A
+//! row-sorted pCOO partition holds the entries of a pCSR partition and runs as one, from row
+//! pointers made when it is placed; a device's pCSC partitions run as pCSR partitions of whole rows
+//! once their entries are sorted by rows when they are placed ([`csc_rows`]).
 //!
 //! Streams: partitions on the lead device run on the caller's stream and finish their own rows of y
 //! in place. Every other device has two streams the matrix owns there. x reaches it in chunks, each
@@ -13,14 +13,15 @@
 //! the lead device's x, each next one from the device before it (which sends on its copy stream),
 //! each chunk once it has arrived there, and each device only the columns it and the devices after
 //! it read, so the lead sends x once whatever the number of devices. On its compute stream, the row
-//! blocks of its pCSR (and pCOO) partitions start as the chunks holding the columns they read arrive, the rest
-//! of its work once all of its columns are in. pCSR partitions write their finished rows of y, and
+//! blocks of its partitions start as the chunks holding the columns they read arrive, the rest of
+//! its work once all of its columns are in. pCSR partitions write their finished rows of y, and
 //! the raw sums of their split rows, straight into the lead device's memory (peer access); where
 //! the device cannot reach that memory, they write raw row sums that are copied to the lead device
-//! and finished there. pCSC scatters with atomics into one rows-long accumulator per device (the
-//! one-phase variant: the paper's partial vector per GPU, shared by that GPU's partitions), summed
-//! on the lead device as y = α·Σ + β·y. Each device records its `ready` event, which the caller's stream waits for before merging
-//! the rows split between partitions.
+//! and finished there. A device's pCSC rows sum into one rows-long partial vector per device (the
+//! paper's, one a GPU, Algorithm 5), summed on the lead device as y = α·Σ + β·y; with a single
+//! device (one side on the caller's stream) they finish y themselves. Each device records its
+//! `ready` event, which the caller's stream waits for before merging the rows split between
+//! partitions.
 //!
 //! Everything a call needs besides x and y (partition data, partial vectors, staging, merge
 //! metadata, x copies on other devices) is allocated when the matrix becomes resident, so an SpMV
@@ -28,6 +29,7 @@
 //! the caller's y).
 
 mod batch;
+mod csc_rows;
 
 use super::kernels::MSREP;
 use super::memory::{self, DeviceBuffer, DeviceInput, DeviceOutput};
@@ -101,7 +103,7 @@ struct XRoute {
     chunks: Vec<XChunk>,
     first_cell: usize,
     /// `chunks[own]` is the last chunk holding columns this side reads: the work that reads columns
-    /// anywhere (stream blocks, long-row chunks, pCSC partitions) starts once it has arrived.
+    /// anywhere (stream blocks, long-row chunks) starts once it has arrived.
     own: usize,
 }
 
@@ -129,47 +131,6 @@ struct RawSums {
     parts: DeviceBuffer,
 }
 
-/// One non-empty pCSC partition's resident data.
-struct PartitionOnGpu {
-    side: usize,
-    bounds: PartitionBounds,
-    /// Local column pointers.
-    major: DeviceBuffer,
-    minor: DeviceBuffer,
-    values: DeviceBuffer,
-    /// pCSC: lanes per column, and the chunks of its long columns ([`csc_chunks`]).
-    lanes: u32,
-    chunks: Option<DeviceBuffer>,
-    chunk_count: i32,
-}
-
-/// A piece of a long column of a pCSC partition (`MsrepCscChunk`): entries begin..end of local
-/// column `column`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct CscChunk {
-    column: i32,
-    begin: i32,
-    end: i32,
-}
-
-/// The chunks of the columns of a pCSC partition (local pointers `local_ptr`) longer than
-/// [`batch::LONG_ROW`] entries, [`batch::ENTRIES_PER_CHUNK`] entries each but the last of a column:
-/// a block each, as the long rows of pCSR (the scatter's atomics need no merge of the chunks).
-fn csc_chunks(local_ptr: &[i32]) -> Result<Vec<CscChunk>> {
-    let mut chunks = Vec::new();
-    for (j, w) in local_ptr.windows(2).enumerate() {
-        if (w[1] - w[0]) as usize <= batch::LONG_ROW {
-            continue;
-        }
-        for begin in (w[0]..w[1]).step_by(batch::ENTRIES_PER_CHUNK) {
-            let chunk = CscChunk { column: j as i32, begin, end: w[1].min(begin + batch::ENTRIES_PER_CHUNK as i32) };
-            crate::alloc::try_push(&mut chunks, chunk, "MSREP long-column chunks")?;
-        }
-    }
-    Ok(chunks)
-}
-
 /// What depends on which device leads (merges): partial vectors, staging, merge metadata, events.
 struct LeadSide {
     ordinal: usize,
@@ -178,7 +139,8 @@ struct LeadSide {
     staged: Vec<bool>,
     /// Per side: how x reaches it, when staged.
     x_routes: Vec<Option<XRoute>>,
-    /// pCSC, per side: the rows-long accumulator its partitions scatter into, and its lead copy.
+    /// pCSC, per side (where the sides' sums are merged): the rows-long partial vector its batches
+    /// write, and its lead copy.
     accumulators: Vec<Option<DeviceBuffer>>,
     accumulator_staging: Vec<Option<DeviceBuffer>>,
     /// pCSC: device pointers of the vectors summed by the merge, on the lead device.
@@ -329,7 +291,6 @@ pub struct GpuResident {
     /// Every partition's bounds as the devices compute them: pCSR partitions stretched over the rows
     /// in no partition beside them ([`stretched_over_empty_rows`]).
     bounds: Vec<PartitionBounds>,
-    partitions: Vec<PartitionOnGpu>,
     batches: Vec<batch::CsrBatch>,
     sides: Vec<DeviceSide>,
     stage_lead: bool,
@@ -340,12 +301,7 @@ pub struct GpuResident {
 impl std::fmt::Debug for GpuResident {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let devices: Vec<_> = self.sides.iter().map(|s| s.gpu.ordinal).collect();
-        write!(
-            f,
-            "GpuResident {{ partitions: {}, pCSR batches: {}, devices: {devices:?} }}",
-            self.partitions.len(),
-            self.batches.len()
-        )
+        write!(f, "GpuResident {{ batches: {}, devices: {devices:?} }}", self.batches.len())
     }
 }
 
@@ -376,13 +332,6 @@ fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
 fn grid_for(gpu: &GpuDevice, threads: usize) -> Launch {
     let blocks = threads.div_ceil(BLOCK as usize).clamp(1, gpu.multiprocessors * 32);
     Launch { grid: (blocks as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }
-}
-
-fn zero(ptr: CUdeviceptr, bytes: usize, stream: Stream) -> Result<()> {
-    if bytes == 0 {
-        return Ok(());
-    }
-    unsafe { drv::memset_d8_async(ptr, 0, bytes, stream.0) }.map_err(driver_error("clearing device memory"))
 }
 
 /// Copies between devices (or within one) on `stream`, which belongs to the source's device.
@@ -494,7 +443,6 @@ impl GpuResident {
         let mut resident = GpuResident {
             lead: None,
             bounds,
-            partitions: Vec::new(),
             batches: Vec::new(),
             sides: Vec::new(),
             stage_lead: hooks.msrep_stage_lead_partitions,
@@ -503,8 +451,12 @@ impl GpuResident {
         let sides_per_device = hooks.msrep_sides_per_device.max(1);
         // Non-empty partitions placed so far on each device, to spread them over its sides.
         let mut placed: Vec<(usize, usize)> = Vec::new();
-        // pCSR partitions of each side, gathered into batches once every side is known.
+        // Batch members of each side (pCSR and pCOO partitions, pCSC rows), gathered into batches once
+        // every side is known.
         let mut csr_members: Vec<Vec<batch::Member<T>>> = Vec::new();
+        // pCSC partitions of each side, run as rows ([`csc_rows`]), and the index of its first.
+        let mut csc_columns: Vec<Vec<csc_rows::Columns<T>>> = Vec::new();
+        let mut csc_first: Vec<usize> = Vec::new();
         for (index, p) in a.partitions.iter().enumerate() {
             if p.bounds.nnz() == 0 {
                 continue;
@@ -549,6 +501,8 @@ impl GpuResident {
                     let ready = Event::new(&gpu)?;
                     resident.sides.push(DeviceSide { gpu, slot, ready, stream, copy_stream, x_span, reaches_lead });
                     csr_members.push(Vec::new());
+                    csc_columns.push(Vec::new());
+                    csc_first.push(index);
                     resident.sides.len() - 1
                 }
             };
@@ -561,24 +515,30 @@ impl GpuResident {
                 csr_members[side].push(batch::Member { index, bounds, local_ptr, minor, values });
                 continue;
             }
-            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
-            let chunks = csc_chunks(major)?;
-            resident.partitions.push(PartitionOnGpu {
-                side,
-                bounds: p.bounds,
-                major: DeviceBuffer::from_host(gpu, major, stream, "MSREP partition pointers")?.resident(),
-                minor: DeviceBuffer::from_host(gpu, minor, stream, "MSREP partition indices")?.resident(),
-                values: DeviceBuffer::from_host(gpu, values, stream, "MSREP partition values")?.resident(),
-                // pCSC: a lane per entry of the average column (a power of two, 1..32).
-                lanes: batch::lanes_for(p.bounds.nnz().div_ceil(p.bounds.major_count().max(1)), 1) as u32,
-                chunks: match chunks.is_empty() {
-                    true => None,
-                    false => {
-                        Some(DeviceBuffer::from_host(gpu, &chunks, stream, "MSREP long-column chunks")?.resident())
-                    }
-                },
-                chunk_count: chunks.len() as i32,
-            });
+            let columns =
+                csc_rows::Columns { first_column: p.bounds.start_major, local_ptr: major, rows: minor, values };
+            csc_columns[side].push(columns);
+        }
+        // pCSC: each side's partitions by rows, as pCSR partitions of whole rows covering every row.
+        let by_rows: Vec<Option<csc_rows::ByRows<T>>> = csc_columns
+            .iter()
+            .map(|columns| match columns.is_empty() {
+                true => Ok(None),
+                false => csc_rows::ByRows::of(columns, a.rows).map(Some),
+            })
+            .collect::<Result<_>>()?;
+        let pieces: Vec<Vec<(PartitionBounds, Vec<i32>)>> = by_rows
+            .iter()
+            .map(|r| r.as_ref().map_or(Ok(Vec::new()), |r| r.pieces(i32::MAX as usize)))
+            .collect::<Result<_>>()?;
+        for (side, (r, pieces)) in by_rows.iter().zip(&pieces).enumerate() {
+            let Some(r) = r else { continue };
+            let index = csc_first[side];
+            for (bounds, local_ptr) in pieces {
+                let entries = bounds.start_idx..bounds.end_idx;
+                let (minor, values) = (&r.cols[entries.clone()], &r.values[entries]);
+                csr_members[side].push(batch::Member { index, bounds: *bounds, local_ptr, minor, values });
+            }
         }
         let layout = batch::Layout {
             chunk_long_rows: hooks.msrep_long_row_chunks,
@@ -618,13 +578,17 @@ impl GpuResident {
         let x_routes = self.x_routes(&staged, a.cols, size, lead)?;
         let mut accumulators = Vec::new();
         let mut accumulator_staging = Vec::new();
+        // pCSC: each side's batches write its partial vector, and the merge sums them (y = β·y where
+        // no partition holds an entry), unless the lead device's stream runs them all (one side, not
+        // staged): their rows then finish y.
         let csc = a.format == SparseFormat::Csc;
+        let partials = csc && (self.sides.len() != 1 || staged[0]);
         for (s, side) in self.sides.iter().enumerate() {
             let side_alloc = |bytes: usize, what: &str| {
                 DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what).map(DeviceBuffer::resident)
             };
-            accumulators.push(if csc { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
-            accumulator_staging.push(if csc && staged[s] {
+            accumulators.push(if partials { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
+            accumulator_staging.push(if partials && staged[s] {
                 Some(on_lead(a.rows * size, "a pCSC partial vector's copy")?)
             } else {
                 None
@@ -632,7 +596,7 @@ impl GpuResident {
         }
         let mut csc_sources = None;
         let mut csc_source_count = 0;
-        if csc {
+        if partials {
             let sources: Vec<u64> = (0..self.sides.len())
                 .map(|s| if staged[s] { ptr_of(&accumulator_staging[s]) } else { ptr_of(&accumulators[s]) })
                 .collect();
@@ -705,7 +669,7 @@ impl<T: ComputeScalar> MsrepBackend<T> for CudaExecutor {
             .as_deref_mut()
             .and_then(|r| (r as &mut dyn Any).downcast_mut::<GpuResident>())
             .expect("made resident above");
-        resident.run(a.format, a.rows, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
+        resident.run(a.rows, &lead, stream, alpha, x_in.ptr(), beta, y_out.ptr())?;
         y_out.finish()
     }
 }
@@ -714,7 +678,6 @@ impl GpuResident {
     #[allow(clippy::too_many_arguments)]
     fn run<T: ComputeScalar>(
         &mut self,
-        format: SparseFormat,
         rows: usize,
         lead: &Arc<GpuDevice>,
         stream: Stream,
@@ -745,7 +708,6 @@ impl GpuResident {
         // and the merge has shared rows only, the last thread of that launch to write a shared row's
         // sum merges, instead of a launch of the merge after it.
         let merge_in_batch = self.batches.len() == 1
-            && self.partitions.is_empty()
             && !l.staged[self.batches[0].side]
             && self.batches[0].can_merge()
             && l.merge.as_ref().is_some_and(|m| m.in_batch);
@@ -757,14 +719,17 @@ impl GpuResident {
         // other devices' copies and launches, they start at once.
         lead.bind()?;
         for (s, _) in self.sides.iter().enumerate().filter(|(s, _)| !l.staged[*s]) {
-            if let Some(acc) = &l.accumulators[s] {
-                zero(acc.ptr(), rows * size, stream)?;
-            }
-            for p in self.partitions.iter().filter(|p| p.side == s) {
-                launch_csc_partition::<T>(lead, stream, p, x, ptr_of(&l.accumulators[s]), sfx)?;
-            }
             for b in self.batches.iter().filter(|b| b.side == s) {
-                b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks(), batch_merge)?;
+                match &l.accumulators[s] {
+                    // pCSC: every row's sum (the batches cover every row) into the side's partial vector.
+                    Some(acc) => {
+                        let raw = acc.ptr() + (b.first_row() * size) as u64;
+                        b.launch(lead, stream, x, T::ONE, T::ZERO, 0, 0, raw, sfx, b.all_blocks(), 0)?
+                    }
+                    None => {
+                        b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks(), batch_merge)?
+                    }
+                }
             }
         }
         timeline.stamp(lead, stream, || "the lead device's own partitions done".into())?;
@@ -802,12 +767,18 @@ impl GpuResident {
             let ss = side.stream();
             let x_copy = route.copy.ptr();
             // pCSR rows are finished on this device and written into y where it can reach y;
-            // otherwise their raw sums go to the lead device.
+            // otherwise their raw sums go to the lead device. pCSC rows' sums go to the side's
+            // partial vector.
+            let accumulator = ptr_of(&l.accumulators[s]);
             through_copies[s] = self.batches.iter().any(|b| b.side == s)
+                && accumulator == 0
                 && (self.partials_through_copies
                     || !side.reaches_lead
                     || (side.gpu.ordinal != lead.ordinal && !memory::writable_from(y, &side.gpu)?));
-            let mut batch_raw: Vec<u64> = vec![0; self.batches.len()];
+            let mut batch_raw: Vec<u64> = match accumulator {
+                0 => vec![0; self.batches.len()],
+                _ => self.batches.iter().map(|b| accumulator + (b.first_row() * size) as u64).collect(),
+            };
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s && through_copies[s]) {
                 batch_raw[k] = raw_sums(&mut l.batch_raw_sums[k], b, side, lead, &l.alloc_stream, size)?.raw.ptr();
             }
@@ -823,7 +794,7 @@ impl GpuResident {
             // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk
             // (a band's or a stencil's rows read only the columns near them), instead of all of
             // them waiting for the side's last chunk; the rest (stream blocks of skewed rows,
-            // long-row chunks, pCSC partitions) wait for all of the side's columns.
+            // long-row chunks) wait for all of the side's columns.
             // Per batch, its first row block not launched yet.
             let mut next: Vec<u32> = self.batches.iter().map(|b| b.row_blocks().start).collect();
             for chunk in &route.chunks[..=route.own] {
@@ -836,12 +807,6 @@ impl GpuResident {
                     }
                 }
             }
-            if let Some(acc) = &l.accumulators[s] {
-                zero(acc.ptr(), rows * size, ss)?;
-            }
-            for p in self.partitions.iter().filter(|p| p.side == s) {
-                launch_csc_partition::<T>(&side.gpu, ss, p, x_copy, ptr_of(&l.accumulators[s]), sfx)?;
-            }
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s) {
                 // The leading blocks (long-row chunks, stream blocks) and the row blocks not yet
                 // launched.
@@ -852,7 +817,7 @@ impl GpuResident {
                 if next[k] < b.blocks() {
                     launch_batch(k, next[k]..b.blocks())?;
                 }
-                if batch_raw[k] != 0 {
+                if through_copies[s] {
                     let sums = l.batch_raw_sums[k].as_ref().expect("made above");
                     peer_copy(sums.staging.ptr(), lead, sums.raw.ptr(), &side.gpu, b.rows * size, ss)?;
                 }
@@ -876,7 +841,7 @@ impl GpuResident {
             }
         }
 
-        if format == SparseFormat::Csc {
+        if l.csc_sources.is_some() {
             let f = lead.function(&MSREP, &format!("msrep_csc_merge_{sfx}"))?;
             let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), l.csc_source_count);
             unsafe { launch(&f, grid_for(lead, rows), stream, kernel_args![&r, &sources, &count, &alpha, &beta, &y]) }?;
@@ -980,35 +945,6 @@ fn raw_sums<'a>(
     Ok(slot.as_ref().expect("made above"))
 }
 
-/// Queues one pCSC partition's kernel on `stream` of its device, scattering into `accumulator`.
-fn launch_csc_partition<T: ComputeScalar>(
-    gpu: &GpuDevice,
-    stream: Stream,
-    p: &PartitionOnGpu,
-    x: CUdeviceptr,
-    accumulator: CUdeviceptr,
-    sfx: &str,
-) -> Result<()> {
-    let size = std::mem::size_of::<T>();
-    let n = p.bounds.major_count() as i32;
-    let (major, minor, values) = (p.major.ptr(), p.minor.ptr(), p.values.ptr());
-    let g = p.lanes;
-    let f = gpu.function(&MSREP, &format!("msrep_csc_{sfx}_g{g}"))?;
-    crate::log::note(|| format!("msrep_csc_{sfx}_g{g} ({g} lanes per column)"));
-    let x_part = x + (p.bounds.start_major * size) as u64;
-    let mut cfg = grid_for(gpu, n as usize * g as usize);
-    cfg.grid.0 += p.chunk_count as u32;
-    let (chunks, long_column) = (p.chunks.as_ref().map_or(0, |c| c.ptr()), batch::LONG_ROW as i32);
-    unsafe {
-        launch(
-            &f,
-            cfg,
-            stream,
-            kernel_args![&n, &major, &minor, &values, &x_part, &accumulator, &chunks, &p.chunk_count, &long_column],
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1019,24 +955,6 @@ mod tests {
         // Rows 0..5 (relative to the partition's first): 2, 0, 3, 0 and 1 entries.
         assert_eq!(coo_pointers(&[0, 0, 2, 2, 2, 4], 5).unwrap(), [0, 2, 2, 5, 5, 6]);
         assert_eq!(coo_pointers(&[], 0).unwrap(), [0]);
-    }
-
-    #[test]
-    fn long_columns_are_cut_into_chunks_that_cover_them_once() {
-        let (long, chunk) = (batch::LONG_ROW as i32, batch::ENTRIES_PER_CHUNK as i32);
-        // Columns of 3, LONG_ROW (not long), LONG_ROW + 1, 0 and 2·chunk + 5 entries.
-        let mut ptr = vec![0, 3, 3 + long];
-        ptr.push(ptr[2] + long + 1);
-        ptr.push(ptr[3]);
-        ptr.push(ptr[4] + 2 * chunk + 5);
-        let want = [
-            CscChunk { column: 2, begin: ptr[2], end: ptr[3] },
-            CscChunk { column: 4, begin: ptr[4], end: ptr[4] + chunk },
-            CscChunk { column: 4, begin: ptr[4] + chunk, end: ptr[4] + 2 * chunk },
-            CscChunk { column: 4, begin: ptr[4] + 2 * chunk, end: ptr[5] },
-        ];
-        assert_eq!(csc_chunks(&ptr).unwrap(), want);
-        assert!(csc_chunks(&[0]).unwrap().is_empty());
     }
 
     #[test]

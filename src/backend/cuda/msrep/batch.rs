@@ -710,6 +710,11 @@ impl CsrBatch {
         self.row_map.is_none()
     }
 
+    /// The row of y of the batch's first virtual row.
+    pub fn first_row(&self) -> usize {
+        self.part_table.first().map_or(0, |p| p.y_offset as usize)
+    }
+
     /// The partition table, for a copy on the lead device.
     pub fn part_table(&self) -> &[PartEntry] {
         &self.part_table
