@@ -228,8 +228,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
     /// pCOO from a COO matrix sorted by row: Algorithm 6.
     pub fn from_coo(a: &CooRef<'_, T>, partitions: usize, devices: &[i32]) -> Result<Self> {
         check_partition_count(partitions, devices)?;
-        let row_of = try_collect_par(a.nnz(), "the zero-based row indices", |e| a.row(e))?;
-        let bounds = coo_bounds(&row_of, a.rows, partitions);
+        let bounds = coo_bounds(a.nnz(), |e| a.row(e), a.rows, partitions);
         let parts = bounds
             .par_iter()
             .enumerate()
@@ -240,7 +239,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
                     device: device_of(i, devices),
                     data: PartitionData::Coordinate {
                         local_row: try_collect_par(range.len(), "partition rows", |k| {
-                            (row_of[b.start_idx + k] - b.start_major) as i32
+                            (a.row(b.start_idx + k) - b.start_major) as i32
                         })?,
                         col_ind: try_collect_par(range.len(), "partition columns", |k| a.col(b.start_idx + k) as i32)?,
                         values: try_copy_par(&a.values[range], "partition values")?,

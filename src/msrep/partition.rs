@@ -98,26 +98,25 @@ pub fn compressed_bounds(ptr: &[usize], np: usize) -> Vec<PartitionBounds> {
         .collect()
 }
 
-/// Algorithm 6: bounds of `np` partitions of a COO matrix sorted by row, given each entry's zero-based
-/// row. Sorted rows make the paper's binary search over a row pointer a direct look-up: the row
-/// holding entry `e` is `row_of[e]`, and a row is split at a cut exactly when the entries on both
-/// sides of the cut have the same row.
-pub fn coo_bounds(row_of: &[usize], rows: usize, np: usize) -> Vec<PartitionBounds> {
-    let nnz = row_of.len();
+/// Algorithm 6: bounds of `np` partitions of a COO matrix of `nnz` entries sorted by row, given each
+/// entry's zero-based row `row_of(e)` (read at the cuts only). Sorted rows make the paper's binary
+/// search over a row pointer a direct look-up: the row holding entry `e` is `row_of(e)`, and a row is
+/// split at a cut exactly when the entries on both sides of the cut have the same row.
+pub fn coo_bounds(nnz: usize, row_of: impl Fn(usize) -> usize, rows: usize, np: usize) -> Vec<PartitionBounds> {
     (0..np)
         .map(|i| {
             let start_idx = nnz_cut(i, nnz, np);
             let end_idx = nnz_cut(i + 1, nnz, np);
             if start_idx == end_idx {
-                return empty_bounds(start_idx, row_of.get(start_idx).copied().unwrap_or(rows));
+                return empty_bounds(start_idx, if start_idx < nnz { row_of(start_idx) } else { rows });
             }
             PartitionBounds {
                 start_idx,
                 end_idx,
-                start_major: row_of[start_idx],
-                end_major: row_of[end_idx - 1] + 1,
-                start_flag: start_idx > 0 && row_of[start_idx - 1] == row_of[start_idx],
-                end_flag: end_idx < nnz && row_of[end_idx] == row_of[end_idx - 1],
+                start_major: row_of(start_idx),
+                end_major: row_of(end_idx - 1) + 1,
+                start_flag: start_idx > 0 && row_of(start_idx - 1) == row_of(start_idx),
+                end_flag: end_idx < nnz && row_of(end_idx) == row_of(end_idx - 1),
             }
         })
         .collect()

@@ -389,14 +389,10 @@ fn padded_pointers(local_ptr: &[i32], bounds: &PartitionBounds, stretched: &Part
 /// The row pointers (zero-based positions) of a pCOO partition of `rows` rows whose entries lie in
 /// rows `local_row` (relative to its first row, sorted): the same entries as a pCSR partition.
 fn coo_pointers(local_row: &[i32], rows: usize) -> Result<Vec<i32>> {
-    let mut ptr = crate::alloc::try_zeros::<i32>(rows + 1, "MSREP pCOO row pointers")?;
-    for &r in local_row {
-        ptr[r as usize + 1] += 1;
-    }
-    for r in 0..rows {
-        ptr[r + 1] += ptr[r];
-    }
-    Ok(ptr)
+    // Row r's first entry is the first whose row is not below r (entries fit i32: a partition's do).
+    crate::alloc::try_collect_par(rows + 1, "MSREP pCOO row pointers", |r| {
+        local_row.partition_point(|&row| (row as usize) < r) as i32
+    })
 }
 
 fn ptr_of(b: &Option<DeviceBuffer>) -> CUdeviceptr {

@@ -2,7 +2,7 @@
 //! they are placed, so that the side's partial vector (Algorithm 5's, one a GPU) is computed by the
 //! pCSR batch kernels, a row at a time, instead of by scattering each column's products with atomics.
 //! A stable counting sort in two parallel passes: entries into buckets of consecutive rows (each
-//! task a run of columns), then each bucket by row; in each row, the entries stay in the order of
+//! task a run of columns), then each bucket by row into its part of the result; in each row, the entries stay in the order of
 //! the partitions and of their columns, so the sums are the same on every call.
 
 use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity, try_zeros};
@@ -81,52 +81,53 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
                 Ok(lists)
             })
             .collect::<Result<_>>()?;
-        // Pass 2: each bucket's entries (from the tasks in order) by row.
+        // Pass 2: each bucket's entries (from the tasks in order) by row, straight into its part of
+        // the result (the buckets hold consecutive rows).
         let mut by_bucket: Vec<Vec<Vec<Entry<T>>>> = (0..buckets).map(|_| Vec::with_capacity(tasks.len())).collect();
         for lists in bucketed {
             for (b, list) in lists.into_iter().enumerate() {
                 by_bucket[b].push(list);
             }
         }
-        let sorted: Vec<ByRows<T>> = by_bucket
+        let sizes: Vec<usize> = by_bucket.iter().map(|lists| lists.iter().map(Vec::len).sum()).collect();
+        let entries: usize = sizes.iter().sum();
+        let mut cols: Vec<i32> = try_zeros(entries, "pCSC entries by rows")?;
+        let mut values: Vec<T> = try_zeros(entries, "pCSC entries by rows")?;
+        let col_parts = chunks::split_mut(&mut cols, sizes.iter().copied());
+        let value_parts = chunks::split_mut(&mut values, sizes.iter().copied());
+        // Per bucket, the positions of its rows' first entries within it.
+        let starts: Vec<Vec<usize>> = by_bucket
             .into_par_iter()
+            .zip(col_parts)
+            .zip(value_parts)
             .enumerate()
-            .map(|(b, lists)| {
+            .map(|(b, ((lists, cols), values))| {
                 let first = b * ROWS_PER_BUCKET;
                 let count = ROWS_PER_BUCKET.min(rows - first);
-                let mut row_ptr = vec![0usize; count + 1];
+                let mut start = vec![0usize; count + 1];
                 for &(r, _, _) in lists.iter().flatten() {
-                    row_ptr[r as usize - first + 1] += 1;
+                    start[r as usize - first + 1] += 1;
                 }
                 for i in 0..count {
-                    row_ptr[i + 1] += row_ptr[i];
+                    start[i + 1] += start[i];
                 }
-                let (mut cols, mut values) = (
-                    try_zeros(row_ptr[count], "pCSC entries by rows")?,
-                    try_zeros(row_ptr[count], "pCSC entries by rows")?,
-                );
-                let mut next = row_ptr[..count].to_vec();
+                let mut next = start[..count].to_vec();
                 for &(r, c, v) in lists.iter().flatten() {
                     let at = &mut next[r as usize - first];
                     (cols[*at], values[*at]) = (c, v);
                     *at += 1;
                 }
-                Ok(ByRows { row_ptr, cols, values })
+                start
             })
-            .collect::<Result<_>>()?;
-        let (row_ptr, cols, values) = chunks::gather_rows(
-            rows,
-            |i| {
-                let s = &sorted[i / ROWS_PER_BUCKET].row_ptr;
-                s[i % ROWS_PER_BUCKET + 1] - s[i % ROWS_PER_BUCKET]
-            },
-            |i, cols, values| {
-                let s = &sorted[i / ROWS_PER_BUCKET];
-                let at = s.row_ptr[i % ROWS_PER_BUCKET]..s.row_ptr[i % ROWS_PER_BUCKET + 1];
-                cols.copy_from_slice(&s.cols[at.clone()]);
-                values.copy_from_slice(&s.values[at]);
-            },
-        )?;
+            .collect();
+        let mut offsets = vec![0usize; buckets + 1];
+        for b in 0..buckets {
+            offsets[b + 1] = offsets[b] + sizes[b];
+        }
+        let row_ptr = try_collect_par(rows + 1, "pCSC row pointers", |i| match i {
+            _ if i == rows => entries,
+            _ => offsets[i / ROWS_PER_BUCKET] + starts[i / ROWS_PER_BUCKET][i % ROWS_PER_BUCKET],
+        })?;
         Ok(ByRows { row_ptr, cols, values })
     }
 
