@@ -2,8 +2,9 @@
 //! they are placed, so that the side's partial vector (Algorithm 5's, one a GPU) is computed by the
 //! pCSR batch kernels, a row at a time, instead of by scattering each column's products with atomics.
 //! A stable counting sort in two parallel passes: entries into buckets of consecutive rows (each
-//! task a run of columns), then each bucket by row into its part of the result; in each row, the entries stay in the order of
-//! the partitions and of their columns, so the sums are the same on every call.
+//! task a run of columns), then each bucket by row into its part of the result; in each row, the
+//! entries stay in the order of the partitions and of their columns, so the sums are the same on
+//! every call.
 
 use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity, try_zeros};
 use crate::chunks;
