@@ -1,15 +1,16 @@
-// MSREP SpMV kernels: the pCSR and pCOO partitions of a device in one launch (a batch; a pCOO
-// partition runs as the pCSR partition of the same entries), pCSC one partition per launch, on the
-// device that holds them, plus the merge of partial results on the lead device, in a launch of its
-// own or at the end of a batch launch that holds every partition (src/backend/cuda/msrep.rs orders
-// them).
+// MSREP SpMV kernels: the partitions of a device in one launch (a batch of pCSR partitions; a pCOO
+// partition runs as the pCSR partition of the same entries, a device's pCSC partitions as pCSR
+// partitions of their entries sorted by rows), on the device that holds them, plus the merge of
+// partial results on the lead device, in a launch of its own or at the end of a batch launch that
+// holds every partition (src/backend/cuda/msrep.rs orders them).
 //
 // Row results of a partition go one of two ways:
 // - "finish" (partitions whose device writes y): rows only this partition touches are finished in
 //   place, y = α·s + β·y (β = 0 never reads y); the raw sums of its split first / last row go to
 //   shared[0] / shared[1] for the merge, which applies β once to those rows;
-// - "raw" (partitions of a device that cannot write y): raw sums s of all its rows go to a partial
-//   vector, which finish_batch later turns into the same y / shared writes on the lead device.
+// - "raw" (partitions of a device that cannot write y, and pCSC rows where several devices' partial
+//   vectors are summed): raw sums s of all its rows go to a partial vector, which finish_batch (or
+//   csc_merge) later turns into y on the lead device.
 
 // The sum of a product term, accumulated in the element type (as the CPU specification does).
 template <typename T>

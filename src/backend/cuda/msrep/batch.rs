@@ -23,10 +23,10 @@ const BLOCK: u32 = 256;
 
 /// Rows longer than this are cut into chunks: a group of 32 lanes would loop over them more than 32
 /// times while the rest of the GPU waits.
-pub(super) const LONG_ROW: usize = 1024;
+const LONG_ROW: usize = 1024;
 
 /// Entries of a long row one block sums (8 per thread).
-pub(super) const ENTRIES_PER_CHUNK: usize = 2048;
+const ENTRIES_PER_CHUNK: usize = 2048;
 
 /// Regular rows (standard deviation of the lengths at most half their mean, as a band or stencil
 /// has): lanes for about this many entries a lane, so that few lanes idle at the end of a row and a
