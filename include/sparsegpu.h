@@ -188,7 +188,7 @@ typedef enum {
 // An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
 typedef struct msrepContext msrepContext;
 
-// A partitioned matrix (`msrepMatrix`): f32 or f64 values.
+// A partitioned matrix (`msrepMatrix`): f32 or f64 values, or f16 / bf16 values multiplied in f32.
 typedef struct msrepMatrix msrepMatrix;
 
 // The C `sddmmContext`: shared handle state plus the algorithm policy.
@@ -400,8 +400,10 @@ sgpuStatus_t msrepGetDevices(msrepHandle_t handle,
 // or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
 // more partitions than nonzeros gives empty partitions), placed round-robin on the
 // handle's devices. `rowPtr` has rows + 1 entries, `colInd` and `values` nnz (NULL allowed when
-// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32 or _F64 (half
-// types are SGPU_STATUS_NOT_SUPPORTED). The arrays are copied: the caller may free them on return.
+// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32, _F64, _F16 or
+// _BF16: a matrix of 16-bit values (half the bytes of f32 values to stream per SpMV) multiplies them
+// in FP32, with FP32 x and y (see msrepSpMV). The arrays are copied: the caller may free them on
+// return.
 sgpuStatus_t msrepCreateCsr(msrepHandle_t handle,
                             msrepMatrix_t *matrix,
                             int rows,
@@ -456,8 +458,8 @@ sgpuStatus_t msrepGetPartitionCount(msrepMatrix_t matrix, int *count);
 // Describes partition `partition` (0 ≤ partition < count) in `*info`; see `msrepPartitionInfo_t`.
 sgpuStatus_t msrepGetPartitionInfo(msrepMatrix_t matrix, int partition, msrepPartitionInfo_t *info);
 
-// `y = α·A·x + β·y` in the matrix's value type: α, β, x and y are float for an F32 matrix, double
-// for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
+// `y = α·A·x + β·y` in the matrix's compute type: α, β, x and y are float for an F32, F16 or BF16
+// matrix (16-bit values are multiplied and summed in FP32), double for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 // (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 // the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
 // y must not overlap x (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC

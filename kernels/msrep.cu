@@ -169,13 +169,39 @@ __device__ __forceinline__ E entry_load(const E* __restrict__ p) {
     return Streaming ? __ldcs(p) : *p;
 }
 
+// A batch's values as stored: float or double, computed in their own type, or the bits of a 16-bit
+// float (msrep_f16, msrep_bf16), multiplied and summed in f32 (half the bytes of f32 values to stream;
+// x, y and every sum stay f32).
+struct msrep_f16 {
+    sgpu_f16 bits;
+};
+struct msrep_bf16 {
+    sgpu_bf16 bits;
+};
+template <bool Streaming>
+__device__ __forceinline__ float value_load(const float* __restrict__ p) {
+    return entry_load<Streaming>(p);
+}
+template <bool Streaming>
+__device__ __forceinline__ double value_load(const double* __restrict__ p) {
+    return entry_load<Streaming>(p);
+}
+template <bool Streaming>
+__device__ __forceinline__ float value_load(const msrep_f16* __restrict__ p) {
+    return sgpu_f16_to_f32(entry_load<Streaming>(&p->bits));
+}
+template <bool Streaming>
+__device__ __forceinline__ float value_load(const msrep_bf16* __restrict__ p) {
+    return sgpu_bf16_to_f32(entry_load<Streaming>(&p->bits));
+}
+
 // Σ val[e]·x[col_base + idx[e]] over e = first, first + stride, … < end, added in that order. Entries
 // are loaded MSREP_IN_FLIGHT at a time before their x is gathered, so that a thread has that many loads
 // in flight instead of one dependent pair (index, then x) after another.
 #define MSREP_IN_FLIGHT 8
-template <bool Streaming, typename T, typename I>
+template <bool Streaming, typename T, typename I, typename V>
 __device__ __forceinline__ T strided_dot(int first, int end, int stride, const I* __restrict__ idx, int col_base,
-                                         const T* __restrict__ val, const T* __restrict__ x) {
+                                         const V* __restrict__ val, const T* __restrict__ x) {
     T s = 0;
     for (int e0 = first; e0 < end; e0 += MSREP_IN_FLIGHT * stride) {
         int col[MSREP_IN_FLIGHT];
@@ -184,7 +210,7 @@ __device__ __forceinline__ T strided_dot(int first, int end, int stride, const I
         for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
             const int e = e0 + k * stride;
             col[k] = e < end ? col_base + (int)entry_load<Streaming>(idx + e) : 0;
-            v[k] = e < end ? entry_load<Streaming>(val + e) : (T)0;
+            v[k] = e < end ? value_load<Streaming>(val + e) : (T)0;
         }
 #pragma unroll
         for (int k = 0; k < MSREP_IN_FLIGHT; ++k) {
@@ -231,9 +257,9 @@ struct SharedWrites<double, true> {
 // coalesce, and a block meets at most a few partition boundaries); a group's lanes always agree on the
 // row, so the group mask is exact even when other groups of the warp have finished. Rows longer than
 // long_row belong to the chunk blocks.
-template <typename T, int G, bool Mapped, bool Merging, typename I>
+template <typename T, int G, bool Mapped, bool Merging, typename I, typename V>
 __device__ bool batch_rows(int block, int blocks, int rows, const int* __restrict__ ptr, const I* __restrict__ idx,
-                           MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
+                           MsrepColumns columns, const V* __restrict__ val, const T* __restrict__ x,
                            const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
                            T* raw, const int* __restrict__ row_map, int long_row) {
     const unsigned lane_in_warp = threadIdx.x & 31;
@@ -263,10 +289,10 @@ __device__ bool batch_rows(int block, int blocks, int rows, const int* __restric
 // gathers of x too; a slice is as long as its longest row (the host lays the batch out so and pads
 // shorter rows, which their lanes skip). The sum runs in entry order, as the CPU specification's.
 // Each row block takes a contiguous range of slices, its warps striding over it.
-template <typename T, bool Mapped, bool Merging, typename I>
+template <typename T, bool Mapped, bool Merging, typename I, typename V>
 __device__ bool batch_slices(int block, int blocks, int rows, const int* __restrict__ ptr,
                              const int* __restrict__ slices, const I* __restrict__ idx, MsrepColumns columns,
-                             const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                             const V* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                              int part_count, T alpha, T beta, T* y, T* shared, T* raw,
                              const int* __restrict__ row_map) {
     const int lane = (int)(threadIdx.x & 31);
@@ -312,9 +338,9 @@ __device__ __forceinline__ T block_sum(T s) {
 // A block of one row (a row longer than that, up to long_row) is summed by the whole block directly.
 // blockDim.x is 256 (the kernel's launch bounds).
 #define MSREP_STREAM_ENTRIES 1024
-template <bool Mapped, typename T, typename I>
+template <bool Mapped, typename T, typename I, typename V>
 __device__ bool batch_stream(int r0, int r1, const int* __restrict__ ptr, const I* __restrict__ idx,
-                             MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
+                             MsrepColumns columns, const V* __restrict__ val, const T* __restrict__ x,
                              const MsrepCsrPart* __restrict__ parts, int part_count, T alpha, T beta, T* y, T* shared,
                              T* raw, const int* __restrict__ row_map) {
     __shared__ T products[MSREP_STREAM_ENTRIES];
@@ -334,7 +360,7 @@ __device__ bool batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
     for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
         const int e = (int)threadIdx.x + k * 256;
         col[k] = e < count ? col_base + (int)entry_load<true>(idx + base + e) : 0;
-        v[k] = e < count ? entry_load<true>(val + base + e) : (T)0;
+        v[k] = e < count ? value_load<true>(val + base + e) : (T)0;
     }
 #pragma unroll
     for (int k = 0; k < MSREP_STREAM_ENTRIES / 256; ++k) {
@@ -360,9 +386,9 @@ __device__ bool batch_stream(int r0, int r1, const int* __restrict__ ptr, const 
 // counter per long row, reset for the next call) adds them in chunk order and emits the row. No
 // floating-point atomics: the result is the same bits on every run, though summed in another order
 // than the CPU backend's loop.
-template <bool Mapped, typename T, typename I>
+template <bool Mapped, typename T, typename I, typename V>
 __device__ bool batch_chunk(int chunk_index, const MsrepChunk c, const I* __restrict__ idx, MsrepColumns columns,
-                            const T* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
+                            const V* __restrict__ val, const T* __restrict__ x, const MsrepCsrPart* __restrict__ parts,
                             int part_count, T alpha, T beta, T* y, T* shared, T* raw, const int* __restrict__ row_map,
                             T* chunk_sums, unsigned* counters) {
     const T total = block_sum(strided_dot<true>(c.begin + (int)threadIdx.x, c.end, (int)blockDim.x, idx,
@@ -393,9 +419,9 @@ __device__ bool batch_chunk(int chunk_index, const MsrepChunk c, const I* __rest
 // block, so that the driver leaves more of each SM's on-chip memory to the L1 cache, where the rows'
 // loads of x hit. Merging (a launch of every block of a batch that holds every partition): the last
 // thread to write a shared sum then merges (merge_when_last).
-template <typename T, typename I, bool Mapped, bool Streamed, bool Merging>
+template <typename T, typename V, typename I, bool Mapped, bool Streamed, bool Merging>
 __device__ void csr_batch(const int* __restrict__ ptr, const int* __restrict__ slices, const I* __restrict__ idx,
-                          MsrepColumns columns, const T* __restrict__ val, const T* __restrict__ x,
+                          MsrepColumns columns, const V* __restrict__ val, const T* __restrict__ x,
                           const MsrepCsrPart* __restrict__ parts, int part_count, int rows, int lanes, int row_blocks,
                           const int* __restrict__ stream, int stream_count, const MsrepChunk* __restrict__ chunks,
                           int chunk_count, T* chunk_sums, unsigned* counters, T alpha, T beta, T* y, T* shared,
@@ -450,12 +476,26 @@ __device__ void finish_batch(int rows, const T* __restrict__ raw, const MsrepCsr
     }
 }
 
-// pCSC merge: y = α·Σ_k sources[k] + β·y, the partial vectors of every device summed in device order.
+// A device side's pCSC partial vector: the sums of rows first_row..end_row (the rows its partitions
+// hold entries in), values[0] row first_row's.
+struct MsrepCscSource {
+    unsigned long long values;
+    unsigned long long first_row;
+    unsigned long long end_row;
+};
+
+// pCSC merge: y = α·Σ_k sources[k] + β·y, the partial vectors of every device side that covers the
+// row summed in side order.
 template <typename T>
-__device__ void csc_merge(int rows, const T* const* __restrict__ sources, int count, T alpha, T beta, T* y) {
+__device__ void csc_merge(int rows, const MsrepCscSource* __restrict__ sources, int count, T alpha, T beta, T* y) {
     for (sgpu_i64 r = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (sgpu_i64)gridDim.x * blockDim.x) {
         T s = 0;
-        for (int k = 0; k < count; ++k) s += sources[k][r];
+        for (int k = 0; k < count; ++k) {
+            const MsrepCscSource source = sources[k];
+            const unsigned long long row = (unsigned long long)r;
+            if (row >= source.first_row && row < source.end_row)
+                s += reinterpret_cast<const T*>(source.values)[row - source.first_row];
+        }
         y[r] = msrep_finish(alpha, s, beta, y + r);
     }
 }
@@ -470,38 +510,47 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
 // unasked.
 #define MSREP_ROWS_BOUNDS_f32 __launch_bounds__(256, 6)
 #define MSREP_ROWS_BOUNDS_f64 __launch_bounds__(256, 8)
+// 16-bit values: f32's registers (their sums are f32).
+#define MSREP_ROWS_BOUNDS_f16 MSREP_ROWS_BOUNDS_f32
+#define MSREP_ROWS_BOUNDS_bf16 MSREP_ROWS_BOUNDS_f32
 
 // msrep_csr_batch_<ty> (32-bit column indices) and msrep_csr_batch_<ty>_i16 (16-bit offsets), each
 // also as _mapped (rows stored in another order, row_map given), and each of those as _streamed (a
 // batch without row blocks); those without a row map also as _merging (the launch merges at its end,
 // `merge` given; the others leave it unread), a variant of its own so that launches that do not merge
-// run the code they ran before the merge moved into the launch.
-#define MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, MERGING, MERGING_SUFFIX,     \
+// run the code they ran before the merge moved into the launch. <ty> names the values' type V; x, y
+// and the sums are of its compute type T.
+#define MSREP_BATCH(V, T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, STREAMED, STREAMED_SUFFIX, MERGING, MERGING_SUFFIX,  \
                     BOUNDS)                                                                                        \
     extern "C" __global__ void BOUNDS                                                                              \
         msrep_csr_batch_##S##SUFFIX##MAPPED_SUFFIX##STREAMED_SUFFIX##MERGING_SUFFIX(                               \
-        const int* ptr, const int* slices, const I* idx, MsrepColumns columns, const T* val, const T* x,          \
+        const int* ptr, const int* slices, const I* idx, MsrepColumns columns, const V* val, const T* x,          \
         const MsrepCsrPart* parts, int part_count, int rows, int lanes, int row_blocks, const int* stream,         \
         int stream_count, const MsrepChunk* chunks, int chunk_count, T* chunk_sums, unsigned* counters, T alpha,  \
         T beta, T* y, T* shared, T* raw, const int* row_map, int long_row, int first_block,                       \
         const MsrepMerge* merge) {                                                                                 \
-        csr_batch<T, I, MAPPED, STREAMED, MERGING>(ptr, slices, idx, columns, val, x, parts, part_count, rows,    \
-                                                   lanes, row_blocks, stream, stream_count, chunks, chunk_count,   \
-                                                   chunk_sums, counters, alpha, beta, y, shared, raw, row_map,     \
-                                                   long_row, first_block, merge);                                  \
+        csr_batch<T, V, I, MAPPED, STREAMED, MERGING>(ptr, slices, idx, columns, val, x, parts, part_count, rows, \
+                                                      lanes, row_blocks, stream, stream_count, chunks,             \
+                                                      chunk_count, chunk_sums, counters, alpha, beta, y, shared,   \
+                                                      raw, row_map, long_row, first_block, merge);                 \
     }
-#define MSREP_BATCHES(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, MERGING, MERGING_SUFFIX)                            \
-    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MERGING, MERGING_SUFFIX, MSREP_ROWS_BOUNDS_##S)   \
-    MSREP_BATCH(T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, MERGING, MERGING_SUFFIX,                 \
+#define MSREP_BATCHES(V, T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, MERGING, MERGING_SUFFIX)                         \
+    MSREP_BATCH(V, T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, false, , MERGING, MERGING_SUFFIX,                       \
+                MSREP_ROWS_BOUNDS_##S)                                                                             \
+    MSREP_BATCH(V, T, S, I, SUFFIX, MAPPED, MAPPED_SUFFIX, true, _streamed, MERGING, MERGING_SUFFIX,              \
                 __launch_bounds__(256))
 
-#define MSREP_TYPE(T, S)                                                                                            \
-    MSREP_BATCHES(T, S, int, , false, , false, )                                                                    \
-    MSREP_BATCHES(T, S, short, _i16, false, , false, )                                                              \
-    MSREP_BATCHES(T, S, int, , true, _mapped, false, )                                                              \
-    MSREP_BATCHES(T, S, short, _i16, true, _mapped, false, )                                                        \
-    MSREP_BATCHES(T, S, int, , false, , true, _merging)                                                             \
-    MSREP_BATCHES(T, S, short, _i16, false, , true, _merging)                                                       \
+// Every batch kernel of values V (suffix S) computing in T.
+#define MSREP_VALUES(V, T, S)                                                                                       \
+    MSREP_BATCHES(V, T, S, int, , false, , false, )                                                                 \
+    MSREP_BATCHES(V, T, S, short, _i16, false, , false, )                                                           \
+    MSREP_BATCHES(V, T, S, int, , true, _mapped, false, )                                                           \
+    MSREP_BATCHES(V, T, S, short, _i16, true, _mapped, false, )                                                     \
+    MSREP_BATCHES(V, T, S, int, , false, , true, _merging)                                                          \
+    MSREP_BATCHES(V, T, S, short, _i16, false, , true, _merging)
+
+// The kernels of a compute type T (suffix S) that see no values: finishing raw sums, the merges.
+#define MSREP_COMPUTE(T, S)                                                                                         \
     extern "C" __global__ void msrep_finish_batch_##S(int rows, const T* raw, const MsrepCsrPart* parts,           \
                                                       int part_count, T alpha, T beta, T* y, T* shared) {         \
         finish_batch<T>(rows, raw, parts, part_count, alpha, beta, y, shared);                                    \
@@ -511,10 +560,14 @@ __device__ void csc_merge(int rows, const T* const* __restrict__ sources, int co
         merge_rows<T>((int)(blockIdx.x * blockDim.x + threadIdx.x), (int)(gridDim.x * blockDim.x), *merge, shared,  \
                       alpha, beta, y);                                                                            \
     }                                                                                                             \
-    extern "C" __global__ void msrep_csc_merge_##S(int rows, const T* const* sources, int count, T alpha, T beta,  \
-                                                   T* y) {                                                        \
+    extern "C" __global__ void msrep_csc_merge_##S(int rows, const MsrepCscSource* sources, int count, T alpha,     \
+                                                   T beta, T* y) {                                                \
         csc_merge<T>(rows, sources, count, alpha, beta, y);                                                       \
     }
 
-MSREP_TYPE(float, f32)
-MSREP_TYPE(double, f64)
+MSREP_VALUES(float, float, f32)
+MSREP_VALUES(double, double, f64)
+MSREP_VALUES(msrep_f16, float, f16)
+MSREP_VALUES(msrep_bf16, float, bf16)
+MSREP_COMPUTE(float, f32)
+MSREP_COMPUTE(double, f64)

@@ -88,6 +88,8 @@ macro_rules! zero_bits {
 }
 // SAFETY: integers, floats and bool are plain data whose all-zero pattern is 0, 0.0 and false.
 zero_bits!(bool, u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
+// SAFETY: 16-bit floats are their bits; all zero is +0.0.
+zero_bits!(half::f16, half::bf16);
 
 /// `len` zeros. Where the operating system hands out fresh zero pages, a zeroed allocation writes
 /// nothing, and each page is first touched by whoever fills it — in parallel, for the analyses'

@@ -91,6 +91,8 @@ pub trait Executor:
     + SmatBackend<bf16>
     + MsrepBackend<f32>
     + MsrepBackend<f64>
+    + MsrepBackend<f16>
+    + MsrepBackend<bf16>
     + SddmmBackend<f32>
     + SddmmBackend<f64>
     + SddmmBackend<f16>

@@ -11,12 +11,13 @@ use common::last_error;
 use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
 
 use common::*;
+use half::{bf16, f16};
 use sparsegpu::capi::msrep::*;
 use sparsegpu::msrep::merge::{RowSegment, row_segments};
 use sparsegpu::msrep::partition::{
     PartitionBounds, compressed_bounds, coo_bounds, local_pointers, major_of_entry, nnz_cut,
 };
-use sparsegpu::scalar::{ComputeScalar, Element};
+use sparsegpu::scalar::Element;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, SparseFormat, Status, ValueType};
@@ -341,8 +342,9 @@ fn check_partition_info(m: msrepMatrix_t, a: &CsrMatrix<impl Copy>, format: Spar
 }
 
 /// One random matrix through all three formats: partition info, SpMV against the reference, and
-/// pCSR / pCOO bit-identical (same partial sums in the same order, same merge).
-fn spmv_case<T: ComputeScalar>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: f64) {
+/// pCSR / pCOO bit-identical (same partial sums in the same order, same merge). α, β, x and y are of
+/// `T`'s compute type (f32 for 16-bit values), `eps` its rounding unit.
+fn spmv_case<T: Element>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: f64) {
     let (a, kind) = random_matrix::<T>(rng);
     let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
     let np_arg = match rng.below(12) {
@@ -351,12 +353,12 @@ fn spmv_case<T: ComputeScalar>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: 
         _ => 1 + rng.below(9) as c_int,
     };
     let np = if np_arg == 0 { devices.len() } else { np_arg as usize };
-    let alpha = T::from_f64(if rng.below(10) == 0 { 0.0 } else { rng.range(-2.0, 2.0) });
+    let alpha = T::Compute::from_f64(if rng.below(10) == 0 { 0.0 } else { rng.range(-2.0, 2.0) });
     let beta_zero = rng.below(3) == 0;
-    let beta = T::from_f64(if beta_zero { 0.0 } else { rng.range(-2.0, 2.0) });
-    let x: Vec<T> = rng.vec(a.cols);
-    let y0: Vec<T> = if beta_zero { vec![T::from_f64(f64::NAN); a.rows] } else { rng.vec(a.rows) };
-    let to64 = |v: &[T]| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
+    let beta = T::Compute::from_f64(if beta_zero { 0.0 } else { rng.range(-2.0, 2.0) });
+    let x: Vec<T::Compute> = rng.vec(a.cols);
+    let y0: Vec<T::Compute> = if beta_zero { vec![T::Compute::from_f64(f64::NAN); a.rows] } else { rng.vec(a.rows) };
+    let to64 = |v: &[T::Compute]| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
     let want = reference(&a, alpha.to_f64(), &to64(&x), beta.to_f64(), &to64(&y0));
 
     let mut results = Vec::new();
@@ -377,9 +379,9 @@ fn spmv_case<T: ComputeScalar>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: 
             msrepSpMV(
                 h.0,
                 m,
-                &alpha as *const T as *const c_void,
+                &alpha as *const T::Compute as *const c_void,
                 x.as_ptr() as *const c_void,
-                &beta as *const T as *const c_void,
+                &beta as *const T::Compute as *const c_void,
                 y.as_mut_ptr() as *mut c_void,
             )
         };
@@ -391,9 +393,9 @@ fn spmv_case<T: ComputeScalar>(rng: &mut Rng, h: &Handle, devices: &[i32], eps: 
             msrepSpMV(
                 h.0,
                 m,
-                &alpha as *const T as *const c_void,
+                &alpha as *const T::Compute as *const c_void,
                 x.as_ptr() as *const c_void,
-                &beta as *const T as *const c_void,
+                &beta as *const T::Compute as *const c_void,
                 again.as_mut_ptr() as *mut c_void,
             )
         };
@@ -419,6 +421,9 @@ fn spmv_matches_dense_reference_for_every_format() {
         assert_eq!(unsafe { msrepSetDevices(h.0, devices.len() as c_int, devices.as_ptr()) }, OK);
         spmv_case::<f64>(&mut rng, &h, &devices, f64::EPSILON);
         spmv_case::<f32>(&mut rng, &h, &devices, f32::EPSILON as f64);
+        // 16-bit values, multiplied and summed in f32: the reference takes the same 16-bit values.
+        spmv_case::<f16>(&mut rng, &h, &devices, f32::EPSILON as f64);
+        spmv_case::<bf16>(&mut rng, &h, &devices, f32::EPSILON as f64);
     }
 }
 
@@ -744,8 +749,6 @@ fn matrix_creation_refuses_bad_input_and_leaves_the_output_untouched() {
             (with(&|a| a.cols = -6), Status::InvalidSize, "cols"),
             (with(&|a| a.nnz = -19), Status::InvalidSize, "nnz"),
             (with(&|a| a.value_type = 9), Status::InvalidValue, "valueType"),
-            (with(&|a| a.value_type = ValueType::F16 as c_int), Status::NotSupported, "valueType"),
-            (with(&|a| a.value_type = ValueType::Bf16 as c_int), Status::NotSupported, "valueType"),
             (with(&|a| a.base = 2), Status::InvalidValue, "indexBase"),
             (with(&|a| a.base = -1), Status::InvalidValue, "indexBase"),
             (with(&|a| a.partitions = -1), Status::InvalidSize, "numPartitions"),

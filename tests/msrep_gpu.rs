@@ -1,5 +1,5 @@
 //! MSREP SpMV on the CUDA backend against the CPU backend and an f64 reference: every format, f32 /
-//! f64, partition counts 1..8 and beyond nnz, empty rows, long rows split over partitions, index
+//! f64 (and f16 / bf16 values computed in f32), partition counts 1..8 and beyond nnz, empty rows, long rows split over partitions, index
 //! bases, α / β (β = 0 with NaN in y), host and device x / y, a non-default stream, the device lists
 //! [0] and (where two GPUs exist) [0, 1], the multi-device path forced on one GPU, regular rows in
 //! slices (forced at any size, and a large f64 band by default), and an injected allocation failure.
@@ -11,6 +11,7 @@ use common::last_error;
 use common::msrep::{Input, assert_spmv_close, inputs, long_rows_csr, reference};
 
 use common::*;
+use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, memory};
 use sparsegpu::capi::msrep::*;
 use sparsegpu::executor::TestHooks;
@@ -311,7 +312,7 @@ impl Path {
 
 /// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
 /// reference and against the CPU backend.
-fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
+fn sweep<T: Element>(label: &str, devices: &[i32], path: Path) {
     let mut rng = Rng::fresh(label);
     let gpu_handle = Handle::new(BackendKind::Cuda, devices);
     gpu_handle.set_test_hooks(|hooks| {
@@ -324,8 +325,8 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
     for (a, kind) in matrices::<T>(&mut rng) {
         let nnz = a.nnz();
         let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
-        let x: Vec<T> = (0..a.cols).map(|_| T::from_f64(rng.range(-1.0, 1.0))).collect();
-        let y_old: Vec<T> = (0..a.rows).map(|_| T::from_f64(rng.range(-1.0, 1.0))).collect();
+        let x: Vec<T::Compute> = (0..a.cols).map(|_| T::Compute::from_f64(rng.range(-1.0, 1.0))).collect();
+        let y_old: Vec<T::Compute> = (0..a.rows).map(|_| T::Compute::from_f64(rng.range(-1.0, 1.0))).collect();
         let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
         let y64: Vec<f64> = y_old.iter().map(|v| v.to_f64()).collect();
         for input in inputs(&a, base) {
@@ -338,8 +339,9 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
                 for (alpha, beta) in [(1.5, 0.0), (-0.75, 2.0)] {
                     let want = reference(&a, alpha, &x64, beta, &y64);
                     // β = 0: NaN in y must not propagate.
-                    let y0: Vec<T> = if beta == 0.0 { vec![T::from_f64(f64::NAN); a.rows] } else { y_old.clone() };
-                    let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
+                    let y0: Vec<T::Compute> =
+                        if beta == 0.0 { vec![T::Compute::from_f64(f64::NAN); a.rows] } else { y_old.clone() };
+                    let (alpha, beta) = (T::Compute::from_f64(alpha), T::Compute::from_f64(beta));
                     let cpu = spmv(&cpu_handle, &on_cpu, alpha, &x, beta, &y0, Memory::Host);
                     for memory in [Memory::Host, Memory::Device] {
                         let what = format!(
@@ -348,24 +350,32 @@ fn sweep<T: ComputeScalar>(label: &str, devices: &[i32], path: Path) {
                             a.rows, a.cols, input.format
                         );
                         let got = spmv(&gpu_handle, &on_gpu, alpha, &x, beta, &y0, memory);
-                        assert_spmv_close(&what, &got, &want, eps::<T>());
+                        assert_spmv_close(&what, &got, &want, eps::<T::Compute>());
                         let cpu64: Vec<f64> = cpu.iter().map(|v| v.to_f64()).collect();
                         let got64: Vec<f64> = got.iter().map(|v| v.to_f64()).collect();
                         // Both within the rounding bound of the reference, so of each other.
                         let both: Vec<_> = want.iter().map(|&(_, m, l)| (0.0, 2.0 * m, l)).collect();
                         let diff: Vec<f64> = got64.iter().zip(&cpu64).map(|(g, c)| g - c).collect();
-                        assert_spmv_close(&format!("{what} vs CPU"), &diff, &both, eps::<T>());
+                        assert_spmv_close(&format!("{what} vs CPU"), &diff, &both, eps::<T::Compute>());
                     }
                 }
                 // A matrix used with a CPU handle also runs on CUDA (made resident at first use).
-                let alpha = T::from_f64(0.5);
-                let got = spmv(&gpu_handle, &on_cpu, alpha, &x, T::ZERO, &vec![T::ZERO; a.rows], Memory::Host);
+                let alpha = T::Compute::from_f64(0.5);
+                let got = spmv(
+                    &gpu_handle,
+                    &on_cpu,
+                    alpha,
+                    &x,
+                    T::Compute::ZERO,
+                    &vec![T::Compute::ZERO; a.rows],
+                    Memory::Host,
+                );
                 let want = reference(&a, 0.5, &x64, 0.0, &y64);
                 assert_spmv_close(
                     &format!("{kind} {:?} np {np}: CPU-made matrix on CUDA", input.format),
                     &got,
                     &want,
-                    eps::<T>(),
+                    eps::<T::Compute>(),
                 );
             }
         }
@@ -389,6 +399,22 @@ fn every_format_and_partition_count_f32() {
     }
     for devices in device_lists() {
         sweep::<f32>("msrep gpu f32", &devices, Path::DIRECT);
+    }
+}
+
+/// Matrices of f16 and bf16 values, multiplied and summed in f32 (x and y f32): on the lead device, and
+/// with the lead's partitions staged on two sides (x copies, pCSC partial vectors, raw sums).
+#[test]
+fn sixteen_bit_values() {
+    if !common::cuda_available("sixteen_bit_values") {
+        return;
+    }
+    for devices in device_lists() {
+        let staged = Path { stage_lead: true, sides_per_device: 2, ..Path::DIRECT };
+        sweep::<f16>("msrep gpu f16", &devices, Path::DIRECT);
+        sweep::<bf16>("msrep gpu bf16", &devices, Path::DIRECT);
+        sweep::<f16>("msrep gpu staged f16", &devices, staged);
+        sweep::<bf16>("msrep gpu staged bf16", &devices, staged);
     }
 }
 

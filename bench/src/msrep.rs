@@ -1,7 +1,9 @@
 //! MSREP against cuSPARSE: msrepSpMV (y = A·x over nnz-balanced pCSR partitions, or pCSC / pCOO with
 //! `--formats`, `--partitions` per device) on 1..K devices (or the numbers `--devices` lists) vs the
 //! fastest of cusparseSpMV's algorithms for A in the same format on device 0, the single-GPU baseline
-//! of the MSREP paper. x and y live on device 0 for both; our call spreads the work. Inputs: R-MAT and
+//! of the MSREP paper. x and y live on device 0 for both; our call spreads the work. Matrices of f16 /
+//! bf16 values (`--types f16,bf16`) compute in FP32 with x and y FP32; the vendor's closest call takes
+//! x in A's 16-bit type (the same values) and y FP32. Inputs: R-MAT and
 //! a band (default), the matrix suite (`--suite`) or large matrices of 54-131 M nonzeros (`--large`),
 //! and any `--mtx` files.
 
@@ -240,6 +242,9 @@ fn case(
     rng: &mut Rng,
 ) -> Outcome<()> {
     let s = type_size(ty);
+    // x, y and the sums: FP32 for 16-bit values.
+    let compute = if ty == ValueType::F64 { ty } else { ValueType::F32 };
+    let cs = type_size(compute);
     let format = given.format();
     // A on the device in the format our call is given, for the vendor.
     let (on_device, row_ind);
@@ -258,15 +263,18 @@ fn case(
             SpmvMatrix::Coo { csr: &on_device, row_ind: &row_ind }
         }
     };
-    let x = upload_as(&b.gpu, ty, &rng.vec::<f64>(a.cols), "x")?;
-    let y_vendor = b.gpu.zeros(a.rows * s, "y (cuSPARSE)")?;
+    // x rounded to A's type, so that the vendor's 16-bit x and our FP32 x hold the same values.
+    let x_values: Vec<f64> = HostArray::new(ty, &rng.vec::<f64>(a.cols)).to_f64();
+    let x_vendor = upload_as(&b.gpu, ty, &x_values, "x (cuSPARSE)")?;
+    let x = upload_as(&b.gpu, compute, &x_values, "x")?;
+    let y_vendor = b.gpu.zeros(a.rows * cs, "y (cuSPARSE)")?;
     // NaN in y first: every row must be written (β = 0 does not read y).
     let nan_y = vec![f64::NAN; a.rows];
     let (vendor_alg, vendor, vendor_algorithms) = {
-        let best = fastest_spmv(b, &operand, x.ptr(), y_vendor.ptr())?;
+        let best = fastest_spmv(b, &operand, x_vendor.ptr(), y_vendor.ptr())?;
         (best.op.alg.name(), best.timing, best.algorithms)
     };
-    let reference = download_as(&b.gpu, ty, &y_vendor, a.rows)?;
+    let reference = download_as(&b.gpu, compute, &y_vendor, a.rows)?;
 
     let vendor_name = format!("cusparseSpMV {} fastest", format.name());
     let mut base = Measurement::new("msrep", &op_name(format), &vendor_name, type_name(ty), input, shape(a));
@@ -282,7 +290,7 @@ fn case(
         SparseFormat::Csc => (a.cols + 1) * 4,
         SparseFormat::Coo => a.nnz() * 4,
     };
-    base.bytes = Some((a.nnz() * (4 + s) + major_bytes + (a.cols + a.rows) * s) as f64);
+    base.bytes = Some((a.nnz() * (4 + s) + major_bytes + (a.cols + a.rows) * cs) as f64);
 
     for &k in setup.counts {
         for &per_device in setup.partitions {
@@ -295,7 +303,7 @@ fn case(
                 // Partitioning from the host arrays and the upload: setup, timed apart.
                 let (major, minor, values) = given.arrays();
                 let values = HostArray::new(ty, values);
-                let y_ours = upload_as(&b.gpu, ty, &nan_y, "y (ours)")?;
+                let y_ours = upload_as(&b.gpu, compute, &nan_y, "y (ours)")?;
                 let mut mat = std::ptr::null_mut();
                 let (create, create_name) = match format {
                     SparseFormat::Csr => (msrepCreateCsr as CreateFn, "msrepCreateCsr"),
@@ -344,16 +352,16 @@ fn case(
                     )
                 };
                 spmv()?;
-                let got = download_as(&b.gpu, ty, &y_ours, a.rows)?;
+                let got = download_as(&b.gpu, compute, &y_ours, a.rows)?;
                 let t = b.gpu.time(spmv)?;
                 m.ours_ms = Some(t.gpu_ms);
                 m.ours_wall_ms = Some(t.wall_ms);
                 let (err, _) = crate::gpu::relative_error(&got, &reference);
                 m.error = Some(err);
-                if !crate::gpu::within(err, tolerance(ty)) {
+                if !crate::gpu::within(err, tolerance(compute)) {
                     m.verdict = Verdict::Mismatch(format!(
                         "relative error {err:.3e} against cusparseSpMV exceeds {:.0e}",
-                        tolerance(ty)
+                        tolerance(compute)
                     ));
                 }
                 Ok(())

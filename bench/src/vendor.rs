@@ -650,7 +650,8 @@ impl SpmvMatrix<'_> {
     }
 }
 
-/// cusparseSpMV: y = α·A·x + β·y with A CSR, CSC or COO, one algorithm, compute type = value type. The
+/// cusparseSpMV: y = α·A·x + β·y with A CSR, CSC or COO, one algorithm, compute type = value type (FP32
+/// for 16-bit A, whose x is of A's type, since cuSPARSE takes no FP32 x with it, and y FP32). The
 /// workspace and cusparseSpMV_preprocess (optional; it lets later calls reuse what an algorithm
 /// learns about the matrix) are set up at creation, outside the timing; where cuSPARSE does not offer
 /// preprocessing for the operands, the algorithm runs without, as a caller's would.
@@ -685,7 +686,8 @@ impl<'a> SpMV<'a> {
         .map_err(VendorFailure::Failed)?;
         let (rows, cols, ty) = a.shape();
         let dx = descriptors.vector(cols, x, ty).map_err(VendorFailure::Failed)?;
-        let dy = descriptors.vector(rows, y, ty).map_err(VendorFailure::Failed)?;
+        let y_type = if ty == ValueType::F64 { ty } else { ValueType::F32 };
+        let dy = descriptors.vector(rows, y, y_type).map_err(VendorFailure::Failed)?;
         let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
         let compute = sparse_compute_type(ty);
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
-use crate::msrep::{MsrepElement, MsrepHandle, MsrepMatrix, PartitionedMatrix};
+use crate::msrep::{MsrepElement, MsrepHandle, MsrepMatrix, PartitionedMatrix, with_matrix};
 use crate::sparse::{CSC_NAMES, CSR_NAMES, CompressedRef, CooRef};
 use crate::types::{IndexBase, SparseFormat, ValueType};
 use std::ffi::c_void;
@@ -171,12 +171,6 @@ unsafe fn matrix_args<'a>(
         }
         n => n,
     };
-    if matches!(value_type, ValueType::F16 | ValueType::Bf16) {
-        return Err(Error::not_supported(format!(
-            "argument valueType: MSREP supports SGPU_VALUE_TYPE_F32 and SGPU_VALUE_TYPE_F64 only, not {value_type:?} \
-             (16-bit storage with FP32 accumulation is not implemented)"
-        )));
-    }
     Ok(MatrixArgs { handle, out, rows, cols, nnz, value_type, base, partitions })
 }
 
@@ -233,7 +227,8 @@ unsafe fn create_matrix(
         let built = match args.value_type {
             ValueType::F32 => MsrepMatrix::F32(unsafe { build(&mut args, format, major, minor, values) }?),
             ValueType::F64 => MsrepMatrix::F64(unsafe { build(&mut args, format, major, minor, values) }?),
-            ValueType::F16 | ValueType::Bf16 => unreachable!("rejected by matrix_args"),
+            ValueType::F16 => MsrepMatrix::F16(unsafe { build(&mut args, format, major, minor, values) }?),
+            ValueType::Bf16 => MsrepMatrix::Bf16(unsafe { build(&mut args, format, major, minor, values) }?),
         };
         *args.out = MATRICES.register(built)?;
         Ok(())
@@ -244,8 +239,10 @@ unsafe fn create_matrix(
 /// or ⌈nnz/numPartitions⌉ nonzeros (0 = one per device of the handle; at most MSREP_MAX_PARTITIONS;
 /// more partitions than nonzeros gives empty partitions), placed round-robin on the
 /// handle's devices. `rowPtr` has rows + 1 entries, `colInd` and `values` nnz (NULL allowed when
-/// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32 or _F64 (half
-/// types are SGPU_STATUS_NOT_SUPPORTED). The arrays are copied: the caller may free them on return.
+/// nnz = 0); column indices need not be sorted. `valueType` is SGPU_VALUE_TYPE_F32, _F64, _F16 or
+/// _BF16: a matrix of 16-bit values (half the bytes of f32 values to stream per SpMV) multiplies them
+/// in FP32, with FP32 x and y (see msrepSpMV). The arrays are copied: the caller may free them on
+/// return.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn msrepCreateCsr(
     handle: msrepHandle_t,
@@ -407,19 +404,20 @@ unsafe fn spmv_typed<T: MsrepElement>(
     beta: *const c_void,
     y: *mut c_void,
 ) -> Result<()> {
-    let alpha = unsafe { scalar_arg(alpha as *const T, "alpha") }?;
-    let beta = unsafe { scalar_arg(beta as *const T, "beta") }?;
+    let (x, y) = (x as *const T::Compute, y as *mut T::Compute);
+    let alpha = unsafe { scalar_arg(alpha as *const T::Compute, "alpha") }?;
+    let beta = unsafe { scalar_arg(beta as *const T::Compute, "beta") }?;
     // Checked as slice_arg would (size, NULL, alignment) without making slices: on CUDA they may be
     // device memory.
-    check_array(x as *const T, a.cols, "x")?;
-    check_array(y as *const T, a.rows, "y")?;
-    check_no_overlap(ArrayBytes::of(y as *const T, a.rows, "y"), &[ArrayBytes::of(x as *const T, a.cols, "x")])?;
+    check_array(x, a.cols, "x")?;
+    check_array(y, a.rows, "y")?;
+    check_no_overlap(ArrayBytes::of(y, a.rows, "y"), &[ArrayBytes::of(x, a.cols, "x")])?;
     // x and y may be device memory: never made into slices here.
-    unsafe { handle.spmv(a, alpha, x as *const T, beta, y as *mut T) }
+    unsafe { handle.spmv(a, alpha, x, beta, y) }
 }
 
-/// `y = α·A·x + β·y` in the matrix's value type: α, β, x and y are float for an F32 matrix, double
-/// for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
+/// `y = α·A·x + β·y` in the matrix's compute type: α, β, x and y are float for an F32, F16 or BF16
+/// matrix (16-bit values are multiplied and summed in FP32), double for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
 /// (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
 /// the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
 /// y must not overlap x (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC
@@ -439,9 +437,6 @@ pub unsafe extern "C" fn msrepSpMV(
     boundary("msrepSpMV", || {
         let handle = unsafe { HANDLES.get(handle, "handle") }?;
         let matrix = unsafe { MATRICES.get(matrix, "matrix") }?;
-        match matrix {
-            MsrepMatrix::F32(a) => unsafe { spmv_typed(handle, a, alpha, x, beta, y) },
-            MsrepMatrix::F64(a) => unsafe { spmv_typed(handle, a, alpha, x, beta, y) },
-        }
+        with_matrix!(matrix, a => unsafe { spmv_typed(handle, a, alpha, x, beta, y) })
     })
 }

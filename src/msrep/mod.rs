@@ -13,11 +13,12 @@ use crate::alloc::{try_collect_par, try_copy_par, try_vec};
 use crate::error::{Error, Result};
 use crate::handle::HandleCore;
 use crate::log;
-use crate::scalar::ComputeScalar;
+use crate::scalar::{ComputeScalar, Element};
 use crate::sparse::{CompressedRef, CooRef};
 use crate::types::{SparseFormat, ValueType};
 pub use contract::MsrepElement;
 use contract::Resident;
+use half::{bf16, f16};
 use partition::{PartitionBounds, compressed_bounds, coo_bounds, device_of, local_pointers};
 use rayon::prelude::*;
 
@@ -70,17 +71,18 @@ impl MsrepHandle {
         Ok(matrix)
     }
 
-    /// `y = α·A·x + β·y` on the handle's backend, whichever backend made `a`.
+    /// `y = α·A·x + β·y` on the handle's backend, whichever backend made `a`; α, β, x and y in `T`'s
+    /// compute type (f32 for a matrix of 16-bit values).
     ///
     /// # Safety
     /// As [`contract::MsrepBackend::spmv`], for this handle's backend.
     pub unsafe fn spmv<T: MsrepElement>(
         &mut self,
         a: &mut PartitionedMatrix<T>,
-        alpha: T,
-        x: *const T,
-        beta: T,
-        y: *mut T,
+        alpha: T::Compute,
+        x: *const T::Compute,
+        beta: T::Compute,
+        y: *mut T::Compute,
     ) -> Result<()> {
         let call = log::Call::open();
         unsafe { T::backend(self.core.executor_mut()).spmv(a, alpha, x, beta, y) }?;
@@ -108,71 +110,69 @@ pub struct Partition<T> {
     pub data: PartitionData<T>,
 }
 
-/// A matrix of one value type, partitioned.
+/// A matrix of one value type, partitioned. Its values are stored as `T` and multiplied in
+/// `T::Compute`.
 #[derive(Debug)]
-pub struct PartitionedMatrix<T> {
+pub struct PartitionedMatrix<T: Element> {
     pub rows: usize,
     pub cols: usize,
     pub format: SparseFormat,
     pub partitions: Vec<Partition<T>>,
     /// pCSC only: one full-length (rows) partial result per non-empty partition, allocated once with
     /// the matrix (the paper keeps these on the GPUs), so SpMV allocates nothing large per call.
-    pub column_partials: Vec<Vec<T>>,
+    pub column_partials: Vec<Vec<T::Compute>>,
     /// What a backend keeps of the matrix where it computes, once the matrix has been used with a
     /// handle of that backend (created on one, or at its first SpMV there): for the CUDA backend the
     /// partitions on their devices. The host copies above stay: any handle may use the matrix.
     pub resident: Option<Box<dyn Resident>>,
 }
 
-/// A partitioned matrix (`msrepMatrix`): f32 or f64 values.
+/// A partitioned matrix (`msrepMatrix`): f32 or f64 values, or f16 / bf16 values multiplied in f32.
 #[derive(Debug)]
 pub enum MsrepMatrix {
     F32(PartitionedMatrix<f32>),
     F64(PartitionedMatrix<f64>),
+    F16(PartitionedMatrix<f16>),
+    Bf16(PartitionedMatrix<bf16>),
 }
+
+/// `$body` with `$m` bound to the typed matrix inside `$matrix`, whatever its value type.
+macro_rules! with_matrix {
+    ($matrix:expr, $m:ident => $body:expr) => {
+        match $matrix {
+            MsrepMatrix::F32($m) => $body,
+            MsrepMatrix::F64($m) => $body,
+            MsrepMatrix::F16($m) => $body,
+            MsrepMatrix::Bf16($m) => $body,
+        }
+    };
+}
+pub(crate) use with_matrix;
 
 impl MsrepMatrix {
     pub fn value_type(&self) -> ValueType {
-        match self {
-            MsrepMatrix::F32(_) => ValueType::F32,
-            MsrepMatrix::F64(_) => ValueType::F64,
-        }
+        with_matrix!(self, m => m.value_type())
     }
 
     pub fn rows(&self) -> usize {
-        match self {
-            MsrepMatrix::F32(m) => m.rows,
-            MsrepMatrix::F64(m) => m.rows,
-        }
+        with_matrix!(self, m => m.rows)
     }
 
     pub fn cols(&self) -> usize {
-        match self {
-            MsrepMatrix::F32(m) => m.cols,
-            MsrepMatrix::F64(m) => m.cols,
-        }
+        with_matrix!(self, m => m.cols)
     }
 
     pub fn format(&self) -> SparseFormat {
-        match self {
-            MsrepMatrix::F32(m) => m.format,
-            MsrepMatrix::F64(m) => m.format,
-        }
+        with_matrix!(self, m => m.format)
     }
 
     pub fn partition_count(&self) -> usize {
-        match self {
-            MsrepMatrix::F32(m) => m.partitions.len(),
-            MsrepMatrix::F64(m) => m.partitions.len(),
-        }
+        with_matrix!(self, m => m.partitions.len())
     }
 
     /// Bounds and device of partition `i`, `None` when out of range.
     pub fn partition_placement(&self, i: usize) -> Option<(PartitionBounds, i32)> {
-        match self {
-            MsrepMatrix::F32(m) => m.partitions.get(i).map(|p| (p.bounds, p.device)),
-            MsrepMatrix::F64(m) => m.partitions.get(i).map(|p| (p.bounds, p.device)),
-        }
+        with_matrix!(self, m => m.partitions.get(i).map(|p| (p.bounds, p.device)))
     }
 }
 
@@ -186,7 +186,11 @@ fn check_partition_count(partitions: usize, devices: &[i32]) -> Result<()> {
     Ok(())
 }
 
-impl<T: ComputeScalar> PartitionedMatrix<T> {
+impl<T: Element> PartitionedMatrix<T> {
+    pub fn value_type(&self) -> ValueType {
+        T::VALUE_TYPE
+    }
+
     /// pCSR from CSR or pCSC from CSC (`format` says which the view is): Algorithms 2 / 4, every
     /// partition built independently (and so concurrently, as the paper does one per GPU thread).
     pub fn from_compressed(
@@ -277,7 +281,7 @@ impl<T: ComputeScalar> PartitionedMatrix<T> {
         if format == SparseFormat::Csc {
             let non_empty = partitions.iter().filter(|p| p.bounds.nnz() > 0).count();
             for _ in 0..non_empty {
-                column_partials.push(try_vec(rows, T::ZERO, "a pCSC partial result vector")?);
+                column_partials.push(try_vec(rows, T::Compute::ZERO, "a pCSC partial result vector")?);
             }
         }
         Ok(PartitionedMatrix { rows, cols, format, partitions, column_partials, resident: None })

@@ -41,8 +41,8 @@ use crate::kernel_args;
 use crate::msrep::contract::MsrepBackend;
 use crate::msrep::merge::{RowSegment, row_segments};
 use crate::msrep::partition::PartitionBounds;
-use crate::msrep::{PartitionData, PartitionedMatrix};
-use crate::scalar::ComputeScalar;
+use crate::msrep::{MsrepElement, PartitionData, PartitionedMatrix};
+use crate::scalar::{ComputeScalar, Element};
 use crate::types::SparseFormat;
 use cudarc::driver::CudaStream;
 use cudarc::driver::result as drv;
@@ -78,6 +78,10 @@ struct DeviceSide {
     x_span: Range<usize>,
     /// Whether this device's kernels can reach the lead device's memory (peer access).
     reaches_lead: bool,
+    /// pCSC: the rows its batches cover, those of its partial vector. With several sides, the rows
+    /// from the first that its partitions hold an entry of to the last (a band's or a stencil's
+    /// column block touches the rows beside it only); with one, every row, since it may finish y.
+    csc_rows: Range<usize>,
 }
 
 impl DeviceSide {
@@ -406,11 +410,7 @@ impl GpuResident {
     /// The test hooks [`TestHooks::msrep_stage_lead_partitions`],
     /// [`TestHooks::msrep_long_row_chunks`] and [`TestHooks::msrep_slices_at_any_size`] of `hooks`
     /// apply to the matrix from now on.
-    pub fn upload<T: ComputeScalar>(
-        a: &PartitionedMatrix<T>,
-        lead: &Arc<GpuDevice>,
-        hooks: &TestHooks,
-    ) -> Result<Self> {
+    pub fn upload<T: MsrepElement>(a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>, hooks: &TestHooks) -> Result<Self> {
         let original: Vec<PartitionBounds> = a.partitions.iter().map(|p| p.bounds).collect();
         let bounds = match a.format {
             SparseFormat::Csc => original,
@@ -495,7 +495,9 @@ impl GpuResident {
                     lead.enable_peer_access(&gpu)?;
                     let (stream, copy_stream) = (gpu.new_stream()?, gpu.new_stream()?);
                     let ready = Event::new(&gpu)?;
-                    resident.sides.push(DeviceSide { gpu, slot, ready, stream, copy_stream, x_span, reaches_lead });
+                    let side =
+                        DeviceSide { gpu, slot, ready, stream, copy_stream, x_span, reaches_lead, csc_rows: 0..0 };
+                    resident.sides.push(side);
                     csr_members.push(Vec::new());
                     csc_columns.push(Vec::new());
                     csc_first.push(index);
@@ -515,7 +517,7 @@ impl GpuResident {
                 csc_rows::Columns { first_column: p.bounds.start_major, local_ptr: major, rows: minor, values };
             csc_columns[side].push(columns);
         }
-        // pCSC: each side's partitions by rows, as pCSR partitions of whole rows covering every row.
+        // pCSC: each side's partitions by rows, as pCSR partitions of whole rows covering its rows.
         let by_rows: Vec<Option<csc_rows::ByRows<T>>> = csc_columns
             .iter()
             .map(|columns| match columns.is_empty() {
@@ -523,9 +525,18 @@ impl GpuResident {
                 false => csc_rows::ByRows::of(columns, a.rows).map(Some),
             })
             .collect::<Result<_>>()?;
+        let several_sides = resident.sides.len() > 1;
+        for (side, r) in resident.sides.iter_mut().zip(&by_rows) {
+            side.csc_rows = match r {
+                Some(r) if several_sides => r.occupied(),
+                Some(_) => 0..a.rows,
+                None => 0..0,
+            };
+        }
         let pieces: Vec<Vec<(PartitionBounds, Vec<i32>)>> = by_rows
             .iter()
-            .map(|r| r.as_ref().map_or(Ok(Vec::new()), |r| r.pieces(i32::MAX as usize)))
+            .zip(&resident.sides)
+            .map(|(r, side)| r.as_ref().map_or(Ok(Vec::new()), |r| r.pieces(side.csc_rows.clone(), i32::MAX as usize)))
             .collect::<Result<_>>()?;
         for (side, (r, pieces)) in by_rows.iter().zip(&pieces).enumerate() {
             let Some(r) = r else { continue };
@@ -555,7 +566,7 @@ impl GpuResident {
     }
 
     /// Builds the lead-dependent buffers for `lead` unless they exist already.
-    fn ensure_lead<T: ComputeScalar>(&mut self, a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<()> {
+    fn ensure_lead<T: Element>(&mut self, a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>) -> Result<()> {
         if self.lead.as_ref().is_some_and(|l| l.ordinal == lead.ordinal) {
             return Ok(());
         }
@@ -564,7 +575,8 @@ impl GpuResident {
         {
             old.done.synchronize()?;
         }
-        let size = std::mem::size_of::<T>();
+        // x's copies, partial vectors and sums are of the compute type.
+        let size = std::mem::size_of::<T::Compute>();
         let alloc_stream = lead.new_stream()?;
         let lead_stream = Stream(alloc_stream.cu_stream());
         let on_lead =
@@ -583,9 +595,10 @@ impl GpuResident {
             let side_alloc = |bytes: usize, what: &str| {
                 DeviceBuffer::alloc(&side.gpu, bytes, side.stream(), what).map(DeviceBuffer::resident)
             };
-            accumulators.push(if partials { Some(side_alloc(a.rows * size, "a pCSC partial vector")?) } else { None });
+            let bytes = side.csc_rows.len() * size;
+            accumulators.push(if partials { Some(side_alloc(bytes, "a pCSC partial vector")?) } else { None });
             accumulator_staging.push(if partials && staged[s] {
-                Some(on_lead(a.rows * size, "a pCSC partial vector's copy")?)
+                Some(on_lead(bytes, "a pCSC partial vector's copy")?)
             } else {
                 None
             });
@@ -593,10 +606,16 @@ impl GpuResident {
         let mut csc_sources = None;
         let mut csc_source_count = 0;
         if partials {
+            // Per side: its partial vector on the lead device, and the rows it covers
+            // (MsrepCscSource in kernels/msrep.cu).
             let sources: Vec<u64> = (0..self.sides.len())
-                .map(|s| if staged[s] { ptr_of(&accumulator_staging[s]) } else { ptr_of(&accumulators[s]) })
+                .flat_map(|s| {
+                    let values = if staged[s] { ptr_of(&accumulator_staging[s]) } else { ptr_of(&accumulators[s]) };
+                    let rows = &self.sides[s].csc_rows;
+                    [values, rows.start as u64, rows.end as u64]
+                })
                 .collect();
-            csc_source_count = sources.len() as i32;
+            csc_source_count = self.sides.len() as i32;
             csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?.resident());
         }
         let mut shared_sums = None;
@@ -631,7 +650,7 @@ impl GpuResident {
     }
 }
 
-impl<T: ComputeScalar> MsrepBackend<T> for CudaExecutor {
+impl<T: MsrepElement> MsrepBackend<T> for CudaExecutor {
     /// Makes a freshly built matrix resident on the executor's devices (msrepCreate* on a CUDA
     /// handle).
     fn place(&mut self, a: &mut PartitionedMatrix<T>) -> Result<()> {
@@ -643,7 +662,14 @@ impl<T: ComputeScalar> MsrepBackend<T> for CudaExecutor {
 
     /// x and y are host or device memory of the executor's first device. Returns without waiting
     /// unless y is host memory.
-    unsafe fn spmv(&mut self, a: &mut PartitionedMatrix<T>, alpha: T, x: *const T, beta: T, y: *mut T) -> Result<()> {
+    unsafe fn spmv(
+        &mut self,
+        a: &mut PartitionedMatrix<T>,
+        alpha: T::Compute,
+        x: *const T::Compute,
+        beta: T::Compute,
+        y: *mut T::Compute,
+    ) -> Result<()> {
         let lead = self.lead()?;
         lead.bind()?;
         let stream = self.stream();
@@ -659,7 +685,7 @@ impl<T: ComputeScalar> MsrepBackend<T> for CudaExecutor {
         }
         lead.bind()?;
         let x_in = unsafe { DeviceInput::new(&lead, stream, x, a.cols, "x") }?;
-        let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::ZERO) }?;
+        let y_out = unsafe { DeviceOutput::new(&lead, stream, y, a.rows, "y", beta != T::Compute::ZERO) }?;
         let resident = a
             .resident
             .as_deref_mut()
@@ -717,14 +743,12 @@ impl GpuResident {
         for (s, _) in self.sides.iter().enumerate().filter(|(s, _)| !l.staged[*s]) {
             for b in self.batches.iter().filter(|b| b.side == s) {
                 match &l.accumulators[s] {
-                    // pCSC: every row's sum (the batches cover every row) into the side's partial vector.
+                    // pCSC: the sums of the rows its batches cover into the side's partial vector.
                     Some(acc) => {
-                        let raw = acc.ptr() + (b.first_row() * size) as u64;
-                        b.launch(lead, stream, x, T::ONE, T::ZERO, 0, 0, raw, sfx, b.all_blocks(), 0)?
+                        let raw = acc.ptr() + ((b.first_row() - self.sides[s].csc_rows.start) * size) as u64;
+                        b.launch(lead, stream, x, T::ONE, T::ZERO, 0, 0, raw, b.all_blocks(), 0)?
                     }
-                    None => {
-                        b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, sfx, b.all_blocks(), batch_merge)?
-                    }
+                    None => b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, b.all_blocks(), batch_merge)?,
                 }
             }
         }
@@ -773,7 +797,14 @@ impl GpuResident {
                     || (side.gpu.ordinal != lead.ordinal && !memory::writable_from(y, &side.gpu)?));
             let mut batch_raw: Vec<u64> = match accumulator {
                 0 => vec![0; self.batches.len()],
-                _ => self.batches.iter().map(|b| accumulator + (b.first_row() * size) as u64).collect(),
+                _ => self
+                    .batches
+                    .iter()
+                    .map(|b| match b.side == s {
+                        true => accumulator + ((b.first_row() - side.csc_rows.start) * size) as u64,
+                        false => 0,
+                    })
+                    .collect(),
             };
             for (k, b) in self.batches.iter().enumerate().filter(|(_, b)| b.side == s && through_copies[s]) {
                 batch_raw[k] = raw_sums(&mut l.batch_raw_sums[k], b, side, lead, &l.alloc_stream, size)?.raw.ptr();
@@ -782,9 +813,9 @@ impl GpuResident {
             let launch_batch = |k: usize, blocks: Range<u32>| -> Result<()> {
                 let b = &self.batches[k];
                 if batch_raw[k] == 0 {
-                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, sfx, blocks, 0)
+                    b.launch(&side.gpu, ss, x_copy, alpha, beta, y, shared_sums, 0, blocks, 0)
                 } else {
-                    b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], sfx, blocks, 0)
+                    b.launch(&side.gpu, ss, x_copy, T::ONE, T::ZERO, 0, 0, batch_raw[k], blocks, 0)
                 }
             };
             // The row blocks of pCSR batches start as the columns they read arrive, chunk by chunk
@@ -819,7 +850,7 @@ impl GpuResident {
                 }
             }
             if let (Some(staging), Some(acc)) = (&l.accumulator_staging[s], &l.accumulators[s]) {
-                peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, rows * size, ss)?;
+                peer_copy(staging.ptr(), lead, acc.ptr(), &side.gpu, side.csc_rows.len() * size, ss)?;
             }
             timeline.stamp(&side.gpu, ss, || format!("side {s}: its partitions done"))?;
             side.ready.record(ss)?;

@@ -15,6 +15,7 @@ use crate::alloc::{ZeroBits, try_collect_par, try_push, try_zeros};
 use crate::chunks;
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
+use crate::scalar::Element;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -287,6 +288,9 @@ pub struct CsrBatch {
     idx: DeviceBuffer,
     offsets_from: Option<ColumnBase>,
     val: DeviceBuffer,
+    /// The values' type as the kernels' names spell it (f32, f64, f16, bf16); x, y and the sums are
+    /// of its compute type.
+    value_suffix: &'static str,
     parts: DeviceBuffer,
     part_table: Vec<PartEntry>,
     part_count: i32,
@@ -432,7 +436,7 @@ impl<'a, T> Member<'a, T> {
 impl CsrBatch {
     /// Uploads `members` (partitions of one device, in order; together at most i32::MAX entries and
     /// rows) to `gpu` on `stream`, laid out as `layout` says.
-    pub fn upload<T: ZeroBits + Sync>(
+    pub fn upload<T: Element + ZeroBits>(
         gpu: &Arc<GpuDevice>,
         stream: Stream,
         side: usize,
@@ -483,9 +487,10 @@ impl CsrBatch {
             false => None,
         };
         let long_row = if layout.chunk_long_rows { LONG_ROW } else { usize::MAX };
+        // 16-bit values get the lanes of their compute type, f32 (not tuned apart).
         let plan = schedule(
             &ptr,
-            std::mem::size_of::<T>(),
+            std::mem::size_of::<T::Compute>(),
             long_row,
             gpu.multiprocessors * 32,
             layout.slices_at_any_size,
@@ -526,7 +531,7 @@ impl CsrBatch {
                 None => "of 32 bits".to_string(),
             }
         ) + if row_map.is_some() { ", rows by first column (neighbouring rows far apart)" } else { "" };
-        let size = std::mem::size_of::<T>();
+        let size = std::mem::size_of::<T::Compute>();
         Ok(CsrBatch {
             side,
             rows,
@@ -562,6 +567,7 @@ impl CsrBatch {
                 }
             }
             .resident(),
+            value_suffix: T::VALUE_TYPE.short_name(),
             slices: match plan.slices.is_empty() {
                 true => None,
                 false => Some(upload(&plan.slices, "MSREP slices")?),
@@ -642,7 +648,6 @@ impl CsrBatch {
         y: u64,
         shared: u64,
         raw: u64,
-        sfx: &str,
         blocks: Range<u32>,
         merge: u64,
     ) -> Result<()> {
@@ -651,7 +656,8 @@ impl CsrBatch {
         // blocks need, the rest of the SM's on-chip memory going to L1 for the gathers of x.
         debug_assert!(merge == 0 || self.can_merge(), "a batch with a row map has no merging kernel");
         let name = format!(
-            "msrep_csr_batch_{sfx}{}{}{}{}",
+            "msrep_csr_batch_{}{}{}{}{}",
+            self.value_suffix,
             if self.offsets_from.is_some() { "_i16" } else { "" },
             if self.row_map.is_some() { "_mapped" } else { "" },
             if self.row_blocks == 0 { "_streamed" } else { "" },

@@ -132,15 +132,23 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
         Ok(ByRows { row_ptr, cols, values })
     }
 
-    /// Its rows cut into consecutive pieces of at most `limit` entries each (the pointers of a batch
-    /// are 32-bit), each as the bounds of a pCSR partition of whole rows and its local pointers.
-    pub fn pieces(&self, limit: usize) -> Result<Vec<(PartitionBounds, Vec<i32>)>> {
-        let rows = self.row_ptr.len() - 1;
+    /// The rows from its first row with an entry to its last (empty without entries).
+    pub fn occupied(&self) -> Range<usize> {
+        let entries = self.cols.len();
+        if entries == 0 {
+            return 0..0;
+        }
+        self.row_ptr.partition_point(|&p| p == 0) - 1..self.row_ptr.partition_point(|&p| p < entries)
+    }
+
+    /// Its rows `rows` cut into consecutive pieces of at most `limit` entries each (the pointers of a
+    /// batch are 32-bit), each as the bounds of a pCSR partition of whole rows and its local pointers.
+    pub fn pieces(&self, rows: Range<usize>, limit: usize) -> Result<Vec<(PartitionBounds, Vec<i32>)>> {
         let mut pieces = Vec::new();
-        let mut start = 0;
-        while start < rows {
+        let mut start = rows.start;
+        while start < rows.end {
             let first = self.row_ptr[start];
-            let end = start + self.row_ptr[start..].partition_point(|&p| p - first <= limit) - 1;
+            let end = start + self.row_ptr[start..=rows.end].partition_point(|&p| p - first <= limit) - 1;
             if end == start {
                 return Err(Error::not_supported(format!(
                     "row {start} of the pCSC matrix holds more than {limit} entries, more than a GPU batch holds"
@@ -215,13 +223,27 @@ mod tests {
     #[test]
     fn pieces_cut_at_rows_within_the_limit() {
         let by_rows = ByRows { row_ptr: vec![0, 2, 2, 5, 6, 9], cols: vec![0; 9], values: vec![0.0f32; 9] };
-        let pieces = by_rows.pieces(4).unwrap();
+        let pieces = by_rows.pieces(0..5, 4).unwrap();
         let spans: Vec<_> =
             pieces.iter().map(|(b, p)| (b.start_major..b.end_major, b.start_idx..b.end_idx, p.clone())).collect();
         assert_eq!(spans, vec![(0..2, 0..2, vec![0, 2, 2]), (2..4, 2..6, vec![0, 3, 4]), (4..5, 6..9, vec![0, 3])]);
-        assert_eq!(by_rows.pieces(9).unwrap().len(), 1);
-        assert!(by_rows.pieces(2).is_err());
+        assert_eq!(by_rows.pieces(0..5, 9).unwrap().len(), 1);
+        assert!(by_rows.pieces(0..5, 2).is_err());
+        // Rows 1..4 only: the piece ends at row 4 although row 4 would fit.
+        let inner: Vec<_> =
+            by_rows.pieces(1..4, 4).unwrap().into_iter().map(|(b, p)| (b.start_major..b.end_major, p)).collect();
+        assert_eq!(inner, vec![(1..4, vec![0, 0, 3, 4])]);
         let none = ByRows::<f32> { row_ptr: vec![0], cols: vec![], values: vec![] };
-        assert!(none.pieces(4).unwrap().is_empty());
+        assert!(none.pieces(0..0, 4).unwrap().is_empty());
+    }
+
+    #[test]
+    fn occupied_rows_run_from_the_first_row_with_an_entry_to_the_last() {
+        let by_rows = ByRows { row_ptr: vec![0, 0, 0, 2, 2, 3, 3], cols: vec![0; 3], values: vec![0.0f32; 3] };
+        assert_eq!(by_rows.occupied(), 2..5);
+        let full = ByRows { row_ptr: vec![0, 1, 2], cols: vec![0; 2], values: vec![0.0f32; 2] };
+        assert_eq!(full.occupied(), 0..2);
+        let none = ByRows::<f32> { row_ptr: vec![0, 0, 0], cols: vec![], values: vec![] };
+        assert_eq!(none.occupied(), 0..0);
     }
 }
