@@ -50,6 +50,14 @@ const REGULAR_ENTRIES_PER_LANE: usize = 8;
 const LARGE_BATCH_ENTRIES: usize = 1 << 24;
 const REGULAR_VALUE_BYTES_PER_LANE: usize = 64;
 
+/// ... and 16-bit values (f16, bf16) about this many entries a lane: the band (17 a row) then takes 1
+/// lane a row and the 27-point stencil 2. Measured on an H200 in f16 and bf16, alternately, two runs
+/// of two and three rounds (docs/results/h200-2026-11-29-msrep-16bit-lanes-ab.jsonl): the band on 1
+/// lane a row 0.089–0.090 ms against 0.108–0.112 on 2 (32 entries a lane against 16, f32's count), 0.145–0.147 on
+/// 4 and 0.237–0.258 on 8; the stencil 0.127–0.130 on 2 lanes, 0.141–0.146 on 1 and 0.145–0.147 on 4
+/// (`build` and `run` tag the lines; 24 gives each the schedule of its fastest run).
+const SIXTEEN_BIT_ENTRIES_PER_LANE: usize = 24;
+
 /// Regular rows of f64 values (at least this many bytes a value), at most [`SLICED_MAX_MEAN`] entries
 /// a row on average, in a batch of at least [`LARGE_BATCH_ENTRIES`] go in slices of [`SLICE`] rows,
 /// one lane a row (sliced ELLPACK, `batch_slices` in kernels/msrep.cu), where no row is chunked and
@@ -173,7 +181,10 @@ pub fn schedule(
     if regular {
         // Long rows among regular ones (a dense block of rows) are skipped by the kernel's length test.
         let per_lane = if nnz >= LARGE_BATCH_ENTRIES {
-            (REGULAR_VALUE_BYTES_PER_LANE / value_bytes).max(1)
+            match value_bytes {
+                2 => SIXTEEN_BIT_ENTRIES_PER_LANE,
+                _ => (REGULAR_VALUE_BYTES_PER_LANE / value_bytes).max(1),
+            }
         } else {
             REGULAR_ENTRIES_PER_LANE
         };
@@ -487,10 +498,9 @@ impl CsrBatch {
             false => None,
         };
         let long_row = if layout.chunk_long_rows { LONG_ROW } else { usize::MAX };
-        // 16-bit values get the lanes of their compute type, f32 (not tuned apart).
         let plan = schedule(
             &ptr,
-            std::mem::size_of::<T::Compute>(),
+            std::mem::size_of::<T>(),
             long_row,
             gpu.multiprocessors * 32,
             layout.slices_at_any_size,
