@@ -272,8 +272,10 @@ static void test_smat(void) {
 static const int devices[3] = {0, 1, 2};
 static int device_count = 3;
 
+/* A matrix of values vt; x, y, alpha and beta of its compute type ct (float for 16-bit values). */
 static void test_msrep_format(msrepHandle_t h, int format, int vt, int parts, int base) {
     static const char *names[3] = {"CSR", "CSC", "COO"};
+    const int ct = vt == SGPU_VALUE_TYPE_F64 ? vt : SGPU_VALUE_TYPE_F32;
     char what[160];
     Csr a = random_csr(45, 33, 0.12);
     void *vals, *x, *y;
@@ -300,7 +302,7 @@ static void test_msrep_format(msrepHandle_t h, int format, int vt, int parts, in
     }
     for (i = 0; i <= (format == SGPU_SPARSE_FORMAT_CSC ? a.cols : a.rows); i++) ptr[i] += base;
     for (e = 0; e < a.nnz; e++) { major[e] += base; minor[e] += base; }
-    vals = malloc((size_t)(a.nnz + 1) * type_size(vt)); /* the values are exact in f32 and f64 */
+    vals = malloc((size_t)(a.nnz + 1) * type_size(vt)); /* the values (k/8, |k| <= 16) are exact in every type */
     for (e = 0; e < a.nnz; e++) put(vals, vt, (size_t)e, v[e]);
     if (format == SGPU_SPARSE_FORMAT_CSR)
         ok = msrepCreateCsr(h, &A, a.rows, a.cols, a.nnz, ptr, minor, vals, vt, base, parts);
@@ -322,17 +324,17 @@ static void test_msrep_format(msrepHandle_t h, int format, int vt, int parts, in
     }
     sprintf(what, "msrepGetPartitionInfo: contiguous ranges, round-robin devices, nnz sums to %ld", (long)a.nnz);
     check(ok && sum == a.nnz, what);
-    x = random_array(vt, (size_t)a.cols);
-    y = random_array(vt, (size_t)a.rows);
-    want = as_doubles(y, vt, (size_t)a.rows);
+    x = random_array(ct, (size_t)a.cols);
+    y = random_array(ct, (size_t)a.rows);
+    want = as_doubles(y, ct, (size_t)a.rows);
     for (i = 0; i < a.rows; i++) {
         double s = 0.0;
-        for (e = a.ptr[i]; e < a.ptr[i + 1]; e++) s += a.val[e] * get(x, vt, (size_t)a.ind[e]);
+        for (e = a.ptr[i]; e < a.ptr[i + 1]; e++) s += a.val[e] * get(x, ct, (size_t)a.ind[e]);
         want[i] = 2.0 * s + 0.75 * want[i];
     }
     sprintf(what, "msrepSpMV %s %s alpha 2 beta 0.75", names[format], type_name(vt));
-    check_status(msrepSpMV(h, A, scalar(&sa, vt, 2.0), x, scalar(&sb, vt, 0.75), y), what);
-    check_array(what, y, vt, want, (size_t)a.rows);
+    check_status(msrepSpMV(h, A, scalar(&sa, ct, 2.0), x, scalar(&sb, ct, 0.75), y), what);
+    check_array(what, y, ct, want, (size_t)a.rows);
     check_status(msrepDestroyMatrix(A), "msrepDestroyMatrix");
     free(x); free(y); free(want); free(vals); free(v); free(major); free(minor); free(ptr);
     free_csr(&a);
@@ -356,6 +358,9 @@ static void test_msrep(void) {
     test_msrep_format(h, SGPU_SPARSE_FORMAT_CSC, SGPU_VALUE_TYPE_F32, 7, SGPU_INDEX_BASE_ZERO);
     test_msrep_format(h, SGPU_SPARSE_FORMAT_COO, SGPU_VALUE_TYPE_F64, 3, SGPU_INDEX_BASE_ZERO);
     test_msrep_format(h, SGPU_SPARSE_FORMAT_COO, SGPU_VALUE_TYPE_F32, 6, SGPU_INDEX_BASE_ONE);
+    test_msrep_format(h, SGPU_SPARSE_FORMAT_CSR, SGPU_VALUE_TYPE_F16, 2, SGPU_INDEX_BASE_ONE);
+    test_msrep_format(h, SGPU_SPARSE_FORMAT_CSC, SGPU_VALUE_TYPE_BF16, 3, SGPU_INDEX_BASE_ZERO);
+    test_msrep_format(h, SGPU_SPARSE_FORMAT_COO, SGPU_VALUE_TYPE_F16, 0, SGPU_INDEX_BASE_ZERO);
     check(msrepSetDevices(h, 2, (const int[]){1, 1}) == SGPU_STATUS_INVALID_VALUE &&
               strlen(sgpuGetLastErrorMessage()) > 0,
           "msrepSetDevices with a repeated device is INVALID_VALUE with a message");
