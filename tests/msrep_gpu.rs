@@ -1,9 +1,10 @@
 //! MSREP SpMV on the CUDA backend against the CPU backend and an f64 reference: every format, f32 /
-//! f64 (and f16 / bf16 values computed in f32), partition counts 1..8 and beyond nnz, empty rows, long rows split over partitions, index
-//! bases, α / β (β = 0 with NaN in y), host and device x / y, a non-default stream, the device lists
-//! [0] and (where two GPUs exist) [0, 1], the multi-device path forced on one GPU, regular rows in
-//! slices (forced at any size, and a large f64 band by default), and an injected allocation failure.
-//! Each test reports SKIPPED without a usable GPU.
+//! f64 (and f16 / bf16 values computed in f32), partition counts 1..8 and beyond nnz, empty rows,
+//! long rows split over partitions, index bases, α / β (β = 0 with NaN in y), host and device x / y,
+//! a non-default stream, the device lists [0], [0, 1] where a second GPU exists and every GPU where
+//! there are more, the multi-device path forced on one GPU, regular rows in slices (forced at any
+//! size, and a large f64 band by default), and an injected allocation failure. Each test reports
+//! SKIPPED without a usable GPU.
 
 mod common;
 use common::last_error;

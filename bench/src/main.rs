@@ -306,6 +306,12 @@ pub fn type_name(ty: ValueType) -> &'static str {
     }
 }
 
+/// The type products of `ty` are summed in, as our APIs and the vendor's take them: FP32 for the
+/// 16-bit types, the type itself otherwise.
+pub fn compute_type(ty: ValueType) -> ValueType {
+    if ty == ValueType::F64 { ty } else { ValueType::F32 }
+}
+
 pub fn type_size(ty: ValueType) -> usize {
     match ty {
         ValueType::F16 | ValueType::Bf16 => 2,

@@ -3,16 +3,15 @@
 //! fastest of cusparseSpMV's algorithms for A in the same format on device 0, the single-GPU baseline
 //! of the MSREP paper. x and y live on device 0 for both; our call spreads the work. Matrices of f16 /
 //! bf16 values (`--types f16,bf16`) compute in FP32 with x and y FP32; the vendor's closest call takes
-//! x in A's 16-bit type (the same values) and y FP32. Inputs: R-MAT and
-//! a band (default), the matrix suite (`--suite`) or large matrices of 54-131 M nonzeros (`--large`),
-//! and any `--mtx` files.
+//! x in A's 16-bit type (the same values) and y FP32. Inputs: R-MAT and a band (default), the matrix
+//! suite (`--suite`) or large matrices of 54-131 M nonzeros (`--large`), and any `--mtx` files.
 
 use crate::gpu::Outcome;
 use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::{Fastest, Scalar, SpMV, SpmvAlg, SpmvMatrix};
 use crate::{
-    Bench, HostArray, announce_probe, check, download_as, mtx_name, read_mtx, suite, tolerance, type_name, type_size,
-    upload_as, upload_csr,
+    Bench, HostArray, announce_probe, check, compute_type, download_as, mtx_name, read_mtx, suite, tolerance,
+    type_name, type_size, upload_as, upload_csr,
 };
 use sparsegpu::ValueType;
 use sparsegpu::capi::msrep::*;
@@ -243,7 +242,7 @@ fn case(
 ) -> Outcome<()> {
     let s = type_size(ty);
     // x, y and the sums: FP32 for 16-bit values.
-    let compute = if ty == ValueType::F64 { ty } else { ValueType::F32 };
+    let compute = compute_type(ty);
     let cs = type_size(compute);
     let format = given.format();
     // A on the device in the format our call is given, for the vendor.

@@ -686,8 +686,7 @@ impl<'a> SpMV<'a> {
         .map_err(VendorFailure::Failed)?;
         let (rows, cols, ty) = a.shape();
         let dx = descriptors.vector(cols, x, ty).map_err(VendorFailure::Failed)?;
-        let y_type = if ty == ValueType::F64 { ty } else { ValueType::F32 };
-        let dy = descriptors.vector(rows, y, y_type).map_err(VendorFailure::Failed)?;
+        let dy = descriptors.vector(rows, y, crate::compute_type(ty)).map_err(VendorFailure::Failed)?;
         let (alpha, beta) = (Scalar::new(ty, 1.0), Scalar::new(ty, 0.0));
         let compute = sparse_compute_type(ty);
         let op = sp::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;

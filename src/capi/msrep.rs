@@ -417,14 +417,15 @@ unsafe fn spmv_typed<T: MsrepElement>(
 }
 
 /// `y = α·A·x + β·y` in the matrix's compute type: α, β, x and y are float for an F32, F16 or BF16
-/// matrix (16-bit values are multiplied and summed in FP32), double for F64. x has cols elements, y has rows (NULL allowed when that is 0). With β = 0, y is not read
-/// (NaN in y does not propagate). Partitions run concurrently; a row split between partitions gets
-/// the sum of their partial results and β·y exactly once, rows with no nonzeros get β·y.
-/// y must not overlap x (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC
-/// keeps its partial results in the matrix), like a handle. On several GPUs, x and y belong to the
-/// handle's first device (or the host): x passes from it along the other devices, each receiving the
-/// columns it and the devices after it read, and their pCSR rows of y are written into its memory by
-/// peer access (copied and finished there where a device cannot reach y).
+/// matrix (16-bit values are multiplied and summed in FP32), double for F64. x has cols elements, y
+/// has rows (NULL allowed when that is 0). With β = 0, y is not read (NaN in y does not propagate).
+/// Partitions run concurrently; a row split between partitions gets the sum of their partial results
+/// and β·y exactly once, rows with no nonzeros get β·y. y must not overlap x
+/// (SGPU_STATUS_INVALID_POINTER). A matrix serves one SpMV at a time (pCSC keeps its partial results
+/// in the matrix), like a handle. On several GPUs, x and y belong to the handle's first device (or
+/// the host): x passes from it along the other devices, each receiving the columns it and the
+/// devices after it read, and their pCSR rows of y are written into its memory by peer access
+/// (copied and finished there where a device cannot reach y).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn msrepSpMV(
     handle: msrepHandle_t,

@@ -29,8 +29,7 @@ pub trait MsrepBackend<T: Element> {
     fn place(&mut self, a: &mut PartitionedMatrix<T>) -> Result<()>;
 
     /// `y = α·A·x + β·y` (β = 0: y is not read), α, β, x and y in the compute type; returns without
-    /// waiting where the backend can
-    /// (the CUDA backend with device-memory y).
+    /// waiting where the backend can (the CUDA backend with device-memory y).
     ///
     /// # Safety
     /// `x` must be readable for `a.cols` elements and `y` readable and writable for `a.rows`, not
