@@ -67,7 +67,10 @@ pub enum Scalar {
 
 impl Scalar {
     pub fn new(ty: ValueType, v: f64) -> Scalar {
-        if ty == ValueType::F64 { Scalar::F64(v) } else { Scalar::F32(v as f32) }
+        match crate::compute_type(ty) {
+            ValueType::F64 => Scalar::F64(v),
+            _ => Scalar::F32(v as f32),
+        }
     }
 
     pub fn ptr(&self) -> *const c_void {
@@ -88,7 +91,7 @@ fn sparse_data_type(ty: ValueType) -> sp::cudaDataType {
 }
 
 fn sparse_compute_type(ty: ValueType) -> sp::cudaDataType {
-    if ty == ValueType::F64 { sp::cudaDataType::CUDA_R_64F } else { sp::cudaDataType::CUDA_R_32F }
+    sparse_data_type(crate::compute_type(ty))
 }
 
 pub struct Cublas {

@@ -143,13 +143,13 @@ struct LeadSide {
     staged: Vec<bool>,
     /// Per side: how x reaches it, when staged.
     x_routes: Vec<Option<XRoute>>,
-    /// pCSC, per side (where the sides' sums are merged): the rows-long partial vector its batches
-    /// write, and its lead copy.
+    /// pCSC, per side (where the sides' sums are merged): the partial vector its batches write, of
+    /// its rows (`DeviceSide::csc_rows`), and its lead copy.
     accumulators: Vec<Option<DeviceBuffer>>,
     accumulator_staging: Vec<Option<DeviceBuffer>>,
-    /// pCSC: device pointers of the vectors summed by the merge, on the lead device.
+    /// pCSC: each side's vector summed by the merge and its rows (`MsrepCscSource`, one a side), on
+    /// the lead device.
     csc_sources: Option<DeviceBuffer>,
-    csc_source_count: i32,
     /// Per pCSR batch: its raw sums on the way to the lead device, made at the first call that
     /// needs them (a staged side that cannot write y).
     batch_raw_sums: Vec<Option<RawSums>>,
@@ -604,7 +604,6 @@ impl GpuResident {
             });
         }
         let mut csc_sources = None;
-        let mut csc_source_count = 0;
         if partials {
             // Per side: its partial vector on the lead device, and the rows it covers
             // (MsrepCscSource in kernels/msrep.cu).
@@ -615,7 +614,6 @@ impl GpuResident {
                     [values, rows.start as u64, rows.end as u64]
                 })
                 .collect();
-            csc_source_count = self.sides.len() as i32;
             csc_sources = Some(DeviceBuffer::from_host(lead, &sources, lead_stream, "pCSC merge sources")?.resident());
         }
         let mut shared_sums = None;
@@ -632,7 +630,6 @@ impl GpuResident {
             accumulators,
             accumulator_staging,
             csc_sources,
-            csc_source_count,
             batch_raw_sums: self.batches.iter().map(|_| None).collect(),
             shared_sums,
             merge,
@@ -870,7 +867,7 @@ impl GpuResident {
 
         if l.csc_sources.is_some() {
             let f = lead.function(&MSREP, &format!("msrep_csc_merge_{sfx}"))?;
-            let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), l.csc_source_count);
+            let (r, sources, count) = (rows as i32, ptr_of(&l.csc_sources), self.sides.len() as i32);
             unsafe { launch(&f, grid_for(lead, rows), stream, kernel_args![&r, &sources, &count, &alpha, &beta, &y]) }?;
         } else if let Some(merge) = l.merge.as_ref().filter(|_| !merge_in_batch) {
             let f = lead.function(&MSREP, &format!("msrep_merge_rows_{sfx}"))?;
