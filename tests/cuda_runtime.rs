@@ -72,6 +72,45 @@ fn host_and_device_arrays_are_recognised_and_staged() {
 }
 
 #[test]
+fn large_uploads_arrive_intact_through_the_pinned_staging() {
+    if !common::cuda_available("large_uploads_arrive_intact_through_the_pinned_staging") {
+        return;
+    }
+    let _guard = ALLOCATION_LOCK.lock().unwrap();
+    let gpu = cuda::device(0).unwrap();
+    gpu.bind().unwrap();
+    let stream = gpu.ctx.new_stream().unwrap();
+    let raw = cuda::Stream(stream.cu_stream());
+    // Fresh words each run; parts of odd lengths (one empty) whose joins fall inside staging
+    // buffers, 100 MB in all: the buffers are refilled several times.
+    let mut state = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let mut words = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u32
+            })
+            .collect()
+    };
+    let lengths = [1, 20_000_003, 0, 5_000_001, 7];
+    let first: Vec<Vec<u32>> = lengths.iter().map(|&n| words(n)).collect();
+    let second = words(12_345_679);
+    let parts: Vec<&[u32]> = first.iter().map(Vec::as_slice).collect();
+    assert!(std::mem::size_of_val(&second[..]) >= memory::STAGED_UPLOAD_MIN_BYTES);
+    let a = memory::DeviceBuffer::from_host_parts(&gpu, &parts, raw, "test").unwrap();
+    // Queued at once behind the first: it refills the buffers the first is still being read from.
+    let b = memory::DeviceBuffer::from_host(&gpu, &second, raw, "test").unwrap();
+    let mut back = vec![0u32; lengths.iter().sum()];
+    a.copy_to_host(&mut back).unwrap();
+    assert!(back == first.concat(), "the parts came back changed");
+    let mut back = vec![0u32; second.len()];
+    b.copy_to_host(&mut back).unwrap();
+    assert!(back == second, "the second upload came back changed");
+}
+
+#[test]
 fn work_runs_on_the_callers_stream() {
     if !common::cuda_available("work_runs_on_the_callers_stream") {
         return;
