@@ -1,21 +1,34 @@
 //! pCSC partitions as rows: the entries of the pCSC partitions of one device side, sorted by row when
 //! they are placed, so that the side's partial vector (Algorithm 5's, one a GPU) is computed by the
 //! pCSR batch kernels, a row at a time, instead of by scattering each column's products with atomics.
-//! A stable counting sort in two parallel passes: entries into buckets of consecutive rows (each
-//! task a run of columns), then each bucket by row into its part of the result; in each row, the
-//! entries stay in the order of the partitions and of their columns, so the sums are the same on
-//! every call.
+//! A stable counting sort in parallel passes: the entries counted by bins of rows, which make
+//! buckets of consecutive rows holding about the same number of entries; each task (a run of
+//! columns) counts its entries in each bucket, then writes them into its piece of each bucket; then
+//! each bucket is sorted by row into its part of the result. In each row, the entries stay in the
+//! order of the partitions and of their columns, so the sums are the same on every call.
 
-use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity, try_zeros};
+use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity};
 use crate::chunks;
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
-/// Rows of a bucket of the first pass: few enough that a bucket's row counts stay in L2, many enough
-/// that a task's entries make few, long bucket lists.
-const ROWS_PER_BUCKET: usize = 1 << 16;
+/// Rows are counted in bins of this many rows, and buckets of the first pass are runs of bins.
+const ROWS_PER_BIN: usize = 256;
+
+/// A bucket holds at most this many rows (its row counts stay in L2) ...
+const MAX_ROWS_PER_BUCKET: usize = 1 << 16;
+
+/// ... and, where its rows allow, about the entries of all divided by this times the threads: a
+/// power-law matrix holds a large share of its entries in its first rows, and buckets of equal row
+/// counts left the one of those rows to a single thread (R-MAT scale 23: 15 % of the entries in
+/// its first 65,536 rows) ...
+const BUCKETS_PER_THREAD: usize = 4;
+
+/// ... but no fewer than this many: below it, a bucket costs more to schedule than to sort.
+const MIN_ENTRIES_PER_BUCKET: usize = 1 << 16;
 
 /// One pCSC partition's entries: the local pointers of its columns (`first_column` on), the rows of
 /// their entries and their values.
@@ -50,6 +63,13 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
     /// The entries of `parts` (rows below `rows`) sorted by row; in a row, in the order of `parts`
     /// and of their columns.
     pub fn of(parts: &[Columns<T>], rows: usize) -> Result<Self> {
+        let entries: usize = parts.iter().map(|p| p.rows.len()).sum();
+        let target = (entries / (BUCKETS_PER_THREAD * rayon::current_num_threads())).max(MIN_ENTRIES_PER_BUCKET);
+        Self::in_buckets_of(parts, rows, target)
+    }
+
+    /// [`ByRows::of`], with buckets of about `target` entries where their rows allow.
+    fn in_buckets_of(parts: &[Columns<T>], rows: usize, target: usize) -> Result<Self> {
         // Tasks: runs of columns of one partition with about the same number of entries.
         let mut tasks: Vec<(usize, Range<usize>)> = Vec::new();
         for (k, p) in parts.iter().enumerate() {
@@ -57,77 +77,131 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
             let bounds = chunks::runs(p.local_ptr.len() - 1, |j| p.local_ptr[j] as usize - base);
             tasks.extend(bounds.windows(2).map(|w| (k, w[0]..w[1])));
         }
-        let buckets = rows.div_ceil(ROWS_PER_BUCKET);
-        // Pass 1: each task's entries into its lists of the buckets, counted first so that every list
-        // is allocated once (and its failure reported).
-        let bucketed: Vec<Vec<Vec<Entry<T>>>> = tasks
+        let task_rows = |&(k, ref columns): &(usize, Range<usize>)| {
+            let p = &parts[k];
+            &p.rows[p.entries(columns.start).start..p.entries(columns.end - 1).end]
+        };
+        // The entries of each bin of rows, and the buckets: runs of bins.
+        let bin_entries = tasks
             .par_iter()
-            .map(|(k, columns)| {
-                let p = &parts[*k];
-                let mut counts = vec![0usize; buckets];
-                for j in columns.clone() {
-                    for &r in &p.rows[p.entries(j)] {
-                        counts[r as usize / ROWS_PER_BUCKET] += 1;
+            .fold(
+                || vec![0usize; rows.div_ceil(ROWS_PER_BIN)],
+                |mut bins, task| {
+                    for &r in task_rows(task) {
+                        bins[r as usize / ROWS_PER_BIN] += 1;
                     }
-                }
-                let mut lists: Vec<Vec<Entry<T>>> =
-                    counts.iter().map(|&c| try_with_capacity(c, "pCSC entries by rows")).collect::<Result<_>>()?;
-                for j in columns.clone() {
-                    let column = (p.first_column + j) as i32;
-                    for e in p.entries(j) {
-                        let r = p.rows[e];
-                        lists[r as usize / ROWS_PER_BUCKET].push((r, column, p.values[e]));
-                    }
-                }
-                Ok(lists)
+                    bins
+                },
+            )
+            .reduce_with(|mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+                a
             })
-            .collect::<Result<_>>()?;
-        // Pass 2: each bucket's entries (from the tasks in order) by row, straight into its part of
-        // the result (the buckets hold consecutive rows).
-        let mut by_bucket: Vec<Vec<Vec<Entry<T>>>> = (0..buckets).map(|_| Vec::with_capacity(tasks.len())).collect();
-        for lists in bucketed {
-            for (b, list) in lists.into_iter().enumerate() {
-                by_bucket[b].push(list);
+            .unwrap_or_default();
+        let mut first_rows = vec![0usize];
+        let mut bucket_of_bin = Vec::with_capacity(bin_entries.len());
+        let mut held = 0;
+        for (bin, &count) in bin_entries.iter().enumerate() {
+            let start = *first_rows.last().expect("a first bucket");
+            if held > 0 && (held + count > target || (bin + 1) * ROWS_PER_BIN - start > MAX_ROWS_PER_BUCKET) {
+                first_rows.push(bin * ROWS_PER_BIN);
+                held = 0;
             }
+            held += count;
+            bucket_of_bin.push((first_rows.len() - 1) as u32);
         }
-        let sizes: Vec<usize> = by_bucket.iter().map(|lists| lists.iter().map(Vec::len).sum()).collect();
+        first_rows.push(rows);
+        let buckets = first_rows.len() - 1;
+        let bucket_of = |r: i32| bucket_of_bin[r as usize / ROWS_PER_BIN] as usize;
+        // Pass 1: each task's entries in each bucket, counted.
+        let counts: Vec<Vec<usize>> = tasks
+            .par_iter()
+            .map(|task| {
+                let mut counts = vec![0usize; buckets];
+                for &r in task_rows(task) {
+                    counts[bucket_of(r)] += 1;
+                }
+                counts
+            })
+            .collect();
+        let sizes: Vec<usize> = (0..buckets).map(|b| counts.iter().map(|c| c[b]).sum()).collect();
         let entries: usize = sizes.iter().sum();
-        let mut cols: Vec<i32> = try_zeros(entries, "pCSC entries by rows")?;
-        let mut values: Vec<T> = try_zeros(entries, "pCSC entries by rows")?;
-        let col_parts = chunks::split_mut(&mut cols, sizes.iter().copied());
-        let value_parts = chunks::split_mut(&mut values, sizes.iter().copied());
+        // Pass 2: the entries by bucket, in a bucket in the order of the tasks; each task writes its
+        // own piece of every bucket (pieces bucket by bucket, a task's piece of each in task order).
+        let mut bucketed: Vec<Entry<T>> = try_with_capacity(entries, "pCSC entries by rows")?;
+        let lengths = (0..buckets).flat_map(|b| counts.iter().map(move |c| c[b]));
+        let mut pieces_of_task: Vec<Vec<&mut [MaybeUninit<Entry<T>>]>> =
+            (0..tasks.len()).map(|_| Vec::with_capacity(buckets)).collect();
+        for (i, piece) in
+            chunks::split_mut(&mut bucketed.spare_capacity_mut()[..entries], lengths).into_iter().enumerate()
+        {
+            pieces_of_task[i % tasks.len()].push(piece);
+        }
+        tasks.par_iter().zip(pieces_of_task).for_each(|((k, columns), mut pieces)| {
+            let p = &parts[*k];
+            let mut next = vec![0usize; buckets];
+            for j in columns.clone() {
+                let column = (p.first_column + j) as i32;
+                for e in p.entries(j) {
+                    let r = p.rows[e];
+                    let b = bucket_of(r);
+                    pieces[b][next[b]].write((r, column, p.values[e]));
+                    next[b] += 1;
+                }
+            }
+        });
+        // SAFETY: the pieces cover the first `entries` elements, and each task wrote every element of
+        // its pieces (its count of entries in each bucket).
+        unsafe { bucketed.set_len(entries) };
+        // Pass 3: each bucket's entries by row, into its part of the result (the buckets hold
+        // consecutive rows, so a bucket's part of the result is where its entries lie now).
+        let mut cols: Vec<i32> = try_with_capacity(entries, "pCSC entries by rows")?;
+        let mut values: Vec<T> = try_with_capacity(entries, "pCSC entries by rows")?;
+        let col_parts = chunks::split_mut(&mut cols.spare_capacity_mut()[..entries], sizes.iter().copied());
+        let value_parts = chunks::split_mut(&mut values.spare_capacity_mut()[..entries], sizes.iter().copied());
+        let bucket_parts = chunks::split_mut(&mut bucketed, sizes.iter().copied());
         // Per bucket, the positions of its rows' first entries within it.
-        let starts: Vec<Vec<usize>> = by_bucket
+        let starts: Vec<Vec<usize>> = bucket_parts
             .into_par_iter()
             .zip(col_parts)
             .zip(value_parts)
             .enumerate()
-            .map(|(b, ((lists, cols), values))| {
-                let first = b * ROWS_PER_BUCKET;
-                let count = ROWS_PER_BUCKET.min(rows - first);
+            .map(|(b, ((bucket, cols), values))| {
+                let first = first_rows[b];
+                let count = first_rows[b + 1] - first;
                 let mut start = vec![0usize; count + 1];
-                for &(r, _, _) in lists.iter().flatten() {
+                for &(r, _, _) in bucket.iter() {
                     start[r as usize - first + 1] += 1;
                 }
                 for i in 0..count {
                     start[i + 1] += start[i];
                 }
                 let mut next = start[..count].to_vec();
-                for &(r, c, v) in lists.iter().flatten() {
+                for &(r, c, v) in bucket.iter() {
                     let at = &mut next[r as usize - first];
-                    (cols[*at], values[*at]) = (c, v);
+                    cols[*at].write(c);
+                    values[*at].write(v);
                     *at += 1;
                 }
                 start
             })
             .collect();
+        // SAFETY: the parts cover the first `entries` elements, and each bucket wrote every element of
+        // its part: one entry at each position from its rows' starts to the next row's.
+        unsafe {
+            cols.set_len(entries);
+            values.set_len(entries);
+        }
         let mut offsets = vec![0usize; buckets + 1];
         for b in 0..buckets {
             offsets[b + 1] = offsets[b] + sizes[b];
         }
         let row_ptr = try_collect_par(rows + 1, "pCSC row pointers", |i| match i {
             _ if i == rows => entries,
-            _ => offsets[i / ROWS_PER_BUCKET] + starts[i / ROWS_PER_BUCKET][i % ROWS_PER_BUCKET],
+            _ => {
+                let b = bucket_of_bin[i / ROWS_PER_BIN] as usize;
+                offsets[b] + starts[b][i - first_rows[b]]
+            }
         })?;
         Ok(ByRows { row_ptr, cols, values })
     }
@@ -201,7 +275,7 @@ mod tests {
     #[test]
     fn rows_spread_over_buckets_keep_their_order() {
         // Two columns over 3 buckets of rows, each column holding every third row backwards.
-        let rows = 2 * ROWS_PER_BUCKET + 7;
+        let rows = 2 * MAX_ROWS_PER_BUCKET + 7;
         let column: Vec<i32> = (0..rows as i32).rev().filter(|r| r % 3 == 0).collect();
         let n = column.len() as i32;
         let all_rows: Vec<i32> = column.iter().chain(&column).copied().collect();
@@ -218,6 +292,70 @@ mod tests {
                 _ => assert!(at.is_empty()),
             }
         }
+    }
+
+    #[test]
+    fn skewed_rows_in_buckets_of_any_size_keep_their_order() {
+        // Three partitions of columns over 5,000 rows, half of the entries in the first 300 rows
+        // (as a power-law graph's first rows hold many); buckets from one bin of rows each to one
+        // bucket of all, against a stable sort of the entries by row.
+        let rows = 5000;
+        let mut state =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut owned = Vec::new();
+        let mut first_column = 0;
+        for columns in [700, 1, 1300] {
+            let mut ptr = vec![0i32];
+            let mut row_of = Vec::new();
+            for _ in 0..columns {
+                for _ in 0..next() % 12 {
+                    let r = next() as usize % rows;
+                    row_of.push(if next() % 2 == 0 { r % 300 } else { r } as i32);
+                }
+                ptr.push(row_of.len() as i32);
+            }
+            let values: Vec<f64> = (0..row_of.len()).map(|_| next() as f64).collect();
+            owned.push((first_column, ptr, row_of, values));
+            first_column += columns;
+        }
+        let parts: Vec<Columns<f64>> = owned
+            .iter()
+            .map(|(first_column, ptr, rows, values)| Columns {
+                first_column: *first_column,
+                local_ptr: ptr,
+                rows,
+                values,
+            })
+            .collect();
+        let mut listed: Vec<(i32, i32, f64)> = Vec::new();
+        for p in &parts {
+            for j in 0..p.local_ptr.len() - 1 {
+                listed.extend(p.entries(j).map(|e| (p.rows[e], (p.first_column + j) as i32, p.values[e])));
+            }
+        }
+        listed.sort_by_key(|&(r, _, _)| r);
+        let mut row_ptr = vec![0; rows + 1];
+        for &(r, _, _) in &listed {
+            row_ptr[r as usize + 1] += 1;
+        }
+        for r in 0..rows {
+            row_ptr[r + 1] += row_ptr[r];
+        }
+        let want = ByRows {
+            row_ptr,
+            cols: listed.iter().map(|e| e.1).collect(),
+            values: listed.iter().map(|e| e.2).collect(),
+        };
+        for target in [1, 50, 1000, usize::MAX] {
+            assert!(ByRows::in_buckets_of(&parts, rows, target).unwrap() == want, "buckets of {target} entries");
+        }
+        assert!(ByRows::of(&parts, rows).unwrap() == want);
     }
 
     #[test]
