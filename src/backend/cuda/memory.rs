@@ -204,8 +204,9 @@ const STAGING_SLOTS: usize = 2;
 const STAGING_TASK_BYTES: usize = 1 << 20;
 
 /// Pinned host buffers that large uploads pass through. The driver copies from pageable memory at a
-/// tenth of the speed it copies from pinned memory (an H200: 5.6 against 55 GB/s for 1 GiB, in
-/// docs/benchmarks.md), and a matrix of 100 M nonzeros is over a gigabyte to upload; the host
+/// tenth of the speed it copies from pinned memory (an H200 machine: 6.4 against 55 GB/s for 1 GiB,
+/// docs/results/h200-2026-11-29-host-device-copy.txt), and a matrix of 100 M nonzeros is over a
+/// gigabyte to upload; the host
 /// threads copy the data into one buffer while the device reads the other, at about the host's copy
 /// bandwidth. Made on a device's first large upload, kept for the life of the process (as the
 /// device is); 64 MiB of pinned memory a device.
