@@ -92,6 +92,12 @@ impl DeviceSide {
     fn copy_stream(&self) -> Stream {
         Stream(self.copy_stream.cu_stream())
     }
+
+    /// pCSC: where the sums of batch `b` (of this side) go in the side's partial vector at
+    /// `partial`, of `size`-byte elements over [`DeviceSide::csc_rows`].
+    fn partial_sums_of(&self, b: &batch::CsrBatch, partial: CUdeviceptr, size: usize) -> CUdeviceptr {
+        partial + ((b.first_row() - self.csc_rows.start) * size) as u64
+    }
 }
 
 /// How x reaches a side on the multi-device path: chunk by chunk from the lead device's x or from
@@ -742,7 +748,7 @@ impl GpuResident {
                 match &l.accumulators[s] {
                     // pCSC: the sums of the rows its batches cover into the side's partial vector.
                     Some(acc) => {
-                        let raw = acc.ptr() + ((b.first_row() - self.sides[s].csc_rows.start) * size) as u64;
+                        let raw = self.sides[s].partial_sums_of(b, acc.ptr(), size);
                         b.launch(lead, stream, x, T::ONE, T::ZERO, 0, 0, raw, b.all_blocks(), 0)?
                     }
                     None => b.launch(lead, stream, x, alpha, beta, y, shared_sums, 0, b.all_blocks(), batch_merge)?,
@@ -798,7 +804,7 @@ impl GpuResident {
                     .batches
                     .iter()
                     .map(|b| match b.side == s {
-                        true => accumulator + ((b.first_row() - side.csc_rows.start) * size) as u64,
+                        true => side.partial_sums_of(b, accumulator, size),
                         false => 0,
                     })
                     .collect(),
