@@ -83,17 +83,8 @@ fn large_uploads_arrive_intact_through_the_pinned_staging() {
     let raw = cuda::Stream(stream.cu_stream());
     // Fresh words each run; parts of odd lengths (one empty) whose joins fall inside staging
     // buffers, 100 MB in all: the buffers are refilled several times.
-    let mut state = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-    let mut words = |n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u32
-            })
-            .collect()
-    };
+    let mut rng = sparsegpu::testgen::Rng::fresh("large_uploads_arrive_intact_through_the_pinned_staging");
+    let mut words = |n: usize| -> Vec<u32> { (0..n).map(|_| rng.next_u64() as u32).collect() };
     let lengths = [1, 20_000_003, 0, 5_000_001, 7];
     let first: Vec<Vec<u32>> = lengths.iter().map(|&n| words(n)).collect();
     let second = words(12_345_679);

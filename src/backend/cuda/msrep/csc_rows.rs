@@ -300,14 +300,8 @@ mod tests {
         // (as a power-law graph's first rows hold many); buckets from one bin of rows each to one
         // bucket of all, against a stable sort of the entries by row.
         let rows = 5000;
-        let mut state =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::testgen::Rng::fresh("skewed_rows_in_buckets_of_any_size_keep_their_order");
+        let mut next = move || rng.next_u64();
         let mut owned = Vec::new();
         let mut first_column = 0;
         for columns in [700, 1, 1300] {
