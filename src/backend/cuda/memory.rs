@@ -113,8 +113,8 @@ impl DeviceBuffer {
     }
 
     /// Copies host slices one after another into a new device allocation: at least
-    /// [`STAGED_UPLOAD_MIN_BYTES`] in all through the device's pinned staging buffers
-    /// ([`UploadStaging`]) where no other upload is using them, else straight from the slices. Either
+    /// [`STAGED_COPY_MIN_BYTES`] in all through the device's pinned staging buffers
+    /// ([`PinnedStaging`]) where no other copy is using them, else straight from the slices. Either
     /// way the slices have been read when this returns.
     pub fn from_host_parts<T: Copy>(
         device: &Arc<GpuDevice>,
@@ -128,8 +128,8 @@ impl DeviceBuffer {
         let as_bytes =
             |p: &&[T]| unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(*p)) };
         let sources: Vec<&[u8]> = parts.iter().map(as_bytes).filter(|p| !p.is_empty()).collect();
-        if bytes >= STAGED_UPLOAD_MIN_BYTES
-            && let Some(mut staging) = UploadStaging::of(device).and_then(UploadStaging::try_take)
+        if bytes >= STAGED_COPY_MIN_BYTES
+            && let Some(mut staging) = PinnedStaging::of(device).and_then(PinnedStaging::try_take)
         {
             staging.upload(b.ptr, &sources, stream)?;
             return Ok(b);
@@ -166,13 +166,27 @@ impl DeviceBuffer {
         self.resident = false;
     }
 
-    /// Copies the first `out.len()` elements back to the host and waits for the stream.
+    /// Copies the first `out.len()` elements back to the host and waits for the stream: at least
+    /// [`STAGED_COPY_MIN_BYTES`] through the device's pinned staging buffers ([`PinnedStaging`])
+    /// where no other copy is using them, else straight into `out`.
     pub fn copy_to_host<T: Copy>(&self, out: &mut [T]) -> Result<()> {
-        debug_assert!(std::mem::size_of_val(out) <= self.bytes.max(1));
-        if !out.is_empty() {
+        let bytes = std::mem::size_of_val(out);
+        debug_assert!(bytes <= self.bytes.max(1));
+        if bytes > 0 {
             self.device.bind()?;
-            unsafe { drv::memcpy_dtoh_async(out, self.ptr, self.stream.0) }
-                .map_err(driver_error("copying to the host"))?;
+            let staging = match bytes >= STAGED_COPY_MIN_BYTES {
+                true => PinnedStaging::of(&self.device).and_then(PinnedStaging::try_take),
+                false => None,
+            };
+            match staging {
+                Some(mut staging) => {
+                    // SAFETY: the bytes of `out`, which receives the bytes of device elements of its type.
+                    let to = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), bytes) };
+                    staging.download(to, self.ptr, self.stream)?;
+                }
+                None => unsafe { drv::memcpy_dtoh_async(out, self.ptr, self.stream.0) }
+                    .map_err(driver_error("copying to the host"))?,
+            }
         }
         self.device.synchronize(self.stream)
     }
@@ -192,8 +206,8 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// Host-to-device copies of at least this many bytes go through pinned staging buffers.
-pub const STAGED_UPLOAD_MIN_BYTES: usize = 8 << 20;
+/// Copies between host and device of at least this many bytes go through pinned staging buffers.
+pub const STAGED_COPY_MIN_BYTES: usize = 8 << 20;
 
 /// Bytes of each staging buffer, and how many a device has: one is filled on the host while the
 /// device reads the other.
@@ -203,52 +217,53 @@ const STAGING_SLOTS: usize = 2;
 /// Bytes one host thread copies into a staging buffer at a time.
 const STAGING_TASK_BYTES: usize = 1 << 20;
 
-/// Pinned host buffers that large uploads pass through. The driver copies from pageable memory at a
-/// tenth of the speed it copies from pinned memory (an H200 machine: 6.4 against 55 GB/s for 1 GiB,
+/// Pinned host buffers that large copies between host and device pass through. The driver copies
+/// from pageable memory at a fraction of the speed it copies from pinned memory (an H200 machine,
+/// 1 GiB: 6.4 against 55 GB/s to the device, 13.9 against 54 back;
 /// docs/results/h200-2026-11-29-host-device-copy.txt), and a matrix of 100 M nonzeros is over a
-/// gigabyte to upload; the host
-/// threads copy the data into one buffer while the device reads the other, at about the host's copy
-/// bandwidth. Made on a device's first large upload, kept for the life of the process (as the
-/// device is); 64 MiB of pinned memory a device.
-pub struct UploadStaging {
+/// gigabyte to upload; the host threads copy data into (or out of) one buffer while the device
+/// reads (or writes) the other, at about the host's copy bandwidth. Made on a device's first large
+/// copy, kept for the life of the process (as the device is); 64 MiB of pinned memory a device.
+pub struct PinnedStaging {
     slots: Vec<StagingSlot>,
 }
 
 struct StagingSlot {
     host: *mut u8,
-    /// Recorded after the device's copy out of the buffer: the host refills it once this completed.
-    read: Event,
+    /// Recorded after the device's last copy out of or into the buffer: the host touches the buffer
+    /// once this has completed.
+    device_done: Event,
 }
 
 // SAFETY: the pinned buffers are process-wide allocations used under the staging's mutex only.
-unsafe impl Send for UploadStaging {}
+unsafe impl Send for PinnedStaging {}
 
 impl Drop for StagingSlot {
     /// Only where making the staging failed part of the way: a made staging lives as long as the
     /// process.
     fn drop(&mut self) {
-        if self.read.device().bind().is_ok() {
+        if self.device_done.device().bind().is_ok() {
             let _ = unsafe { drv::free_host(self.host.cast()) };
         }
     }
 }
 
-impl UploadStaging {
+impl PinnedStaging {
     /// The staging of `device`, made on first use; None where pinned memory cannot be had (the
     /// copies then read the pageable memory directly).
-    fn of(device: &Arc<GpuDevice>) -> Option<&'static Mutex<UploadStaging>> {
-        type ByOrdinal = HashMap<usize, Option<&'static Mutex<UploadStaging>>>;
+    fn of(device: &Arc<GpuDevice>) -> Option<&'static Mutex<PinnedStaging>> {
+        type ByOrdinal = HashMap<usize, Option<&'static Mutex<PinnedStaging>>>;
         static STAGINGS: OnceLock<Mutex<ByOrdinal>> = OnceLock::new();
         let mut stagings =
             STAGINGS.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         *stagings.entry(device.ordinal).or_insert_with(|| {
-            UploadStaging::new(device).ok().map(|staging| &*Box::leak(Box::new(Mutex::new(staging))))
+            PinnedStaging::new(device).ok().map(|staging| &*Box::leak(Box::new(Mutex::new(staging))))
         })
     }
 
-    /// The staging, unless another upload holds it: that one may be this thread's, waiting for
-    /// the host threads that copy its data, and a thread blocked here could be one of them.
-    fn try_take(staging: &'static Mutex<UploadStaging>) -> Option<MutexGuard<'static, UploadStaging>> {
+    /// The staging, unless another copy holds it: that one may be this thread's, waiting for the
+    /// host threads that copy its data, and a thread blocked here could be one of them.
+    fn try_take(staging: &'static Mutex<PinnedStaging>) -> Option<MutexGuard<'static, PinnedStaging>> {
         match staging.try_lock() {
             Ok(guard) => Some(guard),
             Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
@@ -260,12 +275,12 @@ impl UploadStaging {
         device.bind()?;
         let mut slots = Vec::with_capacity(STAGING_SLOTS);
         for _ in 0..STAGING_SLOTS {
-            let read = Event::new(device)?;
+            let device_done = Event::new(device)?;
             let host = unsafe { drv::malloc_host(STAGING_SLOT_BYTES, sys::CU_MEMHOSTALLOC_PORTABLE) }
                 .map_err(driver_error("allocating pinned host memory"))?;
-            slots.push(StagingSlot { host: host.cast(), read });
+            slots.push(StagingSlot { host: host.cast(), device_done });
         }
-        Ok(UploadStaging { slots })
+        Ok(PinnedStaging { slots })
     }
 
     /// Copies `sources` one after another to `dst` on `stream`, through the buffers in turn; returns
@@ -276,7 +291,7 @@ impl UploadStaging {
         for piece in sources.iter().flat_map(|source| source.chunks(STAGING_SLOT_BYTES)) {
             let slot = &self.slots[next];
             next = (next + 1) % self.slots.len();
-            slot.read.synchronize()?;
+            slot.device_done.synchronize()?;
             // SAFETY: the buffer holds STAGING_SLOT_BYTES, no copy reads it any more, and only this
             // thread (holding the mutex) writes it.
             let host = unsafe { std::slice::from_raw_parts_mut(slot.host, piece.len()) };
@@ -284,8 +299,44 @@ impl UploadStaging {
                 .zip(piece.par_chunks(STAGING_TASK_BYTES))
                 .for_each(|(to, from)| to.copy_from_slice(from));
             unsafe { drv::memcpy_htod_async(dst, &*host, stream.0) }.map_err(driver_error("copying to the device"))?;
-            slot.read.record(stream)?;
+            slot.device_done.record(stream)?;
             dst += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes from `src` into `dst`, after the work queued on `stream` so far,
+    /// through the buffers in turn: the device fills one while the host empties the other.
+    fn download(&mut self, dst: &mut [u8], src: CUdeviceptr, stream: Stream) -> Result<()> {
+        use rayon::prelude::*;
+        let mut pieces: Vec<&mut [u8]> = dst.chunks_mut(STAGING_SLOT_BYTES).collect();
+        let lengths: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
+        let slots = self.slots.len();
+        // Queues the copy of piece `i` into its buffer, once the host has emptied that buffer.
+        let queue = |i: usize| -> Result<()> {
+            let slot = &self.slots[i % slots];
+            slot.device_done.synchronize()?;
+            // SAFETY: the buffer holds STAGING_SLOT_BYTES and nothing else uses it now.
+            let host = unsafe { std::slice::from_raw_parts_mut(slot.host, lengths[i]) };
+            let from = src + (i * STAGING_SLOT_BYTES) as u64;
+            unsafe { drv::memcpy_dtoh_async(host, from, stream.0) }.map_err(driver_error("copying to the host"))?;
+            slot.device_done.record(stream)
+        };
+        if !pieces.is_empty() {
+            queue(0)?;
+        }
+        for (i, piece) in pieces.iter_mut().enumerate() {
+            if i + 1 < lengths.len() {
+                queue(i + 1)?;
+            }
+            let slot = &self.slots[i % slots];
+            slot.device_done.synchronize()?;
+            // SAFETY: the device's copy into the buffer has completed; only this thread reads it.
+            let host = unsafe { std::slice::from_raw_parts(slot.host, piece.len()) };
+            piece
+                .par_chunks_mut(STAGING_TASK_BYTES)
+                .zip(host.par_chunks(STAGING_TASK_BYTES))
+                .for_each(|(to, from)| to.copy_from_slice(from));
         }
         Ok(())
     }
