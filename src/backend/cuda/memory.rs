@@ -128,9 +128,7 @@ impl DeviceBuffer {
         let as_bytes =
             |p: &&[T]| unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(*p)) };
         let sources: Vec<&[u8]> = parts.iter().map(as_bytes).filter(|p| !p.is_empty()).collect();
-        if bytes >= STAGED_COPY_MIN_BYTES
-            && let Some(mut staging) = PinnedStaging::of(device).and_then(PinnedStaging::try_take)
-        {
+        if let Some(mut staging) = PinnedStaging::for_copy(device, bytes) {
             staging.upload(b.ptr, &sources, stream)?;
             return Ok(b);
         }
@@ -174,11 +172,7 @@ impl DeviceBuffer {
         debug_assert!(bytes <= self.bytes.max(1));
         if bytes > 0 {
             self.device.bind()?;
-            let staging = match bytes >= STAGED_COPY_MIN_BYTES {
-                true => PinnedStaging::of(&self.device).and_then(PinnedStaging::try_take),
-                false => None,
-            };
-            match staging {
+            match PinnedStaging::for_copy(&self.device, bytes) {
                 Some(mut staging) => {
                     // SAFETY: the bytes of `out`, which receives the bytes of device elements of its type.
                     let to = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), bytes) };
@@ -259,6 +253,15 @@ impl PinnedStaging {
         *stagings.entry(device.ordinal).or_insert_with(|| {
             PinnedStaging::new(device).ok().map(|staging| &*Box::leak(Box::new(Mutex::new(staging))))
         })
+    }
+
+    /// The staging of `device` for a copy of `bytes`: None below [`STAGED_COPY_MIN_BYTES`], where
+    /// pinned memory cannot be had, or while another copy holds it.
+    fn for_copy(device: &Arc<GpuDevice>, bytes: usize) -> Option<MutexGuard<'static, PinnedStaging>> {
+        match bytes >= STAGED_COPY_MIN_BYTES {
+            true => PinnedStaging::of(device).and_then(PinnedStaging::try_take),
+            false => None,
+        }
     }
 
     /// The staging, unless another copy holds it: that one may be this thread's, waiting for the
