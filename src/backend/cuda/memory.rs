@@ -203,8 +203,8 @@ impl Drop for DeviceBuffer {
 /// Copies between host and device of at least this many bytes go through pinned staging buffers.
 pub const STAGED_COPY_MIN_BYTES: usize = 8 << 20;
 
-/// Bytes of each staging buffer, and how many a device has: one is filled on the host while the
-/// device reads the other.
+/// Bytes of each staging buffer, and how many a device has: the host fills or empties one while the
+/// device reads or writes the other.
 const STAGING_SLOT_BYTES: usize = 32 << 20;
 const STAGING_SLOTS: usize = 2;
 
@@ -243,8 +243,8 @@ impl Drop for StagingSlot {
 }
 
 impl PinnedStaging {
-    /// The staging of `device`, made on first use; None where pinned memory cannot be had (the
-    /// copies then read the pageable memory directly).
+    /// The staging of `device`, made on first use; None where pinned memory cannot be had (copies
+    /// then go to or from the pageable memory directly).
     fn of(device: &Arc<GpuDevice>) -> Option<&'static Mutex<PinnedStaging>> {
         type ByOrdinal = HashMap<usize, Option<&'static Mutex<PinnedStaging>>>;
         static STAGINGS: OnceLock<Mutex<ByOrdinal>> = OnceLock::new();
