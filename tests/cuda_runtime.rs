@@ -116,19 +116,8 @@ fn large_copies_arrive_intact_through_the_pinned_staging() {
     // What the staging gains on this machine: 256 MiB back to pageable memory, median of five.
     let mut out = words((256 << 20) / 4);
     let big = memory::DeviceBuffer::from_host(&gpu, &out, raw, "test").unwrap();
-    let median_ms = |copy: &mut dyn FnMut()| {
-        let mut times: Vec<f64> = (0..5)
-            .map(|_| {
-                let start = std::time::Instant::now();
-                copy();
-                start.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        times[2]
-    };
-    let staged = median_ms(&mut || big.copy_to_host(&mut out).unwrap());
-    let direct = median_ms(&mut || unsafe { drv::memcpy_dtoh_sync(&mut out, big.ptr()) }.unwrap());
+    let staged = common::median_wall_ms(5, &mut || big.copy_to_host(&mut out).unwrap());
+    let direct = common::median_wall_ms(5, &mut || unsafe { drv::memcpy_dtoh_sync(&mut out, big.ptr()) }.unwrap());
     println!(
         "256 MiB device to pageable host memory: {staged:.1} ms through the staging, {direct:.1} ms by the driver's copy"
     );

@@ -1290,18 +1290,7 @@ fn tuning_cost(n: usize) {
     let h = handle(BackendKind::Cuda, 32);
     let ap = a_dev.ptr() as *const c_void;
     let ni = n as i32;
-    let median = |f: &mut dyn FnMut()| {
-        f();
-        let mut t: Vec<f64> = (0..15)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                f();
-                started.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        t.sort_by(f64::total_cmp);
-        t[t.len() / 2]
-    };
+    let median = |f: &mut dyn FnMut()| common::median_wall_ms(15, f);
     // Device milliseconds of one `f`, from events around 20 back-to-back calls.
     let device_ms = |f: &mut dyn FnMut()| unsafe {
         f();

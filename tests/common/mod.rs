@@ -53,6 +53,21 @@ pub fn last_error() -> String {
 /// A value no correct computation produces, to fill outputs before a call.
 pub const POISON: f64 = -7.777e30;
 
+/// The median wall time in milliseconds of `repeats` runs of `f`, after one run that is not counted
+/// (first-use costs: modules, pools, staging buffers).
+pub fn median_wall_ms(repeats: usize, f: &mut dyn FnMut()) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            f();
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 /// Whether the CUDA backend is usable here, recorded for the run's summary ([`outcomes`]). Where it
 /// is not, prints a SKIPPED line naming the test, or fails where SPARSEGPU_REQUIRE_GPU=1.
 pub fn cuda_available(test: &str) -> bool {
