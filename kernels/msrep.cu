@@ -571,3 +571,110 @@ MSREP_VALUES(msrep_f16, float, f16)
 MSREP_VALUES(msrep_bf16, float, bf16)
 MSREP_COMPUTE(float, f32)
 MSREP_COMPUTE(double, f64)
+
+// Building a batch on the device (CsrBatch::upload, src/backend/cuda/msrep/batch.rs): the host
+// decides the schedule from the row lengths and uploads the batch's row pointers and its entries'
+// 32-bit columns and values as the partitions hold them; these kernels then make the layout the
+// batch kernels read, a warp a virtual row (its entries strided over the lanes). msrep_layout_scan
+// measures the columns (what 16-bit offsets would need, and how far each row block reads x),
+// msrep_layout_offsets writes the 16-bit offsets, and msrep_layout_sliced_b<bytes> puts 32-bit
+// columns or values in the sliced layout.
+
+#define MSREP_INT_MAX 0x7fffffff
+#define MSREP_INT_MIN (-MSREP_INT_MAX - 1)
+
+// Virtual row v's anchor (MsrepColumns): the first row of the stream block holding it, else v. The
+// stream blocks (pairs of first and one-past-last row) are in row order.
+__device__ __forceinline__ int layout_anchor(int v, const int* __restrict__ stream, int stream_count) {
+    int lo = 0, hi = stream_count;  // blocks lo.. start after v; those before lo at or before it
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (stream[2 * mid] <= v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && v < stream[2 * lo - 1] ? stream[2 * lo - 2] : v;
+}
+
+// Where entry e (the i-th of row v) goes: position e, or in slices of 32 rows (slices given) at
+// slices[v / 32] + 32·i + v % 32.
+__device__ __forceinline__ sgpu_i64 layout_position(int v, int e, int i, const int* __restrict__ slices) {
+    return slices ? (sgpu_i64)slices[v / 32] + 32 * (sgpu_i64)i + (v & 31) : (sgpu_i64)e;
+}
+
+// The batch's columns as 16-bit offsets would need them: summary[0] / [1] the lowest / highest
+// column − anchor, summary[2] / [3] the lowest / highest column (set to MSREP_INT_MAX, MSREP_INT_MIN,
+// MSREP_INT_MAX, MSREP_INT_MIN before); and for row block b of rows_per_block rows (0: none), ends[b]
+// (zeroed before) one past the largest column its rows read.
+extern "C" __global__ void __launch_bounds__(256) msrep_layout_scan(int rows, const int* __restrict__ ptr,
+                                                                    const int* __restrict__ cols,
+                                                                    const int* __restrict__ stream, int stream_count,
+                                                                    int rows_per_block, int* ends, int* summary) {
+    const int lane = threadIdx.x & 31;
+    int from_anchor_low = MSREP_INT_MAX, from_anchor_high = MSREP_INT_MIN, low = MSREP_INT_MAX, high = MSREP_INT_MIN;
+    const int warps = (int)((gridDim.x * blockDim.x) >> 5);
+    for (int v = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); v < rows; v += warps) {
+        const int first = ptr[v], last = ptr[v + 1];
+        if (first == last) continue;
+        const int anchor = layout_anchor(v, stream, stream_count);
+        int row_low = MSREP_INT_MAX, row_high = MSREP_INT_MIN;
+        for (int e = first + lane; e < last; e += 32) {
+            const int c = cols[e];
+            row_low = min(row_low, c);
+            row_high = max(row_high, c);
+        }
+        row_low = __reduce_min_sync(0xffffffffu, row_low);
+        row_high = __reduce_max_sync(0xffffffffu, row_high);
+        // Columns and anchors are non-negative int: their difference fits an int.
+        from_anchor_low = min(from_anchor_low, row_low - anchor);
+        from_anchor_high = max(from_anchor_high, row_high - anchor);
+        low = min(low, row_low);
+        high = max(high, row_high);
+        if (lane == 0 && rows_per_block > 0) atomicMax(ends + v / rows_per_block, row_high + 1);
+    }
+    if (lane == 0 && low <= high) {
+        atomicMin(summary, from_anchor_low);
+        atomicMax(summary + 1, from_anchor_high);
+        atomicMin(summary + 2, low);
+        atomicMax(summary + 3, high);
+    }
+}
+
+// offsets[position of e] = column(e) − shift − (from_diagonal ? anchor : 0), each within 16 bits (the
+// host chose shift from msrep_layout_scan's summary); with slices, the padding positions are zeroed
+// before.
+extern "C" __global__ void __launch_bounds__(256) msrep_layout_offsets(int rows, const int* __restrict__ ptr,
+                                                                       const int* __restrict__ cols,
+                                                                       const int* __restrict__ stream,
+                                                                       int stream_count, const int* __restrict__ slices,
+                                                                       MsrepColumns columns, short* offsets) {
+    const int lane = threadIdx.x & 31;
+    const int warps = (int)((gridDim.x * blockDim.x) >> 5);
+    for (int v = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); v < rows; v += warps) {
+        const int first = ptr[v], last = ptr[v + 1];
+        if (first == last) continue;
+        const int base = columns.shift + (columns.from_diagonal ? layout_anchor(v, stream, stream_count) : 0);
+        for (int e = first + lane; e < last; e += 32)
+            offsets[layout_position(v, e, e - first, slices)] = (short)(cols[e] - base);
+    }
+}
+
+// out[slices[v / 32] + 32·i + v % 32] = in[ptr[v] + i]: 32-bit columns or values (W: an
+// unsigned integer of their size) in the sliced layout (padding zeroed before).
+template <typename W>
+__device__ void layout_sliced(int rows, const int* __restrict__ ptr, const int* __restrict__ slices,
+                              const W* __restrict__ in, W* out) {
+    const int lane = threadIdx.x & 31;
+    const int warps = (int)((gridDim.x * blockDim.x) >> 5);
+    for (int v = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); v < rows; v += warps) {
+        const int first = ptr[v], last = ptr[v + 1];
+        for (int e = first + lane; e < last; e += 32) out[layout_position(v, e, e - first, slices)] = in[e];
+    }
+}
+#define MSREP_LAYOUT_SLICED(B, W)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                              \
+        msrep_layout_sliced_b##B(int rows, const int* ptr, const int* slices, const W* in, W* out) {              \
+        layout_sliced<W>(rows, ptr, slices, in, out);                                                              \
+    }
+MSREP_LAYOUT_SLICED(2, unsigned short)
+MSREP_LAYOUT_SLICED(4, unsigned)
+MSREP_LAYOUT_SLICED(8, unsigned long long)

@@ -159,5 +159,9 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
             names.push(format!("msrep_csr_batch_{ty}{suffix}_merging"));
         }
     }
+    // The layout of a batch built on the device.
+    for kernel in ["scan", "offsets", "sliced_b2", "sliced_b4", "sliced_b8"] {
+        names.push(format!("msrep_layout_{kernel}"));
+    }
     holds_entry_points(&kernels::MSREP, &names);
 }

@@ -335,6 +335,15 @@ impl Drop for GpuResident {
     }
 }
 
+/// The smallest range holding both `a` and `b` (an empty range holds nothing).
+fn spanning(a: &Range<usize>, b: &Range<usize>) -> Range<usize> {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.clone(),
+        (false, true) => a.clone(),
+        (false, false) => a.start.min(b.start)..a.end.max(b.end),
+    }
+}
+
 fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
@@ -463,18 +472,11 @@ impl GpuResident {
             if p.bounds.nnz() == 0 {
                 continue;
             }
-            // pCSC partitions read x over their own columns; pCSR and pCOO over the columns they hold
-            // (a non-empty partition holds at least one).
-            let x_span = match &p.data {
-                _ if a.format == SparseFormat::Csc => p.bounds.start_major..p.bounds.end_major,
-                PartitionData::Compressed { minor_ind: cols, .. } | PartitionData::Coordinate { col_ind: cols, .. } => {
-                    use rayon::prelude::*;
-                    let (first, last) = cols
-                        .par_iter()
-                        .map(|&c| (c, c))
-                        .reduce(|| (i32::MAX, i32::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)));
-                    first as usize..last as usize + 1
-                }
+            // pCSC partitions read x over their own columns; pCSR and pCOO over the columns they hold,
+            // which their batches measure on the device (set below).
+            let x_span = match a.format {
+                SparseFormat::Csc => p.bounds.start_major..p.bounds.end_major,
+                _ => 0..0,
             };
             let ordinal = p.device as usize;
             let slot = match placed.iter_mut().find(|(o, _)| *o == ordinal) {
@@ -490,7 +492,7 @@ impl GpuResident {
             let side = match resident.sides.iter().position(|s| s.gpu.ordinal == ordinal && s.slot == slot) {
                 Some(s) => {
                     let span = &mut resident.sides[s].x_span;
-                    *span = span.start.min(x_span.start)..span.end.max(x_span.end);
+                    *span = spanning(span, &x_span);
                     s
                 }
                 None => {
@@ -558,9 +560,13 @@ impl GpuResident {
             slices_at_any_size: hooks.msrep_slices_at_any_size,
         };
         for (side, members) in csr_members.into_iter().enumerate() {
-            let (gpu, stream) = (&resident.sides[side].gpu, resident.sides[side].stream());
+            let (gpu, stream) = (resident.sides[side].gpu.clone(), resident.sides[side].stream());
             for group in batch::split_by_size(members) {
-                let b = batch::CsrBatch::upload(gpu, stream, side, &group, layout)?;
+                let b = batch::CsrBatch::upload(&gpu, stream, side, &group, layout)?;
+                if a.format != SparseFormat::Csc {
+                    let span = &mut resident.sides[side].x_span;
+                    *span = spanning(span, &b.columns_read());
+                }
                 resident.batches.push(b);
             }
         }

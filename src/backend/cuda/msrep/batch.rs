@@ -248,34 +248,6 @@ fn slices_of(ptr: &[i32], nnz: usize, chunks: &[Chunk]) -> Result<Option<Vec<i32
     Ok(Some(slices))
 }
 
-/// Row `v`'s entries of `rows` rows (`row(v)`) in the sliced layout of `slices` ([`Schedule::slices`]):
-/// entry e of row v at slices[v / SLICE] + SLICE·e + v % SLICE, zero where a row is shorter than its
-/// slice's longest.
-fn sliced<'a, E: ZeroBits + Sync + 'a>(
-    slices: &[i32],
-    rows: usize,
-    row: impl Fn(usize) -> &'a [E] + Sync,
-    what: &str,
-) -> Result<Vec<E>> {
-    use rayon::prelude::*;
-    let mut laid: Vec<E> = try_zeros(*slices.last().unwrap_or(&0) as usize, what)?;
-    let mut pieces = Vec::with_capacity(slices.len().saturating_sub(1));
-    let mut rest = &mut laid[..];
-    for w in slices.windows(2) {
-        let (piece, tail) = std::mem::take(&mut rest).split_at_mut((w[1] - w[0]) as usize);
-        rest = tail;
-        pieces.push(piece);
-    }
-    pieces.into_par_iter().enumerate().for_each(|(s, piece)| {
-        for v in s * SLICE..(s * SLICE + SLICE).min(rows) {
-            for (e, &entry) in row(v).iter().enumerate() {
-                piece[SLICE * e + v % SLICE] = entry;
-            }
-        }
-    });
-    Ok(laid)
-}
-
 /// Choices of a batch's layout that tests change ([`crate::executor::TestHooks`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
@@ -322,6 +294,8 @@ pub struct CsrBatch {
     /// Per row block, one past the largest column read by it or any row block before it: the row
     /// blocks that may start once x's columns below some end have arrived are a prefix.
     row_block_cols_end: Vec<usize>,
+    /// The lowest to the highest column it reads (empty without entries).
+    columns_read: Range<usize>,
     /// What the batch runs, for the log.
     summary: String,
 }
@@ -336,37 +310,6 @@ impl Schedule {
             false => rows.div_ceil(SLICE).div_ceil(blocks) * SLICE,
         }
     }
-}
-
-/// Per row block of a batch of `rows` rows on `row_blocks` blocks of `per_block` rows
-/// ([`Schedule::rows_per_block`]), one past the largest column its rows or an earlier block's read.
-fn row_block_cols_end<T>(
-    members: &[Member<T>],
-    rows: usize,
-    row_blocks: usize,
-    per_block: usize,
-) -> Result<Vec<usize>> {
-    use rayon::prelude::*;
-    // The batch's virtual rows as (member, local row), one past each row's largest column.
-    let mut row_end: Vec<usize> = try_zeros(rows, "the MSREP row-block columns")?;
-    let mut at = 0;
-    for m in members {
-        let n = m.bounds.major_count();
-        let base = m.local_ptr[0];
-        row_end[at..at + n].par_iter_mut().enumerate().for_each(|(r, end)| {
-            let entries = (m.local_ptr[r] - base) as usize..(m.local_ptr[r + 1] - base) as usize;
-            *end = m.minor[entries].iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-        });
-        at += n;
-    }
-    let per_block = per_block.max(1);
-    let mut ends: Vec<usize> =
-        row_end.par_chunks(per_block).map(|block| block.iter().copied().max().unwrap_or(0)).collect();
-    ends.resize(row_blocks, 0);
-    for b in 1..ends.len() {
-        ends[b] = ends[b].max(ends[b - 1]);
-    }
-    Ok(ends)
 }
 
 /// A member of a batch: the partition's index among all partitions, its bounds, and its local
@@ -437,11 +380,6 @@ impl<'a, T> Member<'a, T> {
     fn row(&self, j: usize) -> &'a [i32] {
         &self.minor[self.entries(j)]
     }
-
-    /// The values of local row `j`.
-    fn row_values(&self, j: usize) -> &'a [T] {
-        &self.values[self.entries(j)]
-    }
 }
 
 impl CsrBatch {
@@ -506,17 +444,44 @@ impl CsrBatch {
             layout.slices_at_any_size,
             || scattered_rows(members),
         )?;
-        let compact = compact_columns(members, &parts, &plan.stream)?;
-        let row_block_cols_end = row_block_cols_end(members, rows, plan.row_blocks, plan.rows_per_block(rows))?;
-        // Where the schedule chose slices, the columns and values in their layout.
-        let member_row = |v: usize| {
-            let m = parts.partition_point(|p| p.row_base as usize <= v) - 1;
-            (&members[m], v - parts[m].row_base as usize)
-        };
+        // The layout on the device: the columns as the partitions hold them, measured there and
+        // turned into 16-bit offsets where they fit, then the values; each in the sliced layout where
+        // the schedule chose slices. Each buffer as uploaded is freed (stream-ordered) before the next
+        // is uploaded, so that the device holds at most the final layout plus the sliced layout's
+        // copy of the values.
         let upload =
             |data: &[i32], what: &str| DeviceBuffer::from_host(gpu, data, stream, what).map(DeviceBuffer::resident);
+        let ptr_buffer = upload(&ptr, "MSREP batch pointers")?;
+        let stream_blocks = match plan.stream.is_empty() {
+            true => None,
+            false => Some(DeviceBuffer::from_host(gpu, &plan.stream, stream, "MSREP stream blocks")?.resident()),
+        };
+        let slices = match plan.slices.is_empty() {
+            true => None,
+            false => Some(upload(&plan.slices, "MSREP slices")?),
+        };
         let minors: Vec<&[i32]> = members.iter().map(|m| m.minor).collect();
+        let columns = DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?;
+        let layout_on_device = DeviceLayout {
+            gpu,
+            stream,
+            rows,
+            ptr: &ptr_buffer,
+            stream_blocks: (ptr_of(&stream_blocks), plan.stream.len()),
+            slices: (ptr_of(&slices), plan.slices.last().map_or(0, |&end| end as usize)),
+        };
+        let mut scan = layout_on_device.scan(&columns, plan.row_blocks, plan.rows_per_block(rows))?;
+        let diagonal_shift = parts.first().map_or(0, |p| p.y_offset - p.row_base);
+        let offsets_from = ColumnBase::for_spread(scan.spread, diagonal_shift);
+        let row_block_cols_end = std::mem::take(&mut scan.row_block_cols_end);
+        let idx = match offsets_from {
+            Some(base) => layout_on_device.offsets(columns, base)?,
+            None => layout_on_device.sliced::<i32>(columns, "MSREP partition indices")?,
+        }
+        .resident();
         let values: Vec<&[T]> = members.iter().map(|m| m.values).collect();
+        let values = DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?;
+        let val = layout_on_device.sliced::<T>(values, "MSREP partition values")?.resident();
         let summary = format!(
             "{} partition(s), {} rows: {}, {} long row(s) in {} chunk(s), column indices {}",
             members.len(),
@@ -535,7 +500,7 @@ impl CsrBatch {
             },
             plan.long_rows,
             plan.chunks.len(),
-            match compact.as_ref().map(|c| c.base) {
+            match offsets_from {
                 Some(ColumnBase { from_diagonal: 1, .. }) => "as 16-bit offsets from the diagonal".to_string(),
                 Some(ColumnBase { shift, .. }) => format!("as 16-bit offsets from column {shift}"),
                 None => "of 32 bits".to_string(),
@@ -545,43 +510,12 @@ impl CsrBatch {
         Ok(CsrBatch {
             side,
             rows,
-            ptr: upload(&ptr, "MSREP batch pointers")?,
-            idx: match (&compact, plan.slices.is_empty()) {
-                (Some(c), true) => DeviceBuffer::from_host(gpu, &c.offsets, stream, "MSREP column offsets")?,
-                (None, true) => DeviceBuffer::from_host_parts(gpu, &minors, stream, "MSREP partition indices")?,
-                (Some(c), false) => {
-                    let offsets = |v: usize| &c.offsets[ptr[v] as usize..ptr[v + 1] as usize];
-                    let laid = sliced(&plan.slices, rows, offsets, "MSREP sliced column offsets")?;
-                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP column offsets")?
-                }
-                (None, false) => {
-                    let columns = |v: usize| {
-                        let (m, j) = member_row(v);
-                        m.row(j)
-                    };
-                    let laid = sliced(&plan.slices, rows, columns, "MSREP sliced column indices")?;
-                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP partition indices")?
-                }
-            }
-            .resident(),
-            offsets_from: compact.map(|c| c.base),
-            val: match plan.slices.is_empty() {
-                true => DeviceBuffer::from_host_parts(gpu, &values, stream, "MSREP partition values")?,
-                false => {
-                    let row_values = |v: usize| {
-                        let (m, j) = member_row(v);
-                        m.row_values(j)
-                    };
-                    let laid = sliced(&plan.slices, rows, row_values, "MSREP sliced values")?;
-                    DeviceBuffer::from_host(gpu, &laid, stream, "MSREP partition values")?
-                }
-            }
-            .resident(),
+            idx,
+            offsets_from,
+            val,
+            ptr: ptr_buffer,
+            slices,
             value_suffix: T::VALUE_TYPE.short_name(),
-            slices: match plan.slices.is_empty() {
-                true => None,
-                false => Some(upload(&plan.slices, "MSREP slices")?),
-            },
             parts: DeviceBuffer::from_host(gpu, &parts, stream, "MSREP partition table")?.resident(),
             part_count: parts.len() as i32,
             part_table: parts,
@@ -591,11 +525,7 @@ impl CsrBatch {
             },
             lanes: plan.lanes as i32,
             row_blocks: plan.row_blocks as i32,
-            stream: if plan.stream.is_empty() {
-                None
-            } else {
-                Some(DeviceBuffer::from_host(gpu, &plan.stream, stream, "MSREP stream blocks")?.resident())
-            },
+            stream: stream_blocks,
             stream_count: plan.stream.len() as i32,
             chunks: if plan.chunks.is_empty() {
                 None
@@ -615,6 +545,7 @@ impl CsrBatch {
             },
             long_row: long_row.min(i32::MAX as usize) as i32,
             row_block_cols_end,
+            columns_read: scan.spread.columns_read(),
             summary,
         })
     }
@@ -726,6 +657,11 @@ impl CsrBatch {
         self.row_map.is_none()
     }
 
+    /// The columns (entries of x) the batch reads, from its lowest to its highest.
+    pub fn columns_read(&self) -> Range<usize> {
+        self.columns_read.clone()
+    }
+
     /// The row of y of the batch's first virtual row.
     pub fn first_row(&self) -> usize {
         self.part_table.first().map_or(0, |p| p.y_offset as usize)
@@ -765,7 +701,8 @@ impl CsrBatch {
     }
 }
 
-/// A batch's columns as 16-bit offsets: entry e of virtual row v has column `base.shift` +
+/// What a batch's 16-bit offsets count from (`MsrepColumns` in kernels/msrep.cu): `shift`, plus each
+/// entry's anchor where `from_diagonal` is 1. Entry e of virtual row v has column `shift` +
 /// offsets[e], plus, with offsets from the diagonal, the anchor a: v, or for a row of a stream block
 /// the block's first row (the kernel forms a stream block's products without knowing each entry's
 /// row). Half the index bytes, which bandwidth-bound SpMV turns into time, wherever every column lies
@@ -774,14 +711,6 @@ impl CsrBatch {
 /// device), or else wherever all of the batch's columns lie within 64 K of each other, whatever rows
 /// read them (offsets from a fixed column: blocks scattered over 65,536 columns, random rows of a
 /// matrix of at most 65,536 columns).
-#[derive(Debug)]
-struct CompactColumns {
-    offsets: Vec<i16>,
-    base: ColumnBase,
-}
-
-/// What a batch's 16-bit offsets count from (`MsrepColumns` in kernels/msrep.cu): `shift`, plus each
-/// entry's anchor where `from_diagonal` is 1.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ColumnBase {
@@ -789,98 +718,144 @@ struct ColumnBase {
     from_diagonal: i32,
 }
 
-/// Rows per task when the offsets are computed in parallel.
-const ROWS_PER_TASK: usize = 4096;
-
-/// Up to ROWS_PER_TASK rows of one batch member.
-struct Run<'a> {
-    /// The member's local pointers, columns and virtual rows' anchors, indexed by its rows.
-    ptr: &'a [i32],
-    minor: &'a [i32],
-    anchors: &'a [i32],
-    rows: std::ops::Range<usize>,
+/// How a batch's columns spread (`msrep_layout_scan`): the lowest and highest column minus its
+/// entry's anchor ([`ColumnBase`]), and the lowest and highest column; (i32::MAX, i32::MIN) where
+/// the batch has no entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ColumnSpread {
+    from_anchor: (i32, i32),
+    columns: (i32, i32),
 }
 
-impl<'a> Run<'a> {
-    /// Its entries' positions in the member's columns.
-    fn entries(&self) -> std::ops::Range<usize> {
-        (self.ptr[self.rows.start] - self.ptr[0]) as usize..(self.ptr[self.rows.end] - self.ptr[0]) as usize
+impl ColumnSpread {
+    /// The columns from the lowest to the highest (empty without entries).
+    fn columns_read(&self) -> Range<usize> {
+        let (low, high) = self.columns;
+        match low <= high {
+            true => low as usize..high as usize + 1,
+            false => 0..0,
+        }
+    }
+}
+
+impl ColumnBase {
+    /// The base of a batch whose columns spread as `spread`, its virtual rows' diagonal at anchor +
+    /// `diagonal_shift`: the diagonal where every column fits 16 bits about it, else the lowest column
+    /// (at offset i16::MIN) where the highest is at most 65,535 past it, else None (32-bit columns,
+    /// also for a batch without entries).
+    fn for_spread(spread: ColumnSpread, diagonal_shift: i32) -> Option<ColumnBase> {
+        let ((near, far), (low, high)) = (spread.from_anchor, spread.columns);
+        if low > high {
+            return None;
+        }
+        let fits = |offset: i64| (i16::MIN as i64..=i16::MAX as i64).contains(&offset);
+        if fits(near as i64 - diagonal_shift as i64) && fits(far as i64 - diagonal_shift as i64) {
+            return Some(ColumnBase { shift: diagonal_shift, from_diagonal: 1 });
+        }
+        let shift = low as i64 - i16::MIN as i64;
+        match fits(high as i64 - shift) && shift <= i32::MAX as i64 {
+            true => Some(ColumnBase { shift: shift as i32, from_diagonal: 0 }),
+            false => None,
+        }
+    }
+}
+
+/// What `msrep_layout_scan` measured of a batch: its columns' spread, and per row block (from the
+/// first) one past the largest column read by it or any row block before it, so that the row blocks
+/// that may start once x's columns below some end have arrived are a prefix.
+struct ColumnScan {
+    spread: ColumnSpread,
+    row_block_cols_end: Vec<usize>,
+}
+
+/// Per row block, one past the largest column read by it or an earlier block, from `ends` (the same
+/// per block alone, 0 for a block without entries) for `row_blocks` blocks: missing blocks read
+/// nothing.
+fn cumulative_cols_end(ends: &[i32], row_blocks: usize) -> Vec<usize> {
+    let mut cumulative: Vec<usize> = ends.iter().map(|&end| end.max(0) as usize).collect();
+    cumulative.resize(row_blocks, 0);
+    for b in 1..cumulative.len() {
+        cumulative[b] = cumulative[b].max(cumulative[b - 1]);
+    }
+    cumulative
+}
+
+/// A batch being laid out on its device (the `msrep_layout_*` kernels, a warp a virtual row): its
+/// device, the stream the layout is queued on, its virtual rows and their pointers, its stream
+/// blocks (device pointer, or 0, and count) and slices (device pointer, or 0, and positions in all).
+struct DeviceLayout<'a> {
+    gpu: &'a Arc<GpuDevice>,
+    stream: Stream,
+    rows: usize,
+    ptr: &'a DeviceBuffer,
+    stream_blocks: (u64, usize),
+    slices: (u64, usize),
+}
+
+impl DeviceLayout<'_> {
+    fn launch(&self, name: &str, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        let f = self.gpu.function(&super::super::kernels::MSREP, name)?;
+        self.gpu.bind()?;
+        // SAFETY: the arguments are those of the kernel named, pointing into live buffers.
+        unsafe { super::super::launch(&f, super::grid_for(self.gpu, self.rows * 32), self.stream, args) }
     }
 
-    /// Its entries' offsets from `base` (as in [`CompactColumns`]), in order; None for a column
-    /// too far from it.
-    fn offsets(&self, base: ColumnBase) -> impl Iterator<Item = Option<i16>> + 'a {
-        let Run { ptr, minor, anchors, .. } = *self;
-        self.rows.clone().flat_map(move |j| {
-            let anchor = if base.from_diagonal == 1 { anchors[j] as i64 } else { 0 };
-            let diagonal = anchor + base.shift as i64;
-            let entries = (ptr[j] - ptr[0]) as usize..(ptr[j + 1] - ptr[0]) as usize;
-            entries.map(move |e| i16::try_from(minor[e] as i64 - diagonal).ok())
+    /// Measures the columns ([`ColumnScan`]) of row blocks of `rows_per_block` rows, waiting for the
+    /// stream.
+    fn scan(&self, columns: &DeviceBuffer, row_blocks: usize, rows_per_block: usize) -> Result<ColumnScan> {
+        let blocks = if row_blocks == 0 { 0 } else { self.rows.div_ceil(rows_per_block.max(1)) };
+        let spread = [i32::MAX, i32::MIN, i32::MAX, i32::MIN];
+        let spread_buffer = DeviceBuffer::from_host(self.gpu, &spread, self.stream, "MSREP column spread")?;
+        let ends_buffer = DeviceBuffer::zeroed(self.gpu, blocks * 4, self.stream, "MSREP row-block columns")?;
+        let (rows, per_block) = (self.rows as i32, if blocks == 0 { 0 } else { rows_per_block as i32 });
+        let (ptr, cols, ends, out) = (self.ptr.ptr(), columns.ptr(), ends_buffer.ptr(), spread_buffer.ptr());
+        let (stream_blocks, stream_count) = (self.stream_blocks.0, self.stream_blocks.1 as i32);
+        self.launch(
+            "msrep_layout_scan",
+            crate::kernel_args![&rows, &ptr, &cols, &stream_blocks, &stream_count, &per_block, &ends, &out],
+        )?;
+        let mut spread = [0i32; 4];
+        spread_buffer.copy_to_host(&mut spread)?;
+        let mut ends = vec![0i32; blocks];
+        ends_buffer.copy_to_host(&mut ends)?;
+        Ok(ColumnScan {
+            spread: ColumnSpread { from_anchor: (spread[0], spread[1]), columns: (spread[2], spread[3]) },
+            row_block_cols_end: cumulative_cols_end(&ends, row_blocks),
         })
     }
-}
 
-/// The members' columns as [`CompactColumns`] (`parts` their table, `stream` the schedule's stream
-/// blocks of virtual rows): offsets from the diagonal where every column is near enough to its
-/// anchor's, else from a fixed column where all lie within 64 K of each other, else None.
-fn compact_columns<T>(
-    members: &[Member<T>],
-    parts: &[PartEntry],
-    stream: &[[i32; 2]],
-) -> Result<Option<CompactColumns>> {
-    use rayon::prelude::*;
-    let Some(first) = parts.first() else { return Ok(None) };
-    let diagonal = ColumnBase { shift: first.y_offset - first.row_base, from_diagonal: 1 };
-    let rows: usize = members.iter().map(|m| m.bounds.major_count()).sum();
-    let mut anchors = crate::alloc::try_collect_par(rows, "MSREP column anchors", |v| v as i32)?;
-    for &[r0, r1] in stream {
-        anchors[r0 as usize..r1 as usize].fill(r0);
+    /// The 16-bit offsets from `base` of the 32-bit `columns` (freed once read), in the sliced layout
+    /// where there are slices (its padding 0).
+    fn offsets(&self, columns: DeviceBuffer, base: ColumnBase) -> Result<DeviceBuffer> {
+        let (gpu, stream, what) = (self.gpu, self.stream, "MSREP column offsets");
+        let offsets = match self.slices.0 {
+            0 => DeviceBuffer::alloc(gpu, columns.bytes() / 2, stream, what)?,
+            _ => DeviceBuffer::zeroed(gpu, self.slices.1 * 2, stream, what)?,
+        };
+        let (rows, ptr, cols, out) = (self.rows as i32, self.ptr.ptr(), columns.ptr(), offsets.ptr());
+        let (stream_blocks, stream_count) = (self.stream_blocks.0, self.stream_blocks.1 as i32);
+        let slices = self.slices.0;
+        self.launch(
+            "msrep_layout_offsets",
+            crate::kernel_args![&rows, &ptr, &cols, &stream_blocks, &stream_count, &slices, &base, &out],
+        )?;
+        Ok(offsets)
     }
-    let mut runs: Vec<Run> = Vec::new();
-    for (m, part) in members.iter().zip(parts) {
-        let rows = m.bounds.major_count();
-        for r0 in (0..rows).step_by(ROWS_PER_TASK) {
-            let r1 = (r0 + ROWS_PER_TASK).min(rows);
-            let anchors = &anchors[part.row_base as usize..];
-            try_push(&mut runs, Run { ptr: m.local_ptr, minor: m.minor, anchors, rows: r0..r1 }, "MSREP runs")?;
+
+    /// `entries` (32-bit columns, or values of 2, 4 or 8 bytes, as many as the batch's entries) in
+    /// the sliced layout (its padding 0; `entries` freed once read) where there are slices; otherwise
+    /// as they are.
+    fn sliced<E: Copy>(&self, entries: DeviceBuffer, what: &str) -> Result<DeviceBuffer> {
+        if self.slices.0 == 0 {
+            return Ok(entries);
         }
+        let size = std::mem::size_of::<E>();
+        let laid = DeviceBuffer::zeroed(self.gpu, self.slices.1 * size, self.stream, what)?;
+        let (rows, ptr, slices, from, to) =
+            (self.rows as i32, self.ptr.ptr(), self.slices.0, entries.ptr(), laid.ptr());
+        self.launch(&format!("msrep_layout_sliced_b{size}"), crate::kernel_args![&rows, &ptr, &slices, &from, &to])?;
+        Ok(laid)
     }
-    // Whether every column fits first, so that a matrix that keeps 32-bit indices costs no memory.
-    let base = if runs.par_iter().all(|run| run.offsets(diagonal).all(|o| o.is_some())) {
-        diagonal
-    } else {
-        // The lowest and highest column, in one pass over the entries.
-        let span = |(a, b): (i32, i32), (c, d): (i32, i32)| (a.min(c), b.max(d));
-        let (low, high) = members
-            .iter()
-            .map(|m| m.minor.par_iter().map(|&c| (c, c)).reduce(|| (i32::MAX, i32::MIN), span))
-            .fold((i32::MAX, i32::MIN), span);
-        if low > high {
-            return Ok(None); // no entries
-        }
-        // The lowest column at offset i16::MIN, so that the highest may be 65,535 columns past it.
-        let shift = low as i64 - i16::MIN as i64;
-        if high as i64 - shift > i16::MAX as i64 || shift > i32::MAX as i64 {
-            return Ok(None);
-        }
-        ColumnBase { shift: shift as i32, from_diagonal: 0 }
-    };
-    let entries: usize = members.iter().map(|m| m.minor.len()).sum();
-    let mut offsets: Vec<i16> = crate::alloc::try_zeros(entries, "MSREP column offsets")?;
-    // Each run fills its own piece of `offsets`.
-    let mut pieces = Vec::with_capacity(runs.len());
-    let mut rest = &mut offsets[..];
-    for run in &runs {
-        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(run.entries().len());
-        rest = tail;
-        pieces.push((piece, run));
-    }
-    pieces.into_par_iter().for_each(|(piece, run)| {
-        for (slot, offset) in piece.iter_mut().zip(run.offsets(base)) {
-            *slot = offset.expect("every offset fits");
-        }
-    });
-    Ok(Some(CompactColumns { offsets, base }))
 }
 
 /// Groups consecutive `members` into batches of at most i32::MAX entries and rows each (the kernel's
@@ -962,19 +937,12 @@ mod tests {
     }
 
     #[test]
-    fn the_sliced_layout_interleaves_the_rows_of_a_slice() {
-        // 35 rows (a slice of 32 and one of 3) of lengths r % 4 + 1; entry e of row r is 100·r + e + 1.
-        let rows: Vec<Vec<i32>> = (0..35).map(|r| (0..r % 4 + 1).map(|e| 100 * r + e + 1).collect()).collect();
-        let ptr = ptr_of(&rows.iter().map(Vec::len).collect::<Vec<_>>());
+    fn slices_hold_rows_of_about_equal_lengths() {
+        // 35 rows (a slice of 32 and one of 3) of lengths r % 4 + 1: padding 3/5 of the entries.
+        let lengths: Vec<usize> = (0..35).map(|r| r % 4 + 1).collect();
+        let ptr = ptr_of(&lengths);
         assert_eq!(slices_of(&ptr, ptr[35] as usize, &[]).unwrap(), None, "padding 3/5 of the entries");
         let slices = [0, 4 * SLICE as i32, 8 * SLICE as i32];
-        let laid = sliced(&slices, 35, |v| &rows[v][..], "test").unwrap();
-        assert_eq!(laid.len(), 8 * SLICE);
-        for (at, &got) in laid.iter().enumerate() {
-            let (s, e, l) = (at / (4 * SLICE), at % (4 * SLICE) / SLICE, at % SLICE);
-            let want = rows.get(SLICE * s + l).and_then(|row| row.get(e)).copied().unwrap_or(0);
-            assert_eq!(got, want, "slice {s}, entry {e}, lane {l}");
-        }
         // Rows of equal lengths: no padding but in a last slice of fewer rows.
         assert_eq!(slices_of(&ptr_of(&[3; 64]), 192, &[]).unwrap(), Some(vec![0, 96, 192]));
         assert_eq!(slices_of(&ptr_of(&[3; 300]), 900, &[]).unwrap().map(|s| s[10]), Some(960));
@@ -1117,113 +1085,47 @@ mod tests {
         Member { index, bounds, local_ptr: ptr, minor, values }
     }
 
-    fn table(members: &[Member<f32>]) -> Vec<PartEntry> {
-        let mut row_base = 0;
-        members
-            .iter()
-            .map(|m| {
-                let entry = PartEntry {
-                    row_base,
-                    rows: m.bounds.major_count() as i32,
-                    y_offset: m.bounds.start_major as i32,
-                    shared_slot: 2 * m.index as i32,
-                    start_flag: 0,
-                    end_flag: 0,
-                };
-                row_base += entry.rows;
-                entry
-            })
-            .collect()
-    }
-
     #[test]
     fn columns_become_16_bit_offsets_from_the_diagonal_or_else_the_lowest_column() {
-        // Two members of one device: rows 40000..40002 and 40002..40004 (local pointers starting at
-        // 10, as a partition's do), columns at the extremes of the i16 range from each row's diagonal.
-        let values = [0f32; 8];
-        let (ptr_a, minor_a) = ([10, 12, 14], [40000 - 32768, 40000 + 32767, 40001, 40001 - 5]);
-        let (ptr_b, minor_b) = ([3, 5, 7], [40002 - 32768, 40002, 40003 + 32767, 40003 + 1]);
-        let members =
-            [member(0, 40000, &ptr_a, &minor_a, &values[..4]), member(1, 40002, &ptr_b, &minor_b, &values[4..])];
-        let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("every column fits");
-        assert_eq!(c.base, ColumnBase { shift: 40000, from_diagonal: 1 });
-        assert_eq!(c.offsets, [-32768, 32767, 0, -5, -32768, 0, 32767, 1]);
-        // Virtual row v, entry e: column v + shift + offset, as the kernel decodes it.
-        let rows = [0, 0, 1, 1, 2, 2, 3, 3];
-        let columns: Vec<i32> = c.offsets.iter().zip(rows).map(|(&o, v)| v + c.base.shift + o as i32).collect();
-        assert_eq!(columns, minor_a.iter().chain(&minor_b).copied().collect::<Vec<_>>());
-        // Rows of a stream block take their offsets from the block's first row: virtual rows 0..2
-        // from row 40000; then a block 2..4 whose second row's last column is 32768 past row 40002.
-        let c = compact_columns(&members, &table(&members), &[[0, 2]]).unwrap().expect("fits");
-        assert_eq!(c.offsets, [-32768, 32767, 1, -4, -32768, 0, 32767, 1]);
-        // Too far for the diagonal of the block's first row, and the columns span 65,538: 32-bit.
-        assert!(compact_columns(&members, &table(&members), &[[2, 4]]).unwrap().is_none());
-        // A column a step too far from its diagonal, either way: offsets from the lowest column.
-        for far in [40001 + 32768, 40001 - 32769] {
-            let minor_far = [40000, 40000, far, 40001];
-            let members = [member(0, 40000, &ptr_a, &minor_far, &values[..4])];
-            let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("within 64 K");
-            let low = far.min(40000);
-            assert_eq!(c.base, ColumnBase { shift: low + 32768, from_diagonal: 0 }, "column {far}");
-            let columns: Vec<i32> = c.offsets.iter().map(|&o| c.base.shift + o as i32).collect();
-            assert_eq!(columns, minor_far, "column {far}");
+        let spread = |from_anchor, columns| ColumnSpread { from_anchor, columns };
+        // Virtual rows whose diagonal is at anchor + 40000, columns at the extremes of the i16 range
+        // from it: offsets from the diagonal.
+        let at_extremes = spread((40000 - 32768, 40000 + 32767), (7000, 80000));
+        assert_eq!(ColumnBase::for_spread(at_extremes, 40000), Some(ColumnBase { shift: 40000, from_diagonal: 1 }));
+        // A column a step too far from its diagonal, either way: offsets from the lowest column,
+        // which is at offset -32768 ...
+        for from_anchor in [(40000 - 32769, 40000), (40000, 40000 + 32768)] {
+            let base = ColumnBase::for_spread(spread(from_anchor, (40000, 40000 + 65535)), 40000);
+            assert_eq!(base, Some(ColumnBase { shift: 40000 + 32768, from_diagonal: 0 }), "{from_anchor:?}");
         }
-        // Columns 65,535 apart fit offsets from the lowest; 65,536 apart keep 32-bit indices, as
-        // does a lowest column so high that the shift would pass i32::MAX.
-        for (high, fits) in [(40000 + 65535, true), (40000 + 65536, false)] {
-            let minor_wide = [40000, 40000, high, 40001];
-            let members = [member(0, 0, &ptr_a, &minor_wide, &values[..4])];
-            let c = compact_columns(&members, &table(&members), &[]).unwrap();
-            assert_eq!(c.is_some(), fits, "columns 40000..={high}");
-            if let Some(c) = c {
-                assert_eq!(c.offsets, [-32768, -32768, 32767, -32767]);
-            }
-        }
+        // ... where the columns are at most 65,535 apart; 65,536 apart keep 32-bit indices, as does
+        // a lowest column so high that the shift would pass i32::MAX.
+        let far = (-70000, 70000);
+        assert!(ColumnBase::for_spread(spread(far, (40000, 40000 + 65536)), 0).is_none());
         let top = i32::MAX - 10;
-        let minor_top = [top, top, top - 70000, top];
-        let members = [member(0, 0, &ptr_a, &minor_top, &values[..4])];
-        assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none());
-        let minor_top = [top, top, top - 1, top];
-        let members = [member(0, 0, &ptr_a, &minor_top, &values[..4])];
-        assert!(compact_columns(&members, &table(&members), &[]).unwrap().is_none(), "a shift past i32::MAX");
-        // Many rows: the parallel pieces cover every entry once.
-        let rows = 3 * ROWS_PER_TASK + 17;
-        let ptr: Vec<i32> = (0..=rows as i32).map(|r| 5 + 3 * r).collect();
-        let minor: Vec<i32> = (0..rows as i32).flat_map(|r| [r - 1, r, r + 2]).collect();
-        let values = vec![0f32; minor.len()];
-        let members = [member(0, 0, &ptr, &minor, &values)];
-        let c = compact_columns(&members, &table(&members), &[]).unwrap().expect("a band fits");
-        assert_eq!(c.offsets, [-1i16, 0, 2].repeat(rows));
+        assert!(ColumnBase::for_spread(spread(far, (top - 1, top)), 0).is_none(), "a shift past i32::MAX");
+        assert_eq!(
+            ColumnBase::for_spread(spread(far, (i32::MAX - 32768 - 100, i32::MAX - 32768)), 0),
+            Some(ColumnBase { shift: i32::MAX - 100, from_diagonal: 0 })
+        );
+        // The diagonal's shift may be negative (a device's virtual rows past its first row of y).
+        assert_eq!(
+            ColumnBase::for_spread(spread((-32768 - 5, 32767 - 5), (0, 10)), -5),
+            Some(ColumnBase { shift: -5, from_diagonal: 1 })
+        );
+        // No entries: nothing to store, 32-bit.
+        assert!(ColumnBase::for_spread(spread((i32::MAX, i32::MIN), (i32::MAX, i32::MIN)), 0).is_none());
     }
 
     #[test]
     fn row_blocks_know_the_columns_they_and_earlier_blocks_read() {
-        // Two members: rows 0..3 and 3..5 (pointers from 4, as a partition's may start), 5 rows on
-        // 3 blocks of 2, 2 and 1 rows; row 1 reads far ahead (column 90), row 4 nothing.
-        let values = [0f32; 8];
-        let (ptr_a, minor_a) = ([4, 6, 8, 9], [0, 1, 90, 2, 3]);
-        let (ptr_b, minor_b) = ([0, 3, 3], [5, 7, 6]);
-        let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
-        assert_eq!(row_block_cols_end(&members, 5, 3, 2).unwrap(), [91, 91, 91]);
-        let minor_a = [0, 1, 9, 2, 3];
-        let members = [member(0, 0, &ptr_a, &minor_a, &values[..5]), member(1, 3, &ptr_b, &minor_b, &values[5..])];
-        assert_eq!(row_block_cols_end(&members, 5, 3, 2).unwrap(), [10, 10, 10]);
-        // One block per row: each block's own end, kept at least the earlier blocks'.
-        assert_eq!(row_block_cols_end(&members, 5, 5, 1).unwrap(), [2, 10, 10, 10, 10]);
-        // More blocks than rows: the blocks without rows keep the end before them.
-        assert_eq!(row_block_cols_end(&members, 5, 7, 1).unwrap(), [2, 10, 10, 10, 10, 10, 10]);
-        // A band: each block's end follows its last row.
-        let rows = 1000;
-        let ptr: Vec<i32> = (0..=rows as i32).map(|r| 3 * r).collect();
-        let minor: Vec<i32> =
-            (0..rows as i32).flat_map(|r| [(r - 1).max(0), r, (r + 1).min(rows as i32 - 1)]).collect();
-        let values = vec![0f32; minor.len()];
-        let band = [member(0, 0, &ptr, &minor, &values)];
-        let ends = row_block_cols_end(&band, rows, 10, 100).unwrap();
-        assert_eq!(ends, (1..=10).map(|b| (100 * b + 1).min(rows)).collect::<Vec<_>>());
-        // In slices: 32 slices on 10 blocks, 4 slices (128 rows) a block, the last two without rows.
-        let ends = row_block_cols_end(&band, rows, 10, 128).unwrap();
-        assert_eq!(ends, (1..=10).map(|b| (128 * b + 1).min(rows)).collect::<Vec<_>>());
+        // Each block's own end (0: no entries), kept at least the earlier blocks'.
+        assert_eq!(cumulative_cols_end(&[91, 4, 0], 3), [91, 91, 91]);
+        assert_eq!(cumulative_cols_end(&[2, 10, 7, 0, 3], 5), [2, 10, 10, 10, 10]);
+        // More blocks than measured (rows shared out among fewer): the blocks without rows keep the
+        // end before them; none (stream blocks only): none.
+        assert_eq!(cumulative_cols_end(&[2, 10], 4), [2, 10, 10, 10]);
+        assert!(cumulative_cols_end(&[], 0).is_empty());
     }
 
     #[test]
