@@ -678,3 +678,152 @@ __device__ void layout_sliced(int rows, const int* __restrict__ ptr, const int* 
 MSREP_LAYOUT_SLICED(2, unsigned short)
 MSREP_LAYOUT_SLICED(4, unsigned)
 MSREP_LAYOUT_SLICED(8, unsigned long long)
+
+// pCSC entries by rows on the device (ByRows::on_device, src/backend/cuda/msrep/csc_rows.rs): a
+// stable LSD radix sort of the entries' rows, 8 bits a pass, carrying each entry's position, so that
+// in each row the entries keep the order of the partitions and their columns (the same result as
+// the host's sort, and the same sums on every run). A pass: msrep_sort_histogram counts each digit
+// in each tile of MSREP_SORT_TILE keys, msrep_scan_* turn the counts (digit-major) into each tile's
+// first position for each digit, and msrep_sort_scatter writes each tile's keys there in order, a
+// warp's keys of one digit ranked by __match_any_sync. Then the entries' columns and values are
+// gathered in the sorted order.
+
+#define MSREP_SORT_THREADS 256
+#define MSREP_SORT_ITEMS 8
+#define MSREP_SORT_TILE (MSREP_SORT_THREADS * MSREP_SORT_ITEMS)
+#define MSREP_SORT_DIGITS 256
+
+// counts[row of e] += 1 for every entry e.
+extern "C" __global__ void __launch_bounds__(256) msrep_sort_count(sgpu_i64 n, const unsigned* __restrict__ keys,
+                                                                   unsigned* counts) {
+    for (sgpu_i64 e = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (sgpu_i64)gridDim.x * blockDim.x)
+        atomicAdd(counts + keys[e], 1u);
+}
+
+// positions[e] = e.
+extern "C" __global__ void __launch_bounds__(256) msrep_sort_iota(sgpu_i64 n, unsigned* positions) {
+    for (sgpu_i64 e = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (sgpu_i64)gridDim.x * blockDim.x)
+        positions[e] = (unsigned)e;
+}
+
+// The column of each entry: columns[e] = column_of[c] for the entries e of concatenated column c
+// (pointers column_ptr, columns + 1 of them), a warp a column.
+extern "C" __global__ void __launch_bounds__(256) msrep_sort_columns(int columns,
+                                                                     const sgpu_i64* __restrict__ column_ptr,
+                                                                     const int* __restrict__ column_of, int* out) {
+    const int lane = threadIdx.x & 31;
+    const int warps = (int)((gridDim.x * blockDim.x) >> 5);
+    for (int c = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); c < columns; c += warps) {
+        const int column = column_of[c];
+        for (sgpu_i64 e = column_ptr[c] + lane; e < column_ptr[c + 1]; e += 32) out[e] = column;
+    }
+}
+
+// hist[d · tiles + t]: the keys of tile t (block t) whose digit (key >> shift) & 255 is d.
+extern "C" __global__ void __launch_bounds__(MSREP_SORT_THREADS) msrep_sort_histogram(sgpu_i64 n,
+                                                                                      const unsigned* __restrict__ keys,
+                                                                                      int shift, unsigned* hist,
+                                                                                      int tiles) {
+    __shared__ unsigned counts[MSREP_SORT_DIGITS];
+    counts[threadIdx.x] = 0;
+    __syncthreads();
+    const sgpu_i64 base = (sgpu_i64)blockIdx.x * MSREP_SORT_TILE;
+    for (int i = threadIdx.x; i < MSREP_SORT_TILE; i += MSREP_SORT_THREADS)
+        if (base + i < n) atomicAdd(counts + ((keys[base + i] >> shift) & 255u), 1u);
+    __syncthreads();
+    hist[(sgpu_i64)threadIdx.x * tiles + blockIdx.x] = counts[threadIdx.x];
+}
+
+// The exclusive prefix sums of data[0 … n) in place, by blocks of MSREP_SORT_TILE (each thread
+// MSREP_SORT_ITEMS consecutive values): msrep_scan_blocks scans each block and writes its total
+// to sums[block]; the totals are scanned the same way (until one block holds them), and
+// msrep_scan_add adds each block's scanned total to its values.
+extern "C" __global__ void __launch_bounds__(MSREP_SORT_THREADS) msrep_scan_blocks(sgpu_i64 n, unsigned* data,
+                                                                                   unsigned* sums) {
+    __shared__ unsigned warp_totals[MSREP_SORT_THREADS / 32];
+    const sgpu_i64 first = (sgpu_i64)blockIdx.x * MSREP_SORT_TILE + (sgpu_i64)threadIdx.x * MSREP_SORT_ITEMS;
+    unsigned v[MSREP_SORT_ITEMS], own = 0;
+#pragma unroll
+    for (int i = 0; i < MSREP_SORT_ITEMS; ++i) {
+        v[i] = first + i < n ? data[first + i] : 0u;
+        own += v[i];
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned inclusive = own;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const unsigned up = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += up;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    unsigned before = inclusive - own;
+    for (int w = 0; w < warp; ++w) before += warp_totals[w];
+    if (threadIdx.x == MSREP_SORT_THREADS - 1) sums[blockIdx.x] = before + own;
+#pragma unroll
+    for (int i = 0; i < MSREP_SORT_ITEMS; ++i) {
+        if (first + i < n) data[first + i] = before;
+        before += v[i];
+    }
+}
+extern "C" __global__ void __launch_bounds__(MSREP_SORT_THREADS) msrep_scan_add(sgpu_i64 n, unsigned* data,
+                                                                                const unsigned* sums) {
+    const sgpu_i64 first = (sgpu_i64)blockIdx.x * MSREP_SORT_TILE;
+    for (int i = threadIdx.x; i < MSREP_SORT_TILE; i += MSREP_SORT_THREADS)
+        if (first + i < n) data[first + i] += sums[blockIdx.x];
+}
+
+// One pass's scatter: tile t's keys (and their positions) to offsets[d · tiles + t] onwards for
+// digit d, in the tile's order: each round takes MSREP_SORT_THREADS consecutive keys, a key's place
+// among those of its digit being the keys of that digit in earlier rounds, earlier warps and
+// earlier lanes.
+extern "C" __global__ void __launch_bounds__(MSREP_SORT_THREADS) msrep_sort_scatter(
+    sgpu_i64 n, const unsigned* __restrict__ keys_in, const unsigned* __restrict__ positions_in, unsigned* keys_out,
+    unsigned* positions_out, int shift, const unsigned* __restrict__ offsets, int tiles) {
+    __shared__ unsigned warp_counts[MSREP_SORT_THREADS / 32][MSREP_SORT_DIGITS];
+    __shared__ unsigned next[MSREP_SORT_DIGITS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    next[threadIdx.x] = offsets[(sgpu_i64)threadIdx.x * tiles + blockIdx.x];
+    const sgpu_i64 base = (sgpu_i64)blockIdx.x * MSREP_SORT_TILE;
+    for (int round = 0; round < MSREP_SORT_ITEMS; ++round) {
+        for (int i = threadIdx.x; i < MSREP_SORT_DIGITS * (MSREP_SORT_THREADS / 32); i += MSREP_SORT_THREADS)
+            (&warp_counts[0][0])[i] = 0;
+        __syncthreads();
+        const sgpu_i64 e = base + round * MSREP_SORT_THREADS + threadIdx.x;
+        const bool live = e < n;
+        const unsigned key = live ? keys_in[e] : 0u;
+        // Lanes past the end take digits of their own (256 + lane), which no live key shares.
+        const unsigned digit = live ? (key >> shift) & 255u : 256u + lane;
+        const unsigned peers = __match_any_sync(0xffffffffu, digit);
+        const unsigned rank = __popc(peers & ((1u << lane) - 1u));
+        if (live && rank == 0) warp_counts[warp][digit] = __popc(peers);
+        __syncthreads();
+        if (live) {
+            unsigned at = next[digit] + rank;
+            for (int w = 0; w < warp; ++w) at += warp_counts[w][digit];
+            keys_out[at] = key;
+            positions_out[at] = positions_in[e];
+        }
+        __syncthreads();
+        unsigned round_count = 0;
+        for (int w = 0; w < MSREP_SORT_THREADS / 32; ++w) round_count += warp_counts[w][threadIdx.x];
+        next[threadIdx.x] += round_count;
+        __syncthreads();
+    }
+}
+
+// out[p] = in[positions[p]]: the entries' columns or values (W: an unsigned integer of their size)
+// in the sorted order.
+template <typename W>
+__device__ void sort_gather(sgpu_i64 n, const unsigned* __restrict__ positions, const W* __restrict__ in, W* out) {
+    for (sgpu_i64 p = (sgpu_i64)blockIdx.x * blockDim.x + threadIdx.x; p < n; p += (sgpu_i64)gridDim.x * blockDim.x)
+        out[p] = in[positions[p]];
+}
+#define MSREP_SORT_GATHER(B, W)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256)                                                              \
+        msrep_sort_gather_b##B(sgpu_i64 n, const unsigned* positions, const W* in, W* out) {                      \
+        sort_gather<W>(n, positions, in, out);                                                                     \
+    }
+MSREP_SORT_GATHER(2, unsigned short)
+MSREP_SORT_GATHER(4, unsigned)
+MSREP_SORT_GATHER(8, unsigned long long)

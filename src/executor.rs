@@ -60,6 +60,10 @@ pub struct TestHooks {
     /// of 32 rows wherever the layout allows, as only large batches of f64 values are otherwise, so
     /// that small matrices and f32 exercise that layout.
     pub msrep_slices_at_any_size: bool,
+    /// MSREP matrices this executor makes resident sort each device's pCSC partitions by rows on the
+    /// device whatever their size, as only large ones are otherwise, so that small matrices exercise
+    /// the device sort.
+    pub msrep_csc_sort_on_device_at_any_size: bool,
 }
 
 impl Default for TestHooks {
@@ -72,6 +76,7 @@ impl Default for TestHooks {
             msrep_partials_through_copies: false,
             msrep_long_row_chunks: true,
             msrep_slices_at_any_size: false,
+            msrep_csc_sort_on_device_at_any_size: false,
         }
     }
 }

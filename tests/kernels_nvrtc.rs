@@ -163,5 +163,14 @@ fn the_msrep_module_holds_every_entry_point_its_launchers_name() {
     for kernel in ["scan", "offsets", "sliced_b2", "sliced_b4", "sliced_b8"] {
         names.push(format!("msrep_layout_{kernel}"));
     }
+    // pCSC sorted by rows on the device.
+    for kernel in
+        ["sort_count", "sort_iota", "sort_columns", "sort_histogram", "sort_scatter", "scan_blocks", "scan_add"]
+    {
+        names.push(format!("msrep_{kernel}"));
+    }
+    for bytes in [2, 4, 8] {
+        names.push(format!("msrep_sort_gather_b{bytes}"));
+    }
     holds_entry_points(&kernels::MSREP, &names);
 }

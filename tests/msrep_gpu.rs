@@ -304,11 +304,17 @@ struct Path {
     sides_per_device: usize,
     partials_through_copies: bool,
     slices_at_any_size: bool,
+    csc_sort_on_device: bool,
 }
 
 impl Path {
-    const DIRECT: Path =
-        Path { stage_lead: false, sides_per_device: 1, partials_through_copies: false, slices_at_any_size: false };
+    const DIRECT: Path = Path {
+        stage_lead: false,
+        sides_per_device: 1,
+        partials_through_copies: false,
+        slices_at_any_size: false,
+        csc_sort_on_device: false,
+    };
 }
 
 /// Every matrix × format × partition count × α/β on host and device arrays: CUDA against the f64
@@ -321,8 +327,21 @@ fn sweep<T: Element>(label: &str, devices: &[i32], path: Path) {
         hooks.msrep_sides_per_device = path.sides_per_device;
         hooks.msrep_partials_through_copies = path.partials_through_copies;
         hooks.msrep_slices_at_any_size = path.slices_at_any_size;
+        hooks.msrep_csc_sort_on_device_at_any_size = path.csc_sort_on_device;
     });
     let cpu_handle = Handle::new(BackendKind::Cpu, devices);
+    // Where pCSC is sorted by rows on the device: the same matrices sorted on the host, whose
+    // results must be the same to the bit (the same entries in the same order in every row).
+    let host_sorted = path.csc_sort_on_device.then(|| {
+        let h = Handle::new(BackendKind::Cuda, devices);
+        h.set_test_hooks(|hooks| {
+            hooks.msrep_stage_lead_partitions = path.stage_lead;
+            hooks.msrep_sides_per_device = path.sides_per_device;
+            hooks.msrep_partials_through_copies = path.partials_through_copies;
+            hooks.msrep_slices_at_any_size = path.slices_at_any_size;
+        });
+        h
+    });
     for (a, kind) in matrices::<T>(&mut rng) {
         let nnz = a.nnz();
         let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
@@ -337,6 +356,19 @@ fn sweep<T: Element>(label: &str, devices: &[i32], path: Path) {
             for np in counts {
                 let on_gpu = create(&gpu_handle, a.rows, a.cols, &input, base, np);
                 let on_cpu = create(&cpu_handle, a.rows, a.cols, &input, base, np);
+                if let Some(h) = host_sorted.as_ref().filter(|_| input.format == SparseFormat::Csc) {
+                    let other = create(h, a.rows, a.cols, &input, base, np);
+                    let y0 = y_old.clone();
+                    let (alpha, beta) = (T::Compute::from_f64(-0.75), T::Compute::from_f64(2.0));
+                    let device_sorted = spmv(&gpu_handle, &on_gpu, alpha, &x, beta, &y0, Memory::Device);
+                    let host_sorted = spmv(h, &other, alpha, &x, beta, &y0, Memory::Device);
+                    let bits = |y: &[T::Compute]| y.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&device_sorted),
+                        bits(&host_sorted),
+                        "{kind} np {np} {base:?}: pCSC sorted on the device and on the host"
+                    );
+                }
                 for (alpha, beta) in [(1.5, 0.0), (-0.75, 2.0)] {
                     let want = reference(&a, alpha, &x64, beta, &y64);
                     // β = 0: NaN in y must not propagate.
@@ -470,6 +502,20 @@ fn regular_rows_in_slices() {
         sweep::<f32>("msrep gpu slices f32", &devices, path);
         let staged = Path { stage_lead: true, sides_per_device: 2, ..path };
         sweep::<f64>("msrep gpu slices staged f64", &devices, staged);
+    }
+}
+
+/// pCSC partitions sorted by rows on the device at every size (by default only from
+/// 2^20 entries a device): against the reference, and to the bit against the host's sort.
+#[test]
+fn pcsc_sorted_by_rows_on_the_device() {
+    if !common::cuda_available("pcsc_sorted_by_rows_on_the_device") {
+        return;
+    }
+    for devices in device_lists() {
+        let path = Path { csc_sort_on_device: true, ..Path::DIRECT };
+        sweep::<f64>("msrep gpu device sort f64", &devices, path);
+        sweep::<f32>("msrep gpu device sort f32", &devices, Path { sides_per_device: 2, ..path });
     }
 }
 

@@ -423,7 +423,8 @@ impl GpuResident {
     /// matrix owns there, and prepares the merge on `lead`. Waits for the uploads.
     ///
     /// The test hooks [`TestHooks::msrep_stage_lead_partitions`],
-    /// [`TestHooks::msrep_long_row_chunks`] and [`TestHooks::msrep_slices_at_any_size`] of `hooks`
+    /// [`TestHooks::msrep_long_row_chunks`], [`TestHooks::msrep_slices_at_any_size`] and
+    /// [`TestHooks::msrep_csc_sort_on_device_at_any_size`] of `hooks`
     /// apply to the matrix from now on.
     pub fn upload<T: MsrepElement>(a: &PartitionedMatrix<T>, lead: &Arc<GpuDevice>, hooks: &TestHooks) -> Result<Self> {
         let original: Vec<PartitionBounds> = a.partitions.iter().map(|p| p.bounds).collect();
@@ -528,9 +529,13 @@ impl GpuResident {
         // pCSC: each side's partitions by rows, as pCSR partitions of whole rows covering its rows.
         let by_rows: Vec<Option<csc_rows::ByRows<T>>> = csc_columns
             .iter()
-            .map(|columns| match columns.is_empty() {
+            .zip(&resident.sides)
+            .map(|(columns, side)| match columns.is_empty() {
                 true => Ok(None),
-                false => csc_rows::ByRows::of(columns, a.rows).map(Some),
+                false => {
+                    let on_device = hooks.msrep_csc_sort_on_device_at_any_size;
+                    csc_rows::ByRows::sorted(columns, a.rows, &side.gpu, side.stream(), on_device).map(Some)
+                }
             })
             .collect::<Result<_>>()?;
         let several_sides = resident.sides.len() > 1;

@@ -1,19 +1,24 @@
 //! pCSC partitions as rows: the entries of the pCSC partitions of one device side, sorted by row when
 //! they are placed, so that the side's partial vector (Algorithm 5's, one a GPU) is computed by the
 //! pCSR batch kernels, a row at a time, instead of by scattering each column's products with atomics.
-//! A stable counting sort in parallel passes: the entries counted by bins of rows, which make
-//! buckets of consecutive rows holding about the same number of entries; each task (a run of
-//! columns) counts its entries in each bucket, then writes them into its piece of each bucket; then
-//! each bucket is sorted by row into its part of the result. In each row, the entries stay in the
-//! order of the partitions and of their columns, so the sums are the same on every call.
+//! In each row, the entries stay in the order of the partitions and of their columns, so the sums
+//! are the same on every call. From [`DEVICE_SORT_MIN_ENTRIES`] on, the sort runs on the device (a
+//! stable radix sort, [`ByRows::on_device`]); below, on the host: a stable counting sort in
+//! parallel passes, the entries counted by bins of rows, which make buckets of consecutive rows
+//! holding about the same number of entries; each task (a run of columns) counts its entries in each
+//! bucket, then writes them into its piece of each bucket; then each bucket is sorted by row into
+//! its part of the result.
 
-use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity};
+use super::super::memory::DeviceBuffer;
+use super::super::{GpuDevice, Launch, Stream};
+use crate::alloc::{ZeroBits, try_collect_par, try_with_capacity, try_zeros};
 use crate::chunks;
 use crate::error::{Error, Result};
 use crate::msrep::partition::PartitionBounds;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Rows are counted in bins of this many rows, and buckets of the first pass are runs of bins.
 const ROWS_PER_BIN: usize = 256;
@@ -206,6 +211,90 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
         Ok(ByRows { row_ptr, cols, values })
     }
 
+    /// [`ByRows::of`] sorted on `gpu` (bound) on `stream` (see [`ByRows::on_device`]) where the
+    /// entries are at least [`DEVICE_SORT_MIN_ENTRIES`] (or `on_device_at_any_size`) and fewer than
+    /// 2^31, otherwise on the host: the same result either way.
+    pub fn sorted(
+        parts: &[Columns<T>],
+        rows: usize,
+        gpu: &Arc<GpuDevice>,
+        stream: Stream,
+        on_device_at_any_size: bool,
+    ) -> Result<Self> {
+        let entries: usize = parts.iter().map(|p| p.rows.len()).sum();
+        match (entries >= DEVICE_SORT_MIN_ENTRIES || on_device_at_any_size) && entries < 1 << 31 && entries > 0 {
+            true => Self::on_device(parts, rows, gpu, stream),
+            false => Self::of(parts, rows),
+        }
+    }
+
+    /// [`ByRows::of`] on the device: the rows, columns and values uploaded, sorted by a stable radix
+    /// sort of the rows (`msrep_sort_*` in kernels/msrep.cu) and downloaded. At most 2^31 - 1
+    /// entries (32-bit positions).
+    fn on_device(parts: &[Columns<T>], rows: usize, gpu: &Arc<GpuDevice>, stream: Stream) -> Result<Self> {
+        let entries: usize = parts.iter().map(|p| p.rows.len()).sum();
+        let device = DeviceSort { gpu, stream };
+        // The partitions' columns, concatenated: their pointers and their columns of the matrix.
+        let mut column_ptr: Vec<i64> = vec![0];
+        let mut column_of: Vec<i32> = Vec::new();
+        for p in parts {
+            let (base, at) = (p.local_ptr[0] as i64, *column_ptr.last().expect("starts at 0"));
+            column_ptr.extend(p.local_ptr[1..].iter().map(|&q| at + q as i64 - base));
+            column_of.extend((0..p.local_ptr.len() - 1).map(|j| (p.first_column + j) as i32));
+        }
+        let keys: Vec<&[i32]> = parts.iter().map(|p| p.rows).collect();
+        let mut keys = DeviceBuffer::from_host_parts(gpu, &keys, stream, "pCSC rows")?;
+        let counts = DeviceBuffer::zeroed(gpu, rows * 4, stream, "pCSC row counts")?;
+        device.launch(
+            "msrep_sort_count",
+            entries,
+            crate::kernel_args![&(entries as i64), &keys.ptr(), &counts.ptr()],
+        )?;
+        let mut positions = DeviceBuffer::alloc(gpu, entries * 4, stream, "pCSC positions")?;
+        device.launch("msrep_sort_iota", entries, crate::kernel_args![&(entries as i64), &positions.ptr()])?;
+        let bits = usize::BITS - rows.saturating_sub(1).leading_zeros();
+        let tiles = entries.div_ceil(SORT_TILE);
+        let hist = DeviceBuffer::alloc(gpu, SORT_DIGITS * tiles * 4, stream, "pCSC sort counts")?;
+        let mut keys_out = DeviceBuffer::alloc(gpu, entries * 4, stream, "pCSC rows")?;
+        let mut positions_out = DeviceBuffer::alloc(gpu, entries * 4, stream, "pCSC positions")?;
+        let tile_grid = Launch { grid: (tiles as u32, 1, 1), block: (SORT_THREADS, 1, 1), shared_bytes: 0 };
+        for shift in (0..bits).step_by(8) {
+            let (n, shift, tiles_i, hist_ptr) = (entries as i64, shift as i32, tiles as i32, hist.ptr());
+            let args = crate::kernel_args![&n, &keys.ptr(), &shift, &hist_ptr, &tiles_i];
+            device.launch_with("msrep_sort_histogram", tile_grid, args)?;
+            device.scan(&hist, SORT_DIGITS * tiles)?;
+            let (keys_in, positions_in) = (keys.ptr(), positions.ptr());
+            let (keys_to, positions_to) = (keys_out.ptr(), positions_out.ptr());
+            let args =
+                crate::kernel_args![&n, &keys_in, &positions_in, &keys_to, &positions_to, &shift, &hist_ptr, &tiles_i];
+            device.launch_with("msrep_sort_scatter", tile_grid, args)?;
+            std::mem::swap(&mut keys, &mut keys_out);
+            std::mem::swap(&mut positions, &mut positions_out);
+        }
+        drop((keys, keys_out, positions_out, hist));
+        let column_ptr = DeviceBuffer::from_host(gpu, &column_ptr, stream, "pCSC column pointers")?;
+        let column_of_buffer = DeviceBuffer::from_host(gpu, &column_of, stream, "pCSC columns")?;
+        let columns = DeviceBuffer::alloc(gpu, entries * 4, stream, "pCSC entries' columns")?;
+        let columns_count = column_of.len() as i32;
+        device.launch(
+            "msrep_sort_columns",
+            column_of.len() * 32,
+            crate::kernel_args![&columns_count, &column_ptr.ptr(), &column_of_buffer.ptr(), &columns.ptr()],
+        )?;
+        let cols = device.gathered::<i32>(&positions, &columns, entries)?;
+        drop((column_ptr, column_of_buffer, columns));
+        let values: Vec<&[T]> = parts.iter().map(|p| p.values).collect();
+        let values = DeviceBuffer::from_host_parts(gpu, &values, stream, "pCSC values")?;
+        let values = device.gathered::<T>(&positions, &values, entries)?;
+        let mut row_counts: Vec<u32> = try_zeros(rows, "pCSC row counts")?;
+        counts.copy_to_host(&mut row_counts)?;
+        let mut row_ptr: Vec<usize> = try_zeros(rows + 1, "pCSC row pointers")?;
+        for (r, &count) in row_counts.iter().enumerate() {
+            row_ptr[r + 1] = row_ptr[r] + count as usize;
+        }
+        Ok(ByRows { row_ptr, cols, values })
+    }
+
     /// The rows from its first row with an entry to its last (empty without entries).
     pub fn occupied(&self) -> Range<usize> {
         let entries = self.cols.len();
@@ -242,6 +331,62 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
             start = end;
         }
         Ok(pieces)
+    }
+}
+
+/// Entries from which a side's pCSC partitions are sorted by rows on the device
+/// ([`ByRows::on_device`]): below, the host's sort costs less than the copies to the device and back.
+pub const DEVICE_SORT_MIN_ENTRIES: usize = 1 << 20;
+
+/// Keys a thread block of the device sort takes (`MSREP_SORT_TILE`), its threads
+/// (`MSREP_SORT_THREADS`) and the digits of a pass (`MSREP_SORT_DIGITS`: 8 bits).
+const SORT_TILE: usize = 2048;
+const SORT_THREADS: u32 = 256;
+const SORT_DIGITS: usize = 256;
+
+/// The device and stream of a device sort.
+struct DeviceSort<'a> {
+    gpu: &'a Arc<GpuDevice>,
+    stream: Stream,
+}
+
+impl DeviceSort<'_> {
+    fn launch_with(&self, name: &str, cfg: Launch, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        let f = self.gpu.function(&super::super::kernels::MSREP, name)?;
+        self.gpu.bind()?;
+        // SAFETY: the arguments are those of the kernel named, pointing into live buffers.
+        unsafe { super::super::launch(&f, cfg, self.stream, args) }
+    }
+
+    /// Launches `name` with a thread for each of `threads` (a grid that strides over the rest).
+    fn launch(&self, name: &str, threads: usize, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        self.launch_with(name, super::grid_for(self.gpu, threads), args)
+    }
+
+    /// The exclusive prefix sums of the first `n` counts of `data`, in place.
+    fn scan(&self, data: &DeviceBuffer, n: usize) -> Result<()> {
+        let blocks = n.div_ceil(SORT_TILE);
+        let sums = DeviceBuffer::alloc(self.gpu, blocks.max(1) * 4, self.stream, "pCSC sort sums")?;
+        let grid = Launch { grid: (blocks as u32, 1, 1), block: (SORT_THREADS, 1, 1), shared_bytes: 0 };
+        let (n_i, data_ptr, sums_ptr) = (n as i64, data.ptr(), sums.ptr());
+        self.launch_with("msrep_scan_blocks", grid, crate::kernel_args![&n_i, &data_ptr, &sums_ptr])?;
+        if blocks > 1 {
+            self.scan(&sums, blocks)?;
+            self.launch_with("msrep_scan_add", grid, crate::kernel_args![&n_i, &data_ptr, &sums_ptr])?;
+        }
+        Ok(())
+    }
+
+    /// `from`'s `n` elements of `E` in the order of `positions`, downloaded.
+    fn gathered<E: Copy + ZeroBits>(&self, positions: &DeviceBuffer, from: &DeviceBuffer, n: usize) -> Result<Vec<E>> {
+        let size = std::mem::size_of::<E>();
+        let to = DeviceBuffer::alloc(self.gpu, n * size, self.stream, "pCSC entries by rows")?;
+        let (n_i, positions, from, to_ptr) = (n as i64, positions.ptr(), from.ptr(), to.ptr());
+        let name = format!("msrep_sort_gather_b{size}");
+        self.launch(&name, n, crate::kernel_args![&n_i, &positions, &from, &to_ptr])?;
+        let mut out: Vec<E> = try_zeros(n, "pCSC entries by rows")?;
+        to.copy_to_host(&mut out)?;
+        Ok(out)
     }
 }
 
