@@ -321,27 +321,22 @@ impl Path {
 /// reference and against the CPU backend.
 fn sweep<T: Element>(label: &str, devices: &[i32], path: Path) {
     let mut rng = Rng::fresh(label);
-    let gpu_handle = Handle::new(BackendKind::Cuda, devices);
-    gpu_handle.set_test_hooks(|hooks| {
-        hooks.msrep_stage_lead_partitions = path.stage_lead;
-        hooks.msrep_sides_per_device = path.sides_per_device;
-        hooks.msrep_partials_through_copies = path.partials_through_copies;
-        hooks.msrep_slices_at_any_size = path.slices_at_any_size;
-        hooks.msrep_csc_sort_on_device_at_any_size = path.csc_sort_on_device;
-    });
-    let cpu_handle = Handle::new(BackendKind::Cpu, devices);
-    // Where pCSC is sorted by rows on the device: the same matrices sorted on the host, whose
-    // results must be the same to the bit (the same entries in the same order in every row).
-    let host_sorted = path.csc_sort_on_device.then(|| {
+    let cuda_handle = |path: Path| {
         let h = Handle::new(BackendKind::Cuda, devices);
         h.set_test_hooks(|hooks| {
             hooks.msrep_stage_lead_partitions = path.stage_lead;
             hooks.msrep_sides_per_device = path.sides_per_device;
             hooks.msrep_partials_through_copies = path.partials_through_copies;
             hooks.msrep_slices_at_any_size = path.slices_at_any_size;
+            hooks.msrep_csc_sort_on_device_at_any_size = path.csc_sort_on_device;
         });
         h
-    });
+    };
+    let gpu_handle = cuda_handle(path);
+    let cpu_handle = Handle::new(BackendKind::Cpu, devices);
+    // Where pCSC is sorted by rows on the device: the same matrices sorted on the host, whose
+    // results must be the same to the bit (the same entries in the same order in every row).
+    let host_sorted = path.csc_sort_on_device.then(|| cuda_handle(Path { csc_sort_on_device: false, ..path }));
     for (a, kind) in matrices::<T>(&mut rng) {
         let nnz = a.nnz();
         let base = if rng.below(2) == 0 { IndexBase::Zero } else { IndexBase::One };
