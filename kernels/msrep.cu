@@ -692,6 +692,7 @@ MSREP_LAYOUT_SLICED(8, unsigned long long)
 #define MSREP_SORT_ITEMS 8
 #define MSREP_SORT_TILE (MSREP_SORT_THREADS * MSREP_SORT_ITEMS)
 #define MSREP_SORT_DIGITS 256
+static_assert(MSREP_SORT_THREADS == MSREP_SORT_DIGITS, "the sort's kernels take a digit a thread");
 
 // counts[row of e] += 1 for every entry e.
 extern "C" __global__ void __launch_bounds__(256) msrep_sort_count(sgpu_i64 n, const unsigned* __restrict__ keys,

@@ -348,6 +348,23 @@ fn sync_stream(gpu: &GpuDevice, stream: &CudaStream) -> Result<()> {
     gpu.synchronize(Stream(stream.cu_stream()))
 }
 
+/// Launches kernel `name` of kernels/msrep.cu on `gpu` (bound first: the layout and the sort run on
+/// each side's device in turn) with `cfg` on `stream`.
+///
+/// # Safety
+/// `args` must be the kernel's arguments, every device pointer among them valid for what it accesses.
+unsafe fn launch_on(
+    gpu: &GpuDevice,
+    name: &str,
+    cfg: Launch,
+    stream: Stream,
+    args: &mut [*mut std::ffi::c_void],
+) -> Result<()> {
+    let f = gpu.function(&super::kernels::MSREP, name)?;
+    gpu.bind()?;
+    unsafe { super::launch(&f, cfg, stream, args) }
+}
+
 fn grid_for(gpu: &GpuDevice, threads: usize) -> Launch {
     let blocks = threads.div_ceil(BLOCK as usize).clamp(1, gpu.multiprocessors * 32);
     Launch { grid: (blocks as u32, 1, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }

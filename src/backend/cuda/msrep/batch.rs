@@ -794,10 +794,9 @@ struct DeviceLayout<'a> {
 
 impl DeviceLayout<'_> {
     fn launch(&self, name: &str, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
-        let f = self.gpu.function(&super::super::kernels::MSREP, name)?;
-        self.gpu.bind()?;
+        let cfg = super::grid_for(self.gpu, self.rows * 32);
         // SAFETY: the arguments are those of the kernel named, pointing into live buffers.
-        unsafe { super::super::launch(&f, super::grid_for(self.gpu, self.rows * 32), self.stream, args) }
+        unsafe { super::launch_on(self.gpu, name, cfg, self.stream, args) }
     }
 
     /// Measures the columns ([`ColumnScan`]) of row blocks of `rows_per_block` rows, waiting for the

@@ -336,7 +336,7 @@ impl<T: ZeroBits + Copy + Send + Sync> ByRows<T> {
 
 /// Entries from which a side's pCSC partitions are sorted by rows on the device
 /// ([`ByRows::on_device`]): below, the host's sort costs less than the copies to the device and back.
-pub const DEVICE_SORT_MIN_ENTRIES: usize = 1 << 20;
+const DEVICE_SORT_MIN_ENTRIES: usize = 1 << 20;
 
 /// Keys a thread block of the device sort takes (`MSREP_SORT_TILE`), its threads
 /// (`MSREP_SORT_THREADS`) and the digits of a pass (`MSREP_SORT_DIGITS`: 8 bits).
@@ -352,10 +352,8 @@ struct DeviceSort<'a> {
 
 impl DeviceSort<'_> {
     fn launch_with(&self, name: &str, cfg: Launch, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
-        let f = self.gpu.function(&super::super::kernels::MSREP, name)?;
-        self.gpu.bind()?;
         // SAFETY: the arguments are those of the kernel named, pointing into live buffers.
-        unsafe { super::super::launch(&f, cfg, self.stream, args) }
+        unsafe { super::launch_on(self.gpu, name, cfg, self.stream, args) }
     }
 
     /// Launches `name` with a thread for each of `threads` (a grid that strides over the rest).
