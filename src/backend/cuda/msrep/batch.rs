@@ -267,7 +267,7 @@ pub struct CsrBatch {
     /// Where the rows go in slices ([`Schedule::slices`]), the slices' first positions: the column
     /// indices and values are then in the sliced layout.
     slices: Option<DeviceBuffer>,
-    /// Column indices: 32-bit, or 16-bit offsets from what `offsets_from` says ([`CompactColumns`]).
+    /// Column indices: 32-bit, or 16-bit offsets from what `offsets_from` says ([`ColumnBase`]).
     idx: DeviceBuffer,
     offsets_from: Option<ColumnBase>,
     val: DeviceBuffer,
@@ -703,7 +703,7 @@ impl CsrBatch {
 
 /// What a batch's 16-bit offsets count from (`MsrepColumns` in kernels/msrep.cu): `shift`, plus each
 /// entry's anchor where `from_diagonal` is 1. Entry e of virtual row v has column `shift` +
-/// offsets[e], plus, with offsets from the diagonal, the anchor a: v, or for a row of a stream block
+/// `offsets[e]`, plus, with offsets from the diagonal, the anchor a: v, or for a row of a stream block
 /// the block's first row (the kernel forms a stream block's products without knowing each entry's
 /// row). Half the index bytes, which bandwidth-bound SpMV turns into time, wherever every column lies
 /// within ±32 K of its anchor's diagonal (bands, stencils, FEM meshes and road networks in a local
