@@ -933,9 +933,8 @@ impl GpuResident {
         let chain: Vec<usize> = (0..self.sides.len()).filter(|&s| staged[s]).collect();
         let cell = cols.div_ceil(X_CHUNKS).max(X_CHUNK_MIN_BYTES / size).max(1);
         let spans: usize = chain.iter().map(|&s| self.sides[s].x_span.len()).sum();
-        let hull_of = |sides: &[usize]| {
-            sides.iter().map(|&t| self.sides[t].x_span.clone()).reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
-        };
+        let hull_of =
+            |sides: &[usize]| sides.iter().map(|&t| self.sides[t].x_span.clone()).reduce(|a, b| spanning(&a, &b));
         let star = hull_of(&chain).is_some_and(|hull| spans as f64 <= STAR_OVERLAP * hull.len() as f64);
         if chain.len() > 1 {
             crate::log::note(|| match star {
