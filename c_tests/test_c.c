@@ -413,6 +413,7 @@ static void test_sddmm(void) {
     sddmmHandle_t h = NULL;
     sddmmPlan_t plan = NULL;
     sddmmAlgorithm_t algorithm = 0;
+    sddmmMathMode_t math = -1;
     Csr dense = random_csr(70, 45, 0.3), sparse = random_csr(300, 200, 0.0);
     int e, *ptr1 = malloc((size_t)(dense.rows + 1) * sizeof(int)), *ind1 = malloc((size_t)dense.nnz * sizeof(int));
     /* three nonzeros in 300 x 200: density 5e-5 */
@@ -435,6 +436,13 @@ static void test_sddmm(void) {
               "forced TILED");
     run_sddmm(h, NULL, &dense, 0, 70, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED,
               "forced TILED");
+    /* f32 in 3xTF32: FP32-level accuracy on either backend. */
+    check_status(sddmmSetMathMode(h, SDDMM_MATH_MODE_TF32X3), "sddmmSetMathMode TF32X3");
+    check(sddmmGetMathMode(h, &math) == 0 && math == SDDMM_MATH_MODE_TF32X3, "sddmmGetMathMode");
+    run_sddmm(h, NULL, &dense, 0, 70, SGPU_VALUE_TYPE_F32, SGPU_LAYOUT_ROW_MAJOR, 0, SDDMM_ALGORITHM_TILED,
+              "forced TILED in 3xTF32");
+    check(sddmmSetMathMode(h, 7) == SGPU_STATUS_INVALID_VALUE, "sddmmSetMathMode rejects 7");
+    check_status(sddmmSetMathMode(h, SDDMM_MATH_MODE_DEFAULT), "sddmmSetMathMode DEFAULT");
     check_status(sddmmSetAlgorithm(h, SDDMM_ALGORITHM_AUTO), "sddmmSetAlgorithm AUTO");
 
     for (e = 0; e <= dense.rows; e++) ptr1[e] = dense.ptr[e] + 1;

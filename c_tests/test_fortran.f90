@@ -355,6 +355,15 @@ contains
       call check_ok(sddmmGetLastAlgorithm(handle, algorithm), 'sddmmGetLastAlgorithm')
       call check(algorithm == algorithms(t), 'sddmmGetLastAlgorithm reports the forced algorithm')
     end do
+    ! f32 in 3xTF32: FP32-level accuracy on either backend.
+    call check_ok(sddmmSetMathMode(handle, SDDMM_MATH_MODE_TF32X3), 'sddmmSetMathMode')
+    call check_ok(sddmmGetMathMode(handle, algorithm), 'sddmmGetMathMode')
+    call check(algorithm == SDDMM_MATH_MODE_TF32X3, 'sddmmGetMathMode returns TF32X3')
+    out32 = -1
+    call check_ok(sddmmExecutePlan(handle, plan, k, c_loc(alpha32), c_loc(a32), m, c_loc(b32), n, &
+                                   SGPU_LAYOUT_COL_MAJOR, c_null_ptr, SGPU_VALUE_TYPE_F32, c_loc(out32)), &
+                  'sddmmExecutePlan (f32 in 3xTF32)')
+    call check_close(real(out32, c_double), alpha32 * ref, 1e-5_c_double, 'sddmmExecutePlan result in 3xTF32')
     call check_ok(sddmmDestroyPlan(plan), 'sddmmDestroyPlan')
     call check_ok(sddmmDestroy(handle), 'sddmmDestroy')
   end subroutine test_sddmm

@@ -100,6 +100,11 @@ module sparsegpu
   integer(c_int), parameter :: SMAT_MATH_MODE_DEFAULT = 0
   integer(c_int), parameter :: SMAT_MATH_MODE_TF32X3 = 1
 
+  ! sddmmMathMode
+  integer(c_int), parameter :: SDDMM_MATH_MODE_DEFAULT = 0
+  integer(c_int), parameter :: SDDMM_MATH_MODE_TF32X3 = 1
+  integer(c_int), parameter :: SDDMM_MATH_MODE_TF32 = 2
+
   type, bind(c) :: msrepPartitionInfo_t
     integer(c_int) :: format
     integer(c_int64_t) :: startIdx
@@ -333,6 +338,18 @@ module sparsegpu
       type(c_ptr), value :: handle
       real(c_double), value :: threshold
     end function sddmmSetDensityThreshold
+    function sddmmSetMathMode(handle, mode) bind(c, name="sddmmSetMathMode")
+      import
+      integer(c_int) :: sddmmSetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), value :: mode
+    end function sddmmSetMathMode
+    function sddmmGetMathMode(handle, mode) bind(c, name="sddmmGetMathMode")
+      import
+      integer(c_int) :: sddmmGetMathMode
+      type(c_ptr), value :: handle
+      integer(c_int), intent(out) :: mode
+    end function sddmmGetMathMode
     function sddmmGetLastAlgorithm(handle, algorithm) bind(c, name="sddmmGetLastAlgorithm")
       import
       integer(c_int) :: sddmmGetLastAlgorithm

@@ -185,6 +185,28 @@ typedef enum {
   SMAT_MATH_MODE_TF32X3 = 1,
 } smatMathMode;
 
+// How f32 SDDMM multiplies (`sddmmMathMode`), after cuBLAS's math modes. Only f32 calls are
+// affected: f16 / bf16 (FP32 arithmetic) and f64 ignore it. As in cuBLAS, the TF32 modes allow the
+// rounded arithmetic, they do not require it: the CUDA backend uses it in its tensor-core tiles (a
+// plan whose rows are sorted by column, A and B row-major in whole 16-byte chunks) where they are
+// the faster kernel, or wherever the plan has them when TILED is forced, and its other kernels stay
+// exact FP32; the CPU backend, the mode's executable specification, computes every product as the
+// mode defines it.
+typedef enum {
+  // Exact FP32: every product an FP32 fused multiply-add (the default).
+  SDDMM_MATH_MODE_DEFAULT = 0,
+  // 3xTF32: each element x of A and B is split as x ≈ big + small with big = TF32(x) rounded to
+  // nearest (ties away from zero) and small = x − big truncated to TF32 (10 explicit mantissa
+  // bits), and a·b is computed as small_a·big_b + big_a·small_b + big_a·big_b, each product exact,
+  // summed in FP32: FP32 accuracy to within a small factor. NaN and ±∞ in a row of A or B give NaN
+  // in its entries.
+  SDDMM_MATH_MODE_TF32X3 = 1,
+  // TF32: each element of A and B rounded to TF32 (to nearest, ties away from zero), the products
+  // (exact) summed in FP32: about 3 decimal digits, 2⁻¹¹ relative per element, as cuBLAS's
+  // CUBLAS_TF32_TENSOR_OP_MATH; an element within 2⁻¹² of FP32's largest rounds to ±∞.
+  SDDMM_MATH_MODE_TF32 = 2,
+} sddmmMathMode;
+
 // An MSREP handle (`msrepContext`): backend, stream and the devices partitions are spread over.
 typedef struct msrepContext msrepContext;
 
@@ -259,6 +281,9 @@ typedef sddmmContext *sddmmHandle_t;
 
 // `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
 typedef int sddmmAlgorithm_t;
+
+// `sddmmMathMode_t`: an `sddmmMathMode` value passed as `int`.
+typedef int sddmmMathMode_t;
 
 // `sgpuLayout_t`: an `sgpuLayout` value passed as `int`.
 typedef int sgpuLayout_t;
@@ -509,6 +534,20 @@ sgpuStatus_t sddmmSetAlgorithm(sddmmHandle_t handle, sddmmAlgorithm_t algorithm)
 // point was 1e-4). Any number >= 0 is accepted, +infinity meaning never TILED; negative or NaN is
 // SGPU_STATUS_INVALID_VALUE.
 sgpuStatus_t sddmmSetDensityThreshold(sddmmHandle_t handle, double threshold);
+
+// Sets how the handle's f32 calls multiply (`sddmmMathMode`), as cublasSetMathMode:
+// SDDMM_MATH_MODE_DEFAULT (exact FP32, the default), SDDMM_MATH_MODE_TF32X3 (3xTF32: close to FP32
+// accuracy) or SDDMM_MATH_MODE_TF32 (A and B rounded to TF32, 10-bit mantissas, products summed in
+// FP32). The TF32 modes allow that arithmetic rather than require it: a CUDA handle uses it on
+// tensor cores through a plan whose rows are sorted by column, A and B row-major with K, the
+// leading dimensions and the base addresses multiples of 16 bytes, where its tiles are the faster
+// (or wherever the plan has them with SDDMM_ALGORITHM_TILED), and is exact FP32 elsewhere; a CPU
+// handle computes every product in the mode. f64, f16 and bf16 calls ignore it. Another value:
+// SGPU_STATUS_INVALID_VALUE, handle unchanged.
+sgpuStatus_t sddmmSetMathMode(sddmmHandle_t handle, sddmmMathMode_t mode);
+
+// Writes the handle's math mode to `*mode`.
+sgpuStatus_t sddmmGetMathMode(sddmmHandle_t handle, sddmmMathMode_t *mode);
 
 // Writes the algorithm the handle's last successful sddmmDynamic / sddmmExecutePlan ran
 // (SDDMM_ALGORITHM_TILED or SDDMM_ALGORITHM_COO) to `*algorithm`. Before any such call:

@@ -10,7 +10,8 @@
 //                          plan sddmm_band_<ty>_v<V>
 //   sddmm_band_<ty>_v<V>   the tiled algorithm through a plan: a band's rows of A in shared memory
 //   sddmm_csr_<ty>_v<V>    the COO kernel reading S as CSR (GPU-Dynamic in one launch)
-//   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, a plan, rows sorted)
+//   sddmm_tc_tiles_<ty>    the tiled algorithm on tensor cores (f16 / bf16, and f32 as _f32_tf32 /
+//                          _f32_3xtf32 in the TF32 math modes; a plan, rows sorted)
 //   sddmm_block_tiles_<ty> the tiled algorithm on CUDA cores, 16 × 16 tiles (a plan, rows sorted)
 //   sddmm_panels_<ty>_g8_n<NV>  the tiled algorithm with panels of B in shared memory (a plan, rows
 //                          sorted; K = 64 and up)
@@ -1108,18 +1109,24 @@ SD_BAND_KERNEL(bf16, 3, 4)
 SD_BAND_KERNEL(bf16, 3, 8)
 
 // ---------------------------------------------------------------------------------------------
-// The tiled algorithm on tensor cores (f16 / bf16 with a plan whose rows are sorted by column)
+// The tiled algorithm on tensor cores (f16 / bf16, and f32 in a TF32 math mode, with a plan whose
+// rows are sorted by column)
 // ---------------------------------------------------------------------------------------------
 
-// A thread block computes one SD_TC_M × SD_TC_N tile of A·Bᵀ densely with mma.sync m16n8k16 (FP32
-// accumulation): the tile's rows of A and of B staged through shared memory by cp.async, SD_TC_K
-// elements of K a stage, SD_TC_STAGES stages in flight; sixteen warps of 32 × 32. Then the tile goes
-// to shared memory and its nonzeros are written from it: the plan's `starts` give, for every row i
-// and column tile t, the first entry of row i in columns [t·SD_TC_N, (t + 1)·SD_TC_N) (rows sorted by
-// column, so each row's entries in the tile are consecutive), and the block's threads take the
-// tile's entries in that order, consecutive threads consecutive entries. `tiles` lists the (row
-// tile, column tile) pairs that hold entries. Rows of A and B are row-major with K, the leading
-// dimensions and both base addresses multiples of 8 elements (16-byte rows of K).
+// A thread block computes one SD_TC_M × SD_TC_N tile of A·Bᵀ densely on tensor cores with FP32
+// accumulation: f16 / bf16 by mma.sync m16n8k16; f32 by m16n8k8 on TF32 inputs, each element
+// rounded to TF32 (SDDMM_MATH_MODE_TF32) or split into a TF32 big and small part whose products
+// small·big + big·small + big·big make three mma (SDDMM_MATH_MODE_TF32X3). The tile's rows of A and
+// of B are staged through shared memory by cp.async, SD_TC_K_BYTES of K a stage (32 halves or 16
+// floats), SD_TC_STAGES stages in flight; sixteen warps of 32 × 32. A stage's rows and the
+// ldmatrix addresses are the same bytes for both widths: ldmatrix's 8 × 8 matrices of 16-bit
+// elements are, read as 32-bit words, the 8 × 4 matrices of m16n8k8's TF32 fragments. Then the
+// tile goes to shared memory and its nonzeros are written from it: the plan's `starts` give, for
+// every row i and column tile t, the first entry of row i in columns [t·SD_TC_N, (t + 1)·SD_TC_N)
+// (rows sorted by column, so each row's entries in the tile are consecutive), and the block's
+// threads take the tile's entries in that order, consecutive threads consecutive entries. `tiles`
+// lists the (row tile, column tile) pairs that hold entries. Rows of A and B are row-major with K,
+// the leading dimensions and both base addresses multiples of 16 bytes.
 // At the widths SDDMM is used with, a tile has few products per instruction that is not an mma
 // (staging, finding entries, writing them), and a chain of dependent latencies before its first mma
 // (the tile's coordinates, its rows' starts, their scan), so: each thread's staged chunks are fixed
@@ -1129,52 +1136,62 @@ SD_BAND_KERNEL(bf16, 3, 8)
 // and two blocks share a multiprocessor.
 #define SD_TC_M 128
 #define SD_TC_N 128
-#define SD_TC_K 32
+#define SD_TC_K_BYTES 64
 #define SD_TC_STAGES 3
 #define SD_TC_THREADS 512
 #define SD_TC_EARLY 1024    // the tile's first entries, whose rows and columns are found before the products
-#define SD_TC_ROW 40        // halves per staged row: SD_TC_K and 8 of padding (80 bytes: ldmatrix's
-                            // eight rows fall in distinct bank groups)
+#define SD_TC_ROW_BYTES 80  // bytes per staged row: SD_TC_K_BYTES and 16 of padding (ldmatrix's eight
+                            // rows fall in distinct bank groups)
 #define SD_TC_C_STRIDE 136  // floats per row of the tile in shared memory
 
 // Shared memory: the stages, then (reused after the last mma) the tile.
-#define SD_TC_STAGE_HALVES ((SD_TC_M + SD_TC_N) * SD_TC_ROW)
+#define SD_TC_STAGE_BYTES ((SD_TC_M + SD_TC_N) * SD_TC_ROW_BYTES)
 // 16-byte chunks of a stage, and how many each thread copies.
-#define SD_TC_CHUNKS ((SD_TC_M + SD_TC_N) * (SD_TC_K / 8))
+#define SD_TC_CHUNKS ((SD_TC_M + SD_TC_N) * (SD_TC_K_BYTES / 16))
 #define SD_TC_THREAD_CHUNKS (SD_TC_CHUNKS / SD_TC_THREADS)
 
+// The math of a tile kernel: 16-bit inputs, or f32 inputs in one of the TF32 modes (the values of
+// sddmmMathMode).
+#define SD_TC_HALF 0
+#define SD_TC_TF32X3 1
+#define SD_TC_TF32 2
+
 // The chunks a thread stages, the same in every stage: chunk u is stage row
-// threadIdx.x / (SD_TC_K / 8) + u·SD_TC_CHUNK_ROWS (A's rows, then B's), 8 elements at K offset
-// `part`; its source is NULL where the row lies outside the matrix.
-#define SD_TC_CHUNK_ROWS (SD_TC_THREADS / (SD_TC_K / 8))
+// threadIdx.x / (SD_TC_K_BYTES / 16) + u·SD_TC_CHUNK_ROWS (A's rows, then B's), 16 bytes at byte
+// `part` of the stage's K; its source is NULL where the row lies outside the matrix.
+#define SD_TC_CHUNK_ROWS (SD_TC_THREADS / (SD_TC_K_BYTES / 16))
 struct sd_tc_chunks {
-    const sgpu_b16* src[SD_TC_THREAD_CHUNKS];  // at K offset `part` of the row
-    unsigned dst;                              // shared-memory address of chunk 0 in stage 0
+    const unsigned char* src[SD_TC_THREAD_CHUNKS];  // at byte `part` of the row
+    unsigned dst;                                   // shared-memory address of chunk 0 in stage 0
     int part;
 };
 
-__device__ __forceinline__ void sd_tc_chunks_init(sd_tc_chunks& ch, const sgpu_b16* stages, int r0, int c0, int m,
-                                                  int n, const sgpu_b16* A, long long lda, const sgpu_b16* B,
+// A and B of `bytes`-byte elements, their leading dimensions in elements.
+__device__ __forceinline__ void sd_tc_chunks_init(sd_tc_chunks& ch, const unsigned char* stages, int r0, int c0, int m,
+                                                  int n, int bytes, const void* A, long long lda, const void* B,
                                                   long long ldb) {
-    const int first_row = threadIdx.x / (SD_TC_K / 8);
-    ch.part = (threadIdx.x % (SD_TC_K / 8)) * 8;
-    ch.dst = sgpu_smem_address(stages + first_row * SD_TC_ROW + ch.part);
+    const int first_row = threadIdx.x / (SD_TC_K_BYTES / 16);
+    ch.part = (threadIdx.x % (SD_TC_K_BYTES / 16)) * 16;
+    ch.dst = sgpu_smem_address(stages + first_row * SD_TC_ROW_BYTES + ch.part);
+    const unsigned char* a = (const unsigned char*)A + ch.part;
+    const unsigned char* b = (const unsigned char*)B + ch.part;
 #pragma unroll
     for (int u = 0; u < SD_TC_THREAD_CHUNKS; ++u) {
         int row = first_row + u * SD_TC_CHUNK_ROWS;
         if (row < SD_TC_M)
-            ch.src[u] = r0 + row < m ? A + (long long)(r0 + row) * lda + ch.part : nullptr;
+            ch.src[u] = r0 + row < m ? a + (long long)(r0 + row) * lda * bytes : nullptr;
         else
-            ch.src[u] = c0 + row - SD_TC_M < n ? B + (long long)(c0 + row - SD_TC_M) * ldb + ch.part : nullptr;
+            ch.src[u] = c0 + row - SD_TC_M < n ? b + (long long)(c0 + row - SD_TC_M) * ldb * bytes : nullptr;
     }
 }
 
-// K elements [kc, kc + SD_TC_K) into stage `stage`; chunks outside the matrices are zeros.
-__device__ __forceinline__ void sd_tc_stage(const sd_tc_chunks& ch, int stage, int kc, int k) {
-    bool k_inside = kc + ch.part < k;
+// K bytes [kc, kc + SD_TC_K_BYTES) into stage `stage` (K has k_bytes); chunks outside the matrices
+// are zeros.
+__device__ __forceinline__ void sd_tc_stage(const sd_tc_chunks& ch, int stage, int kc, int k_bytes) {
+    bool k_inside = kc + ch.part < k_bytes;
 #pragma unroll
     for (int u = 0; u < SD_TC_THREAD_CHUNKS; ++u) {
-        unsigned dst = ch.dst + (stage * SD_TC_STAGE_HALVES + u * SD_TC_CHUNK_ROWS * SD_TC_ROW) * 2;
+        unsigned dst = ch.dst + stage * SD_TC_STAGE_BYTES + u * SD_TC_CHUNK_ROWS * SD_TC_ROW_BYTES;
         if (ch.src[u] && k_inside) sgpu_cp_async16(dst, ch.src[u] + kc);
         else sgpu_st_shared16(dst, 0, 0, 0, 0);
     }
@@ -1192,13 +1209,60 @@ __device__ __forceinline__ int sd_tc_row_of(const int* offset, int p) {
     return lo;
 }
 
-template <int TY>
-__device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16* A, long long lda,
-                               const sgpu_b16* B, long long ldb, const sgpu_b16* s, const int* col_ind,
-                               const int* starts, int column_tiles, const int2* tiles, sgpu_b16* out) {
-    const bool BF16 = TY == 3;
+// TF32 of FP32 bits rounded to nearest, ties away from zero (sgpu_tf32_split's big part).
+__device__ __forceinline__ unsigned sd_tf32_round(unsigned x) { return (x + 0x1000u) & 0xffffe000u; }
+
+// acc += the products of one 16-element (16-bit) or 8-element (TF32) step of K, from fragments as
+// ldmatrix loaded them.
+template <int TY, int MATH>
+__device__ __forceinline__ void sd_tc_products(float (&acc)[2][4][4], unsigned (&fa)[2][4], unsigned (&fb)[4][2]) {
+    if (MATH == SD_TC_HALF) {
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int y = 0; y < 4; ++y) sgpu_mma_16816<TY == 3>(acc[x][y], fa[x], fb[y]);
+    } else if (MATH == SD_TC_TF32) {
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fa[x][e] = sd_tf32_round(fa[x][e]);
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) fb[y][e] = sd_tf32_round(fb[y][e]);
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int y = 0; y < 4; ++y) sgpu_mma_1688(acc[x][y], fa[x], fb[y]);
+    } else {
+        unsigned a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sgpu_tf32_split(__uint_as_float(fa[x][e]), a_big[x][e], a_small[x][e]);
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) sgpu_tf32_split(__uint_as_float(fb[y][e]), b_big[y][e], b_small[y][e]);
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int y = 0; y < 4; ++y) {
+                sgpu_mma_1688(acc[x][y], a_small[x], b_big[y]);
+                sgpu_mma_1688(acc[x][y], a_big[x], b_small[y]);
+                sgpu_mma_1688(acc[x][y], a_big[x], b_big[y]);
+            }
+    }
+}
+
+template <int TY, int MATH>
+__device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const typename sd_type<TY>::elem* A, long long lda,
+                               const typename sd_type<TY>::elem* B, long long ldb,
+                               const typename sd_type<TY>::elem* s, const int* col_ind, const int* starts,
+                               int column_tiles, const int2* tiles, typename sd_type<TY>::elem* out) {
+    const int bytes = sizeof(typename sd_type<TY>::elem);
     extern __shared__ __align__(16) unsigned char sd_tc_shared[];
-    sgpu_b16* stages = (sgpu_b16*)sd_tc_shared;
+    unsigned char* stages = sd_tc_shared;
     float* tile = (float*)sd_tc_shared;
     __shared__ int row_first[SD_TC_M];       // each row's first entry in the tile's columns
     __shared__ int row_offset[SD_TC_M + 1];  // exclusive scan of the rows' entry counts
@@ -1211,13 +1275,14 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     const int r0 = t.x * SD_TC_M, c0 = t.y * SD_TC_N;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp >> 2, wn = warp & 3;  // the warp's 32 rows and 32 columns of the tile
-    const int chunks = (k + SD_TC_K - 1) / SD_TC_K;
+    const int k_bytes = k * bytes;
+    const int chunks = (k_bytes + SD_TC_K_BYTES - 1) / SD_TC_K_BYTES;
 
     sd_tc_chunks ch;
-    sd_tc_chunks_init(ch, stages, r0, c0, m, n, A, lda, B, ldb);
+    sd_tc_chunks_init(ch, stages, r0, c0, m, n, bytes, A, lda, B, ldb);
 #pragma unroll
     for (int c = 0; c < SD_TC_STAGES - 1; ++c) {
-        if (c < chunks) sd_tc_stage(ch, c, c * SD_TC_K, k);
+        if (c < chunks) sd_tc_stage(ch, c, c * SD_TC_K_BYTES, k_bytes);
         sgpu_cp_async_commit();
     }
 
@@ -1271,35 +1336,34 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
         sgpu_cp_async_wait<SD_TC_STAGES - 2>();
         __syncthreads();  // chunk c is in; every warp is done with the stage refilled next
         int ahead = c + SD_TC_STAGES - 1;
-        if (ahead < chunks) sd_tc_stage(ch, ahead % SD_TC_STAGES, ahead * SD_TC_K, k);
+        if (ahead < chunks) sd_tc_stage(ch, ahead % SD_TC_STAGES, ahead * SD_TC_K_BYTES, k_bytes);
         sgpu_cp_async_commit();
-        const sgpu_b16* stage = stages + (c % SD_TC_STAGES) * SD_TC_STAGE_HALVES;
+        const unsigned char* stage = stages + (c % SD_TC_STAGES) * SD_TC_STAGE_BYTES;
+        // Two steps of K a stage: 16 halves (m16n8k16) or 8 floats (m16n8k8), 32 bytes each.
 #pragma unroll
-        for (int ks = 0; ks < SD_TC_K; ks += 16) {
+        for (int kb = 0; kb < SD_TC_K_BYTES; kb += 32) {
             unsigned fa[2][4], fb[4][2];
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
-                // Matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15): lane l gives row l & 15 at k (l >> 4)·8.
+                // Matrices (rows 0-7 | 8-15) × (the step's first | second 16 bytes): lane l gives
+                // row l & 15 at byte (l >> 4)·16.
                 int row = wm * 32 + x * 16 + (lane & 15);
-                sgpu_ldmatrix_x4<false>(fa[x], sgpu_smem_address(stage + row * SD_TC_ROW + ks + (lane >> 4) * 8));
+                sgpu_ldmatrix_x4<false>(fa[x], sgpu_smem_address(stage + row * SD_TC_ROW_BYTES + kb + (lane >> 4) * 16));
             }
 #pragma unroll
             for (int y = 0; y < 4; y += 2) {
-                // B's rows are the mma's columns, K contiguous: matrices (n 0-7, k 0-7), (n 0-7, k
-                // 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) are b0, b1 of column tiles y and y + 1.
+                // B's rows are the mma's columns, K contiguous: matrices (n 0-7, first 16 bytes), (n
+                // 0-7, second), (n 8-15, first), (n 8-15, second) are b0, b1 of column tiles y and y + 1.
                 int q = lane >> 3;
                 int row = SD_TC_M + wn * 32 + y * 8 + (q >> 1) * 8 + (lane & 7);
                 unsigned r[4];
-                sgpu_ldmatrix_x4<false>(r, sgpu_smem_address(stage + row * SD_TC_ROW + ks + (q & 1) * 8));
+                sgpu_ldmatrix_x4<false>(r, sgpu_smem_address(stage + row * SD_TC_ROW_BYTES + kb + (q & 1) * 16));
                 fb[y][0] = r[0];
                 fb[y][1] = r[1];
                 fb[y + 1][0] = r[2];
                 fb[y + 1][1] = r[3];
             }
-#pragma unroll
-            for (int x = 0; x < 2; ++x)
-#pragma unroll
-                for (int y = 0; y < 4; ++y) sgpu_mma_16816<BF16>(acc[x][y], fa[x], fb[y]);
+            sd_tc_products<TY, MATH>(acc, fa, fb);
         }
     }
     sgpu_cp_async_wait<0>();
@@ -1316,30 +1380,31 @@ __device__ void sddmm_tc_tiles(int m, int n, int k, float alpha, const sgpu_b16*
     __syncthreads();
 
     // (α·S[e])·dot, in the order the other kernels use.
-    const typename sd_type<TY>::elem* sv = (const typename sd_type<TY>::elem*)s;
 #pragma unroll
     for (int p = threadIdx.x; p < SD_TC_EARLY; p += SD_TC_THREADS)
         if (p < early) {
             int r = early_row[p];
             int e = row_first[r] + (p - row_offset[r]);
-            out[e] = sd_finish<TY>(alpha, sv, e, tile[r * SD_TC_C_STRIDE + early_col[p] - c0]);
+            out[e] = sd_finish<TY>(alpha, s, e, tile[r * SD_TC_C_STRIDE + early_col[p] - c0]);
         }
     for (int p = SD_TC_EARLY + threadIdx.x; p < total; p += SD_TC_THREADS) {
         int r = sd_tc_row_of(row_offset, p);
         int e = row_first[r] + (p - row_offset[r]);
-        out[e] = sd_finish<TY>(alpha, sv, e, tile[r * SD_TC_C_STRIDE + col_ind[e] - c0]);
+        out[e] = sd_finish<TY>(alpha, s, e, tile[r * SD_TC_C_STRIDE + col_ind[e] - c0]);
     }
 }
 
-#define SD_TC(SUFFIX, TY)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(SD_TC_THREADS, 2) sddmm_tc_tiles_##SUFFIX(                \
-        int m, int n, int k, float alpha, const sgpu_b16* A, long long lda, const sgpu_b16* B, long long ldb, \
-        const sgpu_b16* s, const int* col_ind, const int* starts, int column_tiles, const int2* tiles,      \
-        sgpu_b16* out) {                                                                                    \
-        sddmm_tc_tiles<TY>(m, n, k, alpha, A, lda, B, ldb, s, col_ind, starts, column_tiles, tiles, out);    \
+#define SD_TC(NAME, TY, MATH)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(SD_TC_THREADS, 2) NAME(                                      \
+        int m, int n, int k, float alpha, const sd_type<TY>::elem* A, long long lda, const sd_type<TY>::elem* B, \
+        long long ldb, const sd_type<TY>::elem* s, const int* col_ind, const int* starts, int column_tiles,    \
+        const int2* tiles, sd_type<TY>::elem* out) {                                                          \
+        sddmm_tc_tiles<TY, MATH>(m, n, k, alpha, A, lda, B, ldb, s, col_ind, starts, column_tiles, tiles, out);  \
     }
-SD_TC(f16, 2)
-SD_TC(bf16, 3)
+SD_TC(sddmm_tc_tiles_f16, 2, SD_TC_HALF)
+SD_TC(sddmm_tc_tiles_bf16, 3, SD_TC_HALF)
+SD_TC(sddmm_tc_tiles_f32_tf32, 0, SD_TC_TF32)
+SD_TC(sddmm_tc_tiles_f32_3xtf32, 0, SD_TC_TF32X3)
 
 // ---------------------------------------------------------------------------------------------
 // The tiled algorithm on CUDA cores (a plan whose rows are sorted by column)

@@ -117,7 +117,8 @@ fn holds_entry_points(module: &kernels::KernelSource, names: &[String]) {
 /// kernels/sddmm.cu compiles with the validation of device-resident patterns fused into its
 /// conversion kernel and its CSR compute kernels, and holds every entry point the launchers
 /// (src/backend/cuda/sddmm.rs) name: among them the panels for the vectors a lane of A's row from
-/// K = 64 on (f32 2-8, f64 4-8, f16 / bf16 1-4).
+/// K = 64 on (f32 2-8, f64 4-8, f16 / bf16 1-4), and the tensor-core tiles of f16, bf16 and of f32
+/// in both TF32 math modes.
 #[test]
 fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     if !nvrtc_or_skip() {
@@ -132,6 +133,7 @@ fn the_sddmm_module_holds_every_entry_point_its_launchers_name() {
     for (ty, per_lane) in [("f32", &[2, 4, 8][..]), ("f64", &[4, 8]), ("f16", &[1, 2, 4]), ("bf16", &[1, 2, 4])] {
         names.extend(per_lane.iter().map(|n| format!("sddmm_panels_{ty}_g8_n{n}")));
     }
+    names.extend(["f16", "bf16", "f32_tf32", "f32_3xtf32"].iter().map(|kind| format!("sddmm_tc_tiles_{kind}")));
     holds_entry_points(&kernels::SDDMM, &names);
 }
 

@@ -9,12 +9,12 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::takes_dense_tiles;
+use common::sddmm::{product_in, takes_dense_tiles};
 use common::{POISON, Rng, relative_error};
 use half::{bf16, f16};
 use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::sddmm::{DEFAULT_DENSITY_THRESHOLD, SddmmAlgorithm, TILE_COLS, TILE_K, TILE_ROWS};
+use sparsegpu::sddmm::{DEFAULT_DENSITY_THRESHOLD, SddmmAlgorithm, SddmmMathMode, TILE_COLS, TILE_K, TILE_ROWS};
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{band_csr, random_csr, rmat_csr};
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
@@ -155,6 +155,11 @@ impl<T: Element> Data<T> {
     /// The exact result in f64 and, per entry, `|α·S[e]|·Σ|A[i,p]·B[j,p]|`, the scale rounding
     /// errors are measured against.
     fn reference(&self, p: &Problem) -> (Vec<f64>, Vec<f64>) {
+        self.reference_in(p, SddmmMathMode::Default)
+    }
+
+    /// [`Data::reference`] with each product as the math mode `math` forms it.
+    fn reference_in(&self, p: &Problem, math: SddmmMathMode) -> (Vec<f64>, Vec<f64>) {
         let alpha = self.alpha.to_f64();
         let mut want = Vec::with_capacity(p.nnz());
         let mut scale = Vec::with_capacity(p.nnz());
@@ -163,8 +168,8 @@ impl<T: Element> Data<T> {
                 let j = p.pattern.col_ind[e] as usize;
                 let (mut dot, mut abs) = (0.0, 0.0);
                 for q in 0..p.k {
-                    let prod =
-                        self.a[p.dense_index(i, q, p.lda)].to_f64() * self.b[p.dense_index(j, q, p.ldb)].to_f64();
+                    let (a, b) = (self.a[p.dense_index(i, q, p.lda)], self.b[p.dense_index(j, q, p.ldb)]);
+                    let prod = product_in(math, a.to_f64(), b.to_f64());
                     dot += prod;
                     abs += prod.abs();
                 }
@@ -435,6 +440,99 @@ fn tiled_and_coo_agree_to_rounding_on_a_dense_pattern() {
     assert_eq!(unsafe { sddmmDestroy(h) }, OK);
 }
 
+fn set_math_mode(h: sddmmHandle_t, math: SddmmMathMode) {
+    assert_eq!(unsafe { sddmmSetMathMode(h, math as i32) }, OK, "{}", last_error());
+}
+
+/// On the CPU backend, the math modes' executable specification, f32 calls in TF32 and 3xTF32 give
+/// every entry as the sum of the mode's products (within FP32's rounding of that sum), by both
+/// algorithms, dynamically and through a plan, both layouts, both index bases, K from 0 to past a
+/// slice; TF32 differs from the default mode's result, 3xTF32 only within FP32's accuracy.
+/// Other types ignore the mode: their outputs are those of the default mode, to the bit.
+#[test]
+fn the_tf32_math_modes_compute_the_products_they_define() {
+    let mut rng = Rng::fresh("sddmm math modes");
+    let h = create_handle();
+    assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cpu as i32) }, OK);
+    for case in 0..24 {
+        let (label, pattern) = random_pattern(&mut rng);
+        let k = [0, 1, 16, 40, 2 * TILE_K + 5][case % 5];
+        let layout = if case % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+        let base = if case % 3 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let p = Problem::new(format!("case {case}: {label}, k {k}, {layout:?}"), pattern, k, layout, base, (1, 0));
+        let d = Data::<f32>::random(&mut rng, &p);
+        let (exact, exact_scale) = d.reference(&p);
+        let plan = unsafe { create_plan(h, &p) };
+        set_algorithm(h, SddmmAlgorithm::Coo);
+        let mut default = poisoned::<f32>(p.nnz());
+        assert_eq!(unsafe { dynamic(h, &p, &d, &mut default) }, OK);
+        for math in [SddmmMathMode::Tf32, SddmmMathMode::Tf32x3] {
+            set_math_mode(h, math);
+            let (want, scale) = d.reference_in(&p, math);
+            for alg in [SddmmAlgorithm::Tiled, SddmmAlgorithm::Coo] {
+                set_algorithm(h, alg);
+                let mut out = poisoned::<f32>(p.nnz());
+                assert_eq!(unsafe { dynamic(h, &p, &d, &mut out) }, OK, "{}: {}", p.label, last_error());
+                let mut planned = poisoned::<f32>(p.nnz());
+                assert_eq!(unsafe { execute_plan(h, plan, &p, &d, &mut planned) }, OK);
+                for (way, got) in [("sddmmDynamic", &out), ("sddmmExecutePlan", &planned)] {
+                    check(&format!("{way} {math:?} {alg:?}"), &p, got, &want, &scale);
+                    if math == SddmmMathMode::Tf32x3 {
+                        // Each product within 2⁻²¹ of a·b (the dropped small·small and the
+                        // truncation of small), then FP32's rounding of the sum.
+                        let (rel, _) = tolerance::<f32>(k);
+                        for e in 0..p.nnz() {
+                            let bound = (rel + 2f64.powi(-21)) * exact_scale[e];
+                            let g = got[e] as f64;
+                            assert!(
+                                (g - exact[e]).abs() <= bound,
+                                "{}: {way} 3xTF32 entry {e}: {g} vs exact {}",
+                                p.label,
+                                exact[e]
+                            );
+                        }
+                    }
+                }
+                // TF32 took effect: random inputs are not TF32 values, and their products rounded
+                // to 11 significant bits give other sums than the default mode's. (3xTF32's differ
+                // by less than FP32's rounding of the result can show.)
+                if math == SddmmMathMode::Tf32 && k > 0 && d.alpha.to_f64() != 0.0 && p.nnz() > 0 {
+                    assert!(
+                        out.iter().zip(&default).any(|(x, y)| x.to_bits() != y.to_bits()),
+                        "{}: {math:?} gave the default mode's result",
+                        p.label
+                    );
+                }
+            }
+        }
+        set_math_mode(h, SddmmMathMode::Default);
+        unsafe { sddmmDestroyPlan(plan) };
+        // Other types: the mode changes nothing.
+        let ignored = |rng: &mut Rng| {
+            let d64 = Data::<f64>::random(rng, &p);
+            let d16 = Data::<f16>::random(rng, &p);
+            let run = |math| {
+                set_math_mode(h, math);
+                let (mut out64, mut out16) = (poisoned::<f64>(p.nnz()), poisoned::<f16>(p.nnz()));
+                assert_eq!(unsafe { dynamic(h, &p, &d64, &mut out64) }, OK);
+                assert_eq!(unsafe { dynamic(h, &p, &d16, &mut out16) }, OK);
+                (
+                    out64.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    out16.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                )
+            };
+            let default = run(SddmmMathMode::Default);
+            assert_eq!(run(SddmmMathMode::Tf32), default, "{}: f64 / f16 in TF32", p.label);
+            assert_eq!(run(SddmmMathMode::Tf32x3), default, "{}: f64 / f16 in 3xTF32", p.label);
+            set_math_mode(h, SddmmMathMode::Default);
+        };
+        if case % 4 == 0 {
+            ignored(&mut rng);
+        }
+    }
+    assert_eq!(unsafe { sddmmDestroy(h) }, OK);
+}
+
 /// An n×n pattern with exactly `nnz` entries (the first ones in row-major order).
 fn pattern_with(n: usize, nnz: usize) -> CsrMatrix<f64> {
     CsrMatrix::from_triplets(n, n, (0..nnz).map(|e| (e / n, e % n, 1.0)).collect())
@@ -539,6 +637,23 @@ fn handle_functions_work_and_reject_bad_arguments() {
         assert_eq!(unsafe { sddmmSetAlgorithm(h, bad) }, Status::InvalidValue as i32);
         assert!(names("sddmmSetAlgorithm", "algorithm"), "{}", last_error());
     }
+    let mut mode = -1;
+    assert_eq!(unsafe { sddmmGetMathMode(h, &mut mode) }, OK);
+    assert_eq!(mode, SddmmMathMode::Default as i32, "exact FP32 by default");
+    for math in SddmmMathMode::variants() {
+        set_math_mode(h, *math);
+        assert_eq!(unsafe { sddmmGetMathMode(h, &mut mode) }, OK);
+        assert_eq!(mode, *math as i32);
+    }
+    for bad in [-1, 3, 100] {
+        assert_eq!(unsafe { sddmmSetMathMode(h, bad) }, Status::InvalidValue as i32);
+        assert!(names("sddmmSetMathMode", "mode"), "{}", last_error());
+        assert_eq!(unsafe { sddmmGetMathMode(h, &mut mode) }, OK);
+        assert_eq!(mode, SddmmMathMode::Tf32 as i32, "a failed SetMathMode leaves the handle unchanged");
+    }
+    assert_eq!(unsafe { sddmmGetMathMode(h, null_mut()) }, Status::InvalidPointer as i32);
+    assert!(names("sddmmGetMathMode", "mode"), "{}", last_error());
+    set_math_mode(h, SddmmMathMode::Default);
     for bad in [-1e-9, -1.0, f64::NAN, f64::NEG_INFINITY] {
         assert_eq!(unsafe { sddmmSetDensityThreshold(h, bad) }, Status::InvalidValue as i32, "{bad}");
         assert!(names("sddmmSetDensityThreshold", "threshold"), "{}", last_error());

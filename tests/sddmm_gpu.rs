@@ -9,13 +9,13 @@
 mod common;
 use common::last_error;
 
-use common::sddmm::takes_dense_tiles;
+use common::sddmm::{product_in, takes_dense_tiles};
 use common::{POISON, Rng};
 use half::{bf16, f16};
 use sparsegpu::backend::cuda::{self, memory};
 use sparsegpu::capi::sddmm::*;
 use sparsegpu::scalar::Element;
-use sparsegpu::sddmm::SddmmAlgorithm;
+use sparsegpu::sddmm::{SddmmAlgorithm, SddmmMathMode};
 use sparsegpu::testgen::random_csr;
 use sparsegpu::{BackendKind, IndexBase, Layout, Status, ValueType};
 use std::ffi::c_void;
@@ -196,6 +196,18 @@ impl Case {
     /// The f64 product of the rounded inputs and, per entry, the bound Σ|α·S·a·b| that scales
     /// rounding errors.
     fn reference<T: Element>(&self, alpha: f64, a: &[T], b: &[T], s: Option<&[T]>) -> (Vec<f64>, Vec<f64>) {
+        self.reference_in(SddmmMathMode::Default, alpha, a, b, s)
+    }
+
+    /// [`Case::reference`] with each product as the math mode `math` forms it.
+    fn reference_in<T: Element>(
+        &self,
+        math: SddmmMathMode,
+        alpha: f64,
+        a: &[T],
+        b: &[T],
+        s: Option<&[T]>,
+    ) -> (Vec<f64>, Vec<f64>) {
         let offset = self.base.offset() as usize;
         let (mut want, mut scale) = (Vec::new(), Vec::new());
         for i in 0..self.m {
@@ -204,7 +216,7 @@ impl Case {
                 let sv = alpha * s.map_or(1.0, |s| s[e].to_f64());
                 let (mut dot, mut abs) = (0.0, 0.0);
                 for p in 0..self.k {
-                    let x = a[self.at(i, p, self.lda)].to_f64() * b[self.at(j, p, self.ldb)].to_f64();
+                    let x = product_in(math, a[self.at(i, p, self.lda)].to_f64(), b[self.at(j, p, self.ldb)].to_f64());
                     dot += x;
                     abs += x.abs();
                 }
@@ -537,6 +549,110 @@ fn bf16_tensor_core_tiles_match_the_reference() {
         return;
     }
     tensor_tiles_for::<bf16>("sddmm gpu bf16 tensor tiles");
+}
+
+/// Shapes for f32's tensor-core tiles in the TF32 math modes, which the tiled algorithm, forced, runs
+/// wherever the plan has them: rows sorted by column, at least as many entries as rows × (column
+/// tiles of 128 + 1), K a multiple of 4 (16-byte rows) below, at and above a stage of 16 floats and
+/// not a multiple of it, sizes that are not multiples of a 128 × 128 tile, one row.
+const TF32_TILE_SHAPES: &[(usize, usize, usize, f64)] = &[
+    (200, 300, 64, 0.1),
+    (300, 500, 128, 0.08),
+    (129, 67, 4, 0.12),
+    (1500, 800, 200, 0.05),
+    (65, 130, 20, 0.1),
+    (1000, 1000, 16, 0.012),
+    (1, 5000, 136, 0.05),
+    (1024, 1024, 128, 0.1),
+];
+
+/// f32 in a TF32 math mode through a plan made on the CUDA handle, S with and without values, both
+/// index bases, leading dimensions K or K + 4, out poisoned first. TILED (the tensor-core tiles):
+/// every entry within FP32's rounding of the sum of the mode's products, as the CPU backend's
+/// result in the mode; in TF32 other than the default mode's result on the same tiles' shapes. AUTO,
+/// which takes the tiles or an exact kernel: every entry within FP32's rounding of one or the other.
+/// sddmmDynamic (no plan, so exact kernels): within FP32's rounding of the exact result.
+fn tf32_tiles_for(math: SddmmMathMode, label: &str) {
+    let mut rng = Rng::fresh(label);
+    let (gpu, cpu) = (handle(BackendKind::Cuda), handle(BackendKind::Cpu));
+    for h in [gpu, cpu] {
+        assert_eq!(unsafe { sddmmSetMathMode(h, math as i32) }, OK);
+    }
+    for (idx, &shape) in TF32_TILE_SHAPES.iter().enumerate() {
+        let base = if idx % 2 == 0 { IndexBase::One } else { IndexBase::Zero };
+        let pad = 4 * rng.below(2);
+        let c = Case::sorted(&mut rng, shape, base, pad);
+        let with_values = idx % 3 != 0;
+        let a: Vec<f32> = rng.vec(c.len(c.m, c.lda));
+        let b: Vec<f32> = rng.vec(c.len(c.n, c.ldb));
+        let s: Vec<f32> = if with_values { rng.vec(c.nnz()) } else { Vec::new() };
+        let alpha = rng.range(-2.0, 2.0) as f32;
+        let s_opt = with_values.then_some(&s[..]);
+        let (want, scale) = c.reference_in(math, alpha as f64, &a, &b, s_opt);
+        let (exact, exact_scale) = c.reference(alpha as f64, &a, &b, s_opt);
+        let run = |h: sddmmHandle_t, plan: Option<sddmmPlan_t>, alg: SddmmAlgorithm| {
+            assert_eq!(unsafe { sddmmSetAlgorithm(h, alg as i32) }, OK);
+            let mut out = vec![POISON as f32; c.nnz()];
+            let ptrs = Ptrs {
+                a: a.as_ptr(),
+                b: b.as_ptr(),
+                s: if with_values { s.as_ptr() } else { std::ptr::null() },
+                row_ptr: c.row_ptr.as_ptr(),
+                col_ind: c.col_ind.as_ptr(),
+                out: out.as_mut_ptr(),
+            };
+            let status = match plan {
+                Some(p) => unsafe { execute(h, p, &c, &alpha, ptrs) },
+                None => unsafe { dynamic(h, &c, &alpha, ptrs) },
+            };
+            assert_eq!(status, OK, "{} {math:?} {alg:?}: {}", c.label, last_error());
+            out
+        };
+        let plan = unsafe { create_plan(gpu, &c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+        let what = format!("{} {math:?} values={with_values}", c.label);
+        let tiled = run(gpu, Some(plan), SddmmAlgorithm::Tiled);
+        check(&format!("{what} TILED"), &tiled, &want, &scale);
+        let on_cpu: Vec<f64> = run(cpu, None, SddmmAlgorithm::Coo).iter().map(|&v| v as f64).collect();
+        check(&format!("{what} TILED vs CPU"), &tiled, &on_cpu, &scale);
+        if math == SddmmMathMode::Tf32 && alpha != 0.0 {
+            assert_eq!(unsafe { sddmmSetMathMode(gpu, SddmmMathMode::Default as i32) }, OK);
+            let default = run(gpu, Some(plan), SddmmAlgorithm::Tiled);
+            assert_eq!(unsafe { sddmmSetMathMode(gpu, math as i32) }, OK);
+            assert!(tiled.iter().zip(&default).any(|(x, y)| x != y), "{what}: TF32 gave the default mode's result");
+        }
+        let auto = run(gpu, Some(plan), SddmmAlgorithm::Auto);
+        for e in 0..c.nnz() {
+            let (g, tol) = (auto[e] as f64, 3e-5 * scale[e]);
+            assert!(
+                (g - want[e]).abs() <= tol || (g - exact[e]).abs() <= tol,
+                "{what} AUTO: entry {e}: got {g}, the mode's {}, exact {}",
+                want[e],
+                exact[e]
+            );
+        }
+        check(&format!("{what} dynamic"), &run(gpu, None, SddmmAlgorithm::Auto), &exact, &exact_scale);
+        unsafe { sddmmDestroyPlan(plan) };
+    }
+    unsafe {
+        sddmmDestroy(gpu);
+        sddmmDestroy(cpu);
+    }
+}
+
+#[test]
+fn f32_tf32_tensor_core_tiles_match_the_modes_products() {
+    if !common::cuda_available("f32_tf32_tensor_core_tiles_match_the_modes_products") {
+        return;
+    }
+    tf32_tiles_for(SddmmMathMode::Tf32, "sddmm gpu f32 tf32 tiles");
+}
+
+#[test]
+fn f32_3xtf32_tensor_core_tiles_match_the_modes_products() {
+    if !common::cuda_available("f32_3xtf32_tensor_core_tiles_match_the_modes_products") {
+        return;
+    }
+    tf32_tiles_for(SddmmMathMode::Tf32x3, "sddmm gpu f32 3xtf32 tiles");
 }
 
 /// The panel kernel's cases, every one of which AUTO takes to the panels in f32 and f16 / bf16:

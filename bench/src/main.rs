@@ -157,6 +157,11 @@ pub struct Options {
     /// tensor cores; its f32 rows are then checked against an f64 product, relative error ≤ 1e-5)
     #[arg(long, value_name = "M", value_parser = ["default", "tf32x3"])]
     pub smat_math: Option<String>,
+    /// SDDMM math mode for f32 (sddmmSetMathMode): default (exact FP32), tf32 or tf32x3 (the
+    /// tensor-core tiles through a plan; f32 rows are then labelled "f32 tf32" / "f32 3xtf32", and TF32
+    /// is checked against cuSPARSE's FP32 result to a relative error of 2e-3)
+    #[arg(long, value_name = "M", value_parser = ["default", "tf32", "tf32x3"])]
+    pub sddmm_math: Option<String>,
     /// SpAMM inputs: algebraic, exponential or both (default both)
     #[arg(
         long,
@@ -650,7 +655,7 @@ mod tests {
         assert!(o.suite.is_none() && o.widths.is_none());
         assert!(o.block_size.is_none() && o.ratios.is_none() && o.densities.is_none());
         assert!(o.types.is_none() && o.decay.is_none());
-        assert!(o.smat_format.is_none() && o.smat_math.is_none());
+        assert!(o.smat_format.is_none() && o.smat_math.is_none() && o.sddmm_math.is_none());
     }
 
     #[test]
@@ -689,6 +694,8 @@ mod tests {
             "tiles",
             "--smat-math",
             "tf32x3",
+            "--sddmm-math",
+            "tf32",
             "--demo",
         ])
         .unwrap();
@@ -700,6 +707,7 @@ mod tests {
         assert_eq!(o.widths, Some(vec![32, 512]));
         assert_eq!(o.smat_format.as_deref(), Some("tiles"));
         assert_eq!(o.smat_math.as_deref(), Some("tf32x3"));
+        assert_eq!(o.sddmm_math.as_deref(), Some("tf32"));
         assert_eq!(o.devices, Some(vec![1, 2, 3, 4]));
         assert_eq!(o.block_size, Some(64));
         assert_eq!(o.ratios, Some(vec![0.3, 0.05]));

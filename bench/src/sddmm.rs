@@ -10,6 +10,7 @@ use crate::report::{Measurement, Verdict, table_header};
 use crate::vendor::{Scalar, Sddmm};
 use crate::{Bench, announce_probe, check, download_as, suite, tolerance, type_name, type_size, upload_as};
 use sparsegpu::capi::sddmm::*;
+use sparsegpu::sddmm::SddmmMathMode;
 use sparsegpu::sparse::CsrMatrix;
 use sparsegpu::testgen::{self, Rng};
 use sparsegpu::{Layout, ValueType};
@@ -28,6 +29,30 @@ impl Drop for Plan {
     fn drop(&mut self) {
         unsafe { sddmmDestroyPlan(self.0) };
     }
+}
+
+/// The math mode of the handles' f32 calls (`--sddmm-math`).
+fn math_mode(b: &Bench) -> SddmmMathMode {
+    match b.opts.sddmm_math.as_deref() {
+        Some("tf32") => SddmmMathMode::Tf32,
+        Some("tf32x3") => SddmmMathMode::Tf32x3,
+        _ => SddmmMathMode::Default,
+    }
+}
+
+/// The report's type column for calls of `ty` in `math`: f32's TF32 modes are named.
+fn measured_type(ty: ValueType, math: SddmmMathMode) -> &'static str {
+    match (ty, math) {
+        (ValueType::F32, SddmmMathMode::Tf32) => "f32 tf32",
+        (ValueType::F32, SddmmMathMode::Tf32x3) => "f32 3xtf32",
+        _ => type_name(ty),
+    }
+}
+
+/// How far our result may be from cuSPARSE's (relative Frobenius error): TF32's products, rounded
+/// to 11 significant bits, move random dot products by about 2e-4.
+fn sddmm_tolerance(ty: ValueType, math: SddmmMathMode) -> f64 {
+    if ty == ValueType::F32 && math == SddmmMathMode::Tf32 { 2e-3 } else { tolerance(ty) }
 }
 
 /// `sddmmAlgorithm_t` values of `include/sparsegpu.h`.
@@ -182,7 +207,7 @@ fn case(
         "sddmm",
         "sddmmDynamic",
         if vendor_ty == ty { "cusparseSDDMM CSR" } else { "cusparseSDDMM CSR f16" },
-        type_name(ty),
+        measured_type(ty, math_mode(b)),
         input,
         format!("{m_rows}x{n_cols} k={k} nnz={nnz}"),
     );
@@ -316,6 +341,7 @@ fn measure(
     reference: &[f64],
 ) -> Outcome<()> {
     let t = b.gpu.time(call)?;
+    let tolerance = sddmm_tolerance(ty, math_mode(b));
     m.ours_ms = Some(t.gpu_ms);
     m.ours_wall_ms = Some(t.wall_ms);
     let mut algorithm = 0;
@@ -324,9 +350,9 @@ fn measure(
     let got = download_as(&b.gpu, ty, out, nnz)?;
     let (err, _) = crate::gpu::relative_error(&got, reference);
     m.error = Some(err);
-    if !crate::gpu::within(err, tolerance(ty)) {
+    if !crate::gpu::within(err, tolerance) {
         m.verdict =
-            Verdict::Mismatch(format!("relative error {err:.3e} against cusparseSDDMM exceeds {:.0e}", tolerance(ty)));
+            Verdict::Mismatch(format!("relative error {err:.3e} against cusparseSDDMM exceeds {tolerance:.0e}"));
     }
     Ok(())
 }
@@ -337,6 +363,7 @@ fn new_handle(b: &Bench) -> Outcome<Handle> {
     let handle = Handle(h);
     check(unsafe { sddmmSetBackend(h, sparsegpu::BackendKind::Cuda as i32) }, "sddmmSetBackend(CUDA)")?;
     check(unsafe { sddmmSetStream(h, b.gpu.raw_stream()) }, "sddmmSetStream")?;
+    check(unsafe { sddmmSetMathMode(h, math_mode(b) as i32) }, "sddmmSetMathMode")?;
     Ok(handle)
 }
 

@@ -22,6 +22,8 @@ pub type sddmmHandle_t = *mut SddmmHandle;
 pub type sddmmPlan_t = *mut SddmmPlan;
 /// `sddmmAlgorithm_t`: an `sddmmAlgorithm` value passed as `int`.
 pub type sddmmAlgorithm_t = c_int;
+/// `sddmmMathMode_t`: an `sddmmMathMode` value passed as `int`.
+pub type sddmmMathMode_t = c_int;
 
 static HANDLES: Registry<SddmmHandle> = Registry::new(ObjectKind::SddmmHandle);
 static PLANS: Registry<SddmmPlan> = Registry::new(ObjectKind::SddmmPlan);
@@ -104,6 +106,34 @@ pub unsafe extern "C" fn sddmmSetDensityThreshold(handle: sddmmHandle_t, thresho
     boundary("sddmmSetDensityThreshold", || {
         let h = unsafe { HANDLES.get(handle, "handle") }?;
         h.set_density_threshold(threshold)
+    })
+}
+
+/// Sets how the handle's f32 calls multiply (`sddmmMathMode`), as cublasSetMathMode:
+/// SDDMM_MATH_MODE_DEFAULT (exact FP32, the default), SDDMM_MATH_MODE_TF32X3 (3xTF32: close to FP32
+/// accuracy) or SDDMM_MATH_MODE_TF32 (A and B rounded to TF32, 10-bit mantissas, products summed in
+/// FP32). The TF32 modes allow that arithmetic rather than require it: a CUDA handle uses it on
+/// tensor cores through a plan whose rows are sorted by column, A and B row-major with K, the
+/// leading dimensions and the base addresses multiples of 16 bytes, where its tiles are the faster
+/// (or wherever the plan has them with SDDMM_ALGORITHM_TILED), and is exact FP32 elsewhere; a CPU
+/// handle computes every product in the mode. f64, f16 and bf16 calls ignore it. Another value:
+/// SGPU_STATUS_INVALID_VALUE, handle unchanged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmSetMathMode(handle: sddmmHandle_t, mode: sddmmMathMode_t) -> sgpuStatus_t {
+    boundary("sddmmSetMathMode", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        h.set_math_mode(enum_arg(mode, "mode")?);
+        Ok(())
+    })
+}
+
+/// Writes the handle's math mode to `*mode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sddmmGetMathMode(handle: sddmmHandle_t, mode: *mut sddmmMathMode_t) -> sgpuStatus_t {
+    boundary("sddmmGetMathMode", || {
+        let h = unsafe { HANDLES.get(handle, "handle") }?;
+        *unsafe { out_arg(mode, "mode") }? = h.math_mode() as c_int;
+        Ok(())
     })
 }
 

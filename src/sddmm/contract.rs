@@ -6,7 +6,7 @@
 //! operands where they are, doing itself whatever preprocessing a call without a plan (or with a
 //! plan prepared elsewhere) needs.
 
-use super::{SddmmAlgorithm, SddmmOperands, SddmmPlan};
+use super::{SddmmAlgorithm, SddmmMathMode, SddmmOperands, SddmmPlan};
 use crate::dense::MatRef;
 use crate::error::Error;
 use crate::error::Result;
@@ -165,6 +165,11 @@ pub struct Sampling<'a, T: Element> {
     pub plan: Option<&'a SddmmPlan>,
     /// TILED or COO (never AUTO).
     pub algorithm: SddmmAlgorithm,
+    /// Whether the caller forced the algorithm (the handle's SDDMM_ALGORITHM_TILED / COO) rather
+    /// than AUTO choosing it.
+    pub forced: bool,
+    /// The handle's math mode for f32 calls; [`SddmmMathMode::Default`] for every other type.
+    pub math: SddmmMathMode,
 }
 
 /// The SDDMM steps a backend executes for element type `T`.
@@ -186,9 +191,16 @@ pub trait SddmmBackend<T: Element> {
     /// operands and plan, whatever the handle's density threshold says: AUTO then takes TILED. A
     /// backend says so where a kernel of its tiled algorithm beats its COO kernel (the CUDA
     /// backend, with a plan prepared on its device: f16 / bf16 tiles on tensor cores and 16 × 16
-    /// tiles on CUDA cores where its tiles holding entries are full enough, the band kernels where
-    /// rows are short and even). By default never.
-    fn prefers_tiled(&self, _operands: &RawOperands<T>, _shape: PatternShape, _plan: Option<&SddmmPlan>) -> bool {
+    /// tiles on CUDA cores where its tiles holding entries are full enough, f32's tensor-core tiles
+    /// in a TF32 `math` mode likewise, the band kernels where rows are short and even). By default
+    /// never.
+    fn prefers_tiled(
+        &self,
+        _operands: &RawOperands<T>,
+        _shape: PatternShape,
+        _plan: Option<&SddmmPlan>,
+        _math: SddmmMathMode,
+    ) -> bool {
         false
     }
 }

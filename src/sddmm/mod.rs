@@ -35,7 +35,7 @@ use crate::handle::HandleCore;
 use crate::log;
 use crate::scalar::Element;
 use crate::sparse::CompressedRef;
-use crate::types::IndexBase;
+use crate::types::{IndexBase, ValueType};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::os::raw::c_int;
@@ -71,12 +71,42 @@ crate::types::c_enum_conversions! {
     SddmmAlgorithm as "sddmmAlgorithm_t" { Auto, Tiled, Coo }
 }
 
+/// How f32 SDDMM multiplies (`sddmmMathMode`), after cuBLAS's math modes. Only f32 calls are
+/// affected: f16 / bf16 (FP32 arithmetic) and f64 ignore it. As in cuBLAS, the TF32 modes allow the
+/// rounded arithmetic, they do not require it: the CUDA backend uses it in its tensor-core tiles (a
+/// plan whose rows are sorted by column, A and B row-major in whole 16-byte chunks) where they are
+/// the faster kernel, or wherever the plan has them when TILED is forced, and its other kernels stay
+/// exact FP32; the CPU backend, the mode's executable specification, computes every product as the
+/// mode defines it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SddmmMathMode {
+    /// Exact FP32: every product an FP32 fused multiply-add (the default).
+    #[default]
+    Default = 0,
+    /// 3xTF32: each element x of A and B is split as x ≈ big + small with big = TF32(x) rounded to
+    /// nearest (ties away from zero) and small = x − big truncated to TF32 (10 explicit mantissa
+    /// bits), and a·b is computed as small_a·big_b + big_a·small_b + big_a·big_b, each product exact,
+    /// summed in FP32: FP32 accuracy to within a small factor. NaN and ±∞ in a row of A or B give NaN
+    /// in its entries.
+    Tf32x3 = 1,
+    /// TF32: each element of A and B rounded to TF32 (to nearest, ties away from zero), the products
+    /// (exact) summed in FP32: about 3 decimal digits, 2⁻¹¹ relative per element, as cuBLAS's
+    /// CUBLAS_TF32_TENSOR_OP_MATH; an element within 2⁻¹² of FP32's largest rounds to ±∞.
+    Tf32 = 2,
+}
+
+crate::types::c_enum_conversions! {
+    SddmmMathMode as "sddmmMathMode_t" { Default, Tf32x3, Tf32 }
+}
+
 /// The C `sddmmContext`: shared handle state plus the algorithm policy.
 #[derive(Debug)]
 pub struct SddmmHandle {
     pub core: HandleCore,
     algorithm: SddmmAlgorithm,
     density_threshold: f64,
+    math_mode: SddmmMathMode,
     last_algorithm: Option<SddmmAlgorithm>,
     /// An invalid pattern found by a validation in place after its call returned, brought home from
     /// an executor that was replaced ([`SddmmHandle::settle`]), for the next call to report.
@@ -89,6 +119,7 @@ impl SddmmHandle {
             core: HandleCore::new()?,
             algorithm: SddmmAlgorithm::Auto,
             density_threshold: DEFAULT_DENSITY_THRESHOLD,
+            math_mode: SddmmMathMode::Default,
             last_algorithm: None,
             unreported: None,
         })
@@ -116,6 +147,14 @@ impl SddmmHandle {
         }
         self.density_threshold = threshold;
         Ok(())
+    }
+
+    pub fn math_mode(&self) -> SddmmMathMode {
+        self.math_mode
+    }
+
+    pub fn set_math_mode(&mut self, mode: SddmmMathMode) {
+        self.math_mode = mode;
     }
 
     /// TILED or COO of the last successful compute call; `None` before any.
@@ -161,17 +200,24 @@ impl SddmmHandle {
         self.report_invalid_pattern(false)?;
         let call = log::Call::open();
         let shape = structure.shape();
+        let math = if T::VALUE_TYPE == ValueType::F32 { self.math_mode } else { SddmmMathMode::Default };
         let prefers_tiled = self.algorithm == SddmmAlgorithm::Auto
-            && T::backend(self.core.executor_mut()).prefers_tiled(operands, shape, plan);
+            && T::backend(self.core.executor_mut()).prefers_tiled(operands, shape, plan, math);
         let algorithm = self.choose(shape.rows, shape.cols, shape.nnz, prefers_tiled);
-        let sampling = Sampling { operands, structure, plan, algorithm };
+        let forced = self.algorithm != SddmmAlgorithm::Auto;
+        let sampling = Sampling { operands, structure, plan, algorithm, forced, math };
         unsafe { T::backend(self.core.executor_mut()).sample(&sampling) }?;
         self.last_algorithm = Some(algorithm);
         call.finish(|| {
             let PatternShape { rows: m, cols: n, nnz, .. } = shape;
             format!(
-                "sddmm {} {m}x{n}, k {}, nnz {nnz} on {}: {} ({}){}",
+                "sddmm {}{} {m}x{n}, k {}, nnz {nnz} on {}: {} ({}){}",
                 T::VALUE_TYPE.short_name(),
+                match math {
+                    SddmmMathMode::Default => "",
+                    SddmmMathMode::Tf32x3 => " in 3xTF32",
+                    SddmmMathMode::Tf32 => " in TF32",
+                },
                 operands.k,
                 self.core.describe_placement(),
                 match algorithm {

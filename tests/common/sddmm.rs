@@ -1,5 +1,6 @@
-//! What the SDDMM tests share about the CUDA backend's dispatch.
+//! What the SDDMM tests share: the CUDA backend's dispatch, and the products of the math modes.
 
+use sparsegpu::sddmm::SddmmMathMode;
 use sparsegpu::{IndexBase, Layout, ValueType};
 
 /// Whether AUTO with a plan made on the CUDA handle takes dense tiles of S (the tiled algorithm) for
@@ -125,5 +126,34 @@ fn block_tiles(call: &Call) -> Option<bool> {
         Some(false)
     } else {
         None
+    }
+}
+
+/// An FP32 value's TF32 neighbour, worked out in f64 apart from the library's bit operations: 10
+/// explicit mantissa bits at the value's own exponent (f32's subnormals share the least), rounded
+/// to nearest with ties away from zero (`nearest`) or toward zero.
+pub fn tf32(x: f64, nearest: bool) -> f64 {
+    let bits = (x as f32).to_bits();
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let ulp = 2f64.powi(exponent.max(1) - 127 - 10);
+    let steps = x / ulp;
+    (if nearest { steps.round() } else { steps.trunc() }) * ulp
+}
+
+/// a·b (FP32 values) as SDDMM's math mode `math` multiplies them, exactly (every product of TF32
+/// values is exact in f64): TF32, tf32(a)·tf32(b); 3xTF32, with big = TF32 to nearest and small =
+/// the rest truncated to TF32, small_a·big_b + big_a·small_b + big_a·big_b; the default, a·b.
+pub fn product_in(math: SddmmMathMode, a: f64, b: f64) -> f64 {
+    let split = |x: f64| {
+        let big = tf32(x, true);
+        (big, tf32(x - big, false))
+    };
+    match math {
+        SddmmMathMode::Default => a * b,
+        SddmmMathMode::Tf32 => tf32(a, true) * tf32(b, true),
+        SddmmMathMode::Tf32x3 => {
+            let ((a_big, a_small), (b_big, b_small)) = (split(a), split(b));
+            a_small * b_big + a_big * b_small + a_big * b_big
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! `out[e] = α·S[e]·⟨A[i,:], B[j,:]⟩` in `T::Compute` and overwrite `out`.
 
 use super::CpuExecutor;
+use super::tf32::{tf32_round, tf32_split};
 use crate::alloc::{try_vec, try_with_capacity};
 use crate::dense::MatRef;
 use crate::error::{Error, Result};
@@ -10,8 +11,10 @@ use crate::log;
 use crate::scalar::{ComputeScalar, Element};
 use crate::sddmm::contract::{InvalidPattern, PreparedPlan, Sampling, SddmmBackend, SddmmPatterns, Structure};
 use crate::sddmm::{
-    BandSchedule, SddmmAlgorithm, SddmmOperands, SddmmPlan, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule, coo_row_indices,
+    BandSchedule, SddmmAlgorithm, SddmmMathMode, SddmmOperands, SddmmPlan, TILE_COLS, TILE_K, TILE_ROWS, TileSchedule,
+    coo_row_indices,
 };
+use crate::types::Layout;
 use rayon::prelude::*;
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -245,6 +248,39 @@ fn finish_band<T: Element>(
     }
 }
 
+/// A and B (m × k and n × k) as a TF32 math mode multiplies them, row-major, for the exact
+/// algorithms to run on: in TF32 each element rounded to TF32; in 3xTF32 each row of k elements
+/// made one of 3k, A's as [small, big, big] and B's as [big, small, big] ([`tf32_split`]), so that a
+/// dot product of two new rows is the sum of small_a·big_b + big_a·small_b + big_a·big_b. Every
+/// product of TF32 values is exact in FP32, so the exact algorithms add the mode's products.
+/// f32 only: the family passes no other type a TF32 mode.
+fn tf32_factors<T: Element>(op: &SddmmOperands<'_, T>, math: SddmmMathMode) -> Result<(Vec<T>, Vec<T>, usize)> {
+    let k = op.a.cols;
+    let width = if math == SddmmMathMode::Tf32x3 { 3 * k } else { k };
+    let convert = |x: &MatRef<'_, T>, big_first: bool, name: &str| -> Result<Vec<T>> {
+        let mut rows = try_vec(x.rows * width, T::from_f64(0.0), name)?;
+        rows.par_chunks_mut(width.max(1)).enumerate().for_each(|(i, row)| {
+            for p in 0..k {
+                let value = x.get(i, p).to_f64() as f32;
+                match math {
+                    SddmmMathMode::Tf32x3 => {
+                        let (big, small) = tf32_split(value);
+                        let first = if big_first { big } else { small };
+                        row[p] = T::from_f64(first as f64);
+                        row[k + p] = T::from_f64(if big_first { small } else { big } as f64);
+                        row[2 * k + p] = T::from_f64(big as f64);
+                    }
+                    _ => row[p] = T::from_f64(tf32_round(value) as f64),
+                }
+            }
+        });
+        Ok(rows)
+    };
+    let a = convert(&op.a, false, "A rounded to TF32")?;
+    let b = convert(&op.b, true, "B rounded to TF32")?;
+    Ok((a, b, width))
+}
+
 impl<T: Element> SddmmBackend<T> for CpuExecutor {
     unsafe fn sample(&mut self, sampling: &Sampling<'_, T>) -> Result<()> {
         let Structure::Validated(pattern) = sampling.structure else {
@@ -252,6 +288,20 @@ impl<T: Element> SddmmBackend<T> for CpuExecutor {
         };
         // SAFETY: the caller's arrays are host memory of their stated lengths (the contract).
         let (operands, out) = unsafe { (sampling.operands.host(pattern), sampling.operands.host_out(pattern.nnz())) };
+        let rounded;
+        let operands = match sampling.math {
+            SddmmMathMode::Default => operands,
+            math => {
+                log::note(|| format!("A and B rounded as {math:?} multiplies them, then the exact algorithm"));
+                rounded = tf32_factors(&operands, math)?;
+                let (a, b, width) = (&rounded.0, &rounded.1, rounded.2);
+                SddmmOperands {
+                    a: MatRef::new(a, operands.a.rows, width, width, Layout::RowMajor),
+                    b: MatRef::new(b, operands.b.rows, width, width, Layout::RowMajor),
+                    ..operands
+                }
+            }
+        };
         match sampling.algorithm {
             SddmmAlgorithm::Tiled => {
                 let built;

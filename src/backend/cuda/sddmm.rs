@@ -12,11 +12,11 @@ use crate::alloc::try_vec;
 use crate::error::{Error, Result};
 use crate::kernel_args;
 use crate::scalar::Element;
-use crate::sddmm::SddmmAlgorithm;
 use crate::sddmm::SddmmPlan;
 use crate::sddmm::contract::{
     InvalidPattern, PatternShape, PreparedPlan, RawOperands, Sampling, SddmmBackend, SddmmPatterns, Structure,
 };
+use crate::sddmm::{SddmmAlgorithm, SddmmMathMode};
 use crate::sparse::{CompressedRef, StructureFault};
 use crate::types::{IndexBase, ValueType};
 use cudarc::driver::sys::CUdeviceptr;
@@ -63,9 +63,10 @@ const ROW_WARPS_LONG_BLOCKS_PER_SM: usize = 2;
 /// on random S at density 5e-2 (H200, both forced in one run) 0.53-0.68 in f16 and 0.57-0.69 in f32
 /// at k = 32 to 256.
 const ROW_WARPS_COST: f64 = 0.6;
-/// The tensor-core tiles of f16 / bf16 (the kernels' SD_TC_M, SD_TC_N, SD_TC_THREADS): rows and
-/// columns of S a thread block computes densely, its threads, and its shared memory (three stages
-/// of the tile's rows of A and B, 80 bytes a row, or the 128 × 136 floats of the finished tile).
+/// The tensor-core tiles of f16 / bf16 and of f32 in the TF32 math modes (the kernels' SD_TC_M,
+/// SD_TC_N, SD_TC_THREADS): rows and columns of S a thread block computes densely, its threads, and
+/// its shared memory (three stages of the tile's rows of A and B, 80 bytes a row, or the 128 × 136
+/// floats of the finished tile).
 const TC_TILE_ROWS: usize = 128;
 const TC_TILE_COLS: usize = 128;
 const TC_THREADS: u32 = 512;
@@ -922,25 +923,28 @@ impl DevicePlan {
 
     /// The dense tiles the tiled algorithm computes for a call on `nnz` entries at width k whose
     /// operands' rows lie in whole 16-byte chunks, base addresses included (`chunks`, which both
-    /// kinds need; the tensor-core tiles also 16-bit elements): the tensor-core tiles or else the
-    /// block tiles where they pay ([`tensor_tiles_pay`], [`block_tiles_pay`]; against the row-warp
-    /// kernel where it would take the call, `row_warps`, at ROW_WARPS_COST of the COO kernel's time
-    /// an entry); failing that, with `tensor_fallback` (the tiled algorithm forced where the band
-    /// kernels do not pay), the tensor-core tiles wherever the plan has them. `None`: the band
-    /// kernels.
+    /// kinds need; the tensor-core tiles also 16-bit elements, or f32 in a TF32 `math` mode): the
+    /// tensor-core tiles or else the block tiles where they pay ([`tensor_tiles_pay`],
+    /// [`block_tiles_pay`]; against the row-warp kernel where it would take the call, `row_warps`, at
+    /// ROW_WARPS_COST of the COO kernel's time an entry); failing that, with `tensor_fallback` (the
+    /// tiled algorithm forced where the band kernels do not pay), the tensor-core tiles wherever the
+    /// plan has them. `None`: the band kernels.
     fn dense_tiles<T: Element>(
         &self,
         (nnz, k): (usize, usize),
         chunks: bool,
         tensor_fallback: bool,
         row_warps: bool,
+        math: SddmmMathMode,
     ) -> Option<DenseTiles> {
-        let sixteen_bits = matches!(T::VALUE_TYPE, ValueType::F16 | ValueType::Bf16);
-        let tensor = self.tensor_tiles.as_ref().filter(|_| chunks && sixteen_bits);
+        let products = TensorProducts::of(T::VALUE_TYPE, math);
+        let tensor = self.tensor_tiles.as_ref().filter(|_| chunks && products.is_some());
         let block = self.block_tiles.as_ref().filter(|_| chunks);
         // The cost models' COO kernel, or the row-warp kernel that takes a COO call instead.
         let entries = if row_warps { ROW_WARPS_COST * nnz as f64 } else { nnz as f64 };
-        if tensor.is_some_and(|tt| tensor_tiles_pay(tt.count, entries, k)) {
+        if let (Some(tt), Some(products)) = (tensor, products)
+            && tensor_tiles_pay(products, tt.count, entries, k)
+        {
             Some(DenseTiles::Tensor)
         } else if block.is_some_and(|bt| block_tiles_pay::<T>(bt.count, entries, k)) {
             Some(DenseTiles::Block)
@@ -1029,17 +1033,58 @@ fn block_tiles<T: Element>(
     }
 }
 
+/// What the tensor-core tiles multiply: 16-bit elements (m16n8k16), or f32 elements in a TF32 math
+/// mode (m16n8k8): rounded to TF32, or split into three products (3xTF32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TensorProducts {
+    Half,
+    Tf32,
+    Tf32x3,
+}
+
+impl TensorProducts {
+    /// The tiles' products for a call of `value_type` in `math`; `None`: no tensor-core kernel (f64,
+    /// and f32 in the exact default mode).
+    fn of(value_type: ValueType, math: SddmmMathMode) -> Option<TensorProducts> {
+        match (value_type, math) {
+            (ValueType::F16 | ValueType::Bf16, _) => Some(TensorProducts::Half),
+            (ValueType::F32, SddmmMathMode::Tf32) => Some(TensorProducts::Tf32),
+            (ValueType::F32, SddmmMathMode::Tf32x3) => Some(TensorProducts::Tf32x3),
+            _ => None,
+        }
+    }
+
+    /// The kernel's name for elements of `value_type`.
+    fn kernel(self, value_type: ValueType) -> String {
+        match self {
+            TensorProducts::Half => format!("sddmm_tc_tiles_{}", value_type.short_name()),
+            TensorProducts::Tf32 => "sddmm_tc_tiles_f32_tf32".to_string(),
+            TensorProducts::Tf32x3 => "sddmm_tc_tiles_f32_3xtf32".to_string(),
+        }
+    }
+}
+
 /// Whether the tensor-core tiles (`tiles` of them listed) beat the COO kernel on `entries` entries at
-/// width k, by a cost model fitted to an H100 (random 8192 × 8192 in f16 at densities 5e-2 and 1e-1,
-/// k = 32 to 256, both kernels forced in one run): a listed tile costs 8.5 + 0.119·k ns plus 8.9 ps
-/// an entry, the COO kernel 16.4 + 0.29·k ps an entry. So the tiles pay where they are more than
-/// 2.9 % (k = 256) to 4.5 % (k = 32) full. That model counts throughput, which thousands of tiles
-/// reach; a few hundred tiles, a block each, take the time of one block at least
-/// ([`TC_FEWEST_TILES_NS`] in the model's units).
-fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
+/// width k, by cost models of the tiles and of the COO kernel, fitted to random 8192 × 8192 patterns
+/// with both forced in one run. f16 / bf16 (an H100, densities 5e-2 and 1e-1, k = 32 to 256): a
+/// listed tile costs 8.5 + 0.119·k ns plus 8.9 ps an entry, the COO kernel 16.4 + 0.29·k ps an
+/// entry, so the tiles pay where they are more than 2.9 % (k = 256) to 4.5 % (k = 32) full. f32 in
+/// the TF32 modes (an H200, densities 1e-2, 5e-2 and 1e-1, k = 32 to 256,
+/// docs/results/h200-2026-11-29-sddmm-tf32.jsonl): a tile costs 13.4 + 0.275·k ns in TF32 and
+/// 12 + 0.554·k ns in 3xTF32 plus 5.6 ps an entry, the COO kernel 5.8 + 0.47·k ps an entry (the
+/// row-warp kernel at 1e-1, which took those calls, over ROW_WARPS_COST), so that TF32 pays from
+/// about 10 % full at k = 128 and 7 % at k = 256, 3xTF32 only where tiles are nearly full. That model
+/// counts throughput, which thousands of tiles reach; a few hundred tiles, a block each, take the
+/// time of one block at least ([`TC_FEWEST_TILES_NS`] in the model's units).
+fn tensor_tiles_pay(products: TensorProducts, tiles: usize, entries: f64, k: usize) -> bool {
     let k = k as f64;
-    let tiles_ns = (tiles as f64 * (8.5 + 0.119 * k) + entries * 0.0089).max(TC_FEWEST_TILES_NS);
-    tiles_ns < entries * (0.0164 + 0.00029 * k)
+    let ((tile_ns, tile_k_ns, entry_ns), (coo_ns, coo_k_ns)) = match products {
+        TensorProducts::Half => ((8.5, 0.119, 0.0089), (0.0164, 0.00029)),
+        TensorProducts::Tf32 => ((13.4, 0.275, 0.0056), (0.0058, 0.00047)),
+        TensorProducts::Tf32x3 => ((12.0, 0.554, 0.0056), (0.0058, 0.00047)),
+    };
+    let tiles_ns = (tiles as f64 * (tile_ns + tile_k_ns * k) + entries * entry_ns).max(TC_FEWEST_TILES_NS);
+    tiles_ns < entries * (coo_ns + coo_k_ns * k)
 }
 
 /// The least time of the tensor-core tiles in [`tensor_tiles_pay`]'s model, from ergo's overlap
@@ -1050,18 +1095,20 @@ fn tensor_tiles_pay(tiles: usize, entries: f64, k: usize) -> bool {
 /// least time between 12.4 and 19.0 µs picks the faster at each k.
 const TC_FEWEST_TILES_NS: f64 = 15_000.0;
 
-/// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32): each
-/// listed tile of S computed densely, its entries written from shared memory.
+/// The tiled algorithm on tensor cores (`sddmm_tc_tiles_*`, f16 / bf16, whose α is an f32, and f32
+/// in a TF32 math mode): each listed tile of S computed densely, its entries written from shared
+/// memory.
 fn tensor_tiles<T: Element>(
     device: &Arc<GpuDevice>,
     stream: Stream,
     op: &DeviceOperands<T>,
     tt: &TensorTiles,
+    products: TensorProducts,
 ) -> Result<()> {
     if tt.count == 0 {
         return Ok(());
     }
-    let f = device.function(&SDDMM, &format!("sddmm_tc_tiles_{}", T::VALUE_TYPE.short_name()))?;
+    let f = device.function(&SDDMM, &products.kernel(T::VALUE_TYPE))?;
     device.allow_shared_memory(&f, TC_SHARED_BYTES)?;
     // Where every tile holds entries the grid is all of them (no list to read first).
     let row_tiles = op.m.div_ceil(TC_TILE_ROWS);
@@ -1511,7 +1558,13 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
     /// where the band kernels pay (`band_pays`) and the row-warp kernel would not take the call
     /// (`DevicePlan::row_warps`: on random S of 8192 rows at densities 1e-2 and 5e-2, H200, the band
     /// kernels took 1.0-1.49 times its time in every type and width where AUTO had taken them).
-    fn prefers_tiled(&self, operands: &RawOperands<T>, shape: PatternShape, plan: Option<&SddmmPlan>) -> bool {
+    fn prefers_tiled(
+        &self,
+        operands: &RawOperands<T>,
+        shape: PatternShape,
+        plan: Option<&SddmmPlan>,
+        math: SddmmMathMode,
+    ) -> bool {
         let Some(d) = plan.and_then(|p| p.prepared()).and_then(|p| (p as &dyn Any).downcast_ref::<DevicePlan>()) else {
             return false;
         };
@@ -1531,7 +1584,7 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
         let row_warps = d.row_warps::<T>(&gpu, dims, chunks, row_strides).is_some();
         let full_dims = (shape.rows, shape.cols, shape.nnz, operands.k);
         d.panels::<T>(&gpu, full_dims, chunks, row_strides, row_warps).is_some()
-            || d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false, row_warps).is_some()
+            || d.dense_tiles::<T>((shape.nnz, operands.k), chunks, false, row_warps, math).is_some()
             || (!row_warps && band_pays::<T>(&gpu, &d.band, dims, a_strides, b_strides))
     }
 
@@ -1598,12 +1651,22 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
                     // elsewhere.
                     let band = band_pays::<T>(&gpu, &d.band, (m, nnz, call.k), operands.a_strides, operands.b_strides);
                     let dims = (m, n, nnz, call.k);
-                    if let Some(shape) = d.panels::<T>(&gpu, dims, chunks, row_strides, row_warps.is_some()) {
+                    let math = sampling.math;
+                    // TILED forced in a TF32 mode: f32's tensor-core tiles wherever the plan has them
+                    // (chosen by AUTO, they come after the panels, as the 16-bit types' do).
+                    let tf32_tiles =
+                        math != SddmmMathMode::Default && sampling.forced && chunks && d.tensor_tiles.is_some();
+                    if tf32_tiles {
+                        let products = TensorProducts::of(T::VALUE_TYPE, math).expect("chosen");
+                        tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"), products)?
+                    } else if let Some(shape) = d.panels::<T>(&gpu, dims, chunks, row_strides, row_warps.is_some()) {
                         panels(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("the panels' starts"), shape)?
                     } else {
-                        match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some()) {
+                        match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some(), math) {
                             Some(DenseTiles::Tensor) => {
-                                tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"))?
+                                let tt = d.tensor_tiles.as_ref().expect("chosen");
+                                let products = TensorProducts::of(T::VALUE_TYPE, math).expect("chosen");
+                                tensor_tiles(&gpu, stream, &operands, tt, products)?
                             }
                             Some(DenseTiles::Block) => {
                                 block_tiles(&gpu, stream, &operands, d.block_tiles.as_ref().expect("chosen"))?
@@ -1765,16 +1828,37 @@ mod tests {
     /// not at K = 32).
     #[test]
     fn tensor_tiles_pay_their_least_time_where_few() {
-        let ergo: Vec<bool> = [32, 64, 128, 256].iter().map(|&k| tensor_tiles_pay(165, 355_741.0, k)).collect();
+        let half = TensorProducts::Half;
+        let ergo: Vec<bool> = [32, 64, 128, 256].iter().map(|&k| tensor_tiles_pay(half, 165, 355_741.0, k)).collect();
         assert_eq!(ergo, [false, false, true, true]);
         for k in [32, 64, 128, 256] {
             let throughput_only =
                 |tiles: f64, entries: f64| tiles * (8.5 + 0.119 * k as f64) < entries * (0.0075 + 0.00029 * k as f64);
             for (tiles, entries) in [(4096, 3_355_443.0), (4096, 671_089.0)] {
-                assert_eq!(tensor_tiles_pay(tiles, entries, k), throughput_only(tiles as f64, entries), "K = {k}");
+                assert_eq!(
+                    tensor_tiles_pay(half, tiles, entries, k),
+                    throughput_only(tiles as f64, entries),
+                    "K = {k}"
+                );
             }
         }
-        assert!(tensor_tiles_pay(4096, 3_355_443.0, 32) && !tensor_tiles_pay(4096, 671_089.0, 32));
+        assert!(tensor_tiles_pay(half, 4096, 3_355_443.0, 32) && !tensor_tiles_pay(half, 4096, 671_089.0, 32));
+    }
+
+    /// f32's tiles in the TF32 modes where they were measured (random 8192 × 8192, every tile
+    /// holding entries, the row-warp kernel the alternative): TF32 the faster at density 1e-1 from
+    /// k = 128 on (0.227 / 0.375 ms against 0.236 / 0.491), not below (0.125 / 0.155 against 0.077 /
+    /// 0.126) nor at 5e-2 (0.356 against 0.273 at k = 256); 3xTF32 nowhere.
+    #[test]
+    fn tf32_tiles_pay_where_they_were_the_faster() {
+        let row_warps = |nnz: f64| ROW_WARPS_COST * nnz;
+        let at = |products, nnz: f64, k| tensor_tiles_pay(products, 4096, row_warps(nnz), k);
+        let tf32: Vec<bool> = [32, 64, 128, 256].iter().map(|&k| at(TensorProducts::Tf32, 6_710_886.0, k)).collect();
+        assert_eq!(tf32, [false, false, true, true]);
+        assert!(!at(TensorProducts::Tf32, 3_355_443.0, 256));
+        for k in [32, 64, 128, 256] {
+            assert!(!at(TensorProducts::Tf32x3, 6_710_886.0, k), "K = {k}");
+        }
     }
 
     /// The band kernels' slices: every band's positions covered once, in order, by non-empty slices
