@@ -85,8 +85,9 @@ pub unsafe extern "C" fn sddmmGetBackend(handle: sddmmHandle_t, backend: *mut sg
 /// SDDMM_ALGORITHM_COO (GPU-Convert), or SDDMM_ALGORITHM_AUTO (the default: TILED when
 /// nnz / (m·n) > the density threshold, or on a CUDA handle through a plan where its tiled kernels
 /// measured the faster: where the rows are sorted by column and its tiles holding entries are full
-/// enough to compute densely (128 × 128 on tensor cores for f16 / bf16, 16 × 16 on CUDA cores for
-/// every type); also where rows are short and even and a band's rows of A fit shared memory
+/// enough to compute densely (128 × 128 on tensor cores for f16 / bf16 and for f32 in a TF32 math
+/// mode, 16 × 16 on CUDA cores for every type); also where rows are short and even and a band's
+/// rows of A fit shared memory
 /// (docs/methods.md); COO otherwise).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sddmmSetAlgorithm(handle: sddmmHandle_t, algorithm: sddmmAlgorithm_t) -> sgpuStatus_t {

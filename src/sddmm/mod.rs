@@ -6,8 +6,9 @@
 //! - TILED (the paper's GPU-Shared): S is cut into `TILE_ROWS × TILE_COLS` tiles whose nonzeros are
 //!   computed together, so that the A and B rows they use are loaded once per tile (the CPU backend
 //!   in K slices of `TILE_K`; the CUDA backend, through a plan, with a band of 64 rows of A in
-//!   shared memory and the band's nonzeros column by column, or for f16 / bf16 whose rows are
-//!   sorted 128 × 128 tiles computed densely on tensor cores, or for any type whose rows are sorted
+//!   shared memory and the band's nonzeros column by column, or for f16 / bf16 (and f32 in a TF32
+//!   math mode) whose rows are sorted 128 × 128 tiles computed densely on tensor cores, or for any
+//!   type whose rows are sorted
 //!   16 × 16 tiles computed densely on CUDA cores; without a plan it runs the COO kernel
 //!   in that band order, the rows reused from L1). Pays off when tiles hold enough nonzeros to
 //!   amortise the loads.
