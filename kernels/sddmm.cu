@@ -1209,8 +1209,14 @@ __device__ __forceinline__ int sd_tc_row_of(const int* offset, int p) {
     return lo;
 }
 
-// TF32 of FP32 bits rounded to nearest, ties away from zero (sgpu_tf32_split's big part).
-__device__ __forceinline__ unsigned sd_tf32_round(unsigned x) { return (x + 0x1000u) & 0xffffe000u; }
+// TF32 of FP32 bits rounded to nearest, ties away from zero, NaN kept NaN (adding half a TF32 unit
+// to the bits, as sgpu_tf32_split's big part does, makes the NaN 0x7fffffff that CUDA's invalid
+// operations produce -0; 3xTF32 keeps it through the small part).
+__device__ __forceinline__ unsigned sd_tf32_round(unsigned x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(x)));
+    return r;
+}
 
 // acc += the products of one 16-element (16-bit) or 8-element (TF32) step of K, from fragments as
 // ldmatrix loaded them.

@@ -533,6 +533,36 @@ fn the_tf32_math_modes_compute_the_products_they_define() {
     assert_eq!(unsafe { sddmmDestroy(h) }, OK);
 }
 
+/// NaN and ∞ in A under the math modes (CPU backend): a row of A holding CUDA's NaN (0x7fffffff,
+/// which rounding to TF32 on the bits would turn into -0) gives NaN in every entry of its row in
+/// every mode; a row holding +∞ gives +∞ (B positive) in the default mode and in TF32, NaN in 3xTF32
+/// (∞'s small part is ∞ − ∞); the other rows stay finite.
+#[test]
+fn the_tf32_math_modes_keep_nan_and_infinity() {
+    let h = create_handle();
+    assert_eq!(unsafe { sddmmSetBackend(h, BackendKind::Cpu as i32) }, OK);
+    let pattern = random_csr::<f64>(&mut Rng::new(7), 3, 5, 1.0);
+    let p = Problem::new("3x5 dense, k 8".into(), pattern, 8, Layout::RowMajor, IndexBase::Zero, (0, 0));
+    let mut d = Data::<f32> { a: vec![0.5; p.a_len()], b: vec![0.25; p.b_len()], s: None, alpha: 1.0 };
+    d.a[3] = f32::from_bits(0x7fff_ffff);
+    d.a[8 + 5] = f32::INFINITY;
+    for (math, infinite_row) in [
+        (SddmmMathMode::Default, f32::INFINITY),
+        (SddmmMathMode::Tf32, f32::INFINITY),
+        (SddmmMathMode::Tf32x3, f32::NAN),
+    ] {
+        set_math_mode(h, math);
+        let mut out = poisoned::<f32>(p.nnz());
+        assert_eq!(unsafe { dynamic(h, &p, &d, &mut out) }, OK, "{}", last_error());
+        let rows: Vec<&[f32]> = out.chunks(5).collect();
+        assert!(rows[0].iter().all(|v| v.is_nan()), "{math:?}: {:?}", rows[0]);
+        let inf_ok = |v: &f32| if infinite_row.is_nan() { v.is_nan() } else { *v == infinite_row };
+        assert!(rows[1].iter().all(inf_ok), "{math:?}: {:?}", rows[1]);
+        assert!(rows[2].iter().all(|v| *v == 1.0), "{math:?}: {:?}", rows[2]);
+    }
+    assert_eq!(unsafe { sddmmDestroy(h) }, OK);
+}
+
 /// An n×n pattern with exactly `nnz` entries (the first ones in row-major order).
 fn pattern_with(n: usize, nnz: usize) -> CsrMatrix<f64> {
     CsrMatrix::from_triplets(n, n, (0..nnz).map(|e| (e / n, e % n, 1.0)).collect())

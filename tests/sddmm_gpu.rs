@@ -655,6 +655,48 @@ fn f32_3xtf32_tensor_core_tiles_match_the_modes_products() {
     tf32_tiles_for(SddmmMathMode::Tf32x3, "sddmm gpu f32 3xtf32 tiles");
 }
 
+/// NaN and ∞ in A through the TF32 modes' tensor-core tiles (a plan on the CUDA handle, TILED
+/// forced): a row of A holding CUDA's NaN (0x7fffffff, which rounding to TF32 on the bits would
+/// turn into -0) gives NaN in every entry of its row; a row holding +∞ gives +∞ in TF32 (B positive)
+/// and NaN in 3xTF32 (∞'s small part is ∞ − ∞), as on the CPU backend; the other rows stay finite.
+#[test]
+fn tf32_tiles_keep_nan_and_infinity() {
+    if !common::cuda_available("tf32_tiles_keep_nan_and_infinity") {
+        return;
+    }
+    let mut c = Case::of_rows((3, 5, 8), IndexBase::Zero, 0, |_| 0..5);
+    c.label = "3x5 dense, k 8".into();
+    let mut a = [0.5f32; 24];
+    let b = [0.25f32; 40];
+    a[3] = f32::from_bits(0x7fff_ffff);
+    a[8 + 5] = f32::INFINITY;
+    let gpu = handle(BackendKind::Cuda);
+    let plan = unsafe { create_plan(gpu, &c, c.row_ptr.as_ptr(), c.col_ind.as_ptr()) };
+    assert_eq!(unsafe { sddmmSetAlgorithm(gpu, SddmmAlgorithm::Tiled as i32) }, OK);
+    for (math, infinite_row) in [(SddmmMathMode::Tf32, f32::INFINITY), (SddmmMathMode::Tf32x3, f32::NAN)] {
+        assert_eq!(unsafe { sddmmSetMathMode(gpu, math as i32) }, OK);
+        let mut out = vec![POISON as f32; 15];
+        let ptrs = Ptrs {
+            a: a.as_ptr(),
+            b: b.as_ptr(),
+            s: std::ptr::null(),
+            row_ptr: c.row_ptr.as_ptr(),
+            col_ind: c.col_ind.as_ptr(),
+            out: out.as_mut_ptr(),
+        };
+        assert_eq!(unsafe { execute(gpu, plan, &c, &1.0f32, ptrs) }, OK, "{}", last_error());
+        let rows: Vec<&[f32]> = out.chunks(5).collect();
+        assert!(rows[0].iter().all(|v| v.is_nan()), "{math:?}: {:?}", rows[0]);
+        let inf_ok = |v: &f32| if infinite_row.is_nan() { v.is_nan() } else { *v == infinite_row };
+        assert!(rows[1].iter().all(inf_ok), "{math:?}: {:?}", rows[1]);
+        assert!(rows[2].iter().all(|v| *v == 1.0), "{math:?}: {:?}", rows[2]);
+    }
+    unsafe {
+        sddmmDestroyPlan(plan);
+        sddmmDestroy(gpu);
+    }
+}
+
 /// The panel kernel's cases, every one of which AUTO takes to the panels in f32 and f16 / bf16:
 /// rows long and even in 4000 rows or more, K from 64 on, rows of many entries a panel, several
 /// panels and a narrower last one, K not a multiple of a group's vectors (200: the last lanes'

@@ -1070,17 +1070,17 @@ impl TensorProducts {
 /// listed tile costs 8.5 + 0.119·k ns plus 8.9 ps an entry, the COO kernel 16.4 + 0.29·k ps an
 /// entry, so the tiles pay where they are more than 2.9 % (k = 256) to 4.5 % (k = 32) full. f32 in
 /// the TF32 modes (an H200, densities 1e-2, 5e-2 and 1e-1, k = 32 to 256,
-/// docs/results/h200-2026-11-29-sddmm-tf32.jsonl): a tile costs 13.4 + 0.275·k ns in TF32 and
+/// docs/results/h200-2026-11-29-sddmm-tf32.jsonl): a tile costs 13.0 + 0.298·k ns in TF32 and
 /// 12 + 0.554·k ns in 3xTF32 plus 5.6 ps an entry, the COO kernel 5.8 + 0.47·k ps an entry (the
 /// row-warp kernel at 1e-1, which took those calls, over ROW_WARPS_COST), so that TF32 pays from
-/// about 10 % full at k = 128 and 7 % at k = 256, 3xTF32 only where tiles are nearly full. That model
+/// about 9 % full at k = 128 and 8 % at k = 256, 3xTF32 only where tiles are nearly full. That model
 /// counts throughput, which thousands of tiles reach; a few hundred tiles, a block each, take the
 /// time of one block at least ([`TC_FEWEST_TILES_NS`] in the model's units).
 fn tensor_tiles_pay(products: TensorProducts, tiles: usize, entries: f64, k: usize) -> bool {
     let k = k as f64;
     let ((tile_ns, tile_k_ns, entry_ns), (coo_ns, coo_k_ns)) = match products {
         TensorProducts::Half => ((8.5, 0.119, 0.0089), (0.0164, 0.00029)),
-        TensorProducts::Tf32 => ((13.4, 0.275, 0.0056), (0.0058, 0.00047)),
+        TensorProducts::Tf32 => ((13.0, 0.298, 0.0056), (0.0058, 0.00047)),
         TensorProducts::Tf32x3 => ((12.0, 0.554, 0.0056), (0.0058, 0.00047)),
     };
     let tiles_ns = (tiles as f64 * (tile_ns + tile_k_ns * k) + entries * entry_ns).max(TC_FEWEST_TILES_NS);
@@ -1847,8 +1847,8 @@ mod tests {
 
     /// f32's tiles in the TF32 modes where they were measured (random 8192 × 8192, every tile
     /// holding entries, the row-warp kernel the alternative): TF32 the faster at density 1e-1 from
-    /// k = 128 on (0.227 / 0.375 ms against 0.236 / 0.491), not below (0.125 / 0.155 against 0.077 /
-    /// 0.126) nor at 5e-2 (0.356 against 0.273 at k = 256); 3xTF32 nowhere.
+    /// k = 128 on (0.233 / 0.389 ms against 0.235 / 0.492), not below (0.127 / 0.158 against 0.077 /
+    /// 0.127) nor at 5e-2 (0.372 against 0.273 at k = 256); 3xTF32 nowhere.
     #[test]
     fn tf32_tiles_pay_where_they_were_the_faster() {
         let row_warps = |nnz: f64| ROW_WARPS_COST * nnz;
