@@ -265,9 +265,9 @@ fn tf32_factors<T: Element>(op: &SddmmOperands<'_, T>, math: SddmmMathMode) -> R
                 match math {
                     SddmmMathMode::Tf32x3 => {
                         let (big, small) = tf32_split(value);
-                        let first = if big_first { big } else { small };
+                        let (first, second) = if big_first { (big, small) } else { (small, big) };
                         row[p] = T::from_f64(first as f64);
-                        row[k + p] = T::from_f64(if big_first { small } else { big } as f64);
+                        row[k + p] = T::from_f64(second as f64);
                         row[2 * k + p] = T::from_f64(big as f64);
                     }
                     _ => row[p] = T::from_f64(tf32_round(value) as f64),

@@ -1651,22 +1651,19 @@ impl<T: Element> SddmmBackend<T> for CudaExecutor {
                     // elsewhere.
                     let band = band_pays::<T>(&gpu, &d.band, (m, nnz, call.k), operands.a_strides, operands.b_strides);
                     let dims = (m, n, nnz, call.k);
-                    let math = sampling.math;
+                    let (math, products) = (sampling.math, TensorProducts::of(T::VALUE_TYPE, sampling.math));
                     // TILED forced in a TF32 mode: f32's tensor-core tiles wherever the plan has them
                     // (chosen by AUTO, they come after the panels, as the 16-bit types' do).
-                    let tf32_tiles =
-                        math != SddmmMathMode::Default && sampling.forced && chunks && d.tensor_tiles.is_some();
-                    if tf32_tiles {
-                        let products = TensorProducts::of(T::VALUE_TYPE, math).expect("chosen");
-                        tensor_tiles(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("chosen"), products)?
+                    let tf32_forced = math != SddmmMathMode::Default && sampling.forced && chunks;
+                    if let (true, Some(tt), Some(products)) = (tf32_forced, &d.tensor_tiles, products) {
+                        tensor_tiles(&gpu, stream, &operands, tt, products)?
                     } else if let Some(shape) = d.panels::<T>(&gpu, dims, chunks, row_strides, row_warps.is_some()) {
                         panels(&gpu, stream, &operands, d.tensor_tiles.as_ref().expect("the panels' starts"), shape)?
                     } else {
                         match d.dense_tiles::<T>((nnz, call.k), chunks, !band, row_warps.is_some(), math) {
                             Some(DenseTiles::Tensor) => {
                                 let tt = d.tensor_tiles.as_ref().expect("chosen");
-                                let products = TensorProducts::of(T::VALUE_TYPE, math).expect("chosen");
-                                tensor_tiles(&gpu, stream, &operands, tt, products)?
+                                tensor_tiles(&gpu, stream, &operands, tt, products.expect("chosen"))?
                             }
                             Some(DenseTiles::Block) => {
                                 block_tiles(&gpu, stream, &operands, d.block_tiles.as_ref().expect("chosen"))?
